@@ -1,0 +1,131 @@
+// The control-plane wire format: framed binary messages over TCP.
+// Frame = 12-byte header (magic, version, type, length) + body; all fields big-endian.
+// See protocol/SPEC.md for every message, field and status code.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace conflux::proto {
+
+inline constexpr uint32_t kControlMagic = 0x43465843;  // "CFXC"
+inline constexpr size_t kControlHeaderSize = 12;
+inline constexpr uint32_t kMaxControlBody = 4096;
+inline constexpr size_t kMaxErrorText = 1024;
+inline constexpr size_t kMaxPorts = 256;
+inline constexpr uint32_t kMaxWorkersPerJob = 1024;
+
+enum class MsgType : uint8_t {
+  kServerHello = 1,
+  kJoin = 2,
+  kJoinAck = 3,
+  kLeave = 4,
+  kHeartbeat = 5,
+  kHeartbeatAck = 6,
+  kError = 7,
+  kShutdown = 8,
+};
+
+// Status carried by JoinAck and Error. Stable values (SPEC.md).
+enum class Status : uint32_t {
+  kOk = 0,
+  kAuthFailed = 1,
+  kBadMessage = 2,
+  kVersionMismatch = 3,
+  kJobMismatch = 4,
+  kRankInUse = 5,
+  kBadRank = 6,
+  kNoCapacity = 7,
+  kShuttingDown = 8,
+  kJoinTimeout = 9,
+  kUnsupported = 10,
+  kInternal = 11,
+};
+std::string_view status_name(Status s);
+
+// Sent by the aggregator right after accepting a control connection.
+struct ServerHello {
+  uint64_t nonce = 0;           // fresh per connection; input to the Join MAC
+  uint64_t support_mask = 0;    // bit (dtype * 4 + op) set = supported
+  uint32_t max_payload_bytes = 0;
+  uint32_t max_slots_per_job = 0;
+  uint8_t auth_required = 0;
+};
+
+inline constexpr uint8_t kJoinFlagDeterministic = 1u << 0;
+
+// Worker asks to join job `job_key` as `rank` of `n_workers`.
+struct Join {
+  uint64_t job_key = 0;         // chosen by the workers (e.g. NCCL commId); same on all ranks
+  uint32_t n_workers = 0;       // 1..kMaxWorkersPerJob
+  uint32_t rank = 0;            // 0..n_workers-1, becomes the contributor id
+  uint32_t udp_addr = 0;        // IPv4 (host order) for results; 0 = the TCP peer's address
+  uint16_t udp_port = 0;        // UDP port the worker receives results on, != 0
+  uint8_t flags = 0;            // kJoinFlag*
+  uint32_t requested_slots = 0; // window the worker wants, 1..
+  uint32_t payload_bytes = 0;   // payload per packet, 1..kMaxPayloadBytes
+  uint32_t join_timeout_ms = 0; // how long the daemon waits for the other ranks
+  uint64_t auth_mac = 0;        // join_mac(secret, hello.nonce, *this); 0 when no auth
+};
+
+// Answer to Join, sent to every rank once all n_workers have joined (or at once on error).
+struct JoinAck {
+  Status status = Status::kOk;
+  uint32_t job_id = 0;
+  uint64_t job_token = 0;
+  uint32_t granted_slots = 0;   // window per worker on this aggregator (<= requested)
+  uint32_t payload_bytes = 0;   // payload per packet (<= requested)
+  uint8_t flags = 0;            // kJoinFlagDeterministic if the job runs deterministic
+  std::vector<uint16_t> ports;  // UDP ports; slot s is served by ports[s % ports.size()]
+};
+
+struct Leave {};
+struct Heartbeat { uint64_t time_ns = 0; };
+struct HeartbeatAck { uint64_t time_ns = 0; };  // echoes Heartbeat::time_ns
+struct Error {
+  Status status = Status::kInternal;
+  std::string text;             // <= kMaxErrorText bytes, UTF-8, for logs
+};
+struct Shutdown { uint32_t reason = 0; };  // 0 = daemon stopping, 1 = drain
+
+using ControlMsg =
+    std::variant<ServerHello, Join, JoinAck, Leave, Heartbeat, HeartbeatAck, Error, Shutdown>;
+
+MsgType msg_type(const ControlMsg& m);
+std::string_view msg_type_name(MsgType t);
+std::string to_string(const ControlMsg& m);
+
+// Appends one complete frame for `m` to `out`.
+void encode_control(const ControlMsg& m, std::vector<uint8_t>& out);
+
+enum class ControlParse : uint8_t {
+  kOk = 0,
+  kNeedMore = 1,       // not a whole frame yet: read more bytes and call again
+  kBadMagic = 2,
+  kBadVersion = 3,
+  kBadType = 4,
+  kTooLong = 5,        // body length > kMaxControlBody
+  kBadLength = 6,      // body length inconsistent with the message type
+  kBadField = 7,       // a field outside its valid range
+  kReservedNonZero = 8,
+};
+std::string_view control_parse_name(ControlParse p);
+
+// Parses the frame at the start of `buf`. On kOk, *out holds the message and *consumed
+// the frame's length. On kNeedMore nothing is consumed. Any other result means the
+// stream is unusable (the peer is answered with Error and disconnected); *consumed is 0.
+ControlParse parse_control(std::span<const uint8_t> buf, ControlMsg* out, size_t* consumed);
+
+// Shared-secret authentication of Join: SipHash-2-4 keyed by the secret, over the
+// server's nonce and the Join's identity fields. Returns 0 if the secret is empty.
+uint64_t join_mac(std::string_view secret, uint64_t nonce, const Join& j);
+
+// SipHash-2-4 (exposed for tests).
+uint64_t siphash24(uint64_t k0, uint64_t k1, std::span<const uint8_t> data);
+
+}  // namespace conflux::proto

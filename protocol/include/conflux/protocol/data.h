@@ -1,0 +1,85 @@
+// The data-plane wire format: one UDP datagram = a fixed 48-byte header + payload.
+// See protocol/SPEC.md for every field, its range and the slot state machines.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "conflux/common/dtype.h"
+
+namespace conflux::proto {
+
+inline constexpr uint32_t kDataMagic = 0x43464C58;  // "CFLX"
+inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr size_t kDataHeaderSize = 48;
+// Largest payload any peer may announce or send (fits a 64 KiB UDP datagram).
+inline constexpr uint32_t kMaxPayloadBytes = 61440;
+inline constexpr uint32_t kDefaultPayloadBytes = 8192;
+
+enum class PacketType : uint8_t { kContrib = 1, kResult = 2 };
+
+// Flag bits of DataHeader::flags. Unknown bits are rejected (kBadFlags).
+inline constexpr uint16_t kFlagRetransmit = 1u << 0;  // a sender's repeat of this packet
+inline constexpr uint16_t kFlagKnownFlags = kFlagRetransmit;
+
+// Decoded (host order) view of the header. Field meaning and ranges: SPEC.md.
+struct DataHeader {
+  PacketType type = PacketType::kContrib;
+  uint16_t flags = 0;
+  uint32_t job_id = 0;
+  uint16_t contributor = 0;
+  uint64_t job_token = 0;
+  uint32_t slot = 0;
+  uint32_t generation = 0;
+  uint64_t offset = 0;  // element offset of this payload inside its collective (echoed)
+  uint32_t count = 0;   // elements in the payload
+  DType dtype = DType::kFloat32;
+  Op op = Op::kSum;
+
+  size_t payload_bytes() const { return size_t{count} * dtype_size(dtype); }
+  std::string to_string() const;
+};
+
+// Why a datagram was dropped. Codes 1..11 come from the stateless parser below;
+// 12.. are decided by the aggregator or worker against their state. Stable values:
+// they appear in metrics and logs and are listed in SPEC.md.
+enum class DropReason : uint8_t {
+  kOk = 0,
+  kTruncated = 1,
+  kBadMagic = 2,
+  kBadVersion = 3,
+  kBadType = 4,
+  kBadFlags = 5,
+  kReservedNonZero = 6,
+  kBadDtype = 7,
+  kBadOp = 8,
+  kZeroCount = 9,
+  kOversized = 10,
+  kLengthMismatch = 11,
+  kUnknownJob = 12,
+  kBadToken = 13,
+  kSlotOutOfRange = 14,
+  kBadContributor = 15,
+  kSlotMismatch = 16,
+  kStaleGeneration = 17,
+  kWrongDirection = 18,
+  kDuplicate = 19,
+  kWrongQueue = 20,
+};
+inline constexpr int kNumDropReasons = 21;
+std::string_view drop_reason_name(DropReason r);  // "truncated", "bad_magic", ...
+
+// Writes the 48-byte header for `h` at `out`. The payload follows at out + 48.
+void encode_data_header(const DataHeader& h, uint8_t* out);
+
+// Validates a whole datagram (header + payload) against everything that can be
+// checked without state: magic, version, type, flags, reserved bytes, dtype, op,
+// count in 1..max_payload_bytes/dtype_size, and datagram length == 48 + payload.
+// On kOk, *out holds the header and *payload points into `datagram`.
+DropReason parse_data(std::span<const uint8_t> datagram, uint32_t max_payload_bytes,
+                      DataHeader* out, const uint8_t** payload);
+
+}  // namespace conflux::proto

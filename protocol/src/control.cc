@@ -1,0 +1,281 @@
+#include "conflux/protocol/control.h"
+
+#include <cstdio>
+
+#include "conflux/protocol/data.h"
+#include "wire_cursor.h"
+
+namespace conflux::proto {
+namespace {
+
+void encode_body(const ServerHello& m, Writer& w) {
+  w.put<uint64_t>(m.nonce);
+  w.put<uint64_t>(m.support_mask);
+  w.put<uint32_t>(m.max_payload_bytes);
+  w.put<uint32_t>(m.max_slots_per_job);
+  w.put<uint8_t>(m.auth_required);
+  w.put<uint8_t>(0);
+  w.put<uint16_t>(0);
+}
+void encode_body(const Join& m, Writer& w) {
+  w.put<uint64_t>(m.job_key);
+  w.put<uint32_t>(m.n_workers);
+  w.put<uint32_t>(m.rank);
+  w.put<uint32_t>(m.udp_addr);
+  w.put<uint16_t>(m.udp_port);
+  w.put<uint8_t>(m.flags);
+  w.put<uint8_t>(0);
+  w.put<uint32_t>(m.requested_slots);
+  w.put<uint32_t>(m.payload_bytes);
+  w.put<uint32_t>(m.join_timeout_ms);
+  w.put<uint64_t>(m.auth_mac);
+}
+void encode_body(const JoinAck& m, Writer& w) {
+  w.put<uint32_t>(static_cast<uint32_t>(m.status));
+  w.put<uint32_t>(m.job_id);
+  w.put<uint64_t>(m.job_token);
+  w.put<uint32_t>(m.granted_slots);
+  w.put<uint32_t>(m.payload_bytes);
+  w.put<uint8_t>(m.flags);
+  w.put<uint8_t>(0);
+  w.put<uint16_t>(static_cast<uint16_t>(m.ports.size()));
+  for (uint16_t p : m.ports) w.put<uint16_t>(p);
+}
+void encode_body(const Leave&, Writer&) {}
+void encode_body(const Heartbeat& m, Writer& w) { w.put<uint64_t>(m.time_ns); }
+void encode_body(const HeartbeatAck& m, Writer& w) { w.put<uint64_t>(m.time_ns); }
+void encode_body(const Error& m, Writer& w) {
+  const size_t n = m.text.size() < kMaxErrorText ? m.text.size() : kMaxErrorText;
+  w.put<uint32_t>(static_cast<uint32_t>(m.status));
+  w.put<uint16_t>(static_cast<uint16_t>(n));
+  w.bytes(m.text.data(), n);
+}
+void encode_body(const Shutdown& m, Writer& w) { w.put<uint32_t>(m.reason); }
+
+bool valid_status(uint32_t s) { return s <= static_cast<uint32_t>(Status::kInternal); }
+
+ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
+  switch (t) {
+    case MsgType::kServerHello: {
+      ServerHello m;
+      m.nonce = r.get<uint64_t>();
+      m.support_mask = r.get<uint64_t>();
+      m.max_payload_bytes = r.get<uint32_t>();
+      m.max_slots_per_job = r.get<uint32_t>();
+      m.auth_required = r.get<uint8_t>();
+      const uint32_t reserved = r.get<uint8_t>() | r.get<uint16_t>();
+      if (!r.ok_and_done()) return ControlParse::kBadLength;
+      if (reserved != 0) return ControlParse::kReservedNonZero;
+      if (m.auth_required > 1 || m.max_payload_bytes == 0 ||
+          m.max_payload_bytes > kMaxPayloadBytes || (m.support_mask >> (kNumDTypes * kNumOps)) != 0) {
+        return ControlParse::kBadField;
+      }
+      *out = m;
+      return ControlParse::kOk;
+    }
+    case MsgType::kJoin: {
+      Join m;
+      m.job_key = r.get<uint64_t>();
+      m.n_workers = r.get<uint32_t>();
+      m.rank = r.get<uint32_t>();
+      m.udp_addr = r.get<uint32_t>();
+      m.udp_port = r.get<uint16_t>();
+      m.flags = r.get<uint8_t>();
+      const uint8_t reserved = r.get<uint8_t>();
+      m.requested_slots = r.get<uint32_t>();
+      m.payload_bytes = r.get<uint32_t>();
+      m.join_timeout_ms = r.get<uint32_t>();
+      m.auth_mac = r.get<uint64_t>();
+      if (!r.ok_and_done()) return ControlParse::kBadLength;
+      if (reserved != 0) return ControlParse::kReservedNonZero;
+      if (m.n_workers == 0 || m.n_workers > kMaxWorkersPerJob || m.rank >= m.n_workers ||
+          m.udp_port == 0 || (m.flags & ~kJoinFlagDeterministic) != 0 ||
+          m.requested_slots == 0 || m.payload_bytes == 0 ||
+          m.payload_bytes > kMaxPayloadBytes) {
+        return ControlParse::kBadField;
+      }
+      *out = m;
+      return ControlParse::kOk;
+    }
+    case MsgType::kJoinAck: {
+      JoinAck m;
+      const uint32_t status = r.get<uint32_t>();
+      m.job_id = r.get<uint32_t>();
+      m.job_token = r.get<uint64_t>();
+      m.granted_slots = r.get<uint32_t>();
+      m.payload_bytes = r.get<uint32_t>();
+      m.flags = r.get<uint8_t>();
+      const uint8_t reserved = r.get<uint8_t>();
+      const uint16_t n_ports = r.get<uint16_t>();
+      if (n_ports > kMaxPorts) return ControlParse::kBadField;
+      m.ports.reserve(n_ports);
+      for (uint16_t i = 0; i < n_ports; ++i) m.ports.push_back(r.get<uint16_t>());
+      if (!r.ok_and_done()) return ControlParse::kBadLength;
+      if (reserved != 0) return ControlParse::kReservedNonZero;
+      if (!valid_status(status) || (m.flags & ~kJoinFlagDeterministic) != 0) {
+        return ControlParse::kBadField;
+      }
+      m.status = static_cast<Status>(status);
+      if (m.status == Status::kOk) {
+        if (m.granted_slots == 0 || m.payload_bytes == 0 || m.payload_bytes > kMaxPayloadBytes ||
+            m.ports.empty()) {
+          return ControlParse::kBadField;
+        }
+        for (uint16_t p : m.ports) {
+          if (p == 0) return ControlParse::kBadField;
+        }
+      }
+      *out = std::move(m);
+      return ControlParse::kOk;
+    }
+    case MsgType::kLeave:
+      if (!r.ok_and_done()) return ControlParse::kBadLength;
+      *out = Leave{};
+      return ControlParse::kOk;
+    case MsgType::kHeartbeat:
+    case MsgType::kHeartbeatAck: {
+      const uint64_t t_ns = r.get<uint64_t>();
+      if (!r.ok_and_done()) return ControlParse::kBadLength;
+      if (t == MsgType::kHeartbeat) {
+        *out = Heartbeat{t_ns};
+      } else {
+        *out = HeartbeatAck{t_ns};
+      }
+      return ControlParse::kOk;
+    }
+    case MsgType::kError: {
+      Error m;
+      const uint32_t status = r.get<uint32_t>();
+      const uint16_t n = r.get<uint16_t>();
+      if (n > kMaxErrorText) return ControlParse::kBadField;
+      auto text = r.bytes(n);
+      if (!r.ok_and_done()) return ControlParse::kBadLength;
+      if (!valid_status(status)) return ControlParse::kBadField;
+      m.status = static_cast<Status>(status);
+      m.text.assign(text.begin(), text.end());
+      *out = std::move(m);
+      return ControlParse::kOk;
+    }
+    case MsgType::kShutdown: {
+      Shutdown m;
+      m.reason = r.get<uint32_t>();
+      if (!r.ok_and_done()) return ControlParse::kBadLength;
+      if (m.reason > 1) return ControlParse::kBadField;
+      *out = m;
+      return ControlParse::kOk;
+    }
+  }
+  return ControlParse::kBadType;
+}
+
+}  // namespace
+
+MsgType msg_type(const ControlMsg& m) { return static_cast<MsgType>(m.index() + 1); }
+
+std::string_view msg_type_name(MsgType t) {
+  switch (t) {
+    case MsgType::kServerHello: return "ServerHello";
+    case MsgType::kJoin: return "Join";
+    case MsgType::kJoinAck: return "JoinAck";
+    case MsgType::kLeave: return "Leave";
+    case MsgType::kHeartbeat: return "Heartbeat";
+    case MsgType::kHeartbeatAck: return "HeartbeatAck";
+    case MsgType::kError: return "Error";
+    case MsgType::kShutdown: return "Shutdown";
+  }
+  return "Unknown";
+}
+
+std::string_view status_name(Status s) {
+  switch (s) {
+    case Status::kOk: return "ok";
+    case Status::kAuthFailed: return "auth_failed";
+    case Status::kBadMessage: return "bad_message";
+    case Status::kVersionMismatch: return "version_mismatch";
+    case Status::kJobMismatch: return "job_mismatch";
+    case Status::kRankInUse: return "rank_in_use";
+    case Status::kBadRank: return "bad_rank";
+    case Status::kNoCapacity: return "no_capacity";
+    case Status::kShuttingDown: return "shutting_down";
+    case Status::kJoinTimeout: return "join_timeout";
+    case Status::kUnsupported: return "unsupported";
+    case Status::kInternal: return "internal";
+  }
+  return "unknown";
+}
+
+std::string_view control_parse_name(ControlParse p) {
+  switch (p) {
+    case ControlParse::kOk: return "ok";
+    case ControlParse::kNeedMore: return "need_more";
+    case ControlParse::kBadMagic: return "bad_magic";
+    case ControlParse::kBadVersion: return "bad_version";
+    case ControlParse::kBadType: return "bad_type";
+    case ControlParse::kTooLong: return "too_long";
+    case ControlParse::kBadLength: return "bad_length";
+    case ControlParse::kBadField: return "bad_field";
+    case ControlParse::kReservedNonZero: return "reserved_nonzero";
+  }
+  return "unknown";
+}
+
+void encode_control(const ControlMsg& m, std::vector<uint8_t>& out) {
+  const size_t start = out.size();
+  Writer w(out);
+  w.put<uint32_t>(kControlMagic);
+  w.put<uint8_t>(kProtocolVersion);
+  w.put<uint8_t>(static_cast<uint8_t>(msg_type(m)));
+  w.put<uint16_t>(0);
+  w.put<uint32_t>(0);  // length, patched below
+  std::visit([&w](const auto& body) { encode_body(body, w); }, m);
+  const auto body_len = static_cast<uint32_t>(out.size() - start - kControlHeaderSize);
+  store_be<uint32_t>(out.data() + start + 8, body_len);
+}
+
+ControlParse parse_control(std::span<const uint8_t> buf, ControlMsg* out, size_t* consumed) {
+  *consumed = 0;
+  // Reject a bad magic as soon as its bytes are in, not only once a whole header is.
+  for (size_t i = 0; i < 4 && i < buf.size(); ++i) {
+    if (buf[i] != static_cast<uint8_t>(kControlMagic >> (24 - 8 * i))) {
+      return ControlParse::kBadMagic;
+    }
+  }
+  if (buf.size() < kControlHeaderSize) return ControlParse::kNeedMore;
+  if (buf[4] != kProtocolVersion) return ControlParse::kBadVersion;
+  const uint8_t type = buf[5];
+  if (type < static_cast<uint8_t>(MsgType::kServerHello) ||
+      type > static_cast<uint8_t>(MsgType::kShutdown)) {
+    return ControlParse::kBadType;
+  }
+  if (load_be<uint16_t>(buf.data() + 6) != 0) return ControlParse::kReservedNonZero;
+  const uint32_t len = load_be<uint32_t>(buf.data() + 8);
+  if (len > kMaxControlBody) return ControlParse::kTooLong;
+  if (buf.size() < kControlHeaderSize + len) return ControlParse::kNeedMore;
+  Reader r(buf.subspan(kControlHeaderSize, len));
+  const ControlParse p = decode_body(static_cast<MsgType>(type), r, out);
+  if (p == ControlParse::kOk) *consumed = kControlHeaderSize + len;
+  return p;
+}
+
+std::string to_string(const ControlMsg& m) {
+  char buf[256];
+  const auto name = msg_type_name(msg_type(m));
+  if (const auto* j = std::get_if<Join>(&m)) {
+    std::snprintf(buf, sizeof(buf), "Join{key=%016llx rank=%u/%u port=%u slots=%u payload=%u}",
+                  static_cast<unsigned long long>(j->job_key), j->rank, j->n_workers,
+                  j->udp_port, j->requested_slots, j->payload_bytes);
+  } else if (const auto* a = std::get_if<JoinAck>(&m)) {
+    std::snprintf(buf, sizeof(buf), "JoinAck{status=%.*s job=%u slots=%u payload=%u ports=%zu}",
+                  static_cast<int>(status_name(a->status).size()), status_name(a->status).data(),
+                  a->job_id, a->granted_slots, a->payload_bytes, a->ports.size());
+  } else if (const auto* e = std::get_if<Error>(&m)) {
+    std::snprintf(buf, sizeof(buf), "Error{%.*s: %.200s}",
+                  static_cast<int>(status_name(e->status).size()), status_name(e->status).data(),
+                  e->text.c_str());
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.*s", static_cast<int>(name.size()), name.data());
+  }
+  return buf;
+}
+
+}  // namespace conflux::proto

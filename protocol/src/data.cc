@@ -1,0 +1,129 @@
+#include "conflux/protocol/data.h"
+
+#include <cstdio>
+
+#include "conflux/protocol/byteorder.h"
+
+namespace conflux::proto {
+namespace {
+
+// Byte offsets of the header fields (SPEC.md, "Data header").
+enum : size_t {
+  kOffMagic = 0,
+  kOffVersion = 4,
+  kOffType = 5,
+  kOffFlags = 6,
+  kOffJobId = 8,
+  kOffContributor = 12,
+  kOffReserved0 = 14,
+  kOffToken = 16,
+  kOffSlot = 24,
+  kOffGeneration = 28,
+  kOffOffset = 32,
+  kOffCount = 40,
+  kOffDtype = 44,
+  kOffOp = 45,
+  kOffReserved1 = 46,
+};
+static_assert(kOffReserved1 + 2 == kDataHeaderSize, "data header layout");
+static_assert(kDataHeaderSize + kMaxPayloadBytes <= 65507, "must fit one UDP datagram");
+
+}  // namespace
+
+std::string_view drop_reason_name(DropReason r) {
+  switch (r) {
+    case DropReason::kOk: return "ok";
+    case DropReason::kTruncated: return "truncated";
+    case DropReason::kBadMagic: return "bad_magic";
+    case DropReason::kBadVersion: return "bad_version";
+    case DropReason::kBadType: return "bad_type";
+    case DropReason::kBadFlags: return "bad_flags";
+    case DropReason::kReservedNonZero: return "reserved_nonzero";
+    case DropReason::kBadDtype: return "bad_dtype";
+    case DropReason::kBadOp: return "bad_op";
+    case DropReason::kZeroCount: return "zero_count";
+    case DropReason::kOversized: return "oversized";
+    case DropReason::kLengthMismatch: return "length_mismatch";
+    case DropReason::kUnknownJob: return "unknown_job";
+    case DropReason::kBadToken: return "bad_token";
+    case DropReason::kSlotOutOfRange: return "slot_out_of_range";
+    case DropReason::kBadContributor: return "bad_contributor";
+    case DropReason::kSlotMismatch: return "slot_mismatch";
+    case DropReason::kStaleGeneration: return "stale_generation";
+    case DropReason::kWrongDirection: return "wrong_direction";
+    case DropReason::kDuplicate: return "duplicate";
+    case DropReason::kWrongQueue: return "wrong_queue";
+  }
+  return "unknown";
+}
+
+void encode_data_header(const DataHeader& h, uint8_t* out) {
+  store_be<uint32_t>(out + kOffMagic, kDataMagic);
+  out[kOffVersion] = kProtocolVersion;
+  out[kOffType] = static_cast<uint8_t>(h.type);
+  store_be<uint16_t>(out + kOffFlags, h.flags);
+  store_be<uint32_t>(out + kOffJobId, h.job_id);
+  store_be<uint16_t>(out + kOffContributor, h.contributor);
+  store_be<uint16_t>(out + kOffReserved0, 0);
+  store_be<uint64_t>(out + kOffToken, h.job_token);
+  store_be<uint32_t>(out + kOffSlot, h.slot);
+  store_be<uint32_t>(out + kOffGeneration, h.generation);
+  store_be<uint64_t>(out + kOffOffset, h.offset);
+  store_be<uint32_t>(out + kOffCount, h.count);
+  out[kOffDtype] = static_cast<uint8_t>(h.dtype);
+  out[kOffOp] = static_cast<uint8_t>(h.op);
+  store_be<uint16_t>(out + kOffReserved1, 0);
+}
+
+DropReason parse_data(std::span<const uint8_t> d, uint32_t max_payload_bytes, DataHeader* out,
+                      const uint8_t** payload) {
+  if (d.size() < kDataHeaderSize) return DropReason::kTruncated;
+  const uint8_t* p = d.data();
+  if (load_be<uint32_t>(p + kOffMagic) != kDataMagic) return DropReason::kBadMagic;
+  if (p[kOffVersion] != kProtocolVersion) return DropReason::kBadVersion;
+  const uint8_t type = p[kOffType];
+  if (type != static_cast<uint8_t>(PacketType::kContrib) &&
+      type != static_cast<uint8_t>(PacketType::kResult)) {
+    return DropReason::kBadType;
+  }
+  const uint16_t flags = load_be<uint16_t>(p + kOffFlags);
+  if ((flags & ~kFlagKnownFlags) != 0) return DropReason::kBadFlags;
+  if (load_be<uint16_t>(p + kOffReserved0) != 0 || load_be<uint16_t>(p + kOffReserved1) != 0) {
+    return DropReason::kReservedNonZero;
+  }
+  if (!valid_dtype(p[kOffDtype])) return DropReason::kBadDtype;
+  if (!valid_op(p[kOffOp])) return DropReason::kBadOp;
+  const auto dtype = static_cast<DType>(p[kOffDtype]);
+  const uint32_t count = load_be<uint32_t>(p + kOffCount);
+  if (count == 0) return DropReason::kZeroCount;
+  const uint64_t bytes = uint64_t{count} * dtype_size(dtype);
+  if (bytes > max_payload_bytes || bytes > kMaxPayloadBytes) return DropReason::kOversized;
+  if (d.size() != kDataHeaderSize + bytes) return DropReason::kLengthMismatch;
+
+  out->type = static_cast<PacketType>(type);
+  out->flags = flags;
+  out->job_id = load_be<uint32_t>(p + kOffJobId);
+  out->contributor = load_be<uint16_t>(p + kOffContributor);
+  out->job_token = load_be<uint64_t>(p + kOffToken);
+  out->slot = load_be<uint32_t>(p + kOffSlot);
+  out->generation = load_be<uint32_t>(p + kOffGeneration);
+  out->offset = load_be<uint64_t>(p + kOffOffset);
+  out->count = count;
+  out->dtype = dtype;
+  out->op = static_cast<Op>(p[kOffOp]);
+  *payload = p + kDataHeaderSize;
+  return DropReason::kOk;
+}
+
+std::string DataHeader::to_string() const {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "%s job=%u contrib=%u slot=%u gen=%u off=%llu count=%u %.*s/%.*s flags=0x%x",
+                type == PacketType::kContrib ? "CONTRIB" : "RESULT", job_id, contributor, slot,
+                generation, static_cast<unsigned long long>(offset), count,
+                static_cast<int>(dtype_name(dtype).size()), dtype_name(dtype).data(),
+                static_cast<int>(op_name(op).size()), op_name(op).data(), flags);
+  return buf;
+}
+
+}  // namespace conflux::proto

@@ -1,0 +1,18 @@
+# Regenerates the seed corpus into a temporary folder and checks the committed one matches.
+set(tmp ${CMAKE_CURRENT_BINARY_DIR}/seeds_check)
+file(REMOVE_RECURSE ${tmp})
+file(MAKE_DIRECTORY ${tmp}/data ${tmp}/control)
+execute_process(COMMAND ${SEEDS} ${tmp}/data ${tmp}/control RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "make_seeds failed: ${rc}")
+endif()
+foreach(kind data control)
+  file(GLOB fresh RELATIVE ${tmp}/${kind} ${tmp}/${kind}/*)
+  foreach(f ${fresh})
+    execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${tmp}/${kind}/${f}
+                            ${CORPUS}/corpus_${kind}/${f} RESULT_VARIABLE diff)
+    if(NOT diff EQUAL 0)
+      message(FATAL_ERROR "seed corpus out of date: corpus_${kind}/${f}; rerun conflux_fuzz_seeds")
+    endif()
+  endforeach()
+endforeach()

@@ -1,0 +1,187 @@
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "conflux/protocol/byteorder.h"
+#include "conflux/protocol/control.h"
+#include "conflux/protocol/data.h"
+
+namespace conflux::proto {
+namespace {
+
+std::vector<ControlMsg> all_messages() {
+  return {
+      ServerHello{0x1122334455667788ULL, 0xffffffffffffULL, 8192, 256, 1},
+      Join{0xabcdef0123456789ULL, 8, 7, 0x7f000001, 40000, kJoinFlagDeterministic, 64, 8192,
+           5000, 0x99},
+      JoinAck{Status::kOk, 12, 0xfeedULL, 64, 8192, kJoinFlagDeterministic, {7471, 7472, 7473}},
+      JoinAck{Status::kJoinTimeout, 0, 0, 0, 0, 0, {}},
+      Leave{},
+      Heartbeat{42},
+      HeartbeatAck{43},
+      Error{Status::kAuthFailed, "bad mac from rank 3"},
+      Shutdown{1},
+  };
+}
+
+std::vector<uint8_t> frame(const ControlMsg& m) {
+  std::vector<uint8_t> out;
+  encode_control(m, out);
+  return out;
+}
+
+ControlParse parse(const std::vector<uint8_t>& b, ControlMsg* m = nullptr, size_t* used = nullptr) {
+  ControlMsg tmp;
+  size_t u = 0;
+  return parse_control(b, m ? m : &tmp, used ? used : &u);
+}
+
+TEST(Control, EveryMessageRoundTripsAndReencodesIdentically) {
+  for (const auto& m : all_messages()) {
+    const auto b = frame(m);
+    ControlMsg got;
+    size_t used = 0;
+    ASSERT_EQ(parse(b, &got, &used), ControlParse::kOk) << to_string(m);
+    EXPECT_EQ(used, b.size());
+    EXPECT_EQ(got.index(), m.index());
+    EXPECT_EQ(frame(got), b) << to_string(m);
+  }
+}
+
+TEST(Control, FieldsSurvive) {
+  ControlMsg got;
+  ASSERT_EQ(parse(frame(all_messages()[1]), &got), ControlParse::kOk);
+  const auto& j = std::get<Join>(got);
+  EXPECT_EQ(j.job_key, 0xabcdef0123456789ULL);
+  EXPECT_EQ(j.n_workers, 8u);
+  EXPECT_EQ(j.rank, 7u);
+  EXPECT_EQ(j.udp_addr, 0x7f000001u);
+  EXPECT_EQ(j.udp_port, 40000);
+  EXPECT_EQ(j.flags, kJoinFlagDeterministic);
+  EXPECT_EQ(j.requested_slots, 64u);
+  EXPECT_EQ(j.payload_bytes, 8192u);
+  EXPECT_EQ(j.join_timeout_ms, 5000u);
+  EXPECT_EQ(j.auth_mac, 0x99u);
+  ASSERT_EQ(parse(frame(all_messages()[2]), &got), ControlParse::kOk);
+  EXPECT_EQ(std::get<JoinAck>(got).ports, (std::vector<uint16_t>{7471, 7472, 7473}));
+}
+
+TEST(Control, EveryPrefixNeedsMore) {
+  for (const auto& m : all_messages()) {
+    const auto b = frame(m);
+    for (size_t n = 0; n < b.size(); ++n) {
+      size_t used = 7;
+      EXPECT_EQ(parse({b.begin(), b.begin() + n}, nullptr, &used), ControlParse::kNeedMore)
+          << to_string(m) << " prefix " << n;
+      EXPECT_EQ(used, 0u);
+    }
+  }
+}
+
+TEST(Control, StreamOfFramesParsesInOrder) {
+  std::vector<uint8_t> stream;
+  const auto msgs = all_messages();
+  for (const auto& m : msgs) encode_control(m, stream);
+  std::span<const uint8_t> rest(stream);
+  for (const auto& m : msgs) {
+    ControlMsg got;
+    size_t used = 0;
+    ASSERT_EQ(parse_control(rest, &got, &used), ControlParse::kOk);
+    EXPECT_EQ(got.index(), m.index());
+    rest = rest.subspan(used);
+  }
+  EXPECT_TRUE(rest.empty());
+}
+
+TEST(Control, HeaderErrors) {
+  const auto good = frame(Heartbeat{1});
+  auto b = good;
+  b[1] ^= 0xff;
+  EXPECT_EQ(parse({b.begin(), b.begin() + 2}), ControlParse::kBadMagic);  // early rejection
+  EXPECT_EQ(parse(b), ControlParse::kBadMagic);
+  b = good;
+  b[4] = 9;
+  EXPECT_EQ(parse(b), ControlParse::kBadVersion);
+  b = good;
+  b[5] = 0;
+  EXPECT_EQ(parse(b), ControlParse::kBadType);
+  b[5] = 9;
+  EXPECT_EQ(parse(b), ControlParse::kBadType);
+  b = good;
+  b[7] = 1;
+  EXPECT_EQ(parse(b), ControlParse::kReservedNonZero);
+  b = good;
+  store_be<uint32_t>(b.data() + 8, kMaxControlBody + 1);
+  EXPECT_EQ(parse(b), ControlParse::kTooLong);
+  b = good;
+  store_be<uint32_t>(b.data() + 8, 4);  // heartbeat body must be 8 bytes
+  EXPECT_EQ(parse(b), ControlParse::kBadLength);
+  b = frame(Leave{});
+  b.push_back(0);
+  store_be<uint32_t>(b.data() + 8, 1);
+  EXPECT_EQ(parse(b), ControlParse::kBadLength);
+}
+
+TEST(Control, JoinFieldRanges) {
+  auto bad = [](auto mutate) {
+    Join j{1, 4, 1, 0, 40000, 0, 16, 8192, 0, 0};
+    mutate(j);
+    return parse(frame(j));
+  };
+  EXPECT_EQ(bad([](Join&) {}), ControlParse::kOk);
+  EXPECT_EQ(bad([](Join& j) { j.n_workers = 0; }), ControlParse::kBadField);
+  EXPECT_EQ(bad([](Join& j) { j.n_workers = kMaxWorkersPerJob + 1; }), ControlParse::kBadField);
+  EXPECT_EQ(bad([](Join& j) { j.rank = 4; }), ControlParse::kBadField);
+  EXPECT_EQ(bad([](Join& j) { j.udp_port = 0; }), ControlParse::kBadField);
+  EXPECT_EQ(bad([](Join& j) { j.flags = 0x80; }), ControlParse::kBadField);
+  EXPECT_EQ(bad([](Join& j) { j.requested_slots = 0; }), ControlParse::kBadField);
+  EXPECT_EQ(bad([](Join& j) { j.payload_bytes = 0; }), ControlParse::kBadField);
+  EXPECT_EQ(bad([](Join& j) { j.payload_bytes = kMaxPayloadBytes + 1; }), ControlParse::kBadField);
+}
+
+TEST(Control, JoinAckOkNeedsUsableGrant) {
+  EXPECT_EQ(parse(frame(JoinAck{Status::kOk, 1, 1, 0, 8192, 0, {7471}})), ControlParse::kBadField);
+  EXPECT_EQ(parse(frame(JoinAck{Status::kOk, 1, 1, 4, 8192, 0, {}})), ControlParse::kBadField);
+  EXPECT_EQ(parse(frame(JoinAck{Status::kOk, 1, 1, 4, 8192, 0, {0}})), ControlParse::kBadField);
+  auto b = frame(JoinAck{Status::kOk, 1, 1, 4, 8192, 0, {7471}});
+  store_be<uint32_t>(b.data() + kControlHeaderSize, 99);  // unknown status
+  EXPECT_EQ(parse(b), ControlParse::kBadField);
+}
+
+TEST(Control, ErrorTextIsBounded) {
+  Error e{Status::kInternal, std::string(5000, 'x')};
+  ControlMsg got;
+  ASSERT_EQ(parse(frame(e), &got), ControlParse::kOk);
+  EXPECT_EQ(std::get<Error>(got).text.size(), kMaxErrorText);
+}
+
+TEST(SipHash, ReferenceVectors) {
+  // Reference vectors of SipHash-2-4 with key 00 01 .. 0f and message 00 01 .. (len-1).
+  const uint64_t k0 = 0x0706050403020100ULL, k1 = 0x0f0e0d0c0b0a0908ULL;
+  std::vector<uint8_t> msg;
+  EXPECT_EQ(siphash24(k0, k1, msg), 0x726fdb47dd0e0e31ULL);
+  for (uint8_t i = 0; i < 15; ++i) msg.push_back(i);
+  EXPECT_EQ(siphash24(k0, k1, msg), 0xa129ca6149be45e5ULL);
+}
+
+TEST(SipHash, JoinMacBindsEveryField) {
+  const Join j{5, 4, 2, 0, 40000, 0, 16, 8192, 0, 0};
+  const uint64_t mac = join_mac("s3cret", 77, j);
+  EXPECT_NE(mac, 0u);
+  EXPECT_EQ(join_mac("s3cret", 77, j), mac);
+  EXPECT_EQ(join_mac("", 77, j), 0u);
+  EXPECT_NE(join_mac("s3cres", 77, j), mac);
+  EXPECT_NE(join_mac("s3cret", 78, j), mac);
+  Join k = j;
+  k.rank = 3;
+  EXPECT_NE(join_mac("s3cret", 77, k), mac);
+  k = j;
+  k.job_key = 6;
+  EXPECT_NE(join_mac("s3cret", 77, k), mac);
+  k = j;
+  k.flags = kJoinFlagDeterministic;
+  EXPECT_NE(join_mac("s3cret", 77, k), mac);
+}
+
+}  // namespace
+}  // namespace conflux::proto
