@@ -67,7 +67,7 @@ constexpr bool dtype_is_float(DType t) {
 // Size in bytes of one accumulator element: 4 for narrow floats, else dtype_size.
 constexpr size_t accum_size(DType t) { return dtype_is_narrow_float(t) ? 4 : dtype_size(t); }
 
-std::string_view dtype_name(DType t);  // "float32", "bfloat16", ... (nccl-tests spelling)
+std::string_view dtype_name(DType t);  // "float", "half", "bfloat16", ... (nccl-tests spelling)
 std::string_view op_name(Op op);       // "sum", "prod", "max", "min"
 std::optional<DType> parse_dtype(std::string_view s);  // accepts names and NCCL short forms
 std::optional<Op> parse_op(std::string_view s);

@@ -50,7 +50,11 @@ void accumulate(DType t, Op op, void* acc, const void* src, size_t n);
 void finish(DType t, void* dst, const void* acc, size_t n);
 }  // namespace ref
 
-// Scalar conversions (exposed for tests, the plugin and tools).
+// Scalar conversions (exposed for tests, the plugin and tools). The vector kernels
+// convert bit-identically to these, NaN included. Widening fp16 / e5m2 quiets NaN
+// keeping sign and payload (as x86 F16C does), e4m3 NaN widens to ±0x7FC00000, bf16
+// widens by an exact shift; narrowing to fp16 / bf16 / e5m2 keeps sign and top payload
+// bits and sets the quiet bit.
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);  // RNE, overflow -> Inf
 float bf16_to_float(uint16_t h);
@@ -61,6 +65,7 @@ float fp8e5m2_to_float(uint8_t v);
 uint8_t float_to_fp8e5m2(float f);  // RNE, overflow -> Inf
 
 // Name of the instruction set chosen at run time ("avx512bw", "avx2", "sse2", ...).
+// The environment variable CONFLUX_REDUCE_ISA (read once) may force a weaker one.
 std::string_view active_isa();
 
 }  // namespace conflux::reduce

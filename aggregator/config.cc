@@ -1,0 +1,193 @@
+// Loading the configuration: TOML file, environment and command line, then cross-field checks.
+#include "aggregator/config.h"
+
+#include <arpa/inet.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "CLI/CLI.hpp"
+#include "fmt/format.h"
+#include "toml++/toml.h"
+
+namespace conflux::agg {
+namespace {
+
+std::string env_name(std::string_view key) {
+  std::string out = "CONFLUX_";
+  for (char c : key) out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string flag_name(std::string_view key) {
+  std::string out = "--";
+  for (char c : key) out += c == '_' ? '-' : c;
+  return out;
+}
+
+std::string apply_toml_node(Config& cfg, const ParamInfo& p, const toml::node& n,
+                            const std::string& source) {
+  if (auto v = n.value_exact<int64_t>()) {
+    return set_param_int(cfg, p, *v, source);
+  }
+  if (auto v = n.value_exact<double>()) return set_param_double(cfg, p, *v, source);
+  if (auto v = n.value_exact<bool>()) return set_param_bool(cfg, p, *v, source);
+  if (auto v = n.value_exact<std::string>()) return set_param_string(cfg, p, *v, source);
+  return fmt::format("invalid value for '{}' (from {}): not a scalar", p.key, source);
+}
+
+std::string read_secret_file(const std::string& path, std::string* secret) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fmt::format("cannot read secret_file '{}'", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  if (s.empty()) return fmt::format("secret_file '{}' is empty", path);
+  *secret = std::move(s);
+  return "";
+}
+
+}  // namespace
+
+std::optional<std::string> process_env(const std::string& name) {
+  const char* v = std::getenv(name.c_str());
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+std::string apply_toml_file(Config& cfg, const std::string& path) {
+  toml::table tbl;
+  try {
+    tbl = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const auto& pos = e.source().begin;
+    return fmt::format("cannot parse config file '{}' (line {}, column {}): {}", path, pos.line,
+                       pos.column, e.description());
+  }
+  const std::string source = "file " + path;
+  for (const auto& [key, node] : tbl) {
+    const ParamInfo* p = find_param(key.str());
+    if (p == nullptr) return fmt::format("unknown key '{}' in {}", key.str(), source);
+    if (std::string err = apply_toml_node(cfg, *p, node, source); !err.empty()) return err;
+  }
+  return "";
+}
+
+std::string finalize_config(Config& cfg) {
+  in_addr a{};
+  if (inet_pton(AF_INET, cfg.listen.c_str(), &a) != 1) {
+    return fmt::format("invalid value '{}' for 'listen': expected an IPv4 address", cfg.listen);
+  }
+  if (cfg.data_port != 0 && cfg.data_port + cfg.threads - 1 > 65535) {
+    return fmt::format("'data_port' {} + 'threads' {} exceeds port 65535", cfg.data_port,
+                       cfg.threads);
+  }
+  if (!cfg.secret.empty() && !cfg.secret_file.empty()) {
+    return "'secret' and 'secret_file' are both set; use one";
+  }
+  if (!cfg.secret_file.empty()) {
+    if (std::string err = read_secret_file(cfg.secret_file, &cfg.secret); !err.empty()) {
+      return err;
+    }
+  }
+#ifndef CONFLUX_FAULT_INJECTION
+  for (auto [key, v] : {std::pair{"fault_drop", cfg.fault_drop}, std::pair{"fault_dup", cfg.fault_dup},
+                        std::pair{"fault_reorder", cfg.fault_reorder}}) {
+    if (v != 0.0) {
+      return fmt::format("'{}' is set but this build has no fault injection "
+                         "(CONFLUX_FAULT_INJECTION=OFF)", key);
+    }
+  }
+#endif
+  return "";
+}
+
+std::string config_to_toml(const Config& cfg) {
+  std::string out;
+  for (const ParamInfo& p : config_params()) {
+    std::string v = param_value_toml(cfg, p);
+    if (p.key == "secret" && !cfg.secret.empty()) v = "\"<redacted>\"";
+    out += fmt::format("{} = {}\n", p.key, v);
+  }
+  return out;
+}
+
+LoadStatus load_config(std::span<const std::string> args, const EnvLookup& env, Config* out,
+                       std::string* message) {
+  CLI::App app{"confluxd: Conflux in-network AllReduce aggregator", "confluxd"};
+  std::string config_file;
+  bool print_config = false;
+  app.add_option("--config", config_file, "TOML configuration file (or CONFLUX_CONFIG)");
+  app.add_flag("--print-config", print_config, "print the effective configuration and exit");
+  std::map<std::string, std::string> flag_values;
+  std::map<std::string, bool> bool_flags;
+  const Config defaults;
+  for (const ParamInfo& p : config_params()) {
+    const std::string doc = fmt::format("{} [default {}] (env {})", p.doc,
+                                        param_value_toml(defaults, p), env_name(p.key));
+    if (p.type == ParamType::kBool) {
+      app.add_flag(flag_name(p.key), bool_flags[std::string(p.key)], doc);
+    } else {
+      static constexpr const char* kTypeNames[] = {"INT", "NUMBER", "BOOL", "TEXT"};
+      app.add_option(flag_name(p.key), flag_values[std::string(p.key)], doc)
+          ->type_name(kTypeNames[static_cast<int>(p.type)]);
+    }
+  }
+  std::vector<std::string> rev(args.rbegin(), args.rend());  // CLI11 consumes from the back
+  try {
+    app.parse(rev);
+  } catch (const CLI::CallForHelp&) {
+    *message = app.help();
+    return LoadStatus::kExitSuccess;
+  } catch (const CLI::ParseError& e) {
+    *message = fmt::format("command line: {}", e.what());
+    return LoadStatus::kError;
+  }
+
+  Config cfg;
+  if (config_file.empty()) {
+    if (auto v = env("CONFLUX_CONFIG")) config_file = *v;
+  }
+  if (!config_file.empty()) {
+    if (std::string err = apply_toml_file(cfg, config_file); !err.empty()) {
+      *message = err;
+      return LoadStatus::kError;
+    }
+  }
+  for (const ParamInfo& p : config_params()) {
+    const std::string name = env_name(p.key);
+    if (auto v = env(name)) {
+      if (std::string err = set_param_text(cfg, p, *v, "environment " + name); !err.empty()) {
+        *message = err;
+        return LoadStatus::kError;
+      }
+    }
+  }
+  for (const ParamInfo& p : config_params()) {
+    const std::string flag = flag_name(p.key);
+    if (app.get_option(flag)->count() == 0) continue;
+    const std::string v = p.type == ParamType::kBool
+                              ? (bool_flags[std::string(p.key)] ? "true" : "false")
+                              : flag_values[std::string(p.key)];
+    if (std::string err = set_param_text(cfg, p, v, "flag " + flag); !err.empty()) {
+      *message = err;
+      return LoadStatus::kError;
+    }
+  }
+  if (std::string err = finalize_config(cfg); !err.empty()) {
+    *message = err;
+    return LoadStatus::kError;
+  }
+  *out = std::move(cfg);
+  if (print_config) {
+    *message = config_to_toml(*out);
+    return LoadStatus::kExitSuccess;
+  }
+  return LoadStatus::kOk;
+}
+
+}  // namespace conflux::agg

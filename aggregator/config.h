@@ -1,0 +1,100 @@
+// confluxd configuration: one table of typed parameters (config_params.cc) filled from, in
+// increasing precedence, built-in defaults, a TOML file (--config FILE or CONFLUX_CONFIG),
+// CONFLUX_<KEY> environment variables and --key-with-dashes command-line flags.
+// Every value is checked against the parameter's type and range; an error names the key and
+// where the value came from. Loaded once by main() before any thread starts.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conflux::agg {
+
+// The effective configuration. Field names equal the parameter keys.
+struct Config {
+  std::string listen = "0.0.0.0";
+  int64_t control_port = 7470;
+  int64_t data_port = 7471;
+  int64_t threads = 2;
+  int64_t metrics_port = 9470;
+  int64_t max_jobs = 64;
+  int64_t max_slots_per_job = 256;
+  int64_t total_slots = 8192;
+  int64_t max_payload_bytes = 8192;
+  std::string secret;
+  std::string secret_file;
+  bool deterministic = false;
+  int64_t join_timeout_ms = 30000;
+  int64_t worker_timeout_ms = 10000;
+  int64_t heartbeat_ms = 1000;
+  std::string log_level = "info";
+  std::string ready_file;
+  std::string dataplane = "udp";
+  double fault_drop = 0.0;
+  double fault_dup = 0.0;
+  double fault_reorder = 0.0;
+  int64_t batch = 32;
+  int64_t socket_buffer_bytes = 8 << 20;
+};
+
+enum class ParamType : uint8_t { kInt, kDouble, kBool, kString };
+
+// One row of the parameter table.
+struct ParamInfo {
+  std::string_view key;           // TOML key; env CONFLUX_<KEY>; flag --key-with-dashes
+  ParamType type;
+  std::string_view doc;           // one line, shown by --help and in the docs
+  double min = 0;                 // numbers: inclusive range
+  double max = 0;
+  std::span<const std::string_view> choices = {};  // strings: allowed values (empty = any)
+};
+
+// The parameter table, in documentation order.
+std::span<const ParamInfo> config_params();
+const ParamInfo* find_param(std::string_view key);
+
+// Where a value came from, for error messages: "default", "file x.toml", "environment
+// CONFLUX_X", "flag --x".
+// Sets parameter `key` from its text form. Returns "" or an error naming key and source.
+std::string set_param_text(Config& cfg, const ParamInfo& p, std::string_view text,
+                           std::string_view source);
+// Same for a number/bool/string already typed (TOML values).
+std::string set_param_int(Config& cfg, const ParamInfo& p, int64_t v, std::string_view source);
+std::string set_param_double(Config& cfg, const ParamInfo& p, double v, std::string_view source);
+std::string set_param_bool(Config& cfg, const ParamInfo& p, bool v, std::string_view source);
+std::string set_param_string(Config& cfg, const ParamInfo& p, std::string_view v,
+                             std::string_view source);
+// Current value of a parameter as TOML text (strings quoted).
+std::string param_value_toml(const Config& cfg, const ParamInfo& p);
+
+// Checks that need more than one field (port ranges, fault injection compiled in, secret
+// file readable) and resolves secret_file into secret. Returns "" or an error.
+std::string finalize_config(Config& cfg);
+
+// Applies a TOML file. Unknown keys and wrongly typed values are errors.
+std::string apply_toml_file(Config& cfg, const std::string& path);
+
+enum class LoadStatus : uint8_t { kOk, kExitSuccess, kError };
+
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+
+// Parses `args` (argv[1..]) and the environment. kExitSuccess: --help/--print-config output
+// is in *message and the caller exits 0. kError: *message says what and where (exit 2).
+LoadStatus load_config(std::span<const std::string> args, const EnvLookup& env, Config* out,
+                       std::string* message);
+
+// Process environment lookup for load_config.
+std::optional<std::string> process_env(const std::string& name);
+
+// The effective configuration as a TOML document (secret redacted).
+std::string config_to_toml(const Config& cfg);
+
+// The list of dataplane backends compiled into this binary ("udp", ...).
+std::span<const std::string_view> compiled_dataplanes();
+
+}  // namespace conflux::agg

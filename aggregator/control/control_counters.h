@@ -1,0 +1,39 @@
+// Control-plane counters and gauges. Written by the control thread only (single writer),
+// readable from any thread.
+#pragma once
+
+#include "aggregator/engine/counters.h"
+#include "conflux/protocol/control.h"
+
+namespace conflux::agg {
+
+// Reasons a control connection is answered with Error and closed (metrics label `reason`).
+enum class ControlErrorReason : uint8_t {
+  kBadMagic = 0,
+  kBadVersion,
+  kBadType,
+  kTooLong,
+  kBadLength,
+  kBadField,
+  kReservedNonZero,
+  kUnexpectedMessage,  // a well-formed message the connection's state does not allow
+  kCount
+};
+std::string_view control_error_name(ControlErrorReason r);
+inline constexpr int kNumJoinStatuses = 12;
+
+struct ControlCounters {
+  Counter connections_total;      // control connections accepted
+  Counter connections_open;       // gauge
+  Counter joins_total;            // Join messages received
+  Counter join_acks[kNumJoinStatuses];  // JoinAcks sent, by status
+  Counter errors[static_cast<int>(ControlErrorReason::kCount)];
+  Counter worker_timeouts;        // connections closed for silence
+  Counter jobs_created;
+  Counter jobs_deleted;
+  Counter jobs_active;            // gauge
+  Counter slots_in_use;           // gauge
+  Counter metrics_requests;       // HTTP requests served
+};
+
+}  // namespace conflux::agg

@@ -1,0 +1,160 @@
+// Control plane, protocol half: framing, message handlers, Join authentication, answers.
+#include "aggregator/control/control_plane.h"
+#include "conflux/protocol/data.h"
+#include "fmt/format.h"
+#include "spdlog/spdlog.h"
+
+namespace conflux::agg {
+namespace {
+
+constexpr auto kCloseGrace = std::chrono::seconds(1);
+
+ControlErrorReason reason_of(proto::ControlParse p) {
+  using P = proto::ControlParse;
+  switch (p) {
+    case P::kBadMagic: return ControlErrorReason::kBadMagic;
+    case P::kBadVersion: return ControlErrorReason::kBadVersion;
+    case P::kBadType: return ControlErrorReason::kBadType;
+    case P::kTooLong: return ControlErrorReason::kTooLong;
+    case P::kBadLength: return ControlErrorReason::kBadLength;
+    case P::kBadField: return ControlErrorReason::kBadField;
+    case P::kReservedNonZero: return ControlErrorReason::kReservedNonZero;
+    default: return ControlErrorReason::kUnexpectedMessage;
+  }
+}
+
+// Compares MACs without an early exit.
+bool same_mac(uint64_t a, uint64_t b) { return (a ^ b) == 0; }
+
+}  // namespace
+
+std::string_view control_error_name(ControlErrorReason r) {
+  switch (r) {
+    case ControlErrorReason::kBadMagic: return "bad_magic";
+    case ControlErrorReason::kBadVersion: return "bad_version";
+    case ControlErrorReason::kBadType: return "bad_type";
+    case ControlErrorReason::kTooLong: return "too_long";
+    case ControlErrorReason::kBadLength: return "bad_length";
+    case ControlErrorReason::kBadField: return "bad_field";
+    case ControlErrorReason::kReservedNonZero: return "reserved_nonzero";
+    case ControlErrorReason::kUnexpectedMessage: return "unexpected_message";
+    case ControlErrorReason::kCount: break;
+  }
+  return "unknown";
+}
+
+void ControlPlane::parse_frames(Connection& c) {
+  size_t pos = 0;
+  while (c.state != Connection::State::kClosing && !c.dead) {
+    proto::ControlMsg m;
+    size_t used = 0;
+    const auto r = proto::parse_control(std::span(c.rbuf).subspan(pos), &m, &used);
+    if (r == proto::ControlParse::kNeedMore) break;
+    if (r != proto::ControlParse::kOk) {
+      const auto status = r == proto::ControlParse::kBadVersion ? proto::Status::kVersionMismatch
+                                                                 : proto::Status::kBadMessage;
+      fail(c, status, reason_of(r),
+           fmt::format("malformed control frame: {}", proto::control_parse_name(r)));
+      break;
+    }
+    pos += used;
+    handle(c, m);
+  }
+  if (c.state == Connection::State::kClosing) {
+    c.rbuf.clear();
+  } else {
+    c.rbuf.erase(c.rbuf.begin(), c.rbuf.begin() + static_cast<ptrdiff_t>(pos));
+  }
+}
+
+void ControlPlane::handle(Connection& c, proto::ControlMsg& m) {
+  using S = Connection::State;
+  if (auto* j = std::get_if<proto::Join>(&m)) {
+    if (c.state != S::kHello) {
+      fail(c, proto::Status::kBadMessage, ControlErrorReason::kUnexpectedMessage,
+           "Join on a connection that already joined");
+      return;
+    }
+    handle_join(c, *j);
+  } else if (auto* hb = std::get_if<proto::Heartbeat>(&m)) {
+    send(c, proto::HeartbeatAck{hb->time_ns});
+  } else if (std::holds_alternative<proto::HeartbeatAck>(m)) {
+    // Answer to our Heartbeat: last_rx was refreshed on receipt; nothing else to do.
+  } else if (std::holds_alternative<proto::Leave>(m)) {
+    if (c.state == S::kMember) spdlog::info("job {} rank {} left", c.job_id, c.rank);
+    forget_membership(c);
+    c.state = S::kClosing;
+    c.close_deadline = Clock::now() + kCloseGrace;
+    flush(c);
+  } else {
+    fail(c, proto::Status::kBadMessage, ControlErrorReason::kUnexpectedMessage,
+         fmt::format("unexpected {} from a worker", proto::msg_type_name(proto::msg_type(m))));
+  }
+}
+
+void ControlPlane::handle_join(Connection& c, const proto::Join& j) {
+  counters_.joins_total.inc();
+  c.job_key = j.job_key;
+  c.rank = j.rank;
+  if (stopping_.load(std::memory_order_relaxed)) {
+    proto::JoinAck ack;
+    ack.status = proto::Status::kShuttingDown;
+    deliver(c.id, ack);
+    return;
+  }
+  if (!cfg_.secret.empty() && !same_mac(j.auth_mac, proto::join_mac(cfg_.secret, c.nonce, j))) {
+    spdlog::warn("control connection {}: Join for job key {:016x} rank {} failed authentication",
+                 c.id, j.job_key, j.rank);
+    proto::JoinAck ack;
+    ack.status = proto::Status::kAuthFailed;
+    deliver(c.id, ack);
+    return;
+  }
+  c.state = Connection::State::kPending;
+  manager_.on_join(c.id, j, c.peer, Clock::now(), *this);
+}
+
+void ControlPlane::deliver(ConnId conn, const proto::JoinAck& ack) {
+  auto it = conns_.find(conn);
+  if (it == conns_.end()) return;
+  Connection& c = it->second;
+  counters_.join_acks[static_cast<int>(ack.status)].inc();
+  if (ack.status == proto::Status::kOk) {
+    c.state = Connection::State::kMember;
+    c.job_id = ack.job_id;
+    c.last_heartbeat = Clock::now();
+    send(c, ack);
+    return;
+  }
+  spdlog::info("control connection {}: Join (job key {:016x} rank {}) answered {}", conn,
+               c.job_key, c.rank, proto::status_name(ack.status));
+  // The JobManager no longer tracks this connection: close without telling it.
+  c.state = Connection::State::kClosing;
+  c.close_deadline = Clock::now() + kCloseGrace;
+  send(c, ack);
+}
+
+void ControlPlane::send(Connection& c, const proto::ControlMsg& m) {
+  if (c.dead || c.write_shut) return;
+  proto::encode_control(m, c.wbuf);
+  flush(c);
+}
+
+void ControlPlane::fail(Connection& c, proto::Status s, ControlErrorReason why,
+                        const std::string& text) {
+  counters_.errors[static_cast<int>(why)].inc();
+  spdlog::warn("control connection {}: {}; closing", c.id, text);
+  forget_membership(c);
+  c.state = Connection::State::kClosing;
+  c.close_deadline = Clock::now() + kCloseGrace;
+  send(c, proto::Error{s, text});
+}
+
+void ControlPlane::forget_membership(Connection& c) {
+  using S = Connection::State;
+  if (c.state == S::kPending || c.state == S::kMember) {
+    manager_.on_gone(c.id, c.job_key, c.rank, c.state == S::kMember);
+  }
+}
+
+}  // namespace conflux::agg

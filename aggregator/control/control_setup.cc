@@ -1,0 +1,91 @@
+// Control plane, setup: listening sockets, epoll and the stop event.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "aggregator/control/control_ids.h"
+#include "aggregator/control/control_plane.h"
+#include "fmt/format.h"
+
+namespace conflux::agg {
+namespace {
+
+int listen_tcp(const std::string& addr, uint16_t port, uint16_t* bound, std::string* err) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *err = fmt::format("tcp socket: {}", std::strerror(errno));
+    return -1;
+  }
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  inet_pton(AF_INET, addr.c_str(), &a.sin_addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd, 1024) != 0) {
+    *err = fmt::format("tcp listen {}:{}: {}", addr, port, std::strerror(errno));
+    close(fd);
+    return -1;
+  }
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *bound = ntohs(a.sin_port);
+  return fd;
+}
+
+void add_listener(int epfd, int fd, ConnId id) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = id;
+  epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+}  // namespace
+
+ControlPlane::ControlPlane(const Config& cfg, JobTable& jobs, const Dataplane& dp)
+    : cfg_(cfg), jobs_(jobs), dataplane_(dp), manager_(cfg, jobs, dp.ports(), counters_) {}
+
+std::unique_ptr<ControlPlane> ControlPlane::create(const Config& cfg, JobTable& jobs,
+                                                   const Dataplane& dataplane, std::string* err) {
+  std::unique_ptr<ControlPlane> cp(new ControlPlane(cfg, jobs, dataplane));
+  cp->epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  cp->stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (cp->epfd_ < 0 || cp->stop_fd_ < 0) {
+    *err = fmt::format("epoll/eventfd: {}", std::strerror(errno));
+    return nullptr;
+  }
+  cp->control_fd_ = listen_tcp(cfg.listen, static_cast<uint16_t>(cfg.control_port),
+                               &cp->control_port_, err);
+  if (cp->control_fd_ < 0) return nullptr;
+  if (cfg.metrics_port >= 0) {
+    uint16_t port = 0;
+    cp->metrics_fd_ = listen_tcp(cfg.listen, static_cast<uint16_t>(cfg.metrics_port), &port, err);
+    if (cp->metrics_fd_ < 0) return nullptr;
+    cp->metrics_port_ = port;
+    add_listener(cp->epfd_, cp->metrics_fd_, kMetricsListener);
+  }
+  add_listener(cp->epfd_, cp->control_fd_, kControlListener);
+  add_listener(cp->epfd_, cp->stop_fd_, kStopEvent);
+  return cp;
+}
+
+ControlPlane::~ControlPlane() {
+  for (auto& [id, c] : conns_) close(c.fd);
+  for (int fd : {control_fd_, metrics_fd_, stop_fd_, epfd_}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+void ControlPlane::request_stop() {
+  stopping_.store(true, std::memory_order_release);
+  const uint64_t one = 1;
+  (void)!write(stop_fd_, &one, sizeof(one));
+}
+
+}  // namespace conflux::agg

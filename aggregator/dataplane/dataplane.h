@@ -1,0 +1,43 @@
+// The packet I/O backend interface (control path only). A Dataplane owns its queues and
+// their threads; each queue runs an RxPipeline/SlotEngine over the shared JobTable and
+// transmits the resulting RESULT datagrams. Slot s is served by queue s % n_queues(), which
+// listens on ports()[s % n_queues()]. The per-packet path lives in the concrete (final)
+// backend classes and never goes through this interface.
+//
+// Life cycle, all calls from the daemon's main thread:
+//   make_dataplane() -> binds/opens everything (ports() valid) -> start() -> ... -> stop().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aggregator/config.h"
+#include "aggregator/engine/counters.h"
+#include "aggregator/engine/job_table.h"
+
+namespace conflux::agg {
+
+class Dataplane {
+ public:
+  virtual ~Dataplane() = default;
+
+  virtual std::string_view name() const = 0;
+  // Starts one thread per queue. Returns "" or an error.
+  virtual std::string start() = 0;
+  // Stops and joins the threads (each exits within ~100 ms). Idempotent.
+  virtual void stop() = 0;
+  // Data ports, one per queue (index = queue).
+  virtual std::vector<uint16_t> ports() const = 0;
+  virtual unsigned n_queues() const = 0;
+  // Counters of queue q, readable from any thread at any time.
+  virtual const QueueCounters& counters(unsigned q) const = 0;
+};
+
+// Creates the backend named by cfg.dataplane with cfg.threads queues over `jobs` (which must
+// outlive it). On failure returns nullptr and sets *err.
+std::unique_ptr<Dataplane> make_dataplane(const Config& cfg, JobTable& jobs, std::string* err);
+
+}  // namespace conflux::agg

@@ -1,0 +1,58 @@
+// RESULT datagrams produced by the SlotEngine while it handles one receive batch, handed to
+// the backend to transmit (sendmmsg, DPDK tx burst, ...). Owned by one dataplane thread.
+// Each entry is a complete datagram (48-byte header + payload) in the batch's arena plus its
+// destination: every worker of the job (fan-out) or one rank (a re-served result).
+// Job pointers stay valid until the owning thread's next JobTable::quiescent(), so the
+// backend must transmit and clear() the batch before calling it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "aggregator/engine/job.h"
+
+namespace conflux::agg {
+
+class ResultBatch final {
+ public:
+  static constexpr int32_t kAllRanks = -1;
+
+  struct Entry {
+    const uint8_t* data;
+    uint32_t len;
+    int32_t rank;  // kAllRanks or a single rank
+    Job* job;
+  };
+
+  // Room for `max_results` datagrams of up to `max_datagram` bytes each.
+  ResultBatch(size_t max_results, size_t max_datagram)
+      : max_datagram_(max_datagram),
+        arena_(std::make_unique<uint8_t[]>(max_results * max_datagram)) {
+    entries_.reserve(max_results);
+    capacity_ = max_results;
+  }
+
+  // Space for the next datagram (max_datagram bytes), or nullptr when the batch is full.
+  uint8_t* reserve() {
+    return entries_.size() < capacity_ ? arena_.get() + entries_.size() * max_datagram_ : nullptr;
+  }
+  // Appends the datagram written at the last reserve().
+  void commit(uint32_t len, Job* job, int32_t rank) {
+    entries_.push_back({reserve(), len, rank, job});
+  }
+
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  const Entry& operator[](size_t i) const { return entries_[i]; }
+  void clear() { entries_.clear(); }
+
+ private:
+  size_t max_datagram_;
+  size_t capacity_ = 0;
+  std::unique_ptr<uint8_t[]> arena_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace conflux::agg

@@ -1,0 +1,55 @@
+// The aggregation engine of one dataplane queue (thread): validates a datagram against the
+// job table, runs the aggregator slot state machine of SPEC.md §4 and reduces payloads with
+// conflux::reduce. Independent of packet I/O: every backend (kernel UDP, DPDK, verbs) owns one
+// SlotEngine per queue, feeds it received datagrams and transmits what lands in the
+// ResultBatch. Not thread-safe: one engine per thread; no locks and no virtual calls inside.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "aggregator/engine/counters.h"
+#include "aggregator/engine/job_table.h"
+#include "aggregator/engine/result_batch.h"
+#include "conflux/protocol/data.h"
+
+namespace conflux::agg {
+
+class SlotEngine final {
+ public:
+  // `queue` of `n_queues`: this engine serves slots s with s % n_queues == queue.
+  // `max_payload_bytes`: the daemon-wide payload limit used by the stateless parser.
+  SlotEngine(JobTable& jobs, unsigned queue, unsigned n_queues, uint32_t max_payload_bytes,
+             QueueCounters& counters);
+
+  // Counts, parses and handles one received datagram; results to send are appended to `out`.
+  // Returns kOk when the datagram was used, else the reason it was dropped (already counted).
+  proto::DropReason on_datagram(std::span<const uint8_t> datagram, ResultBatch& out);
+
+  // Handles one datagram that passed proto::parse_data. Does not count anything but the
+  // job's and the queue's result counters; the caller counts the drop reason it returns.
+  proto::DropReason on_contrib(const proto::DataHeader& h, const uint8_t* payload,
+                               ResultBatch& out);
+
+  unsigned queue() const { return queue_; }
+  QueueCounters& counters() { return counters_; }
+
+ private:
+  proto::DropReason start_bank(Job& job, Bank& b, const proto::DataHeader& h,
+                               const uint8_t* payload, ResultBatch& out);
+  void add(Job& job, Bank& b, const proto::DataHeader& h, const uint8_t* payload,
+           ResultBatch& out);
+  void complete(Job& job, Bank& b, const proto::DataHeader& h, ResultBatch& out);
+  void emit(Job& job, const Bank& b, const proto::DataHeader& h, int32_t rank, uint16_t flags,
+            ResultBatch& out);
+
+  JobTable& jobs_;
+  unsigned queue_;
+  unsigned n_queues_;
+  uint32_t max_payload_bytes_;
+  QueueCounters& counters_;
+  std::vector<const void*> srcs_;  // deterministic mode: contributions in rank order
+};
+
+}  // namespace conflux::agg

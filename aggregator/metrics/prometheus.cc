@@ -1,0 +1,154 @@
+#include "aggregator/metrics/prometheus.h"
+
+#include <functional>
+
+#include "fmt/format.h"
+
+namespace conflux::agg {
+namespace {
+
+class Writer {
+ public:
+  void family(std::string_view name, std::string_view type, std::string_view help) {
+    fmt::format_to(std::back_inserter(out_), "# HELP {} {}\n# TYPE {} {}\n", name, help, name,
+                   type);
+  }
+  void sample(std::string_view name, std::string_view labels, uint64_t v) {
+    if (labels.empty()) {
+      fmt::format_to(std::back_inserter(out_), "{} {}\n", name, v);
+    } else {
+      fmt::format_to(std::back_inserter(out_), "{}{{{}}} {}\n", name, labels, v);
+    }
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+using QueueField = std::function<uint64_t(const QueueCounters&)>;
+using JobField = std::function<uint64_t(const JobQueueCounters&)>;
+
+void queue_family(Writer& w, const Dataplane& dp, std::string_view name, std::string_view help,
+                  const QueueField& f) {
+  w.family(name, "counter", help);
+  for (unsigned q = 0; q < dp.n_queues(); ++q) {
+    w.sample(name, fmt::format("thread=\"{}\"", q), f(dp.counters(q)));
+  }
+}
+
+void job_family(Writer& w, const JobTable& jobs, std::string_view name, std::string_view help,
+                const JobField& f) {
+  w.family(name, "counter", help);
+  jobs.for_each_live([&](const Job& j) {
+    uint64_t sum = 0;
+    for (unsigned q = 0; q < j.n_queues(); ++q) sum += f(j.counters(q));
+    w.sample(name, fmt::format("job=\"{}\"", j.id()), sum);
+  });
+}
+
+void dataplane_metrics(Writer& w, const Dataplane& dp) {
+  queue_family(w, dp, "conflux_dataplane_packets_in_total", "Datagrams received.",
+               [](const QueueCounters& c) { return c.packets_in.get(); });
+  queue_family(w, dp, "conflux_dataplane_bytes_in_total", "Bytes received (UDP payload).",
+               [](const QueueCounters& c) { return c.bytes_in.get(); });
+  queue_family(w, dp, "conflux_dataplane_packets_out_total", "RESULT datagrams sent.",
+               [](const QueueCounters& c) { return c.packets_out.get(); });
+  queue_family(w, dp, "conflux_dataplane_bytes_out_total", "Bytes sent (UDP payload).",
+               [](const QueueCounters& c) { return c.bytes_out.get(); });
+  queue_family(w, dp, "conflux_dataplane_retransmits_served_total",
+               "Results re-sent to a worker that asked again.",
+               [](const QueueCounters& c) { return c.retransmits_served.get(); });
+  queue_family(w, dp, "conflux_dataplane_slots_completed_total",
+               "Slot generations completed (all contributions reduced).",
+               [](const QueueCounters& c) { return c.slots_completed.get(); });
+  queue_family(w, dp, "conflux_dataplane_send_errors_total",
+               "Result datagrams the kernel refused to send.",
+               [](const QueueCounters& c) { return c.send_errors.get(); });
+  const std::string_view drops = "conflux_dataplane_drops_total";
+  w.family(drops, "counter", "Datagrams dropped, by reason (protocol/SPEC.md section 5).");
+  for (unsigned q = 0; q < dp.n_queues(); ++q) {
+    for (int r = 1; r < proto::kNumDropReasons; ++r) {
+      w.sample(drops,
+               fmt::format("thread=\"{}\",reason=\"{}\"", q,
+                           proto::drop_reason_name(static_cast<proto::DropReason>(r))),
+               dp.counters(q).drops[r].get());
+    }
+  }
+  const std::string_view faults = "conflux_dataplane_faults_injected_total";
+  w.family(faults, "counter", "Faults injected on receive (test builds), by kind.");
+  constexpr std::string_view kKinds[kNumFaultKinds] = {"drop", "dup", "reorder"};
+  for (unsigned q = 0; q < dp.n_queues(); ++q) {
+    for (int k = 0; k < kNumFaultKinds; ++k) {
+      w.sample(faults, fmt::format("thread=\"{}\",kind=\"{}\"", q, kKinds[k]),
+               dp.counters(q).faults[k].get());
+    }
+  }
+}
+
+void job_metrics(Writer& w, const JobTable& jobs) {
+  job_family(w, jobs, "conflux_job_packets_in_total",
+             "Datagrams received for the job (valid job id and token).",
+             [](const JobQueueCounters& c) { return c.packets_in.get(); });
+  job_family(w, jobs, "conflux_job_bytes_in_total", "Bytes received for the job.",
+             [](const JobQueueCounters& c) { return c.bytes_in.get(); });
+  job_family(w, jobs, "conflux_job_slots_completed_total", "Slot generations completed.",
+             [](const JobQueueCounters& c) { return c.slots_completed.get(); });
+  job_family(w, jobs, "conflux_job_results_sent_total",
+             "RESULT datagrams sent to the job's workers.",
+             [](const JobQueueCounters& c) { return c.results_sent.get(); });
+  w.family("conflux_job_workers", "gauge", "Workers (ranks) of the job.");
+  jobs.for_each_live([&](const Job& j) {
+    w.sample("conflux_job_workers", fmt::format("job=\"{}\"", j.id()), j.params().n_workers);
+  });
+  w.family("conflux_job_slots", "gauge", "Slots granted to the job.");
+  jobs.for_each_live([&](const Job& j) {
+    w.sample("conflux_job_slots", fmt::format("job=\"{}\"", j.id()), j.params().slots);
+  });
+}
+
+void control_metrics(Writer& w, const ControlCounters& cc) {
+  auto one = [&w](std::string_view name, std::string_view type, std::string_view help,
+                  const Counter& c) {
+    w.family(name, type, help);
+    w.sample(name, "", c.get());
+  };
+  one("conflux_control_connections_total", "counter", "Control connections accepted.",
+      cc.connections_total);
+  one("conflux_control_connections", "gauge", "Control connections open.", cc.connections_open);
+  one("conflux_control_joins_total", "counter", "Join messages received.", cc.joins_total);
+  w.family("conflux_control_join_acks_total", "counter", "JoinAck answers sent, by status.");
+  for (int s = 0; s < kNumJoinStatuses; ++s) {
+    w.sample("conflux_control_join_acks_total",
+             fmt::format("status=\"{}\"", proto::status_name(static_cast<proto::Status>(s))),
+             cc.join_acks[s].get());
+  }
+  w.family("conflux_control_errors_total", "counter",
+           "Control connections answered Error and closed, by reason.");
+  for (int r = 0; r < static_cast<int>(ControlErrorReason::kCount); ++r) {
+    w.sample("conflux_control_errors_total",
+             fmt::format("reason=\"{}\"", control_error_name(static_cast<ControlErrorReason>(r))),
+             cc.errors[r].get());
+  }
+  one("conflux_control_worker_timeouts_total", "counter",
+      "Control connections closed after worker_timeout_ms of silence.", cc.worker_timeouts);
+  one("conflux_jobs_created_total", "counter", "Jobs created.", cc.jobs_created);
+  one("conflux_jobs_deleted_total", "counter", "Jobs deleted (every rank gone).", cc.jobs_deleted);
+  one("conflux_jobs_active", "gauge", "Jobs currently served.", cc.jobs_active);
+  one("conflux_slots_in_use", "gauge", "Slots granted to live jobs (of total_slots).",
+      cc.slots_in_use);
+  one("conflux_metrics_requests_total", "counter", "HTTP requests served on the metrics port.",
+      cc.metrics_requests);
+}
+
+}  // namespace
+
+std::string render_metrics(const Dataplane& dp, const JobTable& jobs, const ControlCounters& cc) {
+  Writer w;
+  dataplane_metrics(w, dp);
+  job_metrics(w, jobs);
+  control_metrics(w, cc);
+  return w.take();
+}
+
+}  // namespace conflux::agg

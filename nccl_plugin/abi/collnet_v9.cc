@@ -1,0 +1,47 @@
+// Exports ncclCollNetPlugin_v9 (NCCL 2.24-2.25).
+#include "abi/net_v9.h"
+
+#include "abi/adapter_util.h"
+#include "abi/collnet_entries.h"
+#include "abi/export.h"
+#include "collnet/collnet_api.h"
+
+namespace conflux::abi {
+namespace {
+
+namespace core = conflux::plugin;
+namespace e = collnet_entries;
+
+ncclResult_t getProperties(int dev, ncclNetProperties_v9_t* props) {
+  return getPropsAs<ncclNetProperties_v9_t>(dev, props, [](const auto& in, auto* out) {
+    copyV9Props(in, out);
+  });
+}
+
+}  // namespace
+}  // namespace conflux::abi
+
+using namespace conflux::abi;
+
+extern "C" {
+CONFLUX_EXPORT ncclCollNet_v9_t ncclCollNetPlugin_v9 = {
+    conflux::plugin::kNetName,
+    e::initLegacy,
+    e::devices,
+    getProperties,
+    e::listenLegacy,
+    e::connect,
+    e::reduceSupport,
+    e::regMr,
+    e::regMrDmaBuf,
+    e::deregMr,
+    e::iallreduce,
+    e::iallgather<ncclNetSGE_v9_t>,
+    e::ireducescatter<ncclNetSGE_v9_t>,
+    e::iflush,
+    e::test,
+    e::closeColl,
+    e::closeListen,
+    /*makeVDevice=*/nullptr,
+};
+}  // extern "C"

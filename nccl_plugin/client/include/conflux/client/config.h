@@ -1,0 +1,78 @@
+// Configuration of one worker-side client engine (see engine.h) and the aggregator
+// endpoint list parser. Plain data; no global state.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conflux::client {
+
+enum class LogLevel : uint8_t { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
+
+// Called from the thread that calls Engine::create (during create) and from the engine's
+// progress thread afterwards. Must be thread-safe if several engines share it, must not
+// block for long and must not call back into the engine.
+using LogFn = std::function<void(LogLevel, std::string_view)>;
+
+// host:port of an aggregator's TCP control listener. host is an IPv4 literal or a name
+// that resolves to IPv4 (the data channel is IPv4, see protocol/SPEC.md).
+struct Endpoint {
+  std::string host;
+  uint16_t port = 0;
+  std::string to_string() const { return host + ":" + std::to_string(port); }
+  bool operator==(const Endpoint&) const = default;
+};
+
+// Parses "h1:p1,h2:p2" (spaces around entries allowed, no empty entries, port 1..65535,
+// no duplicates). Returns false and a message naming the bad entry on error.
+bool parse_endpoints(std::string_view list, std::vector<Endpoint>* out, std::string* error);
+
+// Test-only fault injection, applied independently to every datagram this engine sends
+// and receives. Probabilities in [0, 1]. A reordered datagram is held back and delivered
+// after the next batch (or after ~1 ms when nothing follows it).
+struct FaultInjection {
+  double drop = 0;
+  double dup = 0;
+  double reorder = 0;
+  uint64_t seed = 1;  // combined with the rank, so ranks draw different sequences
+  bool enabled() const { return drop > 0 || dup > 0 || reorder > 0; }
+};
+
+struct ClientConfig {
+  std::vector<Endpoint> aggregators;  // control endpoints; the job is striped over all of them
+  uint64_t job_key = 0;               // identical on every rank of the job
+  uint32_t n_workers = 0;             // 1..1024
+  uint32_t rank = 0;                  // 0..n_workers-1
+  uint32_t window_slots = 64;         // requested window W per aggregator
+  uint32_t payload_bytes = 8192;      // requested payload per packet (<= 61440)
+  bool deterministic = false;         // ask for contributor-order reduction (bitwise stable)
+  std::string secret;                 // shared secret for the Join MAC; empty = none
+
+  std::chrono::microseconds rto_initial{2000};  // first retransmission timeout
+  std::chrono::microseconds rto_max{100000};    // backoff cap
+  // An aggregator from which nothing (no result, no control message) arrives for this
+  // long is dead; heartbeats keep a live one audible.
+  std::chrono::milliseconds aggregator_timeout{5000};
+  // A packet that waits this long for its result fails the engine even though the
+  // aggregator still answers heartbeats (a stuck dataplane or a peer rank that never
+  // contributes). 0 = off (the default: a slow rank must not look like a dead aggregator).
+  std::chrono::milliseconds stall_timeout{0};
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds join_timeout{30000};    // waiting for all ranks to join
+  std::chrono::milliseconds connect_timeout{5000};  // TCP connect + ServerHello, each
+
+  std::string bind_addr = "0.0.0.0";  // local IPv4 address of the UDP socket
+  uint32_t spin_us = 50;              // busy-poll this long after the last activity
+  int socket_buffer_bytes = 8 << 20;  // SO_RCVBUF / SO_SNDBUF request
+  FaultInjection faults;
+  LogFn log;  // may be empty (no logging)
+};
+
+// Checks ranges and consistency; returns "" when valid, else what is wrong.
+std::string validate(const ClientConfig& c);
+
+}  // namespace conflux::client

@@ -1,0 +1,123 @@
+// The worker-side client engine: runs AllReduce through one or more Conflux aggregators
+// (protocol/SPEC.md). Used by the NCCL plugin (libnccl-net-conflux.so) and the tools.
+//
+// Threads and blocking:
+//  * Engine::create blocks (TCP connect, ServerHello, Join, wait for JoinAck from every
+//    aggregator; bounded by connect_timeout and join_timeout). Call it from any thread.
+//  * Each Engine owns one progress thread that does all network I/O: one UDP socket for
+//    every aggregator, the control connections, retransmissions and heartbeats.
+//  * allreduce/test/stats/healthy/abort may be called from any thread (typically NCCL's
+//    proxy thread), concurrently with each other. allreduce and test never wait for the
+//    network: they take a short mutex that the progress thread also holds only briefly.
+//  * The destructor stops the progress thread, sends Leave and closes the sockets. It
+//    must not run concurrently with other calls on the same Engine.
+//  * Several engines in one process are independent (no global state).
+//  * Nothing here throws; errors are returned as Status plus text.
+//
+// Failure model: when any aggregator of the engine dies (control connection closed,
+// Shutdown, Error, nothing heard for aggregator_timeout, or a stalled packet when
+// stall_timeout is set), the engine becomes *failed*: every incomplete request and every
+// later one ends with kError and a message naming the aggregator, e.g.
+// "aggregator 127.0.0.1:7470 stopped answering for 5000 ms". The engine stays failed;
+// the caller moves the work elsewhere (the NCCL plugin: to its ring).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "conflux/client/config.h"
+#include "conflux/common/dtype.h"
+#include "conflux/protocol/data.h"
+
+namespace conflux::client {
+
+enum class Status : uint8_t { kPending = 0, kDone = 1, kError = 2 };
+
+// What one aggregator granted this job (its JoinAck) and where it is.
+struct AggregatorInfo {
+  Endpoint endpoint;    // as configured
+  std::string address;  // resolved control address "ip:port"
+  uint32_t job_id = 0;
+  uint32_t granted_slots = 0;  // window W on this aggregator
+  uint32_t payload_bytes = 0;  // granted payload per packet
+  uint64_t support_mask = 0;   // bit dtype*4+op (ServerHello)
+  bool deterministic = false;  // JoinAck flag
+  std::vector<uint16_t> data_ports;
+};
+
+// Counters, a consistent-enough snapshot (each field read atomically).
+struct EngineStats {
+  uint64_t packets_sent = 0;      // datagrams handed to the kernel (retransmits included)
+  uint64_t packets_received = 0;  // datagrams read from the socket
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t retransmits = 0;         // contributions resent (timeouts + fast retransmits)
+  uint64_t fast_retransmits = 0;    // of which resent early because later results overtook them
+  uint64_t results_accepted = 0;    // results written into a receive buffer
+  uint64_t results_duplicated = 0;  // == drops[kDuplicate]
+  uint64_t send_errors = 0;         // sendmmsg failures (the packet is retransmitted later)
+  uint64_t fault_dropped = 0;       // datagrams the fault injector discarded (both ways)
+  uint64_t fault_duplicated = 0;
+  uint64_t fault_reordered = 0;
+  uint64_t requests_completed = 0;
+  uint64_t requests_failed = 0;
+  std::array<uint64_t, proto::kNumDropReasons> drops{};  // by proto::DropReason
+};
+
+class Engine {
+ public:
+  // Joins the job on every aggregator of `cfg` (see the file comment). On failure returns
+  // nullptr and sets *error (if non-null) to a message naming the aggregator and cause,
+  // e.g. "aggregator 10.0.0.5:7470 refused Join: job_mismatch (...)".
+  static std::unique_ptr<Engine> create(const ClientConfig& cfg, std::string* error);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Starts an AllReduce of `count` elements; returns a handle (never 0). Does not block.
+  // `send` and `recv` must stay valid and `send` unchanged until test() returns kDone or
+  // kError for the handle (or the engine is destroyed); send == recv (in place) is fine,
+  // partial overlap is not. Requests go on the wire in submission order on every
+  // aggregator, so every rank must submit the same sequence of (count, dtype, op).
+  // Unsupported dtype/op or a failed engine gives a handle whose test() reports kError.
+  uint64_t allreduce(const void* send, void* recv, size_t count, DType dtype, Op op);
+
+  // Polls a request. kDone/kError are final and release the handle (a later test of the
+  // same handle is kError "unknown request"). On kError, *error gets the reason.
+  Status test(uint64_t request, std::string* error);
+
+  // Fails every incomplete request and every later one with `reason`; returns once the
+  // progress thread no longer touches any user buffer. Idempotent.
+  void abort(std::string_view reason);
+
+  // False once the engine has failed; *why (if non-null) gets the first error.
+  bool healthy(std::string* why = nullptr) const;
+  // Index into aggregators() of the aggregator whose loss failed the engine, or -1 (still
+  // healthy, or failed for another reason such as abort()).
+  int failed_aggregator() const;
+
+  // True if every aggregator reduces this (dtype, op) pair (ServerHello support_mask)
+  // and the effective payload holds at least one element of dtype.
+  bool supports(DType dtype, Op op) const;
+
+  const std::vector<AggregatorInfo>& aggregators() const;
+  // Payload per packet used for cutting: the smallest grant over the aggregators.
+  uint32_t payload_bytes() const;
+  uint16_t udp_port() const;  // local UDP port results arrive on
+  EngineStats stats() const;
+
+  class Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+std::string_view status_name(Status s);  // "pending", "done", "error"
+
+}  // namespace conflux::client

@@ -1,0 +1,128 @@
+#include "conflux/client/config.h"
+
+#include <arpa/inet.h>
+
+#include <charconv>
+
+#include "conflux/protocol/control.h"
+#include "conflux/protocol/data.h"
+
+namespace conflux::client {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+}  // namespace
+
+bool parse_endpoints(std::string_view list, std::vector<Endpoint>* out, std::string* error) {
+  out->clear();
+  auto fail = [&](std::string msg) {
+    if (error != nullptr) {
+      *error = std::move(msg);
+    }
+    out->clear();
+    return false;
+  };
+  if (trim(list).empty()) {
+    return fail("empty aggregator list");
+  }
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    const size_t comma = std::min(list.find(',', pos), list.size());
+    const std::string_view item = trim(list.substr(pos, comma - pos));
+    pos = comma + 1;
+    if (item.empty()) {
+      return fail("empty entry in aggregator list '" + std::string(list) + "'");
+    }
+    const size_t colon = item.rfind(':');
+    if (colon == std::string_view::npos || colon == 0) {
+      return fail("aggregator '" + std::string(item) + "' is not host:port");
+    }
+    const std::string_view port_s = item.substr(colon + 1);
+    unsigned port = 0;
+    const auto [p, ec] = std::from_chars(port_s.data(), port_s.data() + port_s.size(), port);
+    if (ec != std::errc() || p != port_s.data() + port_s.size() || port == 0 || port > 65535) {
+      return fail("aggregator '" + std::string(item) + "' has an invalid port");
+    }
+    Endpoint ep{std::string(item.substr(0, colon)), static_cast<uint16_t>(port)};
+    if (ep.host.find(':') != std::string::npos) {
+      return fail("aggregator '" + std::string(item) + "': IPv6 is not supported");
+    }
+    for (const Endpoint& e : *out) {
+      if (e == ep) {
+        return fail("aggregator '" + ep.to_string() + "' is listed twice");
+      }
+    }
+    out->push_back(std::move(ep));
+  }
+  return true;
+}
+
+std::string validate(const ClientConfig& c) {
+  if (c.aggregators.empty()) {
+    return "no aggregators configured";
+  }
+  if (c.aggregators.size() > 64) {
+    return "more than 64 aggregators";
+  }
+  if (c.n_workers == 0 || c.n_workers > proto::kMaxWorkersPerJob) {
+    return "n_workers must be 1.." + std::to_string(proto::kMaxWorkersPerJob);
+  }
+  if (c.rank >= c.n_workers) {
+    return "rank must be < n_workers";
+  }
+  if (c.window_slots == 0 || c.window_slots > (1u << 20)) {
+    return "window_slots must be 1..2^20";
+  }
+  if (c.payload_bytes == 0 || c.payload_bytes > proto::kMaxPayloadBytes) {
+    return "payload_bytes must be 1.." + std::to_string(proto::kMaxPayloadBytes);
+  }
+  if (c.rto_initial.count() <= 0 || c.rto_max < c.rto_initial) {
+    return "need 0 < rto_initial <= rto_max";
+  }
+  if (c.rto_max.count() > 60'000'000) {
+    return "rto_max must be <= 60 s";
+  }
+  if (c.aggregator_timeout.count() <= 0) {
+    return "aggregator_timeout must be > 0";
+  }
+  if (c.heartbeat_interval.count() <= 0) {
+    return "heartbeat_interval must be > 0";
+  }
+  if (c.heartbeat_interval >= c.aggregator_timeout) {
+    return "heartbeat_interval must be shorter than aggregator_timeout";
+  }
+  if (c.join_timeout.count() <= 0 || c.join_timeout.count() > 0xFFFFFFFFll) {
+    return "join_timeout must be 1 ms .. 2^32 ms";
+  }
+  if (c.connect_timeout.count() <= 0) {
+    return "connect_timeout must be > 0";
+  }
+  if (c.stall_timeout.count() < 0) {
+    return "stall_timeout must be >= 0";
+  }
+  in_addr a{};
+  if (::inet_pton(AF_INET, c.bind_addr.c_str(), &a) != 1) {
+    return "bind_addr '" + c.bind_addr + "' is not an IPv4 address";
+  }
+  const FaultInjection& f = c.faults;
+  for (double p : {f.drop, f.dup, f.reorder}) {
+    if (!(p >= 0 && p <= 1)) {
+      return "fault probabilities must be in [0, 1]";
+    }
+  }
+  if (f.drop + f.dup + f.reorder > 1) {
+    return "fault probabilities must sum to <= 1";
+  }
+  return "";
+}
+
+}  // namespace conflux::client

@@ -1,0 +1,50 @@
+// Engine counters: written by the progress thread only (single writer, so a relaxed
+// load + store is enough and avoids locked instructions), read by any thread.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+#include "conflux/client/engine.h"
+
+namespace conflux::client {
+
+struct Counters {
+  using C = std::atomic<uint64_t>;
+  C packets_sent{0}, packets_received{0}, bytes_sent{0}, bytes_received{0};
+  C retransmits{0}, fast_retransmits{0}, results_accepted{0}, send_errors{0};
+  C fault_dropped{0}, fault_duplicated{0}, fault_reordered{0};
+  C requests_completed{0}, requests_failed{0};
+  std::array<C, proto::kNumDropReasons> drops{};
+
+  static void add(C& c, uint64_t n = 1) {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  void drop(proto::DropReason r) { add(drops[static_cast<size_t>(r)]); }
+
+  EngineStats snapshot() const {
+    auto g = [](const C& c) { return c.load(std::memory_order_relaxed); };
+    EngineStats s;
+    s.packets_sent = g(packets_sent);
+    s.packets_received = g(packets_received);
+    s.bytes_sent = g(bytes_sent);
+    s.bytes_received = g(bytes_received);
+    s.retransmits = g(retransmits);
+    s.fast_retransmits = g(fast_retransmits);
+    s.results_accepted = g(results_accepted);
+    s.send_errors = g(send_errors);
+    s.fault_dropped = g(fault_dropped);
+    s.fault_duplicated = g(fault_duplicated);
+    s.fault_reordered = g(fault_reordered);
+    s.requests_completed = g(requests_completed);
+    s.requests_failed = g(requests_failed);
+    for (size_t i = 0; i < drops.size(); ++i) {
+      s.drops[i] = g(drops[i]);
+    }
+    s.results_duplicated = s.drops[static_cast<size_t>(proto::DropReason::kDuplicate)];
+    return s;
+  }
+};
+
+}  // namespace conflux::client

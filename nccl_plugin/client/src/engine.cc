@@ -1,0 +1,242 @@
+#include "conflux/client/engine.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "progress.h"
+
+namespace conflux::client {
+
+// Owns the shared state, the socket, the progress state and the thread.
+class Engine::Impl {
+ public:
+  explicit Impl(const ClientConfig& cfg) : sh(cfg) {}
+  ~Impl() {
+    if (thread.joinable()) {
+      sh.stop.store(true, std::memory_order_seq_cst);
+      sh.wake();
+      thread.join();
+    }
+    if (progress) {
+      progress->leave();
+    }
+    if (sh.wake_fd >= 0) {
+      ::close(sh.wake_fd);
+    }
+  }
+
+  Shared sh;
+  UdpChannel udp;
+  std::vector<AggregatorInfo> infos;
+  uint32_t payload_bytes = 0;
+  std::unique_ptr<Progress> progress;
+  std::thread thread;
+};
+
+void Shared::wake() {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t r = ::write(wake_fd, &one, sizeof one);
+}
+
+std::string_view status_name(Status s) {
+  switch (s) {
+    case Status::kPending:
+      return "pending";
+    case Status::kDone:
+      return "done";
+    case Status::kError:
+      return "error";
+  }
+  return "unknown";
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Engine::~Engine() = default;
+
+std::unique_ptr<Engine> Engine::create(const ClientConfig& cfg, std::string* error) {
+  auto fail = [&](const std::string& msg) -> std::unique_ptr<Engine> {
+    if (error != nullptr) {
+      *error = msg;
+    }
+    if (cfg.log) {
+      cfg.log(LogLevel::kError, msg);
+    }
+    return nullptr;
+  };
+  try {
+    std::string err = validate(cfg);
+    if (!err.empty()) {
+      return fail("invalid client config: " + err);
+    }
+    auto impl = std::make_unique<Impl>(cfg);
+    impl->sh.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (impl->sh.wake_fd < 0) {
+      return fail("eventfd failed");
+    }
+    err = impl->udp.open(cfg.bind_addr, cfg.socket_buffer_bytes,
+                         proto::kDataHeaderSize + cfg.payload_bytes, cfg.faults, cfg.rank,
+                         &impl->sh.ctr);
+    if (!err.empty()) {
+      return fail(err);
+    }
+
+    std::vector<JoinedAggregator> joined;
+    err = join_all(cfg, impl->udp.port(), &joined);
+    if (!err.empty()) {
+      return fail(err);
+    }
+
+    impl->payload_bytes = UINT32_MAX;
+    for (const JoinedAggregator& j : joined) {
+      impl->infos.push_back(j.info);
+      impl->payload_bytes = std::min(impl->payload_bytes, j.info.payload_bytes);
+    }
+    impl->progress =
+        std::make_unique<Progress>(&impl->sh, &impl->udp, std::move(joined), impl->payload_bytes);
+    Progress* p = impl->progress.get();
+    impl->thread = std::thread([p] { p->run(); });
+
+    if (cfg.log) {
+      std::string msg = "joined job " + std::to_string(cfg.job_key) + " as rank " +
+                        std::to_string(cfg.rank) + "/" + std::to_string(cfg.n_workers) + " on " +
+                        std::to_string(impl->infos.size()) + " aggregator(s):";
+      for (const AggregatorInfo& a : impl->infos) {
+        msg += " " + a.address + " (job " + std::to_string(a.job_id) + ", " +
+               std::to_string(a.granted_slots) + " slots, " + std::to_string(a.payload_bytes) +
+               " B" + (a.deterministic ? ", deterministic)" : ")");
+      }
+      cfg.log(LogLevel::kInfo, msg);
+    }
+    return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+  } catch (const std::exception& e) {
+    return fail(std::string("engine creation failed: ") + e.what());
+  } catch (...) {
+    return fail("engine creation failed");
+  }
+}
+
+uint64_t Engine::allreduce(const void* send, void* recv, size_t count, DType dtype, Op op) {
+  try {
+    Shared& sh = impl_->sh;
+    auto r = std::make_shared<Request>();
+    r->send = static_cast<const uint8_t*>(send);
+    r->recv = static_cast<uint8_t*>(recv);
+    r->dtype = dtype;
+    r->op = op;
+    if (!valid_dtype(static_cast<uint32_t>(dtype)) || !valid_op(static_cast<uint32_t>(op))) {
+      r->early_error = "invalid dtype or op";
+    } else if (count > 0 && (send == nullptr || recv == nullptr)) {
+      r->early_error = "null buffer";
+    } else if (!supports(dtype, op)) {
+      r->early_error = "the aggregators do not support " + std::string(dtype_name(dtype)) + " " +
+                       std::string(op_name(op));
+    } else {
+      r->plan = plan_packets(count, dtype, impl_->payload_bytes);
+    }
+    std::lock_guard<std::mutex> lk(sh.mu);
+    const uint64_t id = sh.next_id++;
+    r->id = id;
+    if (r->early_error.empty() && sh.failed.load(std::memory_order_acquire)) {
+      r->early_error = sh.fail_reason;
+    }
+    if (!r->early_error.empty()) {
+      r->error = r->early_error;
+      r->state.store(Status::kError, std::memory_order_release);
+    } else if (r->plan.n_packets == 0) {
+      r->state.store(Status::kDone, std::memory_order_release);  // count == 0
+    } else {
+      sh.submitted.push_back(r);
+      sh.has_submissions.store(true, std::memory_order_seq_cst);
+    }
+    sh.requests.emplace(id, std::move(r));
+    if (sh.sleeping.load(std::memory_order_seq_cst)) {
+      sh.wake();
+    }
+    return id;
+  } catch (...) {
+    return 0;  // out of memory; test(0) reports kError
+  }
+}
+
+Status Engine::test(uint64_t request, std::string* error) {
+  Shared& sh = impl_->sh;
+  try {
+    std::lock_guard<std::mutex> lk(sh.mu);
+    auto it = sh.requests.find(request);
+    if (it == sh.requests.end()) {
+      if (error != nullptr) {
+        *error = "unknown request " + std::to_string(request);
+      }
+      return Status::kError;
+    }
+    const Status st = it->second->state.load(std::memory_order_acquire);
+    if (st == Status::kPending) {
+      return st;
+    }
+    if (st == Status::kError && error != nullptr) {
+      *error = it->second->error;
+    }
+    sh.requests.erase(it);
+    return st;
+  } catch (...) {
+    return Status::kError;  // out of memory copying the message
+  }
+}
+
+void Engine::abort(std::string_view reason) {
+  Shared& sh = impl_->sh;
+  try {
+    std::unique_lock<std::mutex> lk(sh.mu);
+    sh.abort_reason = reason.empty() ? "aborted" : std::string(reason);
+    const uint64_t ticket = ++sh.abort_requested;
+    sh.has_submissions.store(true, std::memory_order_seq_cst);
+    sh.wake();
+    sh.abort_cv.wait(lk, [&] { return sh.abort_done >= ticket; });
+  } catch (...) {
+  }
+}
+
+bool Engine::healthy(std::string* why) const {
+  Shared& sh = impl_->sh;
+  if (!sh.failed.load(std::memory_order_acquire)) {
+    return true;
+  }
+  if (why != nullptr) {
+    try {
+      std::lock_guard<std::mutex> lk(sh.mu);
+      *why = sh.fail_reason;
+    } catch (...) {
+    }
+  }
+  return false;
+}
+
+int Engine::failed_aggregator() const {
+  return impl_->sh.failed_aggregator.load(std::memory_order_relaxed);
+}
+
+bool Engine::supports(DType dtype, Op op) const {
+  if (!valid_dtype(static_cast<uint32_t>(dtype)) || !valid_op(static_cast<uint32_t>(op))) {
+    return false;
+  }
+  if (impl_->payload_bytes < dtype_size(dtype)) {
+    return false;
+  }
+  const unsigned bit = static_cast<unsigned>(dtype) * 4 + static_cast<unsigned>(op);
+  for (const AggregatorInfo& a : impl_->infos) {
+    if (((a.support_mask >> bit) & 1) == 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+const std::vector<AggregatorInfo>& Engine::aggregators() const { return impl_->infos; }
+uint32_t Engine::payload_bytes() const { return impl_->payload_bytes; }
+uint16_t Engine::udp_port() const { return impl_->udp.port(); }
+EngineStats Engine::stats() const { return impl_->sh.ctr.snapshot(); }
+
+}  // namespace conflux::client

@@ -1,0 +1,183 @@
+#include "join.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+
+#include <variant>
+
+namespace conflux::client {
+namespace {
+
+using proto::ControlMsg;
+
+std::string name(const ClientConfig& cfg, size_t i) {
+  return "aggregator " + cfg.aggregators[i].to_string();
+}
+
+std::string error_text(const proto::Error& e) {
+  std::string s(proto::status_name(e.status));
+  if (!e.text.empty()) {
+    s += " (" + e.text + ")";
+  }
+  return s;
+}
+
+// Connect and read ServerHello.
+std::string hello(const ClientConfig& cfg, size_t i, JoinedAggregator* ja, proto::ServerHello* h) {
+  const int64_t connect_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.connect_timeout).count();
+  ja->ctl = std::make_unique<ControlChannel>();
+  std::string err = ja->ctl->connect(cfg.aggregators[i], now_ns() + connect_ns);
+  if (!err.empty()) {
+    return name(cfg, i) + ": cannot connect: " + err;
+  }
+  ControlMsg m;
+  err = ja->ctl->recv_blocking(&m, now_ns() + connect_ns);
+  if (!err.empty()) {
+    return name(cfg, i) + ": no ServerHello: " + err;
+  }
+  if (const auto* e = std::get_if<proto::Error>(&m)) {
+    return name(cfg, i) + " refused the connection: " + error_text(*e);
+  }
+  const auto* sh = std::get_if<proto::ServerHello>(&m);
+  if (sh == nullptr) {
+    return name(cfg, i) + ": expected ServerHello, got " +
+           std::string(proto::msg_type_name(proto::msg_type(m)));
+  }
+  if (sh->auth_required != 0 && cfg.secret.empty()) {
+    return name(cfg, i) + " requires authentication but no secret is configured";
+  }
+  *h = *sh;
+  return "";
+}
+
+proto::Join make_join(const ClientConfig& cfg, uint16_t udp_port, uint64_t nonce) {
+  proto::Join j;
+  j.job_key = cfg.job_key;
+  j.n_workers = cfg.n_workers;
+  j.rank = cfg.rank;
+  in_addr bind{};
+  if (::inet_pton(AF_INET, cfg.bind_addr.c_str(), &bind) == 1) {
+    j.udp_addr = ntohl(bind.s_addr);
+  }
+  j.udp_port = udp_port;
+  j.flags = cfg.deterministic ? proto::kJoinFlagDeterministic : 0;
+  j.requested_slots = cfg.window_slots;
+  j.payload_bytes = cfg.payload_bytes;
+  j.join_timeout_ms = static_cast<uint32_t>(cfg.join_timeout.count());
+  j.auth_mac = proto::join_mac(cfg.secret, nonce, j);
+  return j;
+}
+
+std::string accept_ack(const ClientConfig& cfg, size_t i, const proto::JoinAck& a,
+                       JoinedAggregator* ja) {
+  if (a.status != proto::Status::kOk) {
+    return name(cfg, i) + " refused Join: " + std::string(proto::status_name(a.status));
+  }
+  if (a.granted_slots == 0 || a.payload_bytes == 0 || a.payload_bytes > cfg.payload_bytes ||
+      a.ports.empty()) {
+    return name(cfg, i) + " sent an invalid JoinAck: " + proto::to_string(ControlMsg{a});
+  }
+  for (uint16_t p : a.ports) {
+    if (p == 0) {
+      return name(cfg, i) + " sent an invalid JoinAck (data port 0)";
+    }
+  }
+  const bool det = (a.flags & proto::kJoinFlagDeterministic) != 0;
+  if (cfg.deterministic && !det) {
+    return name(cfg, i) + " did not grant deterministic mode";
+  }
+  ja->info.job_id = a.job_id;
+  ja->info.granted_slots = a.granted_slots;
+  ja->info.payload_bytes = a.payload_bytes;
+  ja->info.deterministic = det;
+  ja->info.data_ports = a.ports;
+  ja->job_token = a.job_token;
+  ja->data_addr = ja->ctl->peer();
+  return "";
+}
+
+}  // namespace
+
+std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
+                     std::vector<JoinedAggregator>* out) {
+  const size_t n = cfg.aggregators.size();
+  out->clear();
+  out->resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    JoinedAggregator& ja = (*out)[i];
+    proto::ServerHello h;
+    std::string err = hello(cfg, i, &ja, &h);
+    if (!err.empty()) {
+      return err;
+    }
+    ja.info.endpoint = cfg.aggregators[i];
+    ja.info.address = ja.ctl->peer_address();
+    ja.info.support_mask = h.support_mask;
+    if (!ja.ctl->send(make_join(cfg, udp_port, h.nonce), &err)) {
+      return name(cfg, i) + ": sending Join failed: " + err;
+    }
+  }
+  // Wait for every JoinAck; the aggregator answers join_timeout itself, we allow 1 s more.
+  const int64_t deadline =
+      now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.join_timeout).count() +
+      1'000'000'000;
+  std::vector<bool> acked(n, false);
+  size_t left = n;
+  while (left > 0) {
+    for (size_t i = 0; i < n; ++i) {
+      JoinedAggregator& ja = (*out)[i];
+      while (!acked[i]) {  // drain every buffered frame before sleeping in poll()
+        ControlMsg m;
+        std::string err;
+        const ControlChannel::Rx rx = ja.ctl->poll_message(&m, &err);
+        if (rx == ControlChannel::Rx::kNone) {
+          break;
+        }
+        if (rx != ControlChannel::Rx::kMessage) {
+          return name(cfg, i) + " during Join: " + err;
+        }
+        if (const auto* a = std::get_if<proto::JoinAck>(&m)) {
+          err = accept_ack(cfg, i, *a, &ja);
+          if (!err.empty()) {
+            return err;
+          }
+          acked[i] = true;
+          --left;
+        } else if (const auto* e = std::get_if<proto::Error>(&m)) {
+          return name(cfg, i) + " refused Join: " + error_text(*e);
+        } else if (const auto* hb = std::get_if<proto::Heartbeat>(&m)) {
+          ja.ctl->send(proto::HeartbeatAck{hb->time_ns}, &err);
+        } else if (const auto* s = std::get_if<proto::Shutdown>(&m)) {
+          return name(cfg, i) + " is shutting down (reason " + std::to_string(s->reason) + ")";
+        } else if (!std::holds_alternative<proto::HeartbeatAck>(m)) {
+          return name(cfg, i) + ": unexpected " +
+                 std::string(proto::msg_type_name(proto::msg_type(m))) + " during Join";
+        }
+      }
+    }
+    if (left == 0) {
+      break;
+    }
+    const int64_t wait_ns = deadline - now_ns();
+    if (wait_ns <= 0) {
+      for (size_t i = 0; i < n; ++i) {
+        if (!acked[i]) {
+          return name(cfg, i) + ": no JoinAck within " + std::to_string(cfg.join_timeout.count()) +
+                 " ms (not every rank joined?)";
+        }
+      }
+    }
+    std::vector<pollfd> fds;
+    for (size_t i = 0; i < n; ++i) {
+      if (!acked[i]) {
+        fds.push_back({(*out)[i].ctl->fd(), POLLIN, 0});
+      }
+    }
+    ::poll(fds.data(), fds.size(),
+           static_cast<int>(std::min<int64_t>(wait_ns / 1'000'000 + 1, 100)));
+  }
+  return "";
+}
+
+}  // namespace conflux::client

@@ -1,0 +1,304 @@
+#include "progress.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <variant>
+
+namespace conflux::client {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kReorderHoldNs = 1 * kMs;  // longest a fault-reordered datagram is held
+constexpr int64_t kMaxSleepNs = 100 * kMs;
+
+int64_t ns(std::chrono::nanoseconds d) { return d.count(); }
+
+}  // namespace
+
+Progress::Progress(Shared* shared, UdpChannel* udp, std::vector<JoinedAggregator> aggs,
+                   uint32_t payload_bytes)
+    : sh_(shared), udp_(udp), payload_bytes_(payload_bytes) {
+  const int64_t now = now_ns();
+  aggs_.reserve(aggs.size());
+  for (JoinedAggregator& j : aggs) {
+    const uint32_t w = j.info.granted_slots;
+    Agg& g = aggs_.emplace_back(std::move(j), w);
+    for (uint16_t p : g.j.info.data_ports) {
+      sockaddr_in a = g.j.data_addr;
+      a.sin_port = htons(p);
+      g.port_addrs.push_back(a);
+    }
+    g.rto_us = static_cast<uint32_t>(sh_->cfg.rto_initial.count());
+    g.delivered_sent_ns.assign(g.port_addrs.size(), 0);
+    g.last_heard_ns = now;
+    g.next_heartbeat_ns = now + ns(sh_->cfg.heartbeat_interval);
+  }
+  tx_.reserve(256);
+  next_timer_ns_ = INT64_MAX;
+}
+
+void Progress::run() {
+  const int64_t spin_ns = int64_t{sh_->cfg.spin_us} * 1000;
+  last_work_ns_ = now_ns();
+  while (!sh_->stop.load(std::memory_order_acquire)) {
+    const int64_t now = now_ns();
+    bool work = false;
+    if (sh_->has_submissions.load(std::memory_order_acquire)) {
+      work |= take_submissions();
+    }
+    if (!failed_) {
+      work |= receive(now);
+      if (now >= next_timer_ns_) {
+        check_timers(now);
+      }
+      if (!failed_) {
+        work |= send_new(now);
+      }
+      flush_tx();
+      if (!failed_ && now >= next_control_ns_) {
+        work |= poll_control(now);
+        next_control_ns_ = now + kMs;
+      }
+    }
+    if (work) {
+      last_work_ns_ = now;
+      continue;
+    }
+    if (udp_->has_held() && now - last_work_ns_ >= kReorderHoldNs) {
+      udp_->release_held();
+      last_work_ns_ = now;
+      continue;
+    }
+    if (now - last_work_ns_ < spin_ns) {
+      continue;
+    }
+    sleep(now);
+    next_control_ns_ = 0;  // look at the control channels after every sleep
+  }
+}
+
+bool Progress::take_submissions() {
+  std::vector<std::shared_ptr<Request>> batch;
+  bool aborting = false;
+  std::string abort_reason;
+  {
+    std::lock_guard<std::mutex> lk(sh_->mu);
+    batch.swap(sh_->submitted);
+    sh_->has_submissions.store(false, std::memory_order_relaxed);
+    if (sh_->abort_requested > sh_->abort_done) {
+      aborting = true;
+      abort_reason = sh_->abort_reason;
+    }
+  }
+  const uint32_t n_aggs = static_cast<uint32_t>(aggs_.size());
+  for (auto& r : batch) {
+    if (failed_) {
+      std::string why;
+      {
+        std::lock_guard<std::mutex> lk(sh_->mu);
+        why = sh_->fail_reason;
+      }
+      finish(r.get(), Status::kError, why);
+      continue;
+    }
+    r->results_pending = r->plan.n_packets;
+    r->next_j.assign(n_aggs, 0);
+    for (uint32_t a = 0; a < n_aggs; ++a) {
+      if (packets_on_aggregator(r->plan.n_packets, n_aggs, a) > 0) {
+        aggs_[a].send_queue.push_back(r.get());
+      }
+    }
+    active_.push_back(std::move(r));
+  }
+  if (aborting) {
+    fail_engine(abort_reason);
+    std::lock_guard<std::mutex> lk(sh_->mu);
+    sh_->abort_done = sh_->abort_requested;
+    sh_->abort_cv.notify_all();
+  }
+  return !batch.empty() || aborting;
+}
+
+void Progress::finish(Request* r, Status st, const std::string& error) {
+  if (r->finished) {
+    return;
+  }
+  r->finished = true;
+  r->error = error;
+  r->state.store(st, std::memory_order_release);
+  Counters::add(st == Status::kDone ? sh_->ctr.requests_completed : sh_->ctr.requests_failed);
+  // Drop finished requests from active_ once they are the majority.
+  if (++finished_in_active_ > 64 && finished_in_active_ * 2 > active_.size()) {
+    std::erase_if(active_, [](const std::shared_ptr<Request>& q) { return q->finished; });
+    finished_in_active_ = 0;
+  }
+}
+
+void Progress::fail_engine(const std::string& reason, int aggregator) {
+  if (failed_) {
+    return;
+  }
+  failed_ = true;
+  sh_->failed_aggregator.store(aggregator, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lk(sh_->mu);
+    if (sh_->fail_reason.empty()) {
+      sh_->fail_reason = reason;
+    }
+  }
+  sh_->failed.store(true, std::memory_order_release);
+  sh_->log(LogLevel::kError, reason);
+  std::vector<std::shared_ptr<Request>> doomed;
+  doomed.swap(active_);
+  finished_in_active_ = 0;
+  for (auto& r : doomed) {
+    finish(r.get(), Status::kError, reason);
+  }
+  for (Agg& g : aggs_) {
+    g.window.clear();
+    g.send_queue.clear();
+  }
+  tx_.clear();
+  next_timer_ns_ = INT64_MAX;
+}
+
+bool Progress::poll_control(int64_t now) {
+  bool work = false;
+  const ClientConfig& cfg = sh_->cfg;
+  for (size_t gi = 0; gi < aggs_.size(); ++gi) {
+    Agg& g = aggs_[gi];
+    const int idx = static_cast<int>(gi);
+    if (failed_) {
+      return work;
+    }
+    const std::string who = "aggregator " + g.j.info.endpoint.to_string();
+    for (;;) {
+      proto::ControlMsg m;
+      std::string err;
+      const ControlChannel::Rx rx = g.j.ctl->poll_message(&m, &err);
+      if (rx == ControlChannel::Rx::kNone) {
+        break;
+      }
+      if (rx != ControlChannel::Rx::kMessage) {
+        g.alive = false;
+        fail_engine(who + " " + err, idx);
+        return true;
+      }
+      work = true;
+      g.last_heard_ns = now;
+      if (const auto* hb = std::get_if<proto::Heartbeat>(&m)) {
+        g.j.ctl->send(proto::HeartbeatAck{hb->time_ns}, &err);
+      } else if (std::holds_alternative<proto::HeartbeatAck>(m)) {
+        // liveness only
+      } else if (const auto* s = std::get_if<proto::Shutdown>(&m)) {
+        g.alive = false;
+        fail_engine(who + " shut down" +
+                        (s->reason == 1   ? " (draining)"
+                         : s->reason == 0 ? ""
+                                          : " (reason " + std::to_string(s->reason) + ")"),
+                    idx);
+        return true;
+      } else if (const auto* e = std::get_if<proto::Error>(&m)) {
+        g.alive = false;
+        fail_engine(who + " reported an error: " + std::string(proto::status_name(e->status)) +
+                        (e->text.empty() ? "" : " (" + e->text + ")"),
+                    idx);
+        return true;
+      } else {
+        g.alive = false;
+        fail_engine(
+            who + " sent an unexpected " + std::string(proto::msg_type_name(proto::msg_type(m))),
+            idx);
+        return true;
+      }
+    }
+    std::string err;
+    if (now >= g.next_heartbeat_ns) {
+      g.next_heartbeat_ns = now + ns(cfg.heartbeat_interval);
+      if (!g.j.ctl->send(proto::Heartbeat{static_cast<uint64_t>(now)}, &err)) {
+        g.alive = false;
+        fail_engine(who + ": " + err, idx);
+        return true;
+      }
+    } else if (g.j.ctl->want_write() && !g.j.ctl->flush(&err)) {
+      g.alive = false;
+      fail_engine(who + ": " + err, idx);
+      return true;
+    }
+    const int64_t silent = now - g.last_heard_ns;
+    if (silent > ns(cfg.aggregator_timeout)) {
+      fail_engine(who + " stopped answering for " + std::to_string(silent / kMs) + " ms", idx);
+      return true;
+    }
+  }
+  return work;
+}
+
+int64_t Progress::next_wakeup(int64_t now) const {
+  int64_t t = now + kMaxSleepNs;
+  if (failed_) {
+    return t;
+  }
+  t = std::min(t, next_timer_ns_);
+  for (const Agg& g : aggs_) {
+    t = std::min(t, g.next_heartbeat_ns);
+    t = std::min(t, g.last_heard_ns + ns(sh_->cfg.aggregator_timeout) + kMs);
+  }
+  if (udp_->has_held()) {
+    t = std::min(t, last_work_ns_ + kReorderHoldNs);
+  }
+  return t;
+}
+
+void Progress::sleep(int64_t now) {
+  const int64_t wait = std::max<int64_t>(0, next_wakeup(now) - now);
+  sh_->sleeping.store(true, std::memory_order_seq_cst);
+  if (sh_->has_submissions.load(std::memory_order_seq_cst) ||
+      sh_->stop.load(std::memory_order_seq_cst)) {
+    sh_->sleeping.store(false, std::memory_order_relaxed);
+    return;
+  }
+  pollfd fds[2 + 64];
+  nfds_t n = 0;
+  fds[n++] = {sh_->wake_fd, POLLIN, 0};
+  if (!failed_) {
+    fds[n++] = {udp_->fd(), POLLIN, 0};
+    for (const Agg& g : aggs_) {
+      if (n == std::size(fds)) {
+        break;
+      }
+      const short ev = static_cast<short>(POLLIN | (g.j.ctl->want_write() ? POLLOUT : 0));
+      fds[n++] = {g.j.ctl->fd(), ev, 0};
+    }
+  }
+  timespec ts{static_cast<time_t>(wait / 1'000'000'000), static_cast<long>(wait % 1'000'000'000)};
+  ::ppoll(fds, n, &ts, nullptr);
+  sh_->sleeping.store(false, std::memory_order_relaxed);
+  if (fds[0].revents & POLLIN) {
+    uint64_t v;
+    [[maybe_unused]] ssize_t r = ::read(sh_->wake_fd, &v, sizeof v);
+  }
+}
+
+void Progress::leave() {
+  for (Agg& g : aggs_) {
+    if (!g.alive || g.j.ctl == nullptr || g.j.ctl->fd() < 0) {
+      continue;
+    }
+    std::string err;
+    g.j.ctl->send(proto::Leave{}, &err);
+    g.j.ctl->close();
+  }
+  std::vector<std::shared_ptr<Request>> doomed;
+  doomed.swap(active_);
+  finished_in_active_ = 0;
+  for (auto& r : doomed) {
+    finish(r.get(), Status::kError, "engine destroyed");
+  }
+}
+
+}  // namespace conflux::client

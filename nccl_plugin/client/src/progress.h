@@ -1,0 +1,83 @@
+// The progress thread of one Engine: all network I/O. It takes submitted requests in
+// order, cuts them into packets, stripes them over the aggregators, keeps a window of
+// W outstanding packets per aggregator, validates results, retransmits on timeout,
+// sends heartbeats and watches the control channels. Nothing here is touched by other
+// threads except through Shared.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "join.h"
+#include "shared.h"
+#include "udp_channel.h"
+#include "window.h"
+
+namespace conflux::client {
+
+class Progress {
+ public:
+  Progress(Shared* shared, UdpChannel* udp, std::vector<JoinedAggregator> aggs,
+           uint32_t payload_bytes);
+
+  void run();  // the thread body; returns when shared->stop is set
+
+  // After run() returned: sends Leave on every live control connection (best effort).
+  void leave();
+
+ private:
+  struct Agg {
+    Agg(JoinedAggregator joined, uint32_t slots) : j(std::move(joined)), window(slots) {}
+    JoinedAggregator j;
+    SlotWindow window;
+    std::vector<sockaddr_in> port_addrs;  // data address per JoinAck port
+    std::deque<Request*> send_queue;      // requests with packets left for this aggregator
+    bool alive = true;
+    int64_t last_heard_ns = 0;
+    int64_t next_heartbeat_ns = 0;
+    // Retransmission timeout for new packets (RFC 6298 style; samples from completion
+    // broadcasts, see on_result; a timeout's backoff is kept until the next sample).
+    double srtt_us = 0, rttvar_us = 0;
+    uint32_t rto_us = 0;
+    // Per data port: the latest first-send time of a packet whose result arrived.
+    std::vector<int64_t> delivered_sent_ns;
+    bool delivered_since_scan = false;
+  };
+
+  // progress.cc: loop, control plane, failure.
+  bool take_submissions();
+  bool poll_control(int64_t now);
+  void handle_abort();
+  void fail_engine(const std::string& reason, int aggregator = -1);
+  void finish(Request* r, Status st, const std::string& error);
+  void sleep(int64_t now);
+  int64_t next_wakeup(int64_t now) const;
+
+  // datapath.cc: packets.
+  bool send_new(int64_t now);
+  bool receive(int64_t now);
+  void check_timers(int64_t now);
+  void on_result(const uint8_t* data, size_t len, bool truncated, int64_t now);
+  void flush_tx();
+  void rtt_sample(Agg& g, double sample_us);
+  void fast_retransmit(Agg& g, int64_t now);
+  void retransmit(Agg& g, uint32_t slot, int64_t now);
+
+  Shared* sh_;
+  UdpChannel* udp_;
+  std::vector<Agg> aggs_;
+  uint32_t payload_bytes_;
+  std::vector<std::shared_ptr<Request>> active_;  // owns the requests in flight
+  size_t finished_in_active_ = 0;
+  std::vector<OutDatagram> tx_;
+  int64_t next_timer_ns_ = 0;  // earliest retransmission deadline (or later)
+  int64_t last_work_ns_ = 0;
+  int64_t next_control_ns_ = 0;
+  bool failed_ = false;
+};
+
+}  // namespace conflux::client

@@ -1,0 +1,54 @@
+// State shared between the API threads (allreduce/test/abort/stats callers) and the
+// progress thread. Everything here is either atomic or guarded by `mu`, which both
+// sides hold only for a few instructions (never across I/O).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "conflux/client/config.h"
+#include "counters.h"
+#include "request.h"
+
+namespace conflux::client {
+
+struct Shared {
+  explicit Shared(const ClientConfig& c) : cfg(c) {}
+
+  const ClientConfig cfg;
+  Counters ctr;
+
+  std::mutex mu;
+  std::vector<std::shared_ptr<Request>> submitted;                  // guarded by mu
+  std::unordered_map<uint64_t, std::shared_ptr<Request>> requests;  // guarded by mu
+  uint64_t next_id = 1;                                             // guarded by mu
+  std::string fail_reason;   // guarded by mu; the first error that failed the engine
+  std::string abort_reason;  // guarded by mu; set by abort(), consumed by progress
+  uint64_t abort_requested = 0, abort_done = 0;  // guarded by mu
+  std::condition_variable abort_cv;
+
+  std::atomic<bool> has_submissions{false};
+  std::atomic<bool> failed{false};
+  std::atomic<int> failed_aggregator{-1};
+  std::atomic<bool> stop{false};
+  std::atomic<bool> sleeping{false};  // progress thread is (about to be) blocked in ppoll
+  int wake_fd = -1;                   // eventfd that interrupts the progress thread's ppoll
+
+  // Wakes the progress thread if it sleeps. Any thread; never blocks.
+  void wake();
+
+  // Logs through cfg.log if set. Any thread.
+  void log(LogLevel level, const std::string& msg) const {
+    if (cfg.log) {
+      cfg.log(level, msg);
+    }
+  }
+};
+
+}  // namespace conflux::client

@@ -1,0 +1,83 @@
+// The engine's one UDP socket (kernel UDP, IPv4), batched with sendmmsg/recvmmsg, with
+// the test-time fault injector applied to every datagram in both directions.
+// Owned and used by the progress thread only (open() runs in Engine::create).
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "counters.h"
+#include "fault.h"
+
+namespace conflux::client {
+
+// One datagram to send: a 48-byte header and a payload, gathered by the kernel.
+struct OutDatagram {
+  sockaddr_in dst{};
+  const uint8_t* header = nullptr;
+  const uint8_t* payload = nullptr;
+  uint32_t payload_len = 0;
+};
+
+// One received datagram; `data` stays valid until the next receive().
+struct InDatagram {
+  const uint8_t* data = nullptr;
+  size_t len = 0;
+  bool truncated = false;  // larger than the receive buffer
+};
+
+class UdpChannel {
+ public:
+  UdpChannel() = default;
+  ~UdpChannel();
+  UdpChannel(const UdpChannel&) = delete;
+  UdpChannel& operator=(const UdpChannel&) = delete;
+
+  // Binds a non-blocking socket to bind_addr:0 with socket buffers of buf_bytes.
+  // max_datagram sizes the receive buffers. Returns "" or what failed.
+  std::string open(const std::string& bind_addr, int buf_bytes, size_t max_datagram,
+                   const FaultInjection& faults, uint32_t rank, Counters* counters);
+  int fd() const { return fd_; }
+  uint16_t port() const { return port_; }
+
+  // Sends every datagram (minus injected drops). A datagram the kernel refuses is
+  // counted in send_errors and left to the retransmission timer.
+  void send(std::span<const OutDatagram> batch);
+
+  // Reads up to one batch without blocking; returns the datagrams to process (injected
+  // drops removed, duplicates repeated, reordered ones delivered on a later call).
+  std::span<const InDatagram> receive();
+
+  // Datagrams held back by reordering in either direction.
+  bool has_held() const { return !tx_held_.empty() || !rx_held_.empty(); }
+  // Sends / delivers (on the next receive) the held datagrams now.
+  void release_held();
+
+ private:
+  struct Held {
+    sockaddr_in dst{};
+    std::vector<uint8_t> bytes;
+  };
+  void send_raw(std::span<const OutDatagram> batch);
+  void send_held_tx();
+
+  static constexpr int kBatch = 64;
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  size_t max_datagram_ = 0;
+  Counters* ctr_ = nullptr;
+  FaultInjector tx_faults_{FaultInjection{}, 0};
+  FaultInjector rx_faults_{FaultInjection{}, 0};
+  std::vector<uint8_t> rx_buf_;  // kBatch * max_datagram_
+  std::vector<InDatagram> rx_out_;
+  std::vector<std::vector<uint8_t>> rx_held_, rx_delivering_;
+  bool rx_release_ = false;
+  std::vector<Held> tx_held_;
+  std::vector<OutDatagram> tx_scratch_;
+};
+
+}  // namespace conflux::client

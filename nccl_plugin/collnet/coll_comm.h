@@ -1,0 +1,121 @@
+// CollComm: one CollNet communicator on one rank — the worker ring (p2p transport), the
+// aggregator client engine, and the progress thread that completes AllReduce requests.
+//
+// Each AllReduce of `count` elements is split once, identically on every rank:
+//   [0, agg_count)      through the aggregators (client engine), striped over them;
+//   [agg_count, count)  over the worker ring (reduce-scatter + all-gather), at the same time.
+// agg_count = count * (1 - ring_fraction), rounded down; requests with an (dtype, op) the
+// aggregators do not take, or issued after the aggregators failed, put everything on the ring.
+//
+// Failover: when the engine fails (aggregator dead, shut down, silent), the aggregator part
+// of the failed request and of every later one is redone over the ring from the send buffer
+// (kept in a staging copy for in-place requests). Ring operations run in request order, each
+// request's ring part before its redo, so every rank issues the same ring traffic. One warning
+// is logged. A mismatch (a rank that saw the aggregator succeed where another saw it fail) is
+// detected by tags and ends in an error after ring_timeout, never a hang.
+//
+// Threads: iallreduce() and test() are called by NCCL's proxy thread and never block; the
+// progress thread owned by CollComm runs the ring and polls the engine. Destruction joins it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collnet/ring_allreduce.h"
+#include "conflux/client/engine.h"
+#include "conflux/common/dtype.h"
+#include "net/recv_comm.h"
+#include "net/send_comm.h"
+#include "net/status.h"
+
+namespace conflux::collnet {
+
+struct CollOptions {
+  double ring_fraction = 0.0;  // share of every AllReduce that goes over the ring, 0..1
+  size_t ring_block_bytes = 1 << 20;
+  int ring_inflight = 8;
+  std::chrono::milliseconds ring_timeout{30000};  // no ring progress this long = error
+};
+
+// A request as NCCL sees it (void*). Completed and freed through CollComm::test.
+struct CollRequest {
+  static constexpr uint32_t kMagic = 0x43524551;
+  uint32_t magic = kMagic;
+  std::atomic<int> state{0};  // 0 pending, 1 done, 2 failed
+  std::string error;          // written before state becomes 2
+  size_t bytes = 0;
+
+  const uint8_t* send = nullptr;
+  uint8_t* recv = nullptr;
+  size_t count = 0;
+  DType dtype = DType::kFloat32;
+  Op op = Op::kSum;
+  uint32_t seq = 0;
+  size_t agg_count = 0;
+  uint64_t agg_handle = 0;       // 0: the aggregator part is not in the engine
+  std::vector<uint8_t> staging;  // in-place requests: copy of the aggregator part's input
+};
+
+class CollComm {
+ public:
+  // Takes ownership of the ring links and the engine (engine may be null: ring only).
+  CollComm(int rank, int nranks, std::unique_ptr<net::SendComm> next,
+           std::unique_ptr<net::RecvComm> prev, std::unique_ptr<client::Engine> engine,
+           const CollOptions& opts);
+  ~CollComm();
+  CollComm(const CollComm&) = delete;
+  CollComm& operator=(const CollComm&) = delete;
+
+  // Starts an AllReduce; never blocks. *out gets the request.
+  net::Status iallreduce(const void* send, void* recv, size_t count, DType dtype, Op op,
+                         CollRequest** out);
+  // Non-blocking. On done (or error) the request is released.
+  static net::Status test(CollRequest* req, bool* done, size_t* bytes);
+
+  // Connected CollNet communicators in this process (the tuner steers only when > 0).
+  static int live_count();
+
+  bool degraded() const { return degraded_.load(std::memory_order_acquire); }
+  client::Engine* engine() const { return engine_.get(); }
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+
+  static constexpr uint32_t kMagic = 0x43434f4d;
+  bool valid() const { return magic_ == kMagic; }
+
+ private:
+  void run();
+  // Runs one ring AllReduce to completion on the progress thread; false on error.
+  bool ring(CollRequest& r, const uint8_t* send, uint8_t* recv, size_t count, int tag,
+            std::string* error);
+  // Waits for the request's aggregator part; false if it failed (error in *why).
+  bool wait_aggregators(CollRequest& r, std::string* why);
+  void finish(CollRequest& r, bool ok, const std::string& error);
+
+  uint32_t magic_ = kMagic;
+  const int rank_, nranks_;
+  std::unique_ptr<net::SendComm> next_;
+  std::unique_ptr<net::RecvComm> prev_;
+  std::unique_ptr<client::Engine> engine_;
+  const CollOptions opts_;
+  std::vector<uint8_t> scratch_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<CollRequest*> queue_;  // in submission order; popped by the progress thread
+  bool stop_ = false;
+  uint32_t next_seq_ = 0;  // proxy thread
+  std::atomic<bool> degraded_{false};
+  std::atomic<bool> ring_failed_{false};
+  std::thread thread_;
+};
+
+}  // namespace conflux::collnet

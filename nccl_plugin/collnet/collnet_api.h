@@ -1,0 +1,50 @@
+// Version-neutral core of the plugin's ncclCollNet: what every CollNet ABI adapter
+// (abi/collnet_v*.cc) calls. Same conventions as core/net_api.h: pointers from NCCL are
+// checked, results are net::Status with ncclResult_t's numeric values.
+//
+// Callers: NCCL's init path (init, devices, getProperties, listen, connect, reduceSupport,
+// regMr) and its proxy thread (iallreduce, test, deregMr, close*). connect() blocks (it is
+// collective); iallreduce/test never block.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "abi/nccl_types.h"
+#include "core/net_api.h"
+
+namespace conflux::plugin {
+
+// v11: per-communicator context. v8..v10: collInitLegacy once per process.
+Status collInit(void** ctx, uint64_t commId, abi::ncclDebugLogger_t log);
+Status collFinalize(void* ctx);
+Status collInitLegacy(abi::ncclDebugLogger_t log);
+
+// CollNet devices mirror the net devices (same index, same name).
+Status collDevices(int* ndev);
+Status collGetProperties(int dev, NetProperties* props);
+
+// Listens for the worker ring; the handle carries the ring's connection handle.
+Status collListen(void* ctx, int dev, void* handle, void** listenComm);
+// Collective over every rank: builds the worker ring, joins the aggregators named by
+// CONFLUX_AGGREGATORS, and agrees over the ring. If any rank cannot use the aggregators,
+// every rank declines (returns an error, so NCCL uses its own algorithms).
+Status collConnect(void* const* handles, int nranks, int rank, void* listenComm, void** collComm);
+Status collReduceSupport(int dtype, int op, int* supported);
+
+// Host memory only; CUDA and DMA-BUF registrations are refused with one log line.
+Status collRegMr(void* collComm, void* data, size_t size, int type, void** mhandle);
+Status collRegMrDmaBuf(void* collComm, void* data, size_t size, int type, uint64_t offset, int fd,
+                       void** mhandle);
+Status collDeregMr(void* collComm, void* mhandle);
+
+Status collIallreduce(void* collComm, void* sendData, void* recvData, size_t count, int dtype,
+                      int op, void* sendMhandle, void* recvMhandle, void** request);
+// Host memory needs no flush: *request = nullptr (NCCL treats that as complete).
+Status collIflush(void* collComm, void* data, int size, void* mhandle, void** request);
+// size may be null (flushes).
+Status collTest(void* request, int* done, int* size);
+Status collCloseColl(void* collComm);
+Status collCloseListen(void* listenComm);
+
+}  // namespace conflux::plugin

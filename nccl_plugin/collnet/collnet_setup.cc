@@ -1,0 +1,265 @@
+// CollNet setup: contexts, devices, listen, the collective connect and its agreement.
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collnet/coll_comm.h"
+#include "collnet/collnet_api.h"
+#include "collnet/ring_exchange.h"
+#include "conflux/protocol/control.h"
+#include "core/plugin_state.h"
+#include "net/log.h"
+#include "net/transport.h"
+
+namespace conflux::plugin {
+namespace {
+
+using net::kLogColl;
+using net::kLogInit;
+
+constexpr uint32_t kHandleMagic = 0x4346434e;  // "CFCN"
+struct CollHandle {
+  uint32_t magic;
+  uint32_t version;
+  uint8_t ring[net::wire::kHandleBytes];
+};
+static_assert(sizeof(CollHandle) <= size_t(abi::NCCL_NET_HANDLE_MAXSIZE));
+
+struct CollContext {
+  static constexpr uint32_t kMagic = 0x43435458;
+  uint32_t magic = kMagic;
+  uint64_t commId = 0;
+};
+
+struct CollListen {
+  static constexpr uint32_t kMagic = 0x434c5354;
+  uint32_t magic = kMagic;
+  int dev = 0;
+  std::unique_ptr<net::ListenComm> ring;
+};
+
+// What each rank tells the others at the end of connect.
+struct Verdict {
+  uint8_t ok = 0;
+  char reason[127] = {};
+};
+
+// Identical on every rank: derived from every rank's handle, unique per communicator.
+uint64_t job_key(void* const* handles, int nranks) {
+  std::vector<uint8_t> all;
+  for (int i = 0; i < nranks; ++i) {
+    const auto* h = static_cast<const uint8_t*>(handles[i]);
+    all.insert(all.end(), h, h + sizeof(CollHandle));
+  }
+  return proto::siphash24(0x436f6e666c757831ULL, 0x436f6c6c4e657431ULL, all);
+}
+
+client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, int rank,
+                                   std::string* error) {
+  client::ClientConfig cfg;
+  if (!client::parse_endpoints(c.aggregators, &cfg.aggregators, error)) {
+    *error = "CONFLUX_AGGREGATORS: " + *error;
+    return cfg;
+  }
+  cfg.job_key = key;
+  cfg.n_workers = static_cast<uint32_t>(nranks);
+  cfg.rank = static_cast<uint32_t>(rank);
+  cfg.window_slots = static_cast<uint32_t>(c.windowSlots);
+  cfg.payload_bytes = static_cast<uint32_t>(c.payloadBytes);
+  cfg.deterministic = c.deterministic;
+  cfg.secret = c.secret;
+  cfg.aggregator_timeout = std::chrono::milliseconds(c.aggregatorTimeoutMs);
+  cfg.join_timeout = std::chrono::milliseconds(c.joinTimeoutMs);
+  cfg.log = [](client::LogLevel level, std::string_view msg) {
+    if (level >= client::LogLevel::kWarn) {
+      CFX_WARN(kLogColl, "%.*s", static_cast<int>(msg.size()), msg.data());
+    } else if (level == client::LogLevel::kInfo) {
+      CFX_INFO(kLogColl, "%.*s", static_cast<int>(msg.size()), msg.data());
+    }
+  };
+  return cfg;
+}
+
+std::unique_ptr<client::Engine> join_aggregators(const Config& c, uint64_t key, int nranks,
+                                                 int rank, std::string* why) {
+  if (c.aggregators.empty()) {
+    *why = "CONFLUX_AGGREGATORS is not set";
+    return nullptr;
+  }
+  std::string error;
+  client::ClientConfig cfg = engine_config(c, key, nranks, rank, &error);
+  if (!error.empty()) {
+    *why = error;
+    return nullptr;
+  }
+  auto engine = client::Engine::create(cfg, &error);
+  if (!engine) *why = error;
+  return engine;
+}
+
+}  // namespace
+
+Status collInit(void** ctx, uint64_t commId, abi::ncclDebugLogger_t log) {
+  if (ctx == nullptr) return Status::kInvalidArgument;
+  *ctx = nullptr;
+  CFX_RETURN_IF_ERROR(PluginState::acquire(log));
+  auto* c = new CollContext();
+  c->commId = commId;
+  *ctx = c;
+  return Status::kOk;
+}
+
+Status collFinalize(void* ctx) {
+  auto* c = static_cast<CollContext*>(ctx);
+  if (c == nullptr || c->magic != CollContext::kMagic) {
+    CFX_WARN(kLogColl, "CollNet finalize called with an invalid context");
+    return Status::kInvalidArgument;
+  }
+  c->magic = 0;
+  delete c;
+  PluginState::release();
+  return Status::kOk;
+}
+
+Status collInitLegacy(abi::ncclDebugLogger_t log) { return netInitLegacy(log); }
+
+Status collDevices(int* ndev) { return netDevices(ndev); }
+
+Status collGetProperties(int dev, NetProperties* props) { return netGetProperties(dev, props); }
+
+Status collListen(void* ctx, int dev, void* handle, void** listenComm) {
+  if (handle == nullptr || listenComm == nullptr) return Status::kInvalidArgument;
+  *listenComm = nullptr;
+  PluginState* s = PluginState::get();
+  if (s == nullptr) {
+    CFX_WARN(kLogColl, "CollNet listen called before init");
+    return Status::kInvalidUsage;
+  }
+  if (!s->transport().validDevice(dev)) {
+    CFX_WARN(kLogColl, "CollNet listen: no device %d", dev);
+    return Status::kInvalidArgument;
+  }
+  auto l = std::make_unique<CollListen>();
+  l->dev = dev;
+  net::ConnectHandle ring{};
+  CFX_RETURN_IF_ERROR(s->transport().listen(dev, &ring, &l->ring));
+  CollHandle h{kHandleMagic, 1, {}};
+  std::memcpy(h.ring, ring.bytes, sizeof h.ring);
+  std::memset(handle, 0, abi::NCCL_NET_HANDLE_MAXSIZE);
+  std::memcpy(handle, &h, sizeof h);
+  *listenComm = l.release();
+  return Status::kOk;
+}
+
+Status collConnect(void* const* handles, int nranks, int rank, void* listenComm, void** collComm) {
+  if (handles == nullptr || collComm == nullptr || nranks < 1 || rank < 0 || rank >= nranks) {
+    return Status::kInvalidArgument;
+  }
+  *collComm = nullptr;
+  auto* l = static_cast<CollListen*>(listenComm);
+  PluginState* s = PluginState::get();
+  if (l == nullptr || l->magic != CollListen::kMagic || s == nullptr) {
+    CFX_WARN(kLogColl, "CollNet connect: invalid listen comm or plugin not initialised");
+    return Status::kInvalidArgument;
+  }
+  for (int i = 0; i < nranks; ++i) {
+    CollHandle h;
+    std::memcpy(&h, handles[i], sizeof h);
+    if (h.magic != kHandleMagic || h.version != 1) {
+      CFX_WARN(kLogColl, "CollNet connect: handle of rank %d is not a Conflux handle", i);
+      return Status::kInvalidArgument;
+    }
+  }
+  const Config& cfg = s->config();
+  const auto timeout = std::chrono::milliseconds(cfg.joinTimeoutMs);
+
+  // 1. The worker ring: connect to rank+1 (completes without the peer's accept), then
+  //    accept rank-1.
+  std::unique_ptr<net::SendComm> next;
+  std::unique_ptr<net::RecvComm> prev;
+  if (nranks > 1) {
+    CollHandle peer;
+    std::memcpy(&peer, handles[(rank + 1) % nranks], sizeof peer);
+    net::ConnectHandle ring;
+    std::memcpy(ring.bytes, peer.ring, sizeof ring.bytes);
+    Status st = s->transport().connectBlocking(l->dev, ring, timeout, &next);
+    if (st == Status::kOk) st = net::TcpTransport::acceptBlocking(*l->ring, timeout, &prev);
+    if (st != Status::kOk) {
+      CFX_WARN(kLogColl, "CollNet connect: rank %d could not build the worker ring (%s)", rank,
+               net::toString(st));
+      return st;
+    }
+  }
+
+  // 2. The aggregators.
+  Verdict mine;
+  std::string why;
+  auto engine = join_aggregators(cfg, job_key(handles, nranks), nranks, rank, &why);
+  mine.ok = engine != nullptr;
+  std::snprintf(mine.reason, sizeof mine.reason, "%s", why.c_str());
+
+  // 3. Agreement: everyone learns every rank's verdict, so all decline or none does.
+  std::vector<Verdict> all(static_cast<size_t>(nranks));
+  if (nranks > 1) {
+    // Ranks reach this point up to one join timeout apart (a rank that fails fast waits for
+    // those still inside Engine::create), so allow two.
+    const Status st = collnet::ring_allgather(next.get(), prev.get(), rank, nranks, &mine,
+                                              all.data(), sizeof(Verdict), 2 * timeout);
+    if (st != Status::kOk) {
+      CFX_WARN(kLogColl, "CollNet connect: rank %d: agreement over the ring failed (%s)", rank,
+               net::toString(st));
+      return st;
+    }
+  } else {
+    all[0] = mine;
+  }
+  for (int i = 0; i < nranks; ++i) {
+    if (all[static_cast<size_t>(i)].ok) continue;
+    if (cfg.requireAggregators) {
+      CFX_WARN(kLogColl | kLogInit,
+               "CONFLUX_REQUIRE_AGGREGATORS=1 and rank %d cannot use the aggregators: %s", i,
+               all[static_cast<size_t>(i)].reason);
+      return Status::kSystemError;
+    }
+    CFX_INFO(kLogColl | kLogInit,
+             "CollNet declined on every rank: rank %d cannot use the aggregators (%s); NCCL "
+             "will use its own algorithms",
+             i, all[static_cast<size_t>(i)].reason);
+    return Status::kSystemError;
+  }
+
+  collnet::CollOptions opts;
+  opts.ring_fraction = cfg.ringFraction;
+  opts.ring_block_bytes = cfg.ringBlockBytes;
+  opts.ring_inflight = cfg.ringInflight;
+  opts.ring_timeout = std::chrono::milliseconds(cfg.ringTimeoutMs);
+  if (rank == 0) {
+    CFX_INFO(kLogColl | kLogInit,
+             "CollNet connected: %d ranks, %zu aggregator(s), ring fraction %.2f%s", nranks,
+             engine->aggregators().size(), opts.ring_fraction,
+             engine->aggregators().front().deterministic ? ", deterministic" : "");
+  }
+  *collComm = new collnet::CollComm(rank, nranks, std::move(next), std::move(prev),
+                                    std::move(engine), opts);
+  return Status::kOk;
+}
+
+Status collCloseColl(void* collComm) {
+  auto* c = static_cast<collnet::CollComm*>(collComm);
+  if (c == nullptr || !c->valid()) return Status::kInvalidArgument;
+  delete c;
+  return Status::kOk;
+}
+
+Status collCloseListen(void* listenComm) {
+  auto* l = static_cast<CollListen*>(listenComm);
+  if (l == nullptr || l->magic != CollListen::kMagic) return Status::kInvalidArgument;
+  l->magic = 0;
+  delete l;
+  return Status::kOk;
+}
+
+}  // namespace conflux::plugin

@@ -1,0 +1,82 @@
+// RingAllreduce: one AllReduce over the worker ring (reduce-scatter, then all-gather),
+// as a non-blocking state machine over the plugin's own p2p transport.
+//
+// The range is cut into nranks segments; at each of the 2(n-1) steps every rank sends one
+// segment to the next rank and receives one from the previous rank, in blocks of at most
+// `block_bytes` with up to `max_inflight` blocks outstanding. All messages of one
+// operation carry `tag`; every rank must run the same operations in the same order (the
+// transport matches messages in posting order), which CollComm guarantees.
+//
+// Threads: progress() is called by one thread (CollComm's progress thread) until done or
+// error; it never blocks. Narrow floats are rounded at every hop (reduce_inplace), as any
+// ring does; results are still identical on every rank because each segment's final value
+// is computed once and forwarded.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "conflux/common/dtype.h"
+#include "net/recv_comm.h"
+#include "net/send_comm.h"
+#include "net/status.h"
+
+namespace conflux::collnet {
+
+struct RingLinks {
+  int rank = 0;
+  int nranks = 1;
+  net::SendComm* next = nullptr;  // to rank + 1
+  net::RecvComm* prev = nullptr;  // from rank - 1
+};
+
+class RingAllreduce {
+ public:
+  // `scratch` must hold max_inflight * block_bytes bytes and outlive the operation.
+  RingAllreduce(const RingLinks& links, const void* send, void* recv, size_t count, DType dtype,
+                Op op, int tag, size_t block_bytes, int max_inflight, uint8_t* scratch);
+
+  // Advances the operation. Returns an error status (final) or kOk; *done once complete.
+  net::Status progress(bool* done);
+  // Blocks completed so far (sent and received); grows while the ring moves.
+  uint64_t completed_blocks() const { return completed_blocks_; }
+
+ private:
+  struct Block {
+    size_t send_off = 0;  // element offsets into recv_
+    size_t recv_off = 0;
+    size_t elems = 0;
+    net::Request* send_req = nullptr;
+    net::Request* recv_req = nullptr;
+    int scratch_index = -1;
+    bool sent = false;
+    bool received = false;
+  };
+
+  void plan_step();
+  net::Status post(Block& b);
+  net::Status poll(Block& b);
+  size_t seg_lo(int seg) const { return count_ * static_cast<size_t>(seg) / links_.nranks; }
+  int mod(int v) const { return ((v % links_.nranks) + links_.nranks) % links_.nranks; }
+
+  const RingLinks links_;
+  uint8_t* const recv_;
+  const size_t count_;
+  const DType dtype_;
+  const Op op_;
+  const int tag_;
+  const size_t esize_;
+  const size_t block_elems_;
+  const int max_inflight_;
+  uint8_t* const scratch_;
+
+  int step_ = 0;  // 0..n-2 reduce-scatter, n-1..2n-3 all-gather
+  std::vector<Block> blocks_;
+  size_t next_to_post_ = 0;
+  size_t finished_ = 0;
+  std::vector<int> free_scratch_;
+  uint64_t completed_blocks_ = 0;
+};
+
+}  // namespace conflux::collnet

@@ -1,0 +1,48 @@
+#include "collnet/ring_exchange.h"
+
+#include <sched.h>
+
+#include <cstring>
+
+namespace conflux::collnet {
+namespace {
+
+constexpr int kAgreementTag = 0x3ffffff0;
+
+net::Status wait(net::Request* req, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    bool done = false;
+    size_t size = 0;
+    CFX_RETURN_IF_ERROR(net::test(req, &done, &size));
+    if (done) return net::Status::kOk;
+    if (std::chrono::steady_clock::now() > deadline) return net::Status::kRemoteError;
+    sched_yield();
+  }
+}
+
+}  // namespace
+
+net::Status ring_allgather(net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
+                           const void* mine, void* all, size_t bytes,
+                           std::chrono::milliseconds timeout) {
+  auto* out = static_cast<uint8_t*>(all);
+  std::memcpy(out + static_cast<size_t>(rank) * bytes, mine, bytes);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Step s: forward the record of rank (rank - s), receive that of rank (rank - s - 1).
+  for (int s = 0; s < nranks - 1; ++s) {
+    const int send_from = ((rank - s) % nranks + nranks) % nranks;
+    const int recv_from = ((rank - s - 1) % nranks + nranks) % nranks;
+    net::Request* sreq = nullptr;
+    net::Request* rreq = nullptr;
+    void* dst = out + static_cast<size_t>(recv_from) * bytes;
+    const int tag = kAgreementTag;
+    CFX_RETURN_IF_ERROR(next->isend(out + static_cast<size_t>(send_from) * bytes, bytes, tag, &sreq));
+    CFX_RETURN_IF_ERROR(prev->irecv(1, &dst, &bytes, &tag, &rreq));
+    if (sreq == nullptr || rreq == nullptr) return net::Status::kInternalError;  // fresh comms
+    CFX_RETURN_IF_ERROR(wait(sreq, deadline));
+    CFX_RETURN_IF_ERROR(wait(rreq, deadline));
+  }
+  return net::Status::kOk;
+}
+
+}  // namespace conflux::collnet

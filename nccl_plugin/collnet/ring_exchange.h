@@ -1,0 +1,19 @@
+// Blocking helpers over the worker ring, for the control path (CollNet connect).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+
+#include "net/recv_comm.h"
+#include "net/send_comm.h"
+#include "net/status.h"
+
+namespace conflux::collnet {
+
+// Every rank contributes `bytes` at `mine`; on return all[i*bytes ...] holds rank i's.
+// n-1 steps around the ring; fails with kRemoteError after `timeout` without completion.
+net::Status ring_allgather(net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
+                           const void* mine, void* all, size_t bytes,
+                           std::chrono::milliseconds timeout);
+
+}  // namespace conflux::collnet

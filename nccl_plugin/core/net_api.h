@@ -1,0 +1,79 @@
+// Version-neutral core of the plugin's ncclNet: what every ABI adapter (abi/net_v*.cc) calls.
+//
+// Callers: NCCL threads through the adapters — init/finalize/devices/getProperties from
+// communicator init, the rest from NCCL's proxy thread. Nothing here blocks except close*,
+// which joins that connection's helper threads. Pointers from NCCL are checked (null, magic)
+// before use. Results are net::Status with the numeric values of ncclResult_t.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "abi/nccl_types.h"
+#include "net/status.h"
+
+namespace conflux::plugin {
+
+using net::Status;
+
+// Device properties in version-neutral form (a superset of every ABI version's struct).
+struct NetProperties {
+  char* name = nullptr;
+  char* pciPath = nullptr;
+  uint64_t guid = 0;
+  int ptrSupport = 0;
+  int regIsGlobal = 0;
+  int forceFlush = 0;
+  int speed = 0;
+  int port = 0;
+  float latency = 0;
+  int maxComms = 0;
+  int maxRecvs = 0;
+  abi::ncclNetDeviceType netDeviceType = abi::NCCL_NET_DEVICE_HOST;
+  int netDeviceVersion = 0;
+  abi::ncclNetVDeviceProps_t vProps{};
+  size_t maxP2pBytes = 0;
+  size_t maxCollBytes = 0;
+  int maxMultiRequestSize = 0;
+};
+
+// The plugin's ncclNet name (NCCL matches NCCL_NET=Conflux case-insensitively).
+inline constexpr const char* kNetName = "Conflux";
+
+// v11: one context per NCCL communicator; *ctx receives it.
+Status netInit(void** ctx, uint64_t commId, int trafficClass, abi::ncclDebugLogger_t log);
+Status netFinalize(void* ctx);
+// v8..v10: once per process (later calls only refresh the logger); never finalized.
+Status netInitLegacy(abi::ncclDebugLogger_t log);
+
+Status netDevices(int* ndev);
+Status netGetProperties(int dev, NetProperties* props);
+
+// ctx may be null (v8..v10). `handle` is NCCL's NCCL_NET_HANDLE_MAXSIZE buffer.
+Status netListen(void* ctx, int dev, void* handle, void** listenComm);
+// Non-blocking: *sendComm stays null until connected; NCCL calls again with the same
+// handle buffer, which holds the in-progress state (bytes 64..127).
+Status netConnect(void* ctx, int dev, void* handle, void** sendComm);
+Status netAccept(void* listenComm, void** recvComm);
+
+// Host memory only: NCCL_PTR_CUDA / NCCL_PTR_DMABUF are refused with kInternalError.
+Status netRegMr(void* comm, void* data, size_t size, int type, void** mhandle);
+Status netRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                      void** mhandle);
+Status netDeregMr(void* comm, void* mhandle);
+
+Status netIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request);
+Status netIrecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
+                void** mhandles, void** request);
+Status netIflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+// sizes may be null; else receives one entry per message (clamped to INT_MAX).
+Status netTest(void* request, int* done, int* sizes);
+
+Status netCloseSend(void* sendComm);
+Status netCloseRecv(void* recvComm);
+Status netCloseListen(void* listenComm);
+
+Status netGetDeviceMr(void* comm, void* mhandle, void** dptrMhandle);
+Status netIrecvConsumed(void* recvComm, int n, void* request);
+
+}  // namespace conflux::plugin

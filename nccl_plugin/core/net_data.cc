@@ -1,0 +1,113 @@
+// Core ncclNet: memory registration and the data path (isend/irecv/test/flush).
+#include <climits>
+
+#include "core/net_api.h"
+#include "net/log.h"
+#include "net/transport.h"
+
+namespace conflux::plugin {
+namespace {
+
+using net::kLogNet;
+
+// What regMr hands back: host memory needs no registration, the handle only records the range.
+struct MemHandle {
+  static constexpr uint32_t kMagic = 0x4d454d48;
+  uint32_t magic = kMagic;
+  void* base = nullptr;
+  size_t size = 0;
+};
+
+template <typename T>
+T* commAs(void* p, bool wantSend, const char* fn) {
+  auto* c = static_cast<net::CommCore*>(p);
+  if (c == nullptr || !c->valid() || c->isSend() != wantSend) {
+    CFX_WARN(kLogNet, "%s called with an invalid comm %p", fn, p);
+    return nullptr;
+  }
+  return static_cast<T*>(c);
+}
+
+}  // namespace
+
+Status netRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  if (mhandle == nullptr) return Status::kInvalidArgument;
+  *mhandle = nullptr;
+  if (type != abi::NCCL_PTR_HOST) {
+    CFX_WARN(kLogNet, "regMr: memory type %d refused (only host memory, NCCL_PTR_HOST)", type);
+    return Status::kInternalError;
+  }
+  *mhandle = new MemHandle{MemHandle::kMagic, data, size};
+  return Status::kOk;
+}
+
+Status netRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                      void** mhandle) {
+  if (mhandle != nullptr) *mhandle = nullptr;
+  CFX_WARN(kLogNet, "regMrDmaBuf refused: Conflux supports host memory only");
+  return Status::kInternalError;
+}
+
+Status netDeregMr(void* comm, void* mhandle) {
+  auto* m = static_cast<MemHandle*>(mhandle);
+  if (m == nullptr) return Status::kOk;
+  if (m->magic != MemHandle::kMagic) {
+    CFX_WARN(kLogNet, "deregMr called with an invalid handle");
+    return Status::kInvalidArgument;
+  }
+  m->magic = 0;
+  delete m;
+  return Status::kOk;
+}
+
+Status netIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) {
+  auto* c = commAs<net::SendComm>(sendComm, true, "isend");
+  if (c == nullptr || request == nullptr) return Status::kInvalidArgument;
+  net::Request* r = nullptr;
+  Status st = c->isend(data, size, tag, &r);
+  *request = r;
+  return st;
+}
+
+Status netIrecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
+                void** mhandles, void** request) {
+  auto* c = commAs<net::RecvComm>(recvComm, false, "irecv");
+  if (c == nullptr || request == nullptr) return Status::kInvalidArgument;
+  // NCCL may preset *request to NCCL_NET_OPTIONAL_RECV_COMPLETION: we always complete.
+  net::Request* r = nullptr;
+  Status st = c->irecv(n, data, sizes, tags, &r);
+  *request = r;
+  return st;
+}
+
+Status netIflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) {
+  if (request != nullptr) *request = nullptr;  // host memory: nothing to flush
+  return Status::kOk;
+}
+
+Status netTest(void* request, int* done, int* sizes) {
+  if (done == nullptr) return Status::kInvalidArgument;
+  *done = 0;
+  size_t got[net::kMaxRecvs] = {};
+  auto* r = static_cast<net::Request*>(request);
+  int n = r != nullptr ? r->n : 0;  // read before test() may release the request
+  bool finished = false;
+  Status st = net::test(r, &finished, got);
+  if (st != Status::kOk) return st;
+  if (finished) {
+    *done = 1;
+    for (int i = 0; sizes != nullptr && i < n; ++i) {
+      sizes[i] = got[i] > size_t(INT_MAX) ? INT_MAX : int(got[i]);
+    }
+  }
+  return Status::kOk;
+}
+
+Status netGetDeviceMr(void* comm, void* mhandle, void** dptrMhandle) {
+  if (dptrMhandle != nullptr) *dptrMhandle = nullptr;  // no device-side networking
+  return Status::kOk;
+}
+
+Status netIrecvConsumed(void* recvComm, int n, void* request) { return Status::kOk; }
+
+}  // namespace conflux::plugin

@@ -1,0 +1,223 @@
+#include "core/params.h"
+
+#include <strings.h>
+
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+namespace conflux::plugin {
+namespace {
+
+const std::array<ParamSpec, 20> kParams{{
+    {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
+     "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
+     "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
+     &Config::socketIfname},
+    {"CONFLUX_NTHREADS", ParamType::kInt, "0", 0, 16,
+     "Helper threads per connection. 0: 1 on loopback, 2 otherwise.", &Config::nthreads},
+    {"CONFLUX_NSOCKS_PERTHREAD", ParamType::kInt, "0", 0, 16,
+     "Data sockets per helper thread (threads x sockets <= 64). 0: 2.", &Config::nsocksPerThread},
+    {"CONFLUX_MIN_CHUNKSIZE", ParamType::kSize, "64K", 4096, 1LL << 30,
+     "Smallest piece a message is cut into across data sockets.", &Config::minChunkBytes},
+    {"CONFLUX_INLINE_BYTES", ParamType::kSize, "1024", 0, 4096,
+     "Messages up to this size travel on the control socket with their header.",
+     &Config::inlineBytes},
+    {"CONFLUX_SOCKET_BUFSIZE", ParamType::kSize, "0", 0, 1LL << 30,
+     "SO_SNDBUF/SO_RCVBUF of data sockets. 0: kernel autotuning.", &Config::socketBufBytes},
+    {"CONFLUX_AGGREGATORS", ParamType::kString, "", 0, 0,
+     "Aggregator control endpoints host:port,host:port; each AllReduce is striped over all. "
+     "Empty: CollNet declines and NCCL uses its own algorithms.",
+     &Config::aggregators},
+    {"CONFLUX_REQUIRE_AGGREGATORS", ParamType::kBool, "0", 0, 0,
+     "1: a CollNet connect without usable aggregators is an error logged as a warning instead "
+     "of a quiet decline.",
+     &Config::requireAggregators},
+    {"CONFLUX_RING_FRACTION", ParamType::kFraction, "0", 0, 0,
+     "Share (0..1) of every AllReduce sent over the worker ring at the same time as the rest "
+     "goes through the aggregators.",
+     &Config::ringFraction},
+    {"CONFLUX_DETERMINISTIC", ParamType::kBool, "0", 0, 0,
+     "1: aggregators reduce in rank order, so results are bitwise reproducible.",
+     &Config::deterministic},
+    {"CONFLUX_SECRET", ParamType::kString, "", 0, 0,
+     "Shared secret that authenticates the job to the aggregators (their `secret`).",
+     &Config::secret},
+    {"CONFLUX_WINDOW_SLOTS", ParamType::kInt, "64", 1, 65536,
+     "Outstanding packets per aggregator requested at join (the aggregator may grant fewer).",
+     &Config::windowSlots},
+    {"CONFLUX_PAYLOAD_BYTES", ParamType::kSize, "8192", 64, 61440,
+     "Payload bytes per aggregation packet requested at join.", &Config::payloadBytes},
+    {"CONFLUX_AGGREGATOR_TIMEOUT_MS", ParamType::kInt, "5000", 100, 3600000,
+     "An aggregator silent this long is dead: its collectives move to the ring.",
+     &Config::aggregatorTimeoutMs},
+    {"CONFLUX_JOIN_TIMEOUT_MS", ParamType::kInt, "15000", 100, 3600000,
+     "Bound on CollNet connect: building the ring and every rank joining the aggregators.",
+     &Config::joinTimeoutMs},
+    {"CONFLUX_RING_BLOCK_BYTES", ParamType::kSize, "1M", 4096, 1LL << 28,
+     "Message size of the worker ring.", &Config::ringBlockBytes},
+    {"CONFLUX_RING_INFLIGHT", ParamType::kInt, "8", 1, 32,
+     "Ring messages in flight per direction.", &Config::ringInflight},
+    {"CONFLUX_RING_TIMEOUT_MS", ParamType::kInt, "30000", 100, 3600000,
+     "A ring collective that makes no progress this long fails with an error.",
+     &Config::ringTimeoutMs},
+    {"CONFLUX_TUNER_COLLNET_MIN_BYTES", ParamType::kSize, "0", 0, 1LL << 40,
+     "Tuner: smallest AllReduce sent to CollNet.", &Config::tunerCollnetMinBytes},
+    {"CONFLUX_TUNER_COLLNET_MAX_BYTES", ParamType::kSize, "0", 0, 1LL << 40,
+     "Tuner: largest AllReduce sent to CollNet (0: no limit).", &Config::tunerCollnetMaxBytes},
+}};
+
+const char* typeName(ParamType t) {
+  switch (t) {
+    case ParamType::kInt:
+      return "int";
+    case ParamType::kSize:
+      return "size";
+    case ParamType::kString:
+      return "string";
+    case ParamType::kBool:
+      return "bool";
+    case ParamType::kFraction:
+      return "fraction";
+  }
+  return "?";
+}
+
+bool parseInt(const char* text, long long* out) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+bool parseBool(const char* text, bool* out) {
+  for (const char* t : {"1", "true", "yes", "on"}) {
+    if (strcasecmp(text, t) == 0) return *out = true, true;
+  }
+  for (const char* f : {"0", "false", "no", "off"}) {
+    if (strcasecmp(text, f) == 0) return *out = false, true;
+  }
+  return false;
+}
+
+// Parses `text` for `p` and stores it into *cfg; false with *why on error.
+bool applyValue(const ParamSpec& p, const char* text, Config* cfg, std::string* why) {
+  long long v = 0;
+  bool b = false;
+  switch (p.type) {
+    case ParamType::kFraction: {
+      errno = 0;
+      char* end = nullptr;
+      const double d = std::strtod(text, &end);
+      if (errno != 0 || end == text || *end != '\0' || !(d >= 0.0 && d <= 1.0)) {
+        return *why = "expected a number between 0 and 1", false;
+      }
+      cfg->*std::get<double Config::*>(p.field) = d;
+      return true;
+    }
+    case ParamType::kString:
+      cfg->*std::get<std::string Config::*>(p.field) = text;
+      return true;
+    case ParamType::kBool:
+      if (!parseBool(text, &b)) return *why = "expected 0/1/true/false", false;
+      cfg->*std::get<bool Config::*>(p.field) = b;
+      return true;
+    case ParamType::kInt:
+    case ParamType::kSize:
+      if (!(p.type == ParamType::kInt ? parseInt(text, &v) : parseSize(text, &v))) {
+        *why =
+            p.type == ParamType::kInt ? "expected an integer" : "expected a size like 65536 or 64K";
+        return false;
+      }
+      if (v < p.min || v > p.max) {
+        *why = "out of range [" + std::to_string(p.min) + ", " + std::to_string(p.max) + "]";
+        return false;
+      }
+      if (p.type == ParamType::kInt) {
+        cfg->*std::get<int Config::*>(p.field) = int(v);
+      } else {
+        cfg->*std::get<size_t Config::*>(p.field) = size_t(v);
+      }
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::span<const ParamSpec> paramTable() { return kParams; }
+
+bool parseSize(const char* text, long long* out) {
+  errno = 0;
+  char* end = nullptr;
+  if (text[0] == '-') return false;
+  long long v = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text) return false;
+  int shift = 0;
+  switch (std::toupper(static_cast<unsigned char>(*end))) {
+    case '\0':
+      break;
+    case 'K':
+      shift = 10;
+      break;
+    case 'M':
+      shift = 20;
+      break;
+    case 'G':
+      shift = 30;
+      break;
+    default:
+      return false;
+  }
+  if (shift != 0 && *++end != '\0') return false;
+  if (v > (std::numeric_limits<long long>::max() >> shift)) return false;
+  *out = v << shift;
+  return true;
+}
+
+Status loadConfig(Config* out, std::string* error, const EnvLookup& env) {
+  Config cfg;
+  for (const ParamSpec& p : kParams) {
+    std::string why;
+    if (!applyValue(p, p.defaultValue, &cfg, &why)) {
+      *error = std::string("bad built-in default of ") + p.name + ": " + why;
+      return Status::kInternalError;
+    }
+    const char* v = env ? env(p.name) : std::getenv(p.name);
+    if (v == nullptr) continue;
+    if (!applyValue(p, v, &cfg, &why)) {
+      *error = std::string("invalid value '") + v + "' for " + p.name + ": " + why;
+      return Status::kInvalidArgument;
+    }
+  }
+  if (cfg.nthreads * cfg.nsocksPerThread > net::wire::kMaxDataSockets) {
+    *error = "CONFLUX_NTHREADS x CONFLUX_NSOCKS_PERTHREAD must be at most 64";
+    return Status::kInvalidArgument;
+  }
+  *out = std::move(cfg);
+  return Status::kOk;
+}
+
+std::string formatParamRow(const ParamSpec& p) {
+  std::string def = p.defaultValue[0] == '\0' ? "(empty)" : std::string("`") + p.defaultValue + "`";
+  return std::string("| `") + p.name + "` | " + typeName(p.type) + " | " + def + " | " + p.doc +
+         " |";
+}
+
+net::TransportConfig Config::transportConfig() const {
+  net::TransportConfig t;
+  t.ifname = socketIfname;
+  t.nthreads = nthreads;
+  t.nsocksPerThread = nsocksPerThread;
+  t.minChunkBytes = minChunkBytes;
+  t.inlineBytes = inlineBytes;
+  t.socketBufBytes = int(socketBufBytes);
+  return t;
+}
+
+}  // namespace conflux::plugin

@@ -1,0 +1,81 @@
+// Every CONFLUX_* environment variable the plugin reads, declared in ONE table (params.cc)
+// with name, type, default, range and documentation, and read once into a plain Config.
+//
+// Adding a variable (CollNet, tuner): add a field to Config and one row to the table in
+// params.cc; nccl_plugin/README.md must list it (a test compares the README against
+// formatParamRow() of every row).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <string>
+#include <variant>
+
+#include "net/status.h"
+#include "net/transport.h"
+
+namespace conflux::plugin {
+
+using net::Status;
+
+// Values of all CONFLUX_* variables after parsing; defaults come from the table.
+struct Config {
+  // Point-to-point TCP net.
+  std::string socketIfname;
+  int nthreads = 0;
+  int nsocksPerThread = 0;
+  size_t minChunkBytes = 0;
+  size_t inlineBytes = 0;
+  size_t socketBufBytes = 0;
+  // CollNet: aggregators, overflow ring and failover.
+  std::string aggregators;
+  bool requireAggregators = false;
+  double ringFraction = 0;
+  bool deterministic = false;
+  std::string secret;
+  int windowSlots = 0;
+  size_t payloadBytes = 0;
+  int aggregatorTimeoutMs = 0;
+  int joinTimeoutMs = 0;
+  size_t ringBlockBytes = 0;
+  int ringInflight = 0;
+  int ringTimeoutMs = 0;
+  // Tuner.
+  size_t tunerCollnetMinBytes = 0;
+  size_t tunerCollnetMaxBytes = 0;
+
+  net::TransportConfig transportConfig() const;
+};
+
+enum class ParamType { kInt, kSize, kString, kBool, kFraction };
+
+struct ParamSpec {
+  const char* name;
+  ParamType type;
+  const char* defaultValue;  // parsed like a user value
+  long long min;             // kInt/kSize only
+  long long max;
+  const char* doc;
+  std::variant<int Config::*, size_t Config::*, std::string Config::*, bool Config::*,
+               double Config::*>
+      field;
+};
+
+// The table, in documentation order.
+std::span<const ParamSpec> paramTable();
+
+// Looks up an environment variable; returns nullptr when unset. Default: std::getenv.
+using EnvLookup = std::function<const char*(const char* name)>;
+
+// Fills *out from defaults and the environment. On an invalid value returns
+// kInvalidArgument and puts a message naming the variable into *error.
+Status loadConfig(Config* out, std::string* error, const EnvLookup& env = {});
+
+// "| `NAME` | type | default | doc |" — the README row for one parameter.
+std::string formatParamRow(const ParamSpec& p);
+
+// Parses "123", "64K", "4M", "1G" (binary multiples); false if malformed or negative.
+bool parseSize(const char* text, long long* out);
+
+}  // namespace conflux::plugin

@@ -1,0 +1,87 @@
+#include "core/plugin_state.h"
+
+#include <atomic>
+
+#include "net/log.h"
+
+namespace conflux::plugin {
+namespace {
+
+std::mutex g_mu;                       // guards acquire/release
+int g_refs = 0;                        // under g_mu
+std::unique_ptr<PluginState> g_owner;  // under g_mu
+std::atomic<PluginState*> g_state{nullptr};
+std::atomic<abi::ncclDebugLogger_t> g_logger{nullptr};
+
+void ncclSink(net::LogLevel level, unsigned long flags, const char* file, int line,
+              const char* message) {
+  abi::ncclDebugLogger_t log = g_logger.load(std::memory_order_acquire);
+  if (log != nullptr) {
+    log(abi::ncclDebugLogLevel(int(level)), flags, file, line, "NET/Conflux : %s", message);
+  }
+}
+
+}  // namespace
+
+void installNcclLogger(abi::ncclDebugLogger_t logger) {
+  if (logger == nullptr) return;  // keep the previous sink (stderr default or NCCL's)
+  g_logger.store(logger, std::memory_order_release);
+  net::setLogSink(&ncclSink);
+}
+
+Status PluginState::acquire(abi::ncclDebugLogger_t logger) {
+  installNcclLogger(logger);
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_refs > 0) {
+    ++g_refs;
+    return Status::kOk;
+  }
+  std::unique_ptr<PluginState> s(new PluginState());
+  std::string error;
+  Status st = loadConfig(&s->config_, &error);
+  if (st != Status::kOk) {
+    CFX_WARN(net::kLogInit | net::kLogEnv, "%s", error.c_str());
+    return st;
+  }
+  st = net::TcpTransport::create(s->config_.transportConfig(), &s->transport_);
+  if (st != Status::kOk) return st;
+  g_owner = std::move(s);
+  g_state.store(g_owner.get(), std::memory_order_release);
+  g_refs = 1;
+  CFX_INFO(net::kLogInit | net::kLogNet, "initialized with %d device(s)",
+           g_owner->transport_->numDevices());
+  return Status::kOk;
+}
+
+void PluginState::release() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_refs == 0) return;
+  if (--g_refs > 0) return;
+  g_owner->stopLeftoverComms();
+  g_state.store(nullptr, std::memory_order_release);
+  g_owner.reset();
+}
+
+PluginState* PluginState::get() { return g_state.load(std::memory_order_acquire); }
+
+void PluginState::addComm(net::CommCore* c) {
+  std::lock_guard<std::mutex> lock(commsMu_);
+  comms_.insert(c);
+}
+
+void PluginState::removeComm(net::CommCore* c) {
+  std::lock_guard<std::mutex> lock(commsMu_);
+  comms_.erase(c);
+}
+
+void PluginState::stopLeftoverComms() {
+  std::lock_guard<std::mutex> lock(commsMu_);
+  if (!comms_.empty()) {
+    CFX_WARN(net::kLogNet, "finalize with %zu connection(s) still open; stopping their threads",
+             comms_.size());
+  }
+  for (net::CommCore* c : comms_) c->shutdown();  // objects stay: NCCL may still close them
+  comms_.clear();
+}
+
+}  // namespace conflux::plugin

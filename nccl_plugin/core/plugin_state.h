@@ -1,0 +1,61 @@
+// Process-wide plugin state: configuration, the transport (devices), the NCCL logger, and the
+// registry of live connections. Reference counted:
+//   - v11 init() acquires once per NCCL communicator, finalize() releases;
+//   - v8..v10 init() takes one permanent reference per process (those ABIs have no finalize).
+// The first acquire reads CONFLUX_* and discovers devices; the last release stops the helper
+// threads of any connection NCCL left open (NCCL dlcloses the library right after).
+// CollNet will hold references the same way from its own init/finalize.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_set>
+
+#include "abi/nccl_types.h"
+#include "core/params.h"
+#include "net/transport.h"
+
+namespace conflux::plugin {
+
+class PluginState {
+ public:
+  // Thread-safe. On failure nothing is kept (a later acquire retries from scratch).
+  static Status acquire(abi::ncclDebugLogger_t logger);
+  static void release();
+  // The state while at least one reference is held, else nullptr. Lock-free.
+  static PluginState* get();
+
+  // Also runs when the library is unloaded while v8..v10's permanent reference is held.
+  ~PluginState() { stopLeftoverComms(); }
+
+  const Config& config() const { return config_; }
+  const net::TcpTransport& transport() const { return *transport_; }
+
+  // Live connection registry (any thread).
+  void addComm(net::CommCore* c);
+  void removeComm(net::CommCore* c);
+
+ private:
+  PluginState() = default;
+  void stopLeftoverComms();
+
+  Config config_;
+  std::unique_ptr<net::TcpTransport> transport_;
+  std::mutex commsMu_;
+  std::unordered_set<net::CommCore*> comms_;
+};
+
+// Per-communicator context handed to NCCL by v11 init (and used with default values for the
+// older ABIs, which have no context).
+struct NetContext {
+  static constexpr uint32_t kMagic = 0x43545854;
+  uint32_t magic = kMagic;
+  uint64_t commId = 0;
+  int trafficClass = abi::NCCL_NET_TRAFFIC_CLASS_UNDEF;
+};
+
+// Routes conflux::net logging to NCCL's logger with the prefix "NET/Conflux".
+void installNcclLogger(abi::ncclDebugLogger_t logger);
+
+}  // namespace conflux::plugin

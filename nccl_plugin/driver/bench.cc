@@ -1,0 +1,107 @@
+// Measurement and verification loop (see bench.h).
+#include "driver/bench.h"
+
+#include <chrono>
+#include <cstring>
+
+namespace conflux::driver {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double us_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+struct Cell {
+  const Options& o;
+  const ModeRun& m;
+  Bootstrap* bs;
+  HostBuffers* bufs;
+  InputSpec spec;
+  size_t count;
+  void* send;
+  void* recv;
+
+  // Makes the next run verifiable: fresh inputs in place, or a poisoned receive buffer.
+  void prepare() {
+    if (o.inplace)
+      fill_input(spec, bs->rank(), 0, count, send);
+    else
+      poison(spec.dtype, recv, count);
+  }
+  Status once(uint64_t* wrong, double* us) {
+    if (wrong != nullptr) prepare();
+    auto t0 = Clock::now();
+    DRV_TRY(m.run(send, recv, count, spec.dtype, spec.op));
+    if (us != nullptr) *us += us_since(t0);
+    if (wrong != nullptr) *wrong += count_wrong(spec, recv, count);
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* bufs,
+                std::vector<Row>* rows, std::vector<std::string>* notes) {
+  const int n = bs->nranks();
+  for (DType t : o.dtypes) {
+    for (Op op : o.ops) {
+      if (!m.supported(t, op)) {
+        std::string note = std::string(mode_name(m.mode)) + ": " + std::string(dtype_name(t)) +
+                           "/" + std::string(op_name(op)) +
+                           " skipped: not supported by CollNet on every rank (NCCL would use "
+                           "its ring for it)";
+        if (bs->rank() == 0) print_note(note);
+        notes->push_back(note);
+        continue;
+      }
+      for (size_t size : size_list(o)) {
+        const size_t es = dtype_size(t);
+        const size_t count = size / es;
+        if (count == 0) continue;
+        Cell c{o,
+               m,
+               bs,
+               bufs,
+               InputSpec{t, op, n, o.seed, m.inputs},
+               count,
+               bufs->send,
+               o.inplace ? bufs->send : bufs->recv};
+        fill_input(c.spec, bs->rank(), 0, count, c.send);
+        uint64_t wrong = 0;
+        uint64_t* check = o.check_iters ? &wrong : nullptr;
+        for (int i = 0; i < o.warmup; ++i) DRV_TRY(c.once(check, nullptr));
+        DRV_TRY(bs->barrier());
+        double total_us = 0;
+        if (o.check_iters) {
+          for (int i = 0; i < o.iters; ++i) DRV_TRY(c.once(&wrong, &total_us));
+        } else {
+          auto t0 = Clock::now();
+          for (int i = 0; i < o.iters; ++i) DRV_TRY(c.once(nullptr, nullptr));
+          total_us = us_since(t0);
+        }
+        DRV_TRY(c.once(&wrong, nullptr));  // the check run
+
+        double mine[2] = {total_us / o.iters, static_cast<double>(wrong)};
+        std::vector<std::string> all;
+        DRV_TRY(bs->allgather(std::string(reinterpret_cast<char*>(mine), sizeof mine), &all));
+        Row row{m.mode, count * es, count, t, op, o.inplace, 0, 0, 0, 0};
+        for (const std::string& a : all) {
+          double v[2];
+          if (a.size() != sizeof v) return Status::Error("bootstrap: malformed row result");
+          std::memcpy(v, a.data(), sizeof v);
+          if (v[0] > row.time_us) row.time_us = v[0];
+          row.wrong += static_cast<uint64_t>(v[1]);
+        }
+        row.algbw = row.time_us > 0 ? static_cast<double>(row.bytes) / row.time_us / 1e3 : 0;
+        row.busbw = row.algbw * 2.0 * (n - 1) / n;
+        if (bs->rank() == 0) print_row(row);
+        rows->push_back(row);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace conflux::driver

@@ -1,0 +1,53 @@
+// Command-line options of conflux-nccl-driver (see README.md for the full table).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "conflux/common/dtype.h"
+#include "driver/status.h"
+
+namespace conflux::driver {
+
+enum class Mode { kCollNet, kHybrid, kRing };
+const char* mode_name(Mode m);
+
+struct Options {
+  std::string plugin;  // --plugin PATH|NAME; empty: NCCL_NET_PLUGIN, then libnccl-net.so
+  int nranks = 0;      // --nranks N: fork N local ranks; 0: take the rank from CONFLUX_DRIVER_*
+  size_t minbytes = 4;
+  size_t maxbytes = size_t{64} << 20;
+  double stepfactor = 4.0;
+  int iters = 20;
+  int warmup = 5;
+  std::vector<DType> dtypes{DType::kFloat32};
+  std::vector<Op> ops{Op::kSum};
+  std::vector<Mode> modes{Mode::kCollNet, Mode::kHybrid, Mode::kRing};
+  double ring_fraction = 0.5;
+  size_t chunk_bytes = size_t{1} << 20;
+  int inflight = 8;
+  bool inplace = false;
+  bool deterministic = false;
+  bool check_iters = false;      // verify every warmup/timed iteration, not only the check run
+  bool require_collnet = false;  // CollNet unavailable/declined is an error, not a skipped table
+  uint64_t seed = 1;
+  std::string json_path;
+  double timeout_s = 300.0;
+  int idle_sleep_us = 0;      // polling loops: 0 = sched_yield (NCCL-like), N = sleep N us
+  int inject_exit_rank = -1;  // test hook: this rank exits abruptly after setup
+  bool help = false;
+};
+
+// Parses argv. On error returns a Status naming the bad flag; --help sets opts->help.
+Status parse_options(int argc, char** argv, Options* opts);
+void print_usage(const char* argv0);
+
+// "4", "64K", "1M", "2G" (binary multiples) -> bytes. False on junk or overflow.
+bool parse_bytes(const std::string& s, size_t* out);
+
+// Message sizes minbytes, minbytes*f, ... <= maxbytes.
+std::vector<size_t> size_list(const Options& o);
+
+}  // namespace conflux::driver

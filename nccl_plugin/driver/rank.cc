@@ -1,0 +1,228 @@
+// One rank: load the plugin, bootstrap, net setup, each requested mode, teardown, verdict.
+#include "driver/rank.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "driver/bench.h"
+#include "driver/bootstrap.h"
+#include "driver/buffers.h"
+#include "driver/collnet.h"
+#include "driver/idle.h"
+#include "driver/net_ring.h"
+#include "driver/plugin.h"
+#include "driver/rank_setup.h"
+#include "driver/report.h"
+
+namespace conflux::driver {
+namespace {
+
+int g_rank = -1;
+
+void on_alarm(int) {
+  char msg[128];
+  int n = std::snprintf(msg, sizeof msg,
+                        "[rank %d] error: --timeout exceeded inside a blocking call; exiting\n",
+                        g_rank);
+  ssize_t w = ::write(STDERR_FILENO, msg, static_cast<size_t>(n > 0 ? n : 0));
+  (void)w;
+  _exit(4);
+}
+
+struct RankRun {
+  RankRun(const Options& opts, int r, int n) : o(opts), rank(r), nranks(n), dl(opts.timeout_s) {}
+
+  const Options& o;
+  int rank;
+  int nranks;
+  Deadline dl;
+  LoadedPlugin plugin;
+  Bootstrap bs;
+  HostBuffers bufs;
+  void* net_ctx = nullptr;
+  NetDevice dev;
+  uint64_t comm_id = 0;
+  RunInfo info;
+  bool described = false;
+  std::vector<Row> rows;
+  std::vector<std::string> notes;
+  bool collnet_missing = false;
+
+  void note(const std::string& s) {
+    if (rank == 0) print_note(s);
+    notes.push_back(s);
+  }
+
+  // One NCCL communicator per mode: net.init, then the ring connections (NCCL connects them
+  // whatever algorithm runs), torn down after the mode's table. The plugin reads CONFLUX_* at
+  // the first init of the process and again after the last finalize, so every mode sees the
+  // variables set for it.
+  Status open_comm(uint64_t id, NetRing* ring) {
+    DRV_TRY(net_init(plugin.net, rank, id, &net_ctx, &dev));
+    if (!described) {
+      described = true;
+      info = describe_run(o, plugin, dev, nranks);
+      if (rank == 0) {
+        std::printf("# net device 0: %s, %d Mbps, ptrSupport 0x%x, %d device(s)\n",
+                    dev.name.c_str(), dev.speed_mbps, dev.ptr_support, dev.ndev);
+        std::fflush(stdout);
+      }
+    }
+    DRV_TRY(ring->setup(plugin.net, net_ctx, &bs, &bufs, o.chunk_bytes, o.inflight, &dl));
+    if (rank == o.inject_exit_rank) {
+      std::fprintf(stderr, "[rank %d] --inject-rank-exit: exiting abruptly now\n", rank);
+      _exit(9);
+    }
+    return Status::Ok();
+  }
+
+  Status close_comm(NetRing* ring) {
+    DRV_TRY(ring->teardown());
+    DRV_CALL(rank, "net.finalize", plugin.net->finalize(net_ctx));
+    net_ctx = nullptr;
+    return Status::Ok();
+  }
+
+  Status run_collnet_mode(Mode mode, uint64_t id) {
+    if (plugin.collnet == nullptr) {
+      collnet_missing = true;
+      note(std::string(mode_name(mode)) + ": CollNet unavailable: the plugin exports " +
+           (plugin.collnet_symbol.empty() ? std::string("no ncclCollNetPlugin_v* symbol")
+                                          : plugin.collnet_symbol + " only (driver calls v11)") +
+           "; table skipped");
+      return Status::Ok();
+    }
+    DRV_TRY(check_collnet_members(plugin.collnet));
+    char frac[32];
+    std::snprintf(frac, sizeof frac, "%g", mode == Mode::kCollNet ? 0.0 : o.ring_fraction);
+    setenv("CONFLUX_RING_FRACTION", frac, 1);  // read by the plugin at init
+    NetRing ring;
+    DRV_TRY(open_comm(id, &ring));
+    CollNetSession cs;
+    DRV_TRY(cs.open(plugin.collnet, id, &bs, &bufs, &dl));
+    if (!cs.available()) {
+      collnet_missing = true;
+      note(cs.reason());
+      note(std::string(mode_name(mode)) + ": CollNet not used (NCCL would fall back to its " +
+           "ring); table skipped");
+      return close_comm(&ring);
+    }
+    if (cs.device_name() != dev.name) {
+      note("warning: CollNet device 0 is named '" + cs.device_name() + "' but net device 0 '" +
+           dev.name + "' (NCCL expects the same name)");
+    }
+    if (rank == 0) {
+      print_table_header(mode, std::string("CollNetChain iallreduce, CONFLUX_RING_FRACTION=") +
+                                   frac + ", chunk " + std::to_string(o.chunk_bytes) +
+                                   " B, inflight " + std::to_string(o.inflight) +
+                                   (o.inplace ? ", in-place" : ", out-of-place") +
+                                   (o.deterministic ? ", deterministic: bitwise check" : ""));
+    }
+    ModeRun m{mode, o.deterministic ? InputKind::kRandom : InputKind::kExact,
+              [&cs, this](void* s, void* r, size_t n, DType t, Op op) {
+                return cs.allreduce(s, r, n, t, op, o.chunk_bytes, o.inflight);
+              },
+              [&cs](DType t, Op op) { return cs.supported(t, op); }};
+    DRV_TRY(run_mode(o, m, &bs, &bufs, &rows, &notes));
+    DRV_TRY(cs.close());
+    return close_comm(&ring);
+  }
+
+  Status run_ring_mode(uint64_t id) {
+    NetRing ring;
+    DRV_TRY(open_comm(id, &ring));
+    if (rank == 0) {
+      print_table_header(Mode::kRing, "p2p net ring reduce-scatter + all-gather, chunk " +
+                                          std::to_string(o.chunk_bytes) + " B, inflight " +
+                                          std::to_string(o.inflight) + " per peer" +
+                                          (o.inplace ? ", in-place" : ", out-of-place"));
+    }
+    ModeRun m{Mode::kRing, InputKind::kExact,
+              [&ring](void* s, void* r, size_t n, DType t, Op op) {
+                return ring.allreduce(s, r, n, t, op);
+              },
+              [](DType, Op) { return true; }};
+    DRV_TRY(run_mode(o, m, &bs, &bufs, &rows, &notes));
+    return close_comm(&ring);
+  }
+
+  Status run(const Endpoint& root, int listen_fd) {
+    if (o.deterministic) setenv("CONFLUX_DETERMINISTIC", "1", 1);
+    DRV_TRY(load_plugin(o.plugin, &plugin));
+    DRV_TRY(bs.init(rank, nranks, root, listen_fd, &dl));
+    DRV_TRY(check_net_members(plugin.net));
+    DRV_TRY(agree_comm_id(&bs, &comm_id));
+    if (rank == 0) {
+      std::printf("# conflux-nccl-driver: %d ranks, plugin %s\n", nranks, plugin.path.c_str());
+      std::string nets, colls;
+      for (const std::string& v : plugin.net_versions) nets += " " + v;
+      for (const std::string& v : plugin.collnet_versions) colls += " " + v;
+      std::printf("# net: '%s' via %s (exported:%s); collnet:%s\n", plugin.net->name,
+                  plugin.net_symbol.c_str(), nets.c_str(), colls.empty() ? " none" : colls.c_str());
+      std::fflush(stdout);
+    }
+    size_t max_bytes = (o.maxbytes + 7) & ~size_t{7};
+    DRV_TRY(bufs.alloc(max_bytes, o.chunk_bytes * static_cast<size_t>(o.inflight)));
+    for (size_t i = 0; i < o.modes.size(); ++i) {
+      const uint64_t id = comm_id + i;  // a new communicator (commHash) per mode
+      if (o.modes[i] == Mode::kRing)
+        DRV_TRY(run_ring_mode(id));
+      else
+        DRV_TRY(run_collnet_mode(o.modes[i], id));
+    }
+    DRV_TRY(bs.finish());
+    unload_plugin(&plugin);
+    if (!described) info = describe_run(o, plugin, dev, nranks);
+    if (rank == 0 && !o.json_path.empty()) DRV_TRY(write_json(o.json_path, info, rows, notes));
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+int run_rank(const Options& o, int rank, int nranks, const Endpoint& root, int listen_fd) {
+  g_rank = rank;
+  set_log_rank(rank);
+  idle_sleep_us().store(o.idle_sleep_us);
+  signal(SIGALRM, on_alarm);
+  alarm(static_cast<unsigned>(std::ceil(o.timeout_s)) + 30);  // backstop for blocking calls
+  auto* run = new RankRun(o, rank, nranks);
+  Status st = run->run(root, listen_fd);
+  if (!st.ok()) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "[rank %d] error: %s\n", rank, st.message().c_str());
+    std::fflush(stderr);
+    _exit(1);  // plugin threads may still run: skip static destructors
+  }
+  uint64_t wrong = 0;
+  for (const Row& r : run->rows) wrong += r.wrong;
+  int rc = 0;
+  if (rank == 0) {
+    if (wrong != 0) {
+      std::printf("# error: %llu wrong elements\n", static_cast<unsigned long long>(wrong));
+      rc = 1;
+    } else if (o.require_collnet && run->collnet_missing) {
+      std::printf("# error: --require-collnet, but CollNet was not used\n");
+      rc = 1;
+    } else if (run->rows.empty()) {
+      std::printf("# error: no AllReduce was run (every requested mode was skipped)\n");
+      rc = 1;
+    } else {
+      std::printf("verified: all results correct\n");
+    }
+  } else {
+    rc = (wrong != 0 || run->rows.empty() || (o.require_collnet && run->collnet_missing)) ? 1 : 0;
+  }
+  std::fflush(stdout);
+  alarm(0);
+  delete run;
+  return rc;
+}
+
+}  // namespace conflux::driver

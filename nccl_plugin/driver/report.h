@@ -1,0 +1,42 @@
+// Result rows, the nccl-tests-style tables (printed by rank 0) and the --json file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "conflux/common/dtype.h"
+#include "driver/options.h"
+#include "driver/status.h"
+
+namespace conflux::driver {
+
+struct Row {
+  Mode mode;
+  size_t bytes;
+  size_t count;
+  DType dtype;
+  Op op;
+  bool inplace;
+  double time_us;  // slowest rank's mean time per iteration
+  double algbw;    // GB/s = bytes / time
+  double busbw;    // algbw * 2(n-1)/n
+  uint64_t wrong;  // wrong elements, summed over ranks
+};
+
+// What the run was made of, for the report header and the JSON "environment".
+struct RunInfo {
+  std::vector<std::pair<std::string, std::string>> items;  // key -> value (strings)
+  void add(const std::string& k, const std::string& v) { items.emplace_back(k, v); }
+};
+
+void print_table_header(Mode mode, const std::string& description);
+void print_row(const Row& r);
+void print_note(const std::string& line);  // "# " + line, flushed
+
+Status write_json(const std::string& path, const RunInfo& info, const std::vector<Row>& rows,
+                  const std::vector<std::string>& notes);
+
+}  // namespace conflux::driver

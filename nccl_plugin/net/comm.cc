@@ -1,0 +1,220 @@
+#include "net/comm.h"
+
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+#include "net/log.h"
+
+namespace conflux::net {
+
+CommCore::CommCore(Direction dir, Fd ctrl, std::vector<Fd> data, int nthreads, std::string peer)
+    : ctrl_(std::move(ctrl)), dir_(dir), peer_(std::move(peer)) {
+  for (Fd& f : data) data_.push_back(std::make_unique<DataSocket>(std::move(f)));
+  int nw = nthreads < 1 ? 1 : (nthreads > int(data_.size()) ? int(data_.size()) : nthreads);
+  for (int w = 0; w < nw; ++w) workers_.push_back(std::make_unique<Worker>());
+  for (int i = 0; i < int(data_.size()); ++i) workers_[ownerOf(i)]->sockets.push_back(i);
+}
+
+CommCore::~CommCore() {
+  shutdown();
+  magic_ = 0;
+}
+
+Status CommCore::start() {
+  for (auto& w : workers_) {
+    w->wakeFd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!w->wakeFd.valid()) {
+      CFX_WARN(kLogNet, "eventfd failed: %s", std::strerror(errno));
+      return Status::kSystemError;
+    }
+  }
+  for (int w = 0; w < int(workers_.size()); ++w) {
+    workers_[w]->thread = std::thread([this, w] { run(w); });
+  }
+  return Status::kOk;
+}
+
+void CommCore::shutdown() {
+  std::call_once(shutdownOnce_, [this] {
+    stop_.store(true, std::memory_order_release);
+    for (auto& w : workers_) {
+      if (w->wakeFd.valid()) {
+        uint64_t one = 1;
+        [[maybe_unused]] ssize_t r = ::write(w->wakeFd.get(), &one, sizeof one);
+      }
+    }
+    for (auto& w : workers_) {
+      if (w->thread.joinable()) w->thread.join();
+    }
+  });
+}
+
+bool CommCore::pushTask(int socket, const Task& t) { return data_[socket]->queue.push(t); }
+
+void CommCore::wakeWorker(int w) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  Worker& k = *workers_[w];
+  if (k.sleeping.load(std::memory_order_seq_cst)) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t r = ::write(k.wakeFd.get(), &one, sizeof one);
+  }
+}
+
+void CommCore::fail(Status s, const char* fmt, ...) {
+  int expected = int(Status::kOk);
+  if (!error_.compare_exchange_strong(expected, int(s), std::memory_order_acq_rel)) return;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  CFX_WARN(kLogNet, "%s comm with %s failed (%s): %s", dir_ == Direction::kSend ? "send" : "recv",
+           peer_.c_str(), toString(s), msg);
+}
+
+Status CommCore::test(Request* req, bool* done, size_t* sizes) {
+  if (req == nullptr || req->comm != this || !pool_.owns(req) || !req->inUse) {
+    CFX_WARN(kLogNet, "test() called with an invalid request %p", static_cast<void*>(req));
+    return Status::kInvalidArgument;
+  }
+  *done = false;
+  if (req->remaining.load(std::memory_order_acquire) == 0) {
+    for (int i = 0; i < req->n; ++i) {
+      if (sizes != nullptr) sizes[i] = req->parts[i].actual;
+    }
+    *done = true;
+    pool_.release(req);
+    return Status::kOk;
+  }
+  return error();
+}
+
+// Moves bytes of the current task of one socket; returns true if anything progressed.
+bool CommCore::pumpSocket(DataSocket& s, int index) {
+  if (!s.hasCur) {
+    if (!s.queue.pop(&s.cur)) return false;
+    s.hasCur = true;
+    s.curDone = 0;
+    if (!s.idleWatch && dir_ == Direction::kSend) {  // peer closed while this socket was idle
+      fail(Status::kRemoteError, "peer closed data socket %d", index);
+      return false;
+    }
+  }
+  if (s.blocked) return false;
+  char* p = s.cur.ptr + s.curDone;
+  size_t n = s.cur.len - s.curDone;
+  ssize_t r = dir_ == Direction::kSend ? ::send(s.fd.get(), p, n, MSG_NOSIGNAL | MSG_DONTWAIT)
+                                       : ::recv(s.fd.get(), p, n, MSG_DONTWAIT);
+  if (r > 0) {
+    s.curDone += size_t(r);
+    s.blocked = size_t(r) < n;  // socket buffer full / empty: saves a call that would fail
+    if (s.curDone == s.cur.len) {
+      s.hasCur = false;
+      s.cur.req->remaining.fetch_sub(1, std::memory_order_acq_rel);  // last access to the request
+    }
+    return true;
+  }
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    s.blocked = true;
+    return false;
+  }
+  if (r < 0 && errno == EINTR) return true;
+  if (r == 0) {
+    fail(Status::kRemoteError, "peer closed data socket %d in the middle of a message", index);
+  } else {
+    fail(Status::kRemoteError, "%s on data socket %d failed: %s",
+         dir_ == Direction::kSend ? "send" : "recv", index, std::strerror(errno));
+  }
+  return false;
+}
+
+// Work that can start without waiting for a socket: a queued task on a socket that is idle.
+// (Tasks behind a current one wait for that socket's readiness, which poll() reports.)
+bool CommCore::workQueued(const Worker& me) const {
+  for (int i : me.sockets) {
+    if (!data_[i]->hasCur && !data_[i]->queue.empty()) return true;
+  }
+  return &me == workers_[0].get() && controlQueued();
+}
+
+void CommCore::run(int w) {
+  Worker& me = *workers_[w];
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (!failed()) {
+      bool progress = false;
+      for (int i : me.sockets) progress |= pumpSocket(*data_[i], i);
+      if (w == 0) progress |= pumpControl();
+      if (progress) continue;
+    }
+    sleep(w);
+  }
+}
+
+// Blocks in poll() until a socket is ready, the peer closes, or the caller wakes us.
+void CommCore::sleep(int w) {
+  Worker& me = *workers_[w];
+  me.sleeping.store(true, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (stop_.load(std::memory_order_acquire) || (!failed() && workQueued(me))) {
+    me.sleeping.store(false, std::memory_order_relaxed);
+    return;
+  }
+  pollfd fds[1 + 64 + 1];
+  int idx[1 + 64 + 1];  // data socket index, -1 eventfd, -2 control
+  int n = 0;
+  fds[n] = {me.wakeFd.get(), POLLIN, 0};
+  idx[n++] = -1;
+  if (!failed()) {
+    for (int i : me.sockets) {
+      DataSocket& s = *data_[i];
+      short ev = 0;
+      if (s.hasCur) {
+        ev = dir_ == Direction::kSend ? POLLOUT : POLLIN;
+      } else if (s.idleWatch) {
+        ev = dir_ == Direction::kSend ? short(POLLIN | POLLRDHUP) : short(POLLRDHUP);
+      }
+      if (ev == 0) continue;
+      fds[n] = {s.fd.get(), ev, 0};
+      idx[n++] = i;
+    }
+    short cev = w == 0 ? controlEvents() : 0;
+    if (cev != 0) {
+      fds[n] = {ctrl_.get(), cev, 0};
+      idx[n++] = -2;
+    }
+  }
+  int r = ::poll(fds, nfds_t(n), -1);
+  me.sleeping.store(false, std::memory_order_relaxed);
+  for (int i : me.sockets) data_[i]->blocked = false;
+  if (r <= 0) return;
+  for (int k = 0; k < n; ++k) {
+    if (fds[k].revents == 0) continue;
+    if (idx[k] == -1) {
+      uint64_t v;
+      [[maybe_unused]] ssize_t rr = ::read(me.wakeFd.get(), &v, sizeof v);
+    } else if (idx[k] == -2) {
+      onControlEvents(fds[k].revents);
+    } else {
+      DataSocket& s = *data_[idx[k]];
+      // Readiness of an idle socket means the peer closed or reset it: stop watching; a task
+      // later assigned to it fails in pumpSocket.
+      if (!s.hasCur) s.idleWatch = false;
+    }
+  }
+}
+
+Status test(Request* req, bool* done, size_t* sizes) {
+  if (req == nullptr || req->comm == nullptr || !req->comm->valid()) {
+    CFX_WARN(kLogNet, "test() called with an invalid request %p", static_cast<void*>(req));
+    return Status::kInvalidArgument;
+  }
+  return req->comm->test(req, done, sizes);
+}
+
+}  // namespace conflux::net

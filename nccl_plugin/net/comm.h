@@ -1,0 +1,125 @@
+// CommCore: what a send and a receive connection share — the sockets, the helper threads
+// that move bytes, the request pool, and the sticky error state.
+//
+// Threads: a comm runs `nthreads` helper threads, started by start() and stopped by
+// shutdown() (or the destructor). Data socket i belongs to thread i % nthreads; thread 0 also
+// owns the control socket. Helper threads sleep in poll() when idle and are woken through an
+// eventfd when the caller hands them work. The caller (the one thread that drives this comm:
+// NCCL's proxy thread, or a CollNet engine thread) calls isend/irecv/test; those never block.
+#pragma once
+
+#include <poll.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/request.h"
+#include "net/socket.h"
+#include "net/spsc_ring.h"
+#include "net/status.h"
+
+namespace conflux::net {
+
+// Resolved per-connection settings (no "auto" values left).
+struct CommOptions {
+  int nthreads = 1;
+  int nsocksPerThread = 2;
+  size_t minChunkBytes = 64 * 1024;
+  size_t inlineBytes = 1024;  // <= kMaxInlineBytes
+  int socketBufBytes = 0;     // 0 = kernel default (autotuning)
+};
+
+class CommCore {
+ public:
+  CommCore(const CommCore&) = delete;
+  CommCore& operator=(const CommCore&) = delete;
+  virtual ~CommCore();
+
+  // Non-blocking completion check; caller thread. On done, sizes[0..n) (n = 1 for a send,
+  // the irecv's n for a receive) get the bytes carried and `req` is released.
+  // A request that cannot complete because the comm failed returns the comm's error.
+  Status test(Request* req, bool* done, size_t* sizes);
+
+  // Stops and joins the helper threads; idempotent. Pending requests never complete after it.
+  // Any thread except a helper thread of this comm. Blocks for the join (milliseconds).
+  void shutdown();
+
+  int numDataSockets() const { return int(data_.size()); }
+  int numThreads() const { return int(workers_.size()); }
+  Status error() const { return Status(error_.load(std::memory_order_acquire)); }
+  const std::string& peerName() const { return peer_; }
+
+  static constexpr uint32_t kMagic = 0x434f4d4d;  // sanity check for pointers from NCCL
+  bool valid() const { return magic_ == kMagic; }
+  bool isSend() const { return dir_ == Direction::kSend; }
+
+ protected:
+  enum class Direction { kSend, kRecv };
+
+  CommCore(Direction dir, Fd ctrl, std::vector<Fd> data, int nthreads, std::string peer);
+
+  // Starts the helper threads; called once by the derived factory after construction.
+  Status start();
+
+  // Control-socket work done on helper thread 0; returns true if anything progressed.
+  virtual bool pumpControl() = 0;
+  // Events to wait for on the control socket when idle (0 = do not poll it).
+  virtual short controlEvents() = 0;
+  // True if the caller queued control work that thread 0 has not seen.
+  virtual bool controlQueued() const = 0;
+  // Poll reported `revents` on the control socket while thread 0 was idle.
+  virtual void onControlEvents(short revents) = 0;
+
+  // Hands `t` to data socket `socket`; producer-side of that socket's ring.
+  bool pushTask(int socket, const Task& t);
+  void wakeWorker(int w);
+  int ownerOf(int socket) const { return socket % int(workers_.size()); }
+
+  // Records the first error (logged once); helper threads then stop moving data.
+  void fail(Status s, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+  bool failed() const { return error_.load(std::memory_order_acquire) != int(Status::kOk); }
+
+  Fd ctrl_;
+  RequestPool pool_{this};
+  const Direction dir_;
+
+ private:
+  struct DataSocket {
+    explicit DataSocket(Fd f) : fd(std::move(f)), queue(kMaxRequests * kMaxRecvs) {}
+    Fd fd;
+    SpscRing<Task> queue;
+    Task cur;
+    size_t curDone = 0;
+    bool hasCur = false;
+    bool blocked = false;   // last call moved less than asked: wait for poll() before retrying
+    bool idleWatch = true;  // poll for peer close while idle; cleared once seen
+  };
+  struct Worker {
+    std::thread thread;
+    Fd wakeFd;
+    std::atomic<bool> sleeping{false};
+    std::vector<int> sockets;
+  };
+
+  void run(int w);
+  bool pumpSocket(DataSocket& s, int index);
+  bool workQueued(const Worker& me) const;
+  void sleep(int w);
+
+  uint32_t magic_ = kMagic;
+  std::string peer_;
+  std::vector<std::unique_ptr<DataSocket>> data_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> error_{int(Status::kOk)};
+  std::once_flag shutdownOnce_;
+};
+
+// Completes `req` of any comm (dispatches on req->comm). See CommCore::test.
+Status test(Request* req, bool* done, size_t* sizes);
+
+}  // namespace conflux::net

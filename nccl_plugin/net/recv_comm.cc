@@ -1,0 +1,172 @@
+#include "net/recv_comm.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "net/log.h"
+
+namespace conflux::net {
+
+RecvComm::RecvComm(Fd ctrl, std::vector<Fd> data, int nthreads, size_t senderMinChunk,
+                   std::string peer)
+    : CommCore(Direction::kRecv, std::move(ctrl), std::move(data), nthreads, std::move(peer)),
+      minChunk_(senderMinChunk) {}
+
+RecvComm::~RecvComm() { shutdown(); }
+
+Status RecvComm::create(Fd ctrl, std::vector<Fd> data, int nthreads, size_t senderMinChunk,
+                        std::string peer, std::unique_ptr<RecvComm>* out) {
+  std::unique_ptr<RecvComm> c(
+      new RecvComm(std::move(ctrl), std::move(data), nthreads, senderMinChunk, std::move(peer)));
+  CFX_RETURN_IF_ERROR(c->start());
+  *out = std::move(c);
+  return Status::kOk;
+}
+
+Status RecvComm::irecv(int n, void* const* data, const size_t* sizes, const int* tags,
+                       Request** req) {
+  *req = nullptr;
+  if (failed()) return error();
+  if (n < 1 || n > kMaxRecvs || data == nullptr || sizes == nullptr || tags == nullptr) {
+    CFX_WARN(kLogNet, "irecv: invalid arguments (n=%d, max %d)", n, kMaxRecvs);
+    return Status::kInvalidArgument;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (sizes[i] > 0 && data[i] == nullptr) {
+      CFX_WARN(kLogNet, "irecv: null buffer for part %d of %zu bytes", i, sizes[i]);
+      return Status::kInvalidArgument;
+    }
+  }
+  Request* r = pool_.allocate();
+  if (r == nullptr) return Status::kOk;  // full: NCCL retries
+  r->n = n;
+  for (int i = 0; i < n; ++i) {
+    r->parts[i] = Request::Part{static_cast<char*>(data[i]), sizes[i], 0, tags[i], false};
+  }
+  r->remaining.store(n, std::memory_order_relaxed);  // one unit per part until matched
+  if (!posted_.push(r)) {
+    fail(Status::kInternalError, "posted-receive queue overflow");
+    return error();
+  }
+  wakeWorker(0);
+  *req = r;
+  return Status::kOk;
+}
+
+bool RecvComm::readHeader(bool* progress) {
+  while (!hdrValid_) {
+    uint8_t* dst;
+    size_t want;
+    if (hdrGot_ < wire::kMsgHeaderBytes) {
+      dst = hdrBuf_ + hdrGot_;
+      want = wire::kMsgHeaderBytes - hdrGot_;
+    } else {
+      dst = inline_ + inlineGot_;
+      want = hdr_.size - inlineGot_;
+    }
+    ssize_t r = want == 0 ? 0 : ::recv(ctrl_.get(), dst, want, MSG_DONTWAIT);
+    if (want > 0 && r <= 0) {
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0 && hdrGot_ == 0) {
+        ctrlEof_ = true;  // orderly close between messages
+        return false;
+      }
+      fail(Status::kRemoteError, "control socket: %s in the middle of a message header",
+           r == 0 ? "peer closed the connection" : std::strerror(errno));
+      return false;
+    }
+    *progress = true;
+    if (hdrGot_ < wire::kMsgHeaderBytes) {
+      hdrGot_ += size_t(r);
+      if (hdrGot_ < wire::kMsgHeaderBytes) continue;
+      if (!wire::decodeMsgHeader(hdrBuf_, &hdr_) || hdr_.seq != expectSeq_ ||
+          ((hdr_.flags & wire::kMsgInline) && hdr_.size > kMaxInlineBytes)) {
+        fail(Status::kRemoteError, "malformed message header (seq %u expected)", expectSeq_);
+        return false;
+      }
+      inlineGot_ = 0;
+      if (!(hdr_.flags & wire::kMsgInline)) hdrValid_ = true;
+    } else {
+      inlineGot_ += size_t(r);
+    }
+    if ((hdr_.flags & wire::kMsgInline) && inlineGot_ == hdr_.size) hdrValid_ = true;
+  }
+  return true;
+}
+
+bool RecvComm::matchHeader() {
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    Request* r = *it;
+    for (int i = 0; i < r->n; ++i) {
+      Request::Part& p = r->parts[i];
+      if (p.matched || p.tag != hdr_.tag) continue;
+      if (hdr_.size > p.posted) {
+        fail(Status::kInvalidUsage,
+             "message truncated: %llu bytes sent for a %zu-byte receive "
+             "(tag %d)",
+             static_cast<unsigned long long>(hdr_.size), p.posted, hdr_.tag);
+        return false;
+      }
+      p.matched = true;
+      p.actual = hdr_.size;
+      bool allMatched =
+          std::all_of(r->parts, r->parts + r->n, [](const Request::Part& q) { return q.matched; });
+      if (allMatched) pending_.erase(it);  // before the decrement: r may be freed right after
+      Chunk chunks[64];
+      int nchunks = 0;
+      if (hdr_.flags & wire::kMsgInline) {
+        if (hdr_.size > 0) std::memcpy(p.data, inline_, hdr_.size);
+      } else {
+        nchunks = splitMessage(hdr_.size, numDataSockets(), minChunk_, hdr_.seq, chunks);
+      }
+      r->remaining.fetch_add(nchunks, std::memory_order_relaxed);
+      uint64_t wake = 0;
+      for (int c = 0; c < nchunks; ++c) {
+        if (!pushTask(chunks[c].socket, Task{p.data + chunks[c].offset, chunks[c].len, r})) {
+          fail(Status::kInternalError, "data socket queue overflow");
+          return false;
+        }
+        wake |= uint64_t{1} << ownerOf(chunks[c].socket);
+      }
+      hdrValid_ = false;
+      hdrGot_ = 0;
+      ++expectSeq_;
+      r->remaining.fetch_sub(1, std::memory_order_acq_rel);  // the header's unit
+      for (int w = 1; w < numThreads(); ++w) {
+        if (wake & (uint64_t{1} << w)) wakeWorker(w);
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+bool RecvComm::pumpControl() {
+  bool progress = false;
+  Request* r;
+  while (posted_.pop(&r)) {
+    pending_.push_back(r);
+    progress = true;
+  }
+  for (;;) {
+    if (!readHeader(&progress)) break;
+    if (!matchHeader()) return progress;
+    progress = true;
+  }
+  if (ctrlEof_ && !failed() && !pending_.empty()) {
+    fail(Status::kRemoteError, "peer closed the connection with %zu receive(s) pending",
+         pending_.size());
+  }
+  return progress;
+}
+
+short RecvComm::controlEvents() {
+  if (hdrValid_ || ctrlEof_) return 0;  // waiting for an irecv to match, or nothing more comes
+  return POLLIN;
+}
+
+}  // namespace conflux::net

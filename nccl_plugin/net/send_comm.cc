@@ -1,0 +1,112 @@
+#include "net/send_comm.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "net/log.h"
+
+namespace conflux::net {
+
+SendComm::SendComm(Fd ctrl, std::vector<Fd> data, const CommOptions& opts, std::string peer)
+    : CommCore(Direction::kSend, std::move(ctrl), std::move(data), opts.nthreads, std::move(peer)),
+      opts_(opts) {}
+
+SendComm::~SendComm() { shutdown(); }
+
+Status SendComm::create(Fd ctrl, std::vector<Fd> data, const CommOptions& opts, std::string peer,
+                        std::unique_ptr<SendComm>* out) {
+  std::unique_ptr<SendComm> c(
+      new SendComm(std::move(ctrl), std::move(data), opts, std::move(peer)));
+  CFX_RETURN_IF_ERROR(c->start());
+  *out = std::move(c);
+  return Status::kOk;
+}
+
+Status SendComm::isend(const void* data, size_t size, int tag, Request** req) {
+  *req = nullptr;
+  if (failed()) return error();
+  if (size > 0 && data == nullptr) {
+    CFX_WARN(kLogNet, "isend: null buffer for %zu bytes", size);
+    return Status::kInvalidArgument;
+  }
+  Request* r = pool_.allocate();
+  if (r == nullptr) return Status::kOk;  // full: NCCL retries
+  r->n = 1;
+  r->parts[0] = Request::Part{static_cast<char*>(const_cast<void*>(data)), size, size, tag, true};
+  r->seq = nextSeq_++;
+  Chunk chunks[64];
+  int nchunks = 0;
+  if (size > opts_.inlineBytes) {
+    nchunks = splitMessage(size, numDataSockets(), opts_.minChunkBytes, r->seq, chunks);
+  }
+  r->remaining.store(1 + nchunks, std::memory_order_relaxed);
+  uint64_t wake = 1;  // bit w: worker w has new work; worker 0 sends the header
+  for (int i = 0; i < nchunks; ++i) {
+    Task t{r->parts[0].data + chunks[i].offset, chunks[i].len, r};
+    if (!pushTask(chunks[i].socket, t)) {
+      fail(Status::kInternalError, "data socket queue overflow");
+      return error();
+    }
+    wake |= uint64_t{1} << ownerOf(chunks[i].socket);
+  }
+  if (!ctrlQueue_.push(r)) {
+    fail(Status::kInternalError, "control queue overflow");
+    return error();
+  }
+  for (int w = 0; w < numThreads(); ++w) {
+    if (wake & (uint64_t{1} << w)) wakeWorker(w);
+  }
+  *req = r;
+  return Status::kOk;
+}
+
+bool SendComm::pumpControl() {
+  bool progress = false;
+  for (;;) {
+    if (cur_ == nullptr) {
+      if (!ctrlQueue_.pop(&cur_)) return progress;
+      if (ctrlClosed_) {
+        fail(Status::kRemoteError, "peer closed the connection before message %u", cur_->seq);
+        return false;
+      }
+      const Request::Part& p = cur_->parts[0];
+      bool inl = p.posted <= opts_.inlineBytes;
+      wire::encodeMsgHeader({p.tag, p.posted, cur_->seq, inl ? wire::kMsgInline : 0u}, buf_);
+      len_ = wire::kMsgHeaderBytes;
+      if (inl && p.posted > 0) {
+        std::memcpy(buf_ + len_, p.data, p.posted);
+        len_ += p.posted;
+      }
+      off_ = 0;
+    }
+    ssize_t r = ::send(ctrl_.get(), buf_ + off_, len_ - off_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r > 0) {
+      progress = true;
+      off_ += size_t(r);
+      if (off_ == len_) {
+        Request* done = cur_;
+        cur_ = nullptr;
+        done->remaining.fetch_sub(1, std::memory_order_acq_rel);
+      }
+      continue;
+    }
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return progress;
+    if (r < 0 && errno == EINTR) continue;
+    fail(Status::kRemoteError, "send on control socket failed: %s",
+         r == 0 ? "connection closed" : std::strerror(errno));
+    return false;
+  }
+}
+
+short SendComm::controlEvents() {
+  if (cur_ != nullptr) return POLLOUT;
+  return ctrlClosed_ ? 0 : short(POLLIN | POLLRDHUP);  // the receiver never writes: EOF only
+}
+
+void SendComm::onControlEvents(short revents) {
+  if (cur_ == nullptr) ctrlClosed_ = true;
+}
+
+}  // namespace conflux::net

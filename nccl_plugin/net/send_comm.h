@@ -1,0 +1,47 @@
+// SendComm: the sending end of one transport connection.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/comm.h"
+#include "net/wire.h"
+
+namespace conflux::net {
+
+class SendComm final : public CommCore {
+ public:
+  // Builds the comm over established sockets and starts its helper threads.
+  // Called by Connector::poll(); not meant for other callers.
+  static Status create(Fd ctrl, std::vector<Fd> data, const CommOptions& opts, std::string peer,
+                       std::unique_ptr<SendComm>* out);
+  ~SendComm() override;
+
+  // Posts one message of `size` bytes (0 allowed) with `tag`. Never blocks. Sets *req to
+  // nullptr when kMaxRequests requests are in flight (try again after test() released one).
+  // `data` must stay valid and unchanged until test() reports done. Caller: the one thread
+  // driving this comm. Returns the comm's error once it has failed.
+  Status isend(const void* data, size_t size, int tag, Request** req);
+
+ private:
+  SendComm(Fd ctrl, std::vector<Fd> data, const CommOptions& opts, std::string peer);
+
+  bool pumpControl() override;
+  short controlEvents() override;
+  bool controlQueued() const override { return !ctrlQueue_.empty(); }
+  void onControlEvents(short revents) override;
+
+  const CommOptions opts_;
+  SpscRing<Request*> ctrlQueue_{kMaxRequests};  // caller -> thread 0: headers to send
+  uint32_t nextSeq_ = 0;                        // caller thread
+
+  // Thread 0 only.
+  Request* cur_ = nullptr;
+  uint8_t buf_[wire::kMsgHeaderBytes + kMaxInlineBytes];
+  size_t len_ = 0;
+  size_t off_ = 0;
+  bool ctrlClosed_ = false;
+};
+
+}  // namespace conflux::net

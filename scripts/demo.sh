@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The main job: one confluxd and 4 worker processes on this machine doing AllReduce through
+# libnccl-net-conflux.so, called exactly as NCCL's proxy calls it (nccl_plugin/driver).
+# Prints nccl-tests-style tables for the aggregator path, a hybrid aggregator/ring split and
+# the plugin's pure ring, side by side, and checks every element of every result.
+#   scripts/demo.sh [--json FILE] [any conflux-nccl-driver flag, e.g. -e 256M --nranks 8]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+export CONFLUX_BUILD_DIR=${CONFLUX_BUILD_DIR:-build}
+CONFLUX_BUILD_TARGETS="confluxd nccl-net-conflux conflux-nccl-driver" scripts/build.sh
+B=$CONFLUX_BUILD_DIR
+
+work=$(mktemp -d)
+daemon_pid=""
+cleanup() {
+  if [[ -n $daemon_pid ]]; then kill -TERM "$daemon_pid" 2>/dev/null; wait "$daemon_pid" 2>/dev/null; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+"$B/aggregator/confluxd" --listen 127.0.0.1 --control-port 0 --data-port 0 --metrics-port 0 \
+  --threads 2 --ready-file "$work/ready" --log-level warn &
+daemon_pid=$!
+for _ in $(seq 1 100); do [[ -s $work/ready ]] && break; sleep 0.05; done
+[[ -s $work/ready ]] || { echo "demo: confluxd did not start" >&2; exit 1; }
+control=$(sed -n 's/^control_port=//p' "$work/ready")
+metrics=$(sed -n 's/^metrics_port=//p' "$work/ready")
+echo "# confluxd pid $daemon_pid: control 127.0.0.1:$control, metrics http://127.0.0.1:$metrics/metrics"
+
+export CONFLUX_AGGREGATORS=127.0.0.1:$control CONFLUX_SOCKET_IFNAME=lo
+"$B/nccl_plugin/driver/conflux-nccl-driver" --plugin "$B/nccl_plugin/libnccl-net-conflux.so" \
+  --nranks 4 --modes collnet,hybrid,ring --ring-fraction 0.5 -b 4 -e 64M -f 4 -n 10 -w 2 \
+  --require-collnet --idle-sleep-us 20 "$@"
+
+echo "# confluxd counters:"
+curl -s "http://127.0.0.1:$metrics/metrics" |
+  grep -E '^conflux_(packets_in_total|packets_out_total|slots_completed_total|retransmits_served_total|drops_total)' |
+  awk '{ sum[$1] += $2 } END { for (k in sum) if (sum[k] > 0) printf "#   %s %d\n", k, sum[k] }' | sort

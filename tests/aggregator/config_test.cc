@@ -1,0 +1,172 @@
+// Configuration: defaults, TOML, environment, flags, precedence and errors; documentation of
+// every key in the example config and the README.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "aggregator/config.h"
+#include "gtest/gtest.h"
+
+namespace conflux::agg {
+namespace {
+
+struct Loaded {
+  LoadStatus status;
+  Config cfg;
+  std::string message;
+};
+
+Loaded load(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+  Loaded l;
+  l.status = load_config(
+      args,
+      [&env](const std::string& k) -> std::optional<std::string> {
+        auto it = env.find(k);
+        if (it == env.end()) return std::nullopt;
+        return it->second;
+      },
+      &l.cfg, &l.message);
+  return l;
+}
+
+std::string temp_file(const std::string& text) {
+  char path[] = "/tmp/confluxd_cfg_XXXXXX";
+  const int fd = mkstemp(path);
+  (void)!write(fd, text.data(), text.size());
+  close(fd);
+  return path;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(ConfigTest, Defaults) {
+  const Loaded l = load({});
+  ASSERT_EQ(l.status, LoadStatus::kOk) << l.message;
+  EXPECT_EQ(l.cfg.listen, "0.0.0.0");
+  EXPECT_EQ(l.cfg.control_port, 7470);
+  EXPECT_EQ(l.cfg.data_port, 7471);
+  EXPECT_EQ(l.cfg.threads, 2);
+  EXPECT_EQ(l.cfg.metrics_port, 9470);
+  EXPECT_EQ(l.cfg.max_jobs, 64);
+  EXPECT_EQ(l.cfg.max_slots_per_job, 256);
+  EXPECT_EQ(l.cfg.total_slots, 8192);
+  EXPECT_EQ(l.cfg.max_payload_bytes, 8192);
+  EXPECT_EQ(l.cfg.join_timeout_ms, 30000);
+  EXPECT_EQ(l.cfg.worker_timeout_ms, 10000);
+  EXPECT_EQ(l.cfg.dataplane, "udp");
+  EXPECT_EQ(l.cfg.batch, 32);
+  EXPECT_FALSE(l.cfg.deterministic);
+  EXPECT_TRUE(l.cfg.secret.empty());
+}
+
+TEST(ConfigTest, PrecedenceDefaultsFileEnvFlags) {
+  const std::string file = temp_file(
+      "control_port = 1000\ndata_port = 2000\nthreads = 3\nfault_drop = 0\n"
+      "deterministic = true\nlog_level = \"debug\"\n");
+  const Loaded l = load({"--config", file, "--threads", "5", "--deterministic=false"},
+                        {{"CONFLUX_DATA_PORT", "3000"}, {"CONFLUX_THREADS", "4"}});
+  ASSERT_EQ(l.status, LoadStatus::kOk) << l.message;
+  EXPECT_EQ(l.cfg.control_port, 1000);  // file
+  EXPECT_EQ(l.cfg.data_port, 3000);     // env beats file
+  EXPECT_EQ(l.cfg.threads, 5);          // flag beats env and file
+  EXPECT_FALSE(l.cfg.deterministic);    // flag beats file
+  EXPECT_EQ(l.cfg.log_level, "debug");
+  EXPECT_EQ(l.cfg.max_jobs, 64);        // default
+  unlink(file.c_str());
+}
+
+TEST(ConfigTest, ConfigFileFromEnvironment) {
+  const std::string file = temp_file("metrics_port = -1\n");
+  const Loaded l = load({}, {{"CONFLUX_CONFIG", file}});
+  ASSERT_EQ(l.status, LoadStatus::kOk) << l.message;
+  EXPECT_EQ(l.cfg.metrics_port, -1);
+  unlink(file.c_str());
+}
+
+TEST(ConfigTest, ErrorsNameTheKeyAndTheSource) {
+  struct Case {
+    std::vector<std::string> args;
+    std::map<std::string, std::string> env;
+    std::string file;
+    std::vector<std::string> expect;
+  };
+  const std::vector<Case> cases = {
+      {{"--control-port", "abc"}, {}, "", {"control_port", "flag --control-port"}},
+      {{"--control-port", "70000"}, {}, "", {"control_port", "[0, 65535]"}},
+      {{}, {{"CONFLUX_THREADS", "0"}}, "", {"threads", "environment CONFLUX_THREADS"}},
+      {{}, {{"CONFLUX_FAULT_DROP", "1.5"}}, "", {"fault_drop"}},
+      {{}, {{"CONFLUX_DETERMINISTIC", "maybe"}}, "", {"deterministic"}},
+      {{"--dataplane", "carrier-pigeon"}, {}, "", {"dataplane", "udp"}},
+      {{"--log-level", "loud"}, {}, "", {"log_level"}},
+      {{"--max-payload-bytes", "61441"}, {}, "", {"max_payload_bytes"}},
+      {{"--listen", "not-an-ip"}, {}, "", {"listen"}},
+      {{}, {}, "bogus_key = 3\n", {"unknown key 'bogus_key'", "file "}},
+      {{}, {}, "threads = \"two\"\n", {"threads", "file "}},
+      {{}, {}, "threads = \n", {"cannot parse"}},
+      {{"--secret", "a", "--secret-file", "/nonexistent"}, {}, "", {"secret_file"}},
+      {{"--secret-file", "/nonexistent/secret"}, {}, "", {"secret_file"}},
+      {{"--no-such-flag"}, {}, "", {"no-such-flag"}},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = c.args;
+    std::string file;
+    if (!c.file.empty()) {
+      file = temp_file(c.file);
+      args.insert(args.end(), {"--config", file});
+    }
+    const Loaded l = load(args, c.env);
+    EXPECT_EQ(l.status, LoadStatus::kError) << c.expect[0];
+    for (const std::string& e : c.expect) {
+      EXPECT_NE(l.message.find(e), std::string::npos) << "message: " << l.message << " lacks " << e;
+    }
+    if (!file.empty()) unlink(file.c_str());
+  }
+}
+
+TEST(ConfigTest, SecretFileIsReadAndTrimmed) {
+  const std::string file = temp_file("s3cret\n");
+  const Loaded l = load({"--secret-file", file});
+  ASSERT_EQ(l.status, LoadStatus::kOk) << l.message;
+  EXPECT_EQ(l.cfg.secret, "s3cret");
+  unlink(file.c_str());
+}
+
+TEST(ConfigTest, HelpAndPrintConfigExitSuccessfully) {
+  Loaded l = load({"--help"});
+  EXPECT_EQ(l.status, LoadStatus::kExitSuccess);
+  EXPECT_NE(l.message.find("--worker-timeout-ms"), std::string::npos);
+  l = load({"--print-config", "--secret", "x"});
+  EXPECT_EQ(l.status, LoadStatus::kExitSuccess);
+  EXPECT_NE(l.message.find("control_port = 7470"), std::string::npos);
+  EXPECT_EQ(l.message.find("\"x\""), std::string::npos);  // redacted
+}
+
+TEST(ConfigTest, ExampleConfigLoadsAndDocumentsEveryKey) {
+  const std::string path = std::string(CONFLUX_SOURCE_DIR) + "/deploy/confluxd.example.toml";
+  const Loaded l = load({"--config", path});
+  ASSERT_EQ(l.status, LoadStatus::kOk) << l.message;
+  const std::string text = read_file(path);
+  const std::string readme = read_file(std::string(CONFLUX_SOURCE_DIR) + "/aggregator/README.md");
+  for (const ParamInfo& p : config_params()) {
+    EXPECT_NE(text.find(std::string(p.key) + " ="), std::string::npos) << p.key;
+    EXPECT_NE(readme.find("`" + std::string(p.key) + "`"), std::string::npos) << p.key;
+  }
+}
+
+#ifndef CONFLUX_FAULT_INJECTION
+TEST(ConfigTest, FaultInjectionNeedsTheBuildOption) {
+  const Loaded l = load({"--fault-drop", "0.1"});
+  EXPECT_EQ(l.status, LoadStatus::kError);
+}
+#endif
+
+}  // namespace
+}  // namespace conflux::agg

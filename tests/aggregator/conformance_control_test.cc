@@ -1,0 +1,287 @@
+// Conformance: the control plane (rendezvous, errors, authentication, timeouts, life cycle).
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "conformance.h"
+#include "conflux/protocol/byteorder.h"
+
+namespace conflux::agg::testing {
+namespace {
+
+using proto::Status;
+using ControlPlane = DaemonTest;
+
+std::vector<uint8_t> frame(proto::ControlMsg m) {
+  std::vector<uint8_t> out;
+  proto::encode_control(m, out);
+  return out;
+}
+
+TEST_P(ControlPlane, HelloAdvertisesLimitsAndEverySupportedPair) {
+  Config cfg = base_config();
+  cfg.max_payload_bytes = 4096;
+  cfg.max_slots_per_job = 32;
+  start(cfg);
+  ControlClient c;
+  ASSERT_TRUE(c.connect(daemon().control_port()));
+  EXPECT_EQ(c.hello().max_payload_bytes, 4096u);
+  EXPECT_EQ(c.hello().max_slots_per_job, 32u);
+  EXPECT_EQ(c.hello().support_mask, (uint64_t{1} << 48) - 1);
+  EXPECT_EQ(c.hello().auth_required, 0);
+  EXPECT_NE(c.hello().nonce, 0u);
+  JoinSpec spec;
+  spec.requested_slots = 1000;
+  spec.payload_bytes = 9000;
+  auto w = join_job(spec, 1);
+  EXPECT_EQ(w[0]->ack.granted_slots, 32u);
+  EXPECT_EQ(w[0]->ack.payload_bytes, 4096u);
+  EXPECT_EQ(w[0]->ack.ports, daemon().data_ports());
+}
+
+TEST_P(ControlPlane, MalformedFramesGetErrorThenClose) {
+  start();
+  auto good = frame(proto::Heartbeat{1});
+  struct Case {
+    std::string what;
+    std::vector<uint8_t> bytes;
+    Status status;
+    std::string reason;
+  };
+  std::vector<Case> cases;
+  const std::string http = "GET / HTTP/1.0\r\n\r\n";
+  cases.push_back({"bad magic", {http.begin(), http.end()}, Status::kBadMessage, "bad_magic"});
+  auto v = good;
+  v[4] = 2;
+  cases.push_back({"bad version", v, Status::kVersionMismatch, "bad_version"});
+  v = good;
+  v[5] = 99;
+  cases.push_back({"bad type", v, Status::kBadMessage, "bad_type"});
+  v = good;
+  proto::store_be<uint32_t>(&v[8], 5000);
+  cases.push_back({"too long", v, Status::kBadMessage, "too_long"});
+  v = good;
+  proto::store_be<uint32_t>(&v[8], 4);
+  cases.push_back({"bad length", v, Status::kBadMessage, "bad_length"});
+  proto::Join j;
+  j.n_workers = 0;
+  j.udp_port = 1;
+  cases.push_back({"bad field", frame(j), Status::kBadMessage, "bad_field"});
+  v = good;
+  v[7] = 1;
+  cases.push_back({"reserved", v, Status::kBadMessage, "reserved_nonzero"});
+  cases.push_back({"Error from a worker", frame(proto::Error{Status::kInternal, "hi"}),
+                   Status::kBadMessage, "unexpected_message"});
+  for (const Case& c : cases) {
+    ControlClient cc;
+    ASSERT_TRUE(cc.connect(daemon().control_port())) << c.what;
+    ASSERT_TRUE(cc.send_raw(c.bytes));
+    auto m = cc.recv(2000);
+    ASSERT_TRUE(m.has_value()) << c.what;
+    ASSERT_TRUE(std::holds_alternative<proto::Error>(*m)) << c.what << ": " << proto::to_string(*m);
+    EXPECT_EQ(std::get<proto::Error>(*m).status, c.status) << c.what;
+    EXPECT_TRUE(cc.wait_closed(2000)) << c.what;
+  }
+  // A second Join on a connection that already joined.
+  Worker w;
+  JoinSpec spec;
+  spec.n_workers = 2;
+  ASSERT_TRUE(w.start_join(daemon().control_port(), spec));
+  proto::Join again;
+  again.job_key = 1;
+  again.n_workers = 2;
+  again.udp_port = 5;
+  again.requested_slots = 1;
+  again.payload_bytes = 8;
+  w.ctl.send(again);
+  auto m = w.ctl.recv(2000);
+  ASSERT_TRUE(m && std::holds_alternative<proto::Error>(*m));
+  EXPECT_TRUE(w.ctl.wait_closed(2000));
+
+  const std::string text = metrics();
+  for (const Case& c : cases) {
+    EXPECT_GE(metric_sum(text, "conflux_control_errors_total", {{"reason", c.reason}}), 1u) << c.what;
+  }
+  EXPECT_EQ(metric_sum(text, "conflux_control_errors_total"), cases.size() + 1);
+  // Still serving.
+  spec.n_workers = 1;
+  spec.job_key = 77;
+  auto ok = join_job(spec, 1);
+  EXPECT_EQ(ok[0]->ack.status, Status::kOk);
+}
+
+TEST_P(ControlPlane, Authentication) {
+  Config cfg = base_config();
+  cfg.secret = "s3cret";
+  start(cfg);
+  JoinSpec spec;
+  spec.secret = "s3cret";
+  spec.corrupt_mac = true;
+  Worker bad;
+  ASSERT_TRUE(bad.start_join(daemon().control_port(), spec));
+  EXPECT_EQ(bad.ctl.hello().auth_required, 1);
+  EXPECT_EQ(bad.finish_join(2000), Status::kAuthFailed);
+  EXPECT_TRUE(bad.ctl.wait_closed(2000));
+  Worker none;  // no MAC at all
+  spec.secret.clear();
+  spec.corrupt_mac = false;
+  ASSERT_TRUE(none.start_join(daemon().control_port(), spec));
+  EXPECT_EQ(none.finish_join(2000), Status::kAuthFailed);
+  spec.secret = "s3cret";
+  auto good = join_job(spec, 1);
+  EXPECT_EQ(good[0]->ack.status, Status::kOk);
+  EXPECT_EQ(metric_sum(metrics(), "conflux_control_join_acks_total", {{"status", "auth_failed"}}), 2u);
+}
+
+TEST_P(ControlPlane, JoinTimeout) {
+  Config cfg = base_config();
+  cfg.join_timeout_ms = 300;
+  start(cfg);
+  Worker w;
+  JoinSpec spec;
+  spec.n_workers = 2;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(w.start_join(daemon().control_port(), spec));
+  EXPECT_EQ(w.finish_join(3000), Status::kJoinTimeout);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_TRUE(w.ctl.wait_closed(2000));
+  // The worker's shorter timeout wins over the daemon's.
+  cfg.join_timeout_ms = 30000;
+  start(cfg);
+  Worker w2;
+  spec.join_timeout_ms = 200;
+  ASSERT_TRUE(w2.start_join(daemon().control_port(), spec));
+  EXPECT_EQ(w2.finish_join(3000), Status::kJoinTimeout);
+}
+
+TEST_P(ControlPlane, CapacityQuotaAndNoCapacity) {
+  Config cfg = base_config();
+  cfg.total_slots = 4;
+  cfg.max_slots_per_job = 8;
+  cfg.max_jobs = 3;
+  start(cfg);
+  JoinSpec spec;
+  spec.job_key = 1;
+  spec.requested_slots = 3;
+  auto a = join_job(spec, 1);
+  EXPECT_EQ(a[0]->ack.granted_slots, 3u);
+  spec.job_key = 2;
+  spec.requested_slots = 8;
+  auto b = join_job(spec, 1);
+  EXPECT_EQ(b[0]->ack.granted_slots, 1u);  // what is left
+  Worker c;
+  spec.job_key = 3;
+  ASSERT_TRUE(c.start_join(daemon().control_port(), spec));
+  EXPECT_EQ(c.finish_join(2000), Status::kNoCapacity);
+  // Slots come back when a job ends.
+  a[0]->ctl.send(proto::Leave{});
+  EXPECT_EQ(wait_metric("conflux_slots_in_use", 1), 1u);
+  spec.job_key = 4;
+  auto d = join_job(spec, 1);
+  EXPECT_EQ(d[0]->ack.granted_slots, 3u);
+}
+
+TEST_P(ControlPlane, TooManyJobs) {
+  Config cfg = base_config();
+  cfg.max_jobs = 1;
+  start(cfg);
+  JoinSpec spec;
+  auto a = join_job(spec, 1);
+  Worker b;
+  spec.job_key = 2;
+  ASSERT_TRUE(b.start_join(daemon().control_port(), spec));
+  EXPECT_EQ(b.finish_join(2000), Status::kNoCapacity);
+}
+
+TEST_P(ControlPlane, JobMismatchAndRankInUse) {
+  start();
+  JoinSpec spec;
+  spec.job_key = 5;
+  spec.n_workers = 2;
+  Worker r0, dup0, wrong1, r1;
+  ASSERT_TRUE(r0.start_join(daemon().control_port(), spec));
+  ASSERT_TRUE(dup0.start_join(daemon().control_port(), spec));
+  EXPECT_EQ(dup0.finish_join(2000), Status::kRankInUse);
+  spec.rank = 1;
+  spec.payload_bytes = 128;  // disagrees with rank 0's 256
+  ASSERT_TRUE(wrong1.start_join(daemon().control_port(), spec));
+  EXPECT_EQ(wrong1.finish_join(2000), Status::kJobMismatch);
+  spec.payload_bytes = 256;
+  ASSERT_TRUE(r1.start_join(daemon().control_port(), spec));
+  EXPECT_EQ(r0.finish_join(2000), Status::kOk);
+  EXPECT_EQ(r1.finish_join(2000), Status::kOk);
+  EXPECT_EQ(r0.ack.job_id, r1.ack.job_id);
+  EXPECT_EQ(r0.ack.job_token, r1.ack.job_token);
+}
+
+TEST_P(ControlPlane, HeartbeatsLeaveAndJobDeletion) {
+  Config cfg = base_config();
+  cfg.heartbeat_ms = 100;
+  start(cfg);
+  JoinSpec spec;
+  auto w = join_job(spec, 2);
+  ASSERT_TRUE(w[0]->ctl.send(proto::Heartbeat{42}));
+  bool got_ack = false, got_hb = false;
+  for (int i = 0; i < 10 && !(got_ack && got_hb); ++i) {
+    auto m = w[0]->ctl.recv(1000);
+    ASSERT_TRUE(m.has_value());
+    if (auto* a = std::get_if<proto::HeartbeatAck>(&*m)) got_ack = a->time_ns == 42;
+    got_hb = got_hb || std::holds_alternative<proto::Heartbeat>(*m);
+  }
+  EXPECT_TRUE(got_ack);
+  EXPECT_TRUE(got_hb);  // the daemon's own heartbeat
+  EXPECT_EQ(wait_metric("conflux_jobs_active", 1), 1u);
+  w[0]->ctl.send(proto::Leave{});
+  EXPECT_TRUE(w[0]->ctl.wait_closed(2000));
+  EXPECT_EQ(metric_sum(metrics(), "conflux_jobs_active"), 1u);  // rank 1 still there
+  w[1]->ctl.close();  // a disconnect counts as leaving
+  EXPECT_EQ(wait_metric("conflux_jobs_active", 0), 0u);
+  EXPECT_EQ(metric_sum(metrics(), "conflux_jobs_deleted_total"), 1u);
+}
+
+TEST_P(ControlPlane, SilentWorkerTimesOut) {
+  Config cfg = base_config();
+  cfg.worker_timeout_ms = 300;
+  cfg.heartbeat_ms = 0;
+  start(cfg);
+  JoinSpec spec;
+  auto w = join_job(spec, 1);
+  EXPECT_TRUE(w[0]->ctl.wait_closed(3000));
+  EXPECT_EQ(wait_metric("conflux_jobs_active", 0), 0u);
+  EXPECT_EQ(metric_sum(metrics(), "conflux_control_worker_timeouts_total"), 1u);
+}
+
+TEST_P(ControlPlane, MetricsEndpoints) {
+  start();
+  int status = 0;
+  const uint16_t port = static_cast<uint16_t>(daemon().metrics_port());
+  EXPECT_EQ(http_get(port, "/healthz", &status), "ok\n");
+  EXPECT_EQ(status, 200);
+  http_get(port, "/nope", &status);
+  EXPECT_EQ(status, 404);
+  const std::string m = http_get(port, "/metrics", &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_NE(m.find("# TYPE conflux_dataplane_drops_total counter"), std::string::npos);
+  EXPECT_NE(m.find("conflux_dataplane_drops_total{thread=\"1\",reason=\"wrong_queue\"} 0"),
+            std::string::npos);
+  // Every metric family is documented in the README.
+  const std::string readme = [] {
+    std::ifstream in(std::string(CONFLUX_SOURCE_DIR) + "/aggregator/README.md");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }();
+  std::istringstream lines(m);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("# TYPE ", 0) != 0) continue;
+    const std::string name = line.substr(7, line.find(' ', 7) - 7);
+    EXPECT_NE(readme.find("`" + name + "`"), std::string::npos) << name << " undocumented";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ControlPlane, ::testing::ValuesIn(runnable_backends()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace conflux::agg::testing

@@ -1,0 +1,290 @@
+// Conformance: every datagram that is not used is dropped and counted under its reason,
+// including >= 10,000 hostile datagrams sent while a correct run completes exactly.
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "conformance.h"
+#include "conflux/protocol/byteorder.h"
+
+namespace conflux::agg::testing {
+namespace {
+
+using proto::DropReason;
+using DataplaneDrops = DaemonTest;
+
+constexpr int kReasons = proto::kNumDropReasons;
+
+proto::DataHeader contrib_header(const Worker& w, uint32_t slot, uint32_t gen, uint32_t count,
+                                 DType dt = DType::kInt32) {
+  proto::DataHeader h;
+  h.job_id = w.ack.job_id;
+  h.job_token = w.ack.job_token;
+  h.contributor = w.contributor;
+  h.slot = slot;
+  h.generation = gen;
+  h.count = count;
+  h.dtype = dt;
+  return h;
+}
+
+std::vector<uint8_t> payload_for(const proto::DataHeader& h) {
+  return std::vector<uint8_t>(h.payload_bytes(), 1);
+}
+
+TEST_P(DataplaneDrops, StateReasonsAreCountedExactly) {
+  start();
+  JoinSpec spec;
+  spec.job_key = 21;
+  spec.requested_slots = 4;
+  spec.payload_bytes = 64;
+  auto w = join_job(spec, 2);
+  UdpClient evil;
+  auto send = [&](proto::DataHeader h, uint16_t port) {
+    evil.send_to(port, make_datagram(h, payload_for(h)));
+  };
+  const uint16_t p0 = w[0]->port_for(0), p1 = w[0]->port_for(1);
+  proto::DataHeader h = contrib_header(*w[0], 0, 0, 4);
+  h.job_id ^= 0x800;  // no such job
+  send(h, p0);
+  h = contrib_header(*w[0], 0, 0, 4);
+  h.job_token ^= 1;
+  send(h, p0);
+  send(contrib_header(*w[0], 4, 0, 4), p0);   // slot_out_of_range (4 slots)
+  send(contrib_header(*w[0], 1, 0, 4), p0);   // wrong_queue: slot 1 belongs to port 1
+  h = contrib_header(*w[0], 0, 0, 4);
+  h.contributor = 2;
+  send(h, p0);                                // bad_contributor
+  send(contrib_header(*w[0], 0, 0, 32), p0);  // oversized: 128 bytes > the job's 64
+  h = contrib_header(*w[0], 0, 0, 4);
+  h.type = proto::PacketType::kResult;
+  send(h, p0);                                // wrong_direction
+  send(contrib_header(*w[0], 0, 2, 4), p0);   // slot_mismatch: fresh slot, generation 2
+  // Wrong dtype mid-slot, then a duplicate, then a stale generation on slot 1.
+  send(contrib_header(*w[0], 1, 1, 4), p1);
+  send(contrib_header(*w[1], 1, 1, 4, DType::kFloat32), p1);  // slot_mismatch
+  send(contrib_header(*w[0], 1, 1, 4), p1);                   // duplicate
+  send(contrib_header(*w[1], 1, 1, 4), p1);                   // completes generation 1
+  for (auto& x : w) ASSERT_TRUE(x->udp.recv(2000).has_value());
+  send(contrib_header(*w[0], 1, 3, 4), p1);                   // generation 3 reuses bank 1
+  send(contrib_header(*w[1], 1, 1, 4), p1);                   // stale_generation
+
+  const std::map<std::string, uint64_t> expect = {
+      {"unknown_job", 1},  {"bad_token", 1},     {"slot_out_of_range", 1}, {"wrong_queue", 1},
+      {"bad_contributor", 1}, {"oversized", 1},  {"wrong_direction", 1},  {"slot_mismatch", 2},
+      {"duplicate", 1},    {"stale_generation", 1}};
+  const uint64_t total = 11;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  std::string m;
+  do {
+    m = metrics();
+  } while (metric_sum(m, "conflux_dataplane_drops_total") < total &&
+           std::chrono::steady_clock::now() < deadline);
+  for (int r = 1; r < kReasons; ++r) {
+    const std::string name(proto::drop_reason_name(static_cast<DropReason>(r)));
+    const auto it = expect.find(name);
+    EXPECT_EQ(metric_sum(m, "conflux_dataplane_drops_total", {{"reason", name}}),
+              it == expect.end() ? 0u : it->second)
+        << name;
+  }
+}
+
+// Makes datagrams that the daemon must drop for one stateless reason (1..11).
+class Hostile {
+ public:
+  Hostile(const Worker& run, uint64_t seed) : run_(run), rng_(seed) {}
+
+  std::vector<uint8_t> make(DropReason r) {
+    if (r == DropReason::kTruncated) {
+      std::vector<uint8_t> d(rng_() % 48);
+      for (auto& b : d) b = static_cast<uint8_t>(rng_());
+      return d;
+    }
+    proto::DataHeader h = contrib_header(run_, static_cast<uint32_t>(rng_() % 8), 0, 4);
+    std::vector<uint8_t> d = make_datagram(h, payload_for(h));
+    switch (r) {
+      case DropReason::kBadMagic: d[rng_() % 4] ^= static_cast<uint8_t>(1 + rng_() % 255); break;
+      case DropReason::kBadVersion: d[4] = static_cast<uint8_t>(2 + rng_() % 254); break;
+      case DropReason::kBadType: d[5] = static_cast<uint8_t>(3 + rng_() % 253); break;
+      case DropReason::kBadFlags: proto::store_be<uint16_t>(&d[6], static_cast<uint16_t>(2 | rng_())); break;
+      case DropReason::kReservedNonZero:
+        d[rng_() % 2 ? 14 + rng_() % 2 : 46 + rng_() % 2] = static_cast<uint8_t>(1 + rng_() % 255);
+        break;
+      case DropReason::kBadDtype: d[44] = static_cast<uint8_t>(12 + rng_() % 244); break;
+      case DropReason::kBadOp: d[45] = static_cast<uint8_t>(4 + rng_() % 252); break;
+      case DropReason::kZeroCount: proto::store_be<uint32_t>(&d[40], 0); d.resize(48); break;
+      case DropReason::kOversized:
+        if (rng_() % 2) {  // beyond the daemon's 8192-byte limit (length is not looked at)
+          proto::store_be<uint32_t>(&d[40], static_cast<uint32_t>(2049 + rng_() % 100000));
+        } else {  // a well-formed datagram beyond the job's 256-byte payload
+          const auto count = static_cast<uint32_t>(65 + rng_() % 60);
+          proto::store_be<uint32_t>(&d[40], count);
+          d.resize(48 + 4 * count);
+        }
+        break;
+      case DropReason::kLengthMismatch: d.resize(48 + rng_() % 16); break;
+      default: break;
+    }
+    return d;
+  }
+
+  // Random bytes, or a valid datagram with random bytes changed. *reason is what the
+  // stateless parser says; false when it would pass (then it is not sent).
+  bool random(std::vector<uint8_t>* d, DropReason* reason) {
+    if (rng_() % 2) {
+      d->resize(rng_() % 200);
+      for (auto& b : *d) b = static_cast<uint8_t>(rng_());
+      if (d->size() >= 8 && rng_() % 2) {
+        proto::store_be<uint32_t>(d->data(), proto::kDataMagic);
+        (*d)[4] = 1;
+      }
+    } else {
+      proto::DataHeader h = contrib_header(run_, 0, 0, 1 + rng_() % 60);
+      *d = make_datagram(h, payload_for(h));
+      for (int i = 0, n = 1 + rng_() % 3; i < n; ++i) (*d)[rng_() % 48] = static_cast<uint8_t>(rng_());
+    }
+    proto::DataHeader h;
+    const uint8_t* p = nullptr;
+    *reason = proto::parse_data(*d, 8192, &h, &p);
+    return *reason != DropReason::kOk;
+  }
+
+ private:
+  const Worker& run_;
+  std::mt19937_64 rng_;
+};
+
+TEST_P(DataplaneDrops, HostileTrafficDuringAnExactRun) {
+  Daemon& d = start();
+  JoinSpec spec;
+  spec.job_key = 31;
+  spec.requested_slots = 8;
+  spec.payload_bytes = 256;
+  auto run_workers = join_job(spec, 2);
+  spec.job_key = 32;
+  spec.requested_slots = 4;
+  spec.payload_bytes = 64;
+  auto victim = join_job(spec, 2);
+  const Worker& run = *run_workers[0];
+
+  // Victim slot 0: generation 0 complete, generation 2 collecting with rank 0 only.
+  UdpClient evil;
+  auto send_v = [&](const Worker& w, uint32_t gen, uint32_t count, DType dt = DType::kInt32) {
+    proto::DataHeader h = contrib_header(w, 0, gen, count, dt);
+    return make_datagram(h, payload_for(h));
+  };
+  evil.send_to(victim[0]->port_for(0), send_v(*victim[0], 0, 4));
+  evil.send_to(victim[0]->port_for(0), send_v(*victim[1], 0, 4));
+  for (auto& v : victim) ASSERT_TRUE(v->udp.recv(2000).has_value());
+  evil.send_to(victim[0]->port_for(0), send_v(*victim[0], 2, 4));
+
+  // The correct run, concurrently.
+  std::mt19937_64 rng(3);
+  std::vector<std::vector<uint8_t>> in;
+  for (int r = 0; r < 2; ++r) in.push_back(exact_values(DType::kFloat32, 40000, rng));
+  const auto expect_out = reference(DType::kFloat32, Op::kSum, in, 40000);
+  uint64_t seq = 0, retransmits = 0, runs = 0, exact_runs = 0;
+  bool run_ok = true;
+  std::atomic<bool> hostile_done{false};
+  std::thread runner([&] {  // AllReduces back to back for as long as the attack lasts
+    auto w = ptrs(run_workers);
+    while (run_ok && (runs == 0 || !hostile_done.load())) {
+      std::vector<std::vector<uint8_t>> out;
+      run_ok = run_allreduce(w, DType::kFloat32, Op::kSum, 40000, in, &seq, &out, &retransmits);
+      ++runs;
+      exact_runs += run_ok && out[0] == expect_out && out[1] == expect_out;
+    }
+  });
+
+  Hostile gen(run, 11);
+  std::array<uint64_t, kReasons> expect{};
+  uint64_t sent = 0;
+  bool pacing = true;
+  auto dropped_now = [&d] {
+    uint64_t s = 0;
+    for (unsigned q = 0; q < d.dataplane().n_queues(); ++q) {
+      for (int r = 1; r < kReasons; ++r) s += d.dataplane().counters(q).drops[r].get();
+    }
+    return s;
+  };
+  auto emit = [&](const std::vector<uint8_t>& dg, uint16_t port, DropReason r) {
+    evil.send_to(port, dg);
+    ++expect[static_cast<int>(r)];
+    if (++sent % 200 == 0 && pacing) {  // pace: never outrun the socket buffers
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (dropped_now() < sent) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          pacing = false;  // counting is already off: the final check reports it
+          break;
+        }
+        std::this_thread::yield();
+      }
+    }
+  };
+  const uint16_t p0 = run.port_for(0), p1 = run.port_for(1);
+  for (int i = 0; i < 360; ++i) {
+    for (int r = 1; r <= 11; ++r) emit(gen.make(static_cast<DropReason>(r)), i % 2 ? p0 : p1, static_cast<DropReason>(r));
+    proto::DataHeader h = contrib_header(run, 2 * (i % 4), 0, 4);
+    h.job_id = 0x7ff000u + i;  // an incarnation number this daemon never reaches
+    emit(make_datagram(h, payload_for(h)), p0, DropReason::kUnknownJob);
+    h = contrib_header(run, 2 * (i % 4), 0, 4);
+    h.job_token = ~h.job_token;
+    emit(make_datagram(h, payload_for(h)), p0, DropReason::kBadToken);
+    h = contrib_header(run, 8 + i, 0, 4);
+    emit(make_datagram(h, payload_for(h)), p0, DropReason::kSlotOutOfRange);
+    h = contrib_header(run, 2 * (i % 4), 0, 4);
+    h.contributor = static_cast<uint16_t>(2 + i);
+    emit(make_datagram(h, payload_for(h)), p0, DropReason::kBadContributor);
+    h = contrib_header(run, 2 * (i % 4) + 1, 0, 4);  // an odd slot on queue 0's port
+    emit(make_datagram(h, payload_for(h)), p0, DropReason::kWrongQueue);
+    h = contrib_header(run, 2 * (i % 4), 0, 4);
+    h.type = proto::PacketType::kResult;
+    emit(make_datagram(h, payload_for(h)), p0, DropReason::kWrongDirection);
+    const uint16_t v0 = victim[0]->port_for(0);
+    emit(send_v(*victim[0], 2, 4), v0, DropReason::kDuplicate);
+    emit(send_v(*victim[1], 2, 5), v0, DropReason::kSlotMismatch);
+    emit(send_v(*victim[1], 2, 4, DType::kUint32), v0, DropReason::kSlotMismatch);
+    emit(send_v(*victim[1], 0, 4), v0, DropReason::kStaleGeneration);
+  }
+  for (int i = 0; i < 3200; ++i) {
+    std::vector<uint8_t> dg;
+    DropReason r;
+    if (gen.random(&dg, &r)) emit(dg, i % 2 ? p0 : p1, r);
+  }
+  hostile_done = true;
+  runner.join();
+  EXPECT_GE(sent, 10000u);
+  ASSERT_TRUE(run_ok);
+  EXPECT_EQ(exact_runs, runs);
+  std::printf("hostile datagrams %llu during %llu exact AllReduces (%llu retransmits)\n",
+              static_cast<unsigned long long>(sent), static_cast<unsigned long long>(runs),
+              static_cast<unsigned long long>(retransmits));
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (dropped_now() < sent && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const std::string m = metrics();
+  for (int r = 1; r < kReasons; ++r) {
+    const std::string name(proto::drop_reason_name(static_cast<DropReason>(r)));
+    const uint64_t got = metric_sum(m, "conflux_dataplane_drops_total", {{"reason", name}});
+    if (r == static_cast<int>(DropReason::kDuplicate) ||
+        r == static_cast<int>(DropReason::kStaleGeneration)) {
+      // The run's own retransmissions (if the machine was slow) may add a few.
+      EXPECT_GE(got, expect[r]) << name;
+      EXPECT_LE(got, expect[r] + retransmits) << name;
+    } else {
+      EXPECT_EQ(got, expect[r]) << name;
+    }
+  }
+  int status = 0;
+  EXPECT_EQ(http_get(static_cast<uint16_t>(d.metrics_port()), "/healthz", &status), "ok\n");
+  EXPECT_EQ(status, 200);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DataplaneDrops, ::testing::ValuesIn(runnable_backends()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace conflux::agg::testing

@@ -1,0 +1,173 @@
+// Conformance: exact results for every (dtype, op), retransmission and loss handling.
+#include <cstring>
+
+#include "conformance.h"
+#include "conflux/common/reduce.h"
+
+namespace conflux::agg::testing {
+namespace {
+
+using DataplaneReduce = DaemonTest;
+
+TEST_P(DataplaneReduce, AllDtypesAllOpsExact) {
+  start();
+  for (uint32_t n : {2u, 3u}) {
+    JoinSpec spec;
+    spec.job_key = 100 + n;
+    spec.requested_slots = 8;
+    spec.payload_bytes = 64;  // several packets per collective, every slot and both queues
+    auto workers = join_job(spec, n);
+    auto w = ptrs(workers);
+    std::mt19937_64 rng(n);
+    uint64_t seq = 0;
+    uint64_t retransmits = 0;
+    for (int d = 0; d < kNumDTypes; ++d) {
+      for (int o = 0; o < kNumOps; ++o) {
+        const auto dt = static_cast<DType>(d);
+        const auto op = static_cast<Op>(o);
+        const size_t count = 100;
+        std::vector<std::vector<uint8_t>> in;
+        for (uint32_t r = 0; r < n; ++r) in.push_back(exact_values(dt, count, rng));
+        std::vector<std::vector<uint8_t>> out;
+        ASSERT_TRUE(run_allreduce(w, dt, op, count, in, &seq, &out, &retransmits))
+            << dtype_name(dt) << " " << op_name(op);
+        const auto expect = reference(dt, op, in, count);
+        for (uint32_t r = 0; r < n; ++r) {
+          EXPECT_EQ(out[r], expect) << "N=" << n << " " << dtype_name(dt) << " " << op_name(op)
+                                    << " rank " << r;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(drops("duplicate") + drops("stale_generation") + drops("slot_mismatch"), 0u);
+}
+
+// Deterministic mode: random floats, ranks sending in reverse order, bitwise equal to the
+// rank-order reference.
+TEST_P(DataplaneReduce, DeterministicModeMatchesRankOrderReference) {
+  start();
+  JoinSpec spec;
+  spec.job_key = 7;
+  spec.flags = proto::kJoinFlagDeterministic;
+  spec.payload_bytes = 128;
+  auto workers = join_job(spec, 4);
+  EXPECT_EQ(workers[0]->ack.flags, proto::kJoinFlagDeterministic);
+  auto w = ptrs(workers);
+  std::mt19937_64 rng(99);
+  uint64_t seq = 0;
+  uint64_t retransmits = 0;
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBfloat16,
+                   DType::kFloat8e4m3, DType::kFloat8e5m2}) {
+    for (Op op : {Op::kSum, Op::kProd}) {
+      const size_t count = 300;
+      std::vector<std::vector<uint8_t>> in;
+      for (int r = 0; r < 4; ++r) in.push_back(random_floats(dt, count, rng));
+      for (bool reverse : {false, true}) {
+        std::vector<std::vector<uint8_t>> out;
+        RunOptions opt;
+        opt.reverse_rank_order = reverse;
+        ASSERT_TRUE(run_allreduce(w, dt, op, count, in, &seq, &out, &retransmits, opt));
+        const auto expect = reference(dt, op, in, count);
+        for (int r = 0; r < 4; ++r) {
+          EXPECT_EQ(out[r], expect) << dtype_name(dt) << " " << op_name(op) << " rank " << r;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(DataplaneReduce, RetransmittedContributionIsNotCountedTwice) {
+  start();
+  JoinSpec spec;
+  spec.job_key = 8;
+  auto workers = join_job(spec, 2);
+  const std::vector<int32_t> a{1, 2, 3}, b{10, 20, 30};
+  auto bytes = [](const std::vector<int32_t>& v) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4);
+  };
+  ASSERT_TRUE(workers[0]->send_contrib(0, 0, 0, DType::kInt32, Op::kSum, bytes(a)));
+  ASSERT_TRUE(workers[0]->send_contrib(0, 0, 0, DType::kInt32, Op::kSum, bytes(a), true));
+  // The duplicate must have been handled before rank 1 completes the slot.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (drops("duplicate") != 1 && std::chrono::steady_clock::now() < deadline) {
+  }
+  ASSERT_TRUE(workers[1]->send_contrib(0, 0, 0, DType::kInt32, Op::kSum, bytes(b)));
+  for (auto& w : workers) {
+    auto d = w->udp.recv(2000);
+    ASSERT_TRUE(d.has_value());
+    ASSERT_EQ(d->size(), 48u + 12);
+    int32_t r[3];
+    std::memcpy(r, d->data() + 48, 12);
+    EXPECT_EQ(r[0], 11);
+    EXPECT_EQ(r[1], 22);
+    EXPECT_EQ(r[2], 33);
+  }
+  EXPECT_EQ(drops("duplicate"), 1u);
+}
+
+TEST_P(DataplaneReduce, LostResultIsServedAgainToTheAskerOnly) {
+  start();
+  JoinSpec spec;
+  spec.job_key = 9;
+  auto workers = join_job(spec, 2);
+  const std::vector<float> a{1.5f, 2.f}, b{0.25f, -1.f};
+  auto bytes = [](const std::vector<float>& v) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4);
+  };
+  workers[0]->send_contrib(1, 0, 0, DType::kFloat32, Op::kSum, bytes(a));
+  workers[1]->send_contrib(1, 0, 0, DType::kFloat32, Op::kSum, bytes(b));
+  auto first0 = workers[0]->udp.recv(2000);
+  auto lost1 = workers[1]->udp.recv(2000);  // "lost": rank 1 pretends it never came
+  ASSERT_TRUE(first0 && lost1);
+  workers[1]->send_contrib(1, 0, 0, DType::kFloat32, Op::kSum, bytes(b), true);
+  auto again = workers[1]->udp.recv(2000);
+  ASSERT_TRUE(again.has_value());
+  proto::DataHeader h;
+  const uint8_t* p = nullptr;
+  ASSERT_EQ(proto::parse_data(*again, 61440, &h, &p), proto::DropReason::kOk);
+  EXPECT_EQ(h.flags, proto::kFlagRetransmit);
+  EXPECT_EQ(h.slot, 1u);
+  EXPECT_TRUE(std::equal(again->begin() + 48, again->end(), first0->begin() + 48));
+  EXPECT_FALSE(workers[0]->udp.recv(100).has_value());  // rank 0 gets no extra copy
+  const std::string m = metrics();
+  EXPECT_EQ(metric_sum(m, "conflux_dataplane_retransmits_served_total"), 1u);
+  EXPECT_EQ(metric_sum(m, "conflux_dataplane_slots_completed_total"), 1u);
+  EXPECT_EQ(metric_sum(m, "conflux_job_results_sent_total"), 3u);
+}
+
+// A daemon dropping, duplicating and reordering received datagrams: results stay exact
+// thanks to the workers' retransmissions, the bitmap and the COMPLETE bank.
+TEST_P(DataplaneReduce, ExactUnderInjectedFaults) {
+#ifndef CONFLUX_FAULT_INJECTION
+  GTEST_SKIP() << "built without CONFLUX_FAULT_INJECTION";
+#endif
+  Config cfg = base_config();
+  cfg.fault_drop = 0.05;
+  cfg.fault_dup = 0.05;
+  cfg.fault_reorder = 0.05;
+  start(cfg);
+  JoinSpec spec;
+  spec.job_key = 10;
+  spec.payload_bytes = 256;
+  auto workers = join_job(spec, 3);
+  auto w = ptrs(workers);
+  std::mt19937_64 rng(5);
+  uint64_t seq = 0;
+  uint64_t retransmits = 0;
+  std::vector<std::vector<uint8_t>> in;
+  for (int r = 0; r < 3; ++r) in.push_back(exact_values(DType::kFloat32, 4000, rng));
+  std::vector<std::vector<uint8_t>> out;
+  RunOptions opt;
+  opt.rto_ms = 20;
+  ASSERT_TRUE(run_allreduce(w, DType::kFloat32, Op::kSum, 4000, in, &seq, &out, &retransmits, opt));
+  const auto expect = reference(DType::kFloat32, Op::kSum, in, 4000);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(out[r], expect);
+  EXPECT_GT(retransmits, 0u);
+  EXPECT_GT(metric_sum(metrics(), "conflux_dataplane_faults_injected_total"), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DataplaneReduce, ::testing::ValuesIn(runnable_backends()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace conflux::agg::testing

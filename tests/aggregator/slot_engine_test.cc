@@ -1,0 +1,275 @@
+// SlotEngine and JobTable without sockets: the aggregator slot state machine of SPEC.md §4.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "aggregator/engine/job_table.h"
+#include "aggregator/engine/slot_engine.h"
+#include "conflux/common/reduce.h"
+#include "gtest/gtest.h"
+#include "test_client.h"
+
+namespace conflux::agg {
+namespace {
+
+using proto::DataHeader;
+using proto::DropReason;
+
+class SlotEngineTest : public ::testing::Test {
+ protected:
+  static constexpr unsigned kQueues = 2;
+
+  void make_job(uint32_t n_workers, uint32_t slots, bool deterministic = false,
+                uint32_t payload = 64) {
+    id_ = jobs_.allocate_id();
+    JobParams p;
+    p.id = id_;
+    p.token = 0xfeedULL;
+    p.n_workers = n_workers;
+    p.slots = slots;
+    p.payload_bytes = payload;
+    p.deterministic = deterministic;
+    p.workers.resize(n_workers);
+    jobs_.publish(std::make_unique<Job>(std::move(p), kQueues));
+  }
+
+  DataHeader hdr(uint16_t c, uint32_t slot, uint32_t gen, uint32_t count = 4,
+                 DType dt = DType::kInt32) {
+    DataHeader h;
+    h.job_id = id_;
+    h.job_token = 0xfeedULL;
+    h.contributor = c;
+    h.slot = slot;
+    h.generation = gen;
+    h.offset = 0;
+    h.count = count;
+    h.dtype = dt;
+    h.op = Op::kSum;
+    return h;
+  }
+
+  DropReason contrib(const DataHeader& h, std::vector<int32_t> v) {
+    return engine_.on_contrib(h, reinterpret_cast<const uint8_t*>(v.data()), out_);
+  }
+
+  std::vector<int32_t> result_of(size_t i) const {
+    std::vector<int32_t> v((out_[i].len - proto::kDataHeaderSize) / 4);
+    std::memcpy(v.data(), out_[i].data + proto::kDataHeaderSize, v.size() * 4);
+    return v;
+  }
+  DataHeader header_of(size_t i) const {
+    DataHeader h;
+    const uint8_t* p = nullptr;
+    EXPECT_EQ(proto::parse_data({out_[i].data, out_[i].len}, 61440, &h, &p), DropReason::kOk);
+    return h;
+  }
+
+  JobTable jobs_{8, kQueues};
+  QueueCounters counters_;
+  SlotEngine engine_{jobs_, 0, kQueues, 8192, counters_};
+  ResultBatch out_{16, 48 + 8192};
+  uint32_t id_ = 0;
+};
+
+TEST_F(SlotEngineTest, SumsEveryContributorOnceAndFansOut) {
+  make_job(3, 4);
+  EXPECT_EQ(contrib(hdr(0, 0, 0), {1, 2, 3, 4}), DropReason::kOk);
+  EXPECT_EQ(contrib(hdr(2, 0, 0), {10, 20, 30, 40}), DropReason::kOk);
+  EXPECT_EQ(contrib(hdr(2, 0, 0), {10, 20, 30, 40}), DropReason::kDuplicate);
+  EXPECT_TRUE(out_.empty());
+  EXPECT_EQ(contrib(hdr(1, 0, 0), {100, 200, 300, 400}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(out_[0].rank, ResultBatch::kAllRanks);
+  EXPECT_EQ(result_of(0), (std::vector<int32_t>{111, 222, 333, 444}));
+  const DataHeader r = header_of(0);
+  EXPECT_EQ(r.type, proto::PacketType::kResult);
+  EXPECT_EQ(r.flags, 0);
+  EXPECT_EQ(r.job_id, id_);
+  EXPECT_EQ(r.generation, 0u);
+  EXPECT_EQ(counters_.slots_completed.get(), 1u);
+}
+
+TEST_F(SlotEngineTest, CompleteBankResendsToTheAskerOnly) {
+  make_job(2, 4);
+  contrib(hdr(0, 2, 0), {1, 1, 1, 1});
+  contrib(hdr(1, 2, 0), {2, 2, 2, 2});
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(contrib(hdr(1, 2, 0), {2, 2, 2, 2}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 2u);
+  EXPECT_EQ(out_[1].rank, 1);
+  EXPECT_EQ(header_of(1).flags, proto::kFlagRetransmit);
+  EXPECT_EQ(result_of(1), (std::vector<int32_t>{3, 3, 3, 3}));
+  EXPECT_EQ(counters_.retransmits_served.get(), 1u);
+  EXPECT_EQ(counters_.slots_completed.get(), 1u);
+}
+
+TEST_F(SlotEngineTest, TwoBanksReuseAndStaleGenerations) {
+  make_job(2, 2);  // slot 0 is queue 0's
+  for (uint32_t g = 0; g < 6; ++g) {
+    EXPECT_EQ(contrib(hdr(0, 0, g), {int32_t(g), 0, 0, 0}), DropReason::kOk) << g;
+    EXPECT_EQ(contrib(hdr(1, 0, g), {1, 0, 0, 0}), DropReason::kOk) << g;
+    ASSERT_EQ(out_.size(), g + 1);
+    EXPECT_EQ(result_of(g)[0], int32_t(g) + 1);
+    EXPECT_EQ(header_of(g).generation, g);
+  }
+  // Bank 0 holds generation 4, bank 1 generation 5.
+  EXPECT_EQ(contrib(hdr(0, 0, 2), {0, 0, 0, 0}), DropReason::kStaleGeneration);
+  EXPECT_EQ(contrib(hdr(0, 0, 3), {0, 0, 0, 0}), DropReason::kStaleGeneration);
+  EXPECT_EQ(contrib(hdr(0, 0, 10), {0, 0, 0, 0}), DropReason::kSlotMismatch);  // > 2 ahead
+  // Generation 6 reuses bank 0 while generation 5's result stays servable in bank 1.
+  EXPECT_EQ(contrib(hdr(0, 0, 6), {7, 0, 0, 0}), DropReason::kOk);
+  EXPECT_EQ(contrib(hdr(1, 0, 5), {1, 0, 0, 0}), DropReason::kOk);  // re-served
+  EXPECT_EQ(out_[out_.size() - 1].rank, 1);
+  EXPECT_EQ(result_of(out_.size() - 1)[0], 6);
+  // 8 is two ahead of a bank still collecting 6: not allowed.
+  EXPECT_EQ(contrib(hdr(1, 0, 8), {0, 0, 0, 0}), DropReason::kSlotMismatch);
+}
+
+TEST_F(SlotEngineTest, FreshSlotAcceptsOnlyGenerationZeroOrOne) {
+  make_job(2, 4);
+  EXPECT_EQ(contrib(hdr(0, 0, 2), {0, 0, 0, 0}), DropReason::kSlotMismatch);
+  EXPECT_EQ(contrib(hdr(0, 0, 1), {0, 0, 0, 0}), DropReason::kOk);
+}
+
+TEST_F(SlotEngineTest, GenerationWrapsModulo2To32) {
+  make_job(1, 2);
+  Bank& b = jobs_.find(id_)->slot(0).banks[0];
+  b.state = BankState::kComplete;
+  b.generation = 0xFFFFFFFEu;
+  b.count = 4;
+  b.result_data = b.accum.ensure(64);
+  EXPECT_EQ(contrib(hdr(0, 0, 0), {5, 0, 0, 0}), DropReason::kOk);  // 0xFFFFFFFE + 2
+  ASSERT_EQ(out_.size(), 1u);  // n_workers = 1 completes at once
+  EXPECT_EQ(result_of(0)[0], 5);
+  EXPECT_EQ(contrib(hdr(0, 0, 0xFFFFFFFEu), {0, 0, 0, 0}), DropReason::kStaleGeneration);
+}
+
+TEST_F(SlotEngineTest, ShapeMismatchesAreDropped) {
+  make_job(2, 4);
+  contrib(hdr(0, 0, 0), {1, 2, 3, 4});
+  EXPECT_EQ(contrib(hdr(1, 0, 0, 3), {1, 2, 3}), DropReason::kSlotMismatch);  // count
+  DataHeader h = hdr(1, 0, 0, 4, DType::kFloat32);
+  EXPECT_EQ(contrib(h, {1, 2, 3, 4}), DropReason::kSlotMismatch);  // dtype mid-slot
+  h = hdr(1, 0, 0);
+  h.op = Op::kMax;
+  EXPECT_EQ(contrib(h, {1, 2, 3, 4}), DropReason::kSlotMismatch);
+  h = hdr(1, 0, 0);
+  h.offset = 4;
+  EXPECT_EQ(contrib(h, {1, 2, 3, 4}), DropReason::kSlotMismatch);
+  EXPECT_EQ(contrib(hdr(1, 0, 0), {1, 1, 1, 1}), DropReason::kOk);
+  EXPECT_EQ(result_of(0), (std::vector<int32_t>{2, 3, 4, 5}));
+}
+
+TEST_F(SlotEngineTest, StatelessRejections) {
+  make_job(2, 5);
+  DataHeader h = hdr(0, 0, 0);
+  h.type = proto::PacketType::kResult;
+  EXPECT_EQ(contrib(h, {0, 0, 0, 0}), DropReason::kWrongDirection);
+  h = hdr(0, 0, 0);
+  h.job_id = id_ + (1u << JobTable::kIndexBits);  // same index, other incarnation
+  EXPECT_EQ(contrib(h, {0, 0, 0, 0}), DropReason::kUnknownJob);
+  h = hdr(0, 0, 0);
+  h.job_token ^= 1;
+  EXPECT_EQ(contrib(h, {0, 0, 0, 0}), DropReason::kBadToken);
+  EXPECT_EQ(contrib(hdr(0, 6, 0), {0, 0, 0, 0}), DropReason::kSlotOutOfRange);
+  EXPECT_EQ(contrib(hdr(0, 1, 0), {0, 0, 0, 0}), DropReason::kWrongQueue);  // queue 1's slot
+  EXPECT_EQ(contrib(hdr(2, 0, 0), {0, 0, 0, 0}), DropReason::kBadContributor);
+  std::vector<int32_t> big(32);
+  EXPECT_EQ(contrib(hdr(0, 0, 0, 32), big), DropReason::kOversized);  // job payload is 64 B
+  EXPECT_TRUE(out_.empty());
+}
+
+TEST_F(SlotEngineTest, OnDatagramCountsEveryDrop) {
+  make_job(1, 2);
+  const std::vector<uint8_t> junk(20, 0xab);
+  EXPECT_EQ(engine_.on_datagram(junk, out_), DropReason::kTruncated);
+  std::vector<int32_t> v{1, 2, 3, 4};
+  auto d = testing::make_datagram(hdr(0, 0, 0), {reinterpret_cast<uint8_t*>(v.data()), 16});
+  EXPECT_EQ(engine_.on_datagram(d, out_), DropReason::kOk);
+  EXPECT_EQ(counters_.packets_in.get(), 2u);
+  EXPECT_EQ(counters_.bytes_in.get(), 20u + 48 + 16);
+  EXPECT_EQ(counters_.drops[int(DropReason::kTruncated)].get(), 1u);
+  EXPECT_EQ(jobs_.find(id_)->counters(0).packets_in.get(), 1u);
+}
+
+// Deterministic mode: every arrival order gives the same bits, equal to the rank-order
+// reference (init rank 0, accumulate 1, 2, ...; round once).
+TEST_F(SlotEngineTest, DeterministicModeIsOrderIndependent) {
+  constexpr uint32_t kN = 5;
+  constexpr uint32_t kCount = 16;
+  for (DType dt : {DType::kFloat32, DType::kBfloat16, DType::kFloat16, DType::kFloat64}) {
+    jobs_.retire(id_);
+    make_job(kN, 2, /*deterministic=*/true, 128);
+    const size_t es = dtype_size(dt);
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> dist(-3.f, 3.f);
+    std::vector<std::vector<uint8_t>> in(kN, std::vector<uint8_t>(kCount * es));
+    for (auto& buf : in) {
+      for (uint32_t i = 0; i < kCount; ++i) {
+        const float f = dist(rng) * 1.3e-3f * float(i + 1);
+        if (dt == DType::kFloat32) std::memcpy(&buf[i * 4], &f, 4);
+        if (dt == DType::kFloat64) {
+          const double x = double(f) / 3.0;
+          std::memcpy(&buf[i * 8], &x, 8);
+        }
+        if (dt == DType::kBfloat16) {
+          const uint16_t x = reduce::float_to_bf16(f);
+          std::memcpy(&buf[i * 2], &x, 2);
+        }
+        if (dt == DType::kFloat16) {
+          const uint16_t x = reduce::float_to_half(f);
+          std::memcpy(&buf[i * 2], &x, 2);
+        }
+      }
+    }
+    std::vector<uint8_t> acc(kCount * 8), expect(kCount * es);
+    reduce::ref::init(dt, acc.data(), in[0].data(), kCount);
+    for (uint32_t r = 1; r < kN; ++r) reduce::ref::accumulate(dt, Op::kSum, acc.data(), in[r].data(), kCount);
+    reduce::ref::finish(dt, expect.data(), acc.data(), kCount);
+
+    std::vector<uint32_t> order(kN);
+    std::iota(order.begin(), order.end(), 0);
+    uint32_t gen = 0;
+    do {
+      out_.clear();
+      for (uint32_t r : order) {
+        DataHeader h = hdr(static_cast<uint16_t>(r), 0, gen, kCount, dt);
+        ASSERT_EQ(engine_.on_contrib(h, in[r].data(), out_), DropReason::kOk);
+      }
+      ASSERT_EQ(out_.size(), 1u);
+      ASSERT_EQ(0, std::memcmp(out_[0].data + 48, expect.data(), expect.size()))
+          << dtype_name(dt) << " order " << order[0] << order[1] << order[2] << order[3];
+      ++gen;
+    } while (std::next_permutation(order.begin(), order.end()));
+  }
+}
+
+TEST(JobTableTest, IdsAreUniqueAndMemoryWaitsForQuiescence) {
+  JobTable t(2, 1);
+  t.online(0);
+  const uint32_t a = t.allocate_id();
+  const uint32_t b = t.allocate_id();
+  EXPECT_NE(a, 0u);
+  EXPECT_NE(b, 0u);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(t.allocate_id(), 0u);  // capacity 2
+  JobParams p;
+  p.id = a;
+  p.n_workers = 1;
+  p.slots = 1;
+  p.payload_bytes = 8;
+  t.publish(std::make_unique<Job>(p, 1));
+  ASSERT_NE(t.find(a), nullptr);
+  t.retire(a);
+  EXPECT_EQ(t.find(a), nullptr);
+  EXPECT_EQ(t.reclaim(), 1u);  // queue 0 has not passed a quiescent point yet
+  t.quiescent(0);
+  EXPECT_EQ(t.reclaim(), 0u);
+  const uint32_t c = t.allocate_id();
+  EXPECT_NE(c, a);  // same index, new incarnation
+  EXPECT_EQ(t.find(a), nullptr);
+}
+
+}  // namespace
+}  // namespace conflux::agg

@@ -1,0 +1,147 @@
+#include "e2e_harness.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+
+#include "proc.h"
+
+namespace conflux::client::e2e {
+
+using tools::describe_status;
+using tools::read_file;
+using tools::spawn;
+using tools::wait_exit;
+
+std::string temp_dir() { return tools::make_temp_dir("conflux-e2e-"); }
+std::string worker_path() { return CONFLUX_WORKER_PATH; }
+std::string launcher_path() { return CONFLUX_LAUNCH_PATH; }
+
+DaemonProcess::~DaemonProcess() {
+  if (pid > 0) {
+    ::kill(pid, SIGCONT);
+    ::kill(pid, SIGKILL);
+    wait_exit(pid, std::chrono::seconds(5), nullptr);
+  }
+}
+
+std::string DaemonProcess::start(const std::string& dir, const std::vector<std::string>& extra) {
+  const std::string ready = dir + "/ready";
+  log = dir + "/confluxd.log";
+  std::vector<std::string> argv = {CONFLUX_CONFLUXD_PATH,
+                                   "--listen",
+                                   "127.0.0.1",
+                                   "--control-port",
+                                   "0",
+                                   "--data-port",
+                                   "0",
+                                   "--metrics-port",
+                                   "0",
+                                   "--threads",
+                                   "2",
+                                   "--ready-file",
+                                   ready,
+                                   "--log-level",
+                                   "warn"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  std::string err;
+  pid = spawn(argv, log, log, &err);
+  if (pid < 0) {
+    return err;
+  }
+  auto kv = tools::wait_ready_file(ready, pid, std::chrono::seconds(10), &err);
+  if (kv.empty()) {
+    pid = -1;
+    return err + "\n" + read_file(log);
+  }
+  control_port = static_cast<uint16_t>(std::stoi(kv["control_port"]));
+  metrics_port = static_cast<uint16_t>(std::stoi(kv["metrics_port"]));
+  return "";
+}
+
+std::string DaemonProcess::stop() {
+  if (pid <= 0) {
+    return "not running";
+  }
+  ::kill(pid, SIGCONT);
+  ::kill(pid, SIGTERM);
+  int st = 0;
+  std::string out;
+  if (!wait_exit(pid, std::chrono::seconds(10), &st)) {
+    ::kill(pid, SIGKILL);
+    wait_exit(pid, std::chrono::seconds(5), &st);
+    out = "ignored SIGTERM";
+  } else {
+    out = describe_status(st);
+  }
+  pid = -1;
+  return out;
+}
+
+double DaemonProcess::packets_in() const {
+  std::string err;
+  const std::string m = tools::http_get(metrics_port, "/metrics", &err);
+  return m.empty() ? -1 : tools::prometheus_sum(m, "conflux_dataplane_packets_in_total");
+}
+
+std::vector<pid_t> start_workers(const std::string& dir, const std::string& aggregators, uint32_t n,
+                                 const std::vector<std::string>& args) {
+  std::vector<pid_t> pids;
+  const std::string key = std::to_string((static_cast<uint64_t>(::getpid()) << 20) ^
+                                         static_cast<uint64_t>(std::rand()));
+  for (uint32_t r = 0; r < n; ++r) {
+    const std::string base = dir + "/rank" + std::to_string(r);
+    std::vector<std::string> argv = {
+        worker_path(), "--aggregators",   aggregators, "--job-key",       key,
+        "--nranks",    std::to_string(n), "--rank",    std::to_string(r), "--json",
+        base + ".json"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::string err;
+    pids.push_back(spawn(argv, base + ".out", base + ".err", &err));
+  }
+  return pids;
+}
+
+std::vector<WorkerResult> wait_workers(const std::string& dir, const std::vector<pid_t>& pids,
+                                       std::chrono::milliseconds timeout) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<WorkerResult> res(pids.size());
+  for (size_t r = 0; r < pids.size(); ++r) {
+    WorkerResult& w = res[r];
+    if (pids[r] < 0) {
+      continue;
+    }
+    const auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::steady_clock::now() - t0);
+    if (!wait_exit(pids[r], std::max(left, std::chrono::milliseconds(1)), &w.status)) {
+      w.timed_out = true;
+      ::kill(pids[r], SIGKILL);
+      wait_exit(pids[r], std::chrono::seconds(5), &w.status);
+    }
+    w.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    w.exited_ok = !w.timed_out && WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
+    const std::string base = dir + "/rank" + std::to_string(r);
+    w.out = read_file(base + ".out");
+    w.err = read_file(base + ".err");
+    w.json = read_file(base + ".json");
+  }
+  return res;
+}
+
+std::vector<WorkerResult> run_workers(const std::string& dir, const std::string& aggregators,
+                                      uint32_t n, const std::vector<std::string>& args,
+                                      std::chrono::milliseconds timeout) {
+  return wait_workers(dir, start_workers(dir, aggregators, n, args), timeout);
+}
+
+double json_number(const std::string& json, const std::string& key) {
+  const std::string k = "\"" + key + "\":";
+  const size_t p = json.find(k);
+  if (p == std::string::npos) {
+    return -1;
+  }
+  return std::strtod(json.c_str() + p + k.size(), nullptr);
+}
+
+}  // namespace conflux::client::e2e

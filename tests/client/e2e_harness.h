@@ -1,0 +1,60 @@
+// Helpers for the end-to-end tests: a real confluxd process and N real
+// conflux-allreduce-worker processes on 127.0.0.1, with their output in a temp dir.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace conflux::client::e2e {
+
+struct DaemonProcess {
+  pid_t pid = -1;
+  uint16_t control_port = 0, metrics_port = 0;
+  std::string log;
+
+  DaemonProcess() = default;
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+  ~DaemonProcess();  // SIGKILL if still running
+
+  // Starts confluxd with ephemeral ports, 2 dataplane threads and `extra` arguments and
+  // waits for its ready file. Returns "" or an error.
+  std::string start(const std::string& dir, const std::vector<std::string>& extra = {});
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(control_port); }
+  // SIGTERM, wait; returns the exit status description ("exit 0").
+  std::string stop();
+  // Sum of conflux_dataplane_packets_in_total (-1 if unreadable).
+  double packets_in() const;
+};
+
+struct WorkerResult {
+  int status = -1;         // waitpid status
+  bool exited_ok = false;  // exit code 0
+  bool timed_out = false;
+  std::string out, err, json;
+  double seconds = 0;  // from start to exit
+};
+
+// Spawns n workers (rank 0..n-1) with common args plus --aggregators/--nranks/--rank/
+// --json; returns the pids. Output goes to dir/rank<r>.{out,err,json}.
+std::vector<pid_t> start_workers(const std::string& dir, const std::string& aggregators, uint32_t n,
+                                 const std::vector<std::string>& args);
+// Waits for them (killing any still running after `timeout`) and collects outputs.
+std::vector<WorkerResult> wait_workers(const std::string& dir, const std::vector<pid_t>& pids,
+                                       std::chrono::milliseconds timeout);
+// start + wait.
+std::vector<WorkerResult> run_workers(const std::string& dir, const std::string& aggregators,
+                                      uint32_t n, const std::vector<std::string>& args,
+                                      std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+// Extracts a numeric field `"key":N` from a flat JSON text (first occurrence); -1 if absent.
+double json_number(const std::string& json, const std::string& key);
+
+std::string temp_dir();
+std::string worker_path();
+std::string launcher_path();  // "" if the bench tools are not built
+
+}  // namespace conflux::client::e2e

@@ -1,0 +1,59 @@
+// A small in-process stand-in for confluxd, for the engine's unit tests: speaks the
+// control protocol and reduces float32/int32 sums per SPEC.md §4 (two banks per slot,
+// contributor bitmap, resend of a complete result), with switches to misbehave
+// (refuse joins, stay silent, shut down, close). One thread; 127.0.0.1 only.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "conflux/protocol/control.h"
+
+namespace conflux::client::testing {
+
+struct FakeOptions {
+  uint32_t max_slots = 8;
+  uint32_t max_payload = 64;
+  uint32_t n_ports = 2;
+  uint64_t support_mask = (uint64_t{1} << 48) - 1;
+  proto::Status join_status = proto::Status::kOk;
+  bool auth_required = false;
+  std::string secret;
+};
+
+class FakeAggregator {
+ public:
+  explicit FakeAggregator(FakeOptions opt);
+  ~FakeAggregator();
+
+  uint16_t control_port() const { return control_port_; }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(control_port_); }
+
+  // Behaviour switches, any thread.
+  void set_silent(bool v) { silent_ = v; }     // ignore everything, answer nothing
+  void send_shutdown() { shutdown_ = true; }   // Shutdown{0} on every connection
+  void close_connections() { close_ = true; }  // close every control connection
+
+  uint64_t contributions() const { return contributions_; }
+  uint64_t retransmitted_contributions() const { return retransmitted_; }
+  uint64_t duplicates() const { return duplicates_; }
+  uint64_t results_resent() const { return resent_; }
+  uint64_t leaves() const { return leaves_; }
+
+ private:
+  struct State;
+  void run();
+
+  FakeOptions opt_;
+  uint16_t control_port_ = 0;
+  std::unique_ptr<State> st_;
+  std::atomic<bool> stop_{false}, silent_{false}, shutdown_{false}, close_{false};
+  std::atomic<uint64_t> contributions_{0}, retransmitted_{0}, duplicates_{0}, resent_{0},
+      leaves_{0};
+  std::thread thread_;
+};
+
+}  // namespace conflux::client::testing

@@ -1,0 +1,64 @@
+// Endpoint parsing and config validation.
+#include <gtest/gtest.h>
+
+#include "conflux/client/config.h"
+
+namespace conflux::client {
+namespace {
+
+TEST(ParseEndpoints, ParsesAList) {
+  std::vector<Endpoint> eps;
+  std::string err;
+  ASSERT_TRUE(parse_endpoints("127.0.0.1:7470, agg-2.example:80 ,h:65535", &eps, &err)) << err;
+  ASSERT_EQ(eps.size(), 3u);
+  EXPECT_EQ(eps[0], (Endpoint{"127.0.0.1", 7470}));
+  EXPECT_EQ(eps[1], (Endpoint{"agg-2.example", 80}));
+  EXPECT_EQ(eps[2], (Endpoint{"h", 65535}));
+  EXPECT_EQ(eps[1].to_string(), "agg-2.example:80");
+}
+
+TEST(ParseEndpoints, RejectsBadInputWithAMessage) {
+  std::vector<Endpoint> eps;
+  for (const char* bad : {"", " ", "h", "h:", ":80", "h:0", "h:65536", "h:12x", "h:-1", "a:1,,b:2",
+                          "a:1,", "a:1,a:1", "::1:80"}) {
+    std::string err;
+    EXPECT_FALSE(parse_endpoints(bad, &eps, &err)) << bad;
+    EXPECT_FALSE(err.empty()) << bad;
+    EXPECT_TRUE(eps.empty()) << bad;
+  }
+  std::string err;
+  parse_endpoints("a:1,b:x", &eps, &err);
+  EXPECT_NE(err.find("b:x"), std::string::npos) << err;
+}
+
+ClientConfig good() {
+  ClientConfig c;
+  c.aggregators = {{"127.0.0.1", 7470}};
+  c.n_workers = 2;
+  c.rank = 1;
+  return c;
+}
+
+TEST(ValidateConfig, AcceptsDefaultsAndRejectsEachBadField) {
+  EXPECT_EQ(validate(good()), "");
+  auto bad = [](auto mutate) {
+    ClientConfig c = good();
+    mutate(c);
+    return !validate(c).empty();
+  };
+  EXPECT_TRUE(bad([](ClientConfig& c) { c.aggregators.clear(); }));
+  EXPECT_TRUE(bad([](ClientConfig& c) { c.n_workers = 0; }));
+  EXPECT_TRUE(bad([](ClientConfig& c) { c.n_workers = 1025; }));
+  EXPECT_TRUE(bad([](ClientConfig& c) { c.rank = 2; }));
+  EXPECT_TRUE(bad([](ClientConfig& c) { c.window_slots = 0; }));
+  EXPECT_TRUE(bad([](ClientConfig& c) { c.payload_bytes = 0; }));
+  EXPECT_TRUE(bad([](ClientConfig& c) { c.payload_bytes = 61441; }));
+  EXPECT_TRUE(bad([](ClientConfig& c) { c.rto_max = std::chrono::microseconds(1); }));
+  EXPECT_TRUE(bad([](ClientConfig& c) { c.heartbeat_interval = c.aggregator_timeout; }));
+  EXPECT_TRUE(bad([](ClientConfig& c) { c.bind_addr = "localhost"; }));
+  EXPECT_TRUE(bad([](ClientConfig& c) { c.faults.drop = 1.5; }));
+  EXPECT_TRUE(bad([](ClientConfig& c) { c.faults.drop = 0.6, c.faults.dup = 0.6; }));
+}
+
+}  // namespace
+}  // namespace conflux::client

@@ -1,0 +1,240 @@
+// End to end: a real confluxd and N real conflux-allreduce-worker processes on 127.0.0.1.
+// Each worker checks every element against the contributor-order reference itself and
+// exits non-zero on any wrong element or engine error.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "e2e_harness.h"
+#include "proc.h"
+
+namespace conflux::client::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Options every test passes: no busy polling (this runs on small CI machines).
+// Options every test passes unless it sets them: no busy polling (this runs on small CI
+// machines), one timed iteration, no warmup.
+std::vector<std::string> args(std::vector<std::string> extra) {
+  std::vector<std::string> a = std::move(extra);
+  for (const char* opt : {"--spin-us", "--iters", "--warmup"}) {
+    if (std::find(a.begin(), a.end(), opt) == a.end()) {
+      a.push_back(opt);
+      a.push_back(std::string(opt) == "--iters" ? "1" : "0");
+    }
+  }
+  return a;
+}
+
+std::string explain(const std::vector<WorkerResult>& rs) {
+  std::string s;
+  for (size_t r = 0; r < rs.size(); ++r) {
+    s += "rank " + std::to_string(r) + (rs[r].timed_out ? " timed out" : "") + ":\n" + rs[r].out +
+         rs[r].err;
+  }
+  return s;
+}
+
+void expect_all_ok(const std::vector<WorkerResult>& rs, const std::string& verified) {
+  for (const WorkerResult& w : rs) {
+    ASSERT_TRUE(w.exited_ok) << explain(rs);
+  }
+  EXPECT_NE(rs[0].out.find(verified), std::string::npos) << rs[0].out;
+}
+
+class E2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = temp_dir();
+    ASSERT_FALSE(dir_.empty());
+  }
+  void TearDown() override {
+    d_.stop();
+    // Keep the logs of a failed test for inspection.
+    if (!HasFailure()) {
+      std::filesystem::remove_all(dir_);
+    }
+  }
+  void start_daemon(std::vector<std::string> extra = {}) {
+    const std::string err = d_.start(dir_, extra);
+    ASSERT_EQ(err, "");
+  }
+  std::vector<WorkerResult> run(uint32_t n, std::vector<std::string> extra,
+                                std::chrono::milliseconds timeout = 60s) {
+    return run_workers(dir_, d_.endpoint(), n, args(std::move(extra)), timeout);
+  }
+  std::string dir_;
+  DaemonProcess d_;
+};
+
+TEST_F(E2E, EveryDtypeAndOpThreeRanks) {
+  start_daemon();
+  auto rs = run(3, {"--dtype", "all", "--op", "all", "--count", "1,7,1023,4096"});
+  expect_all_ok(rs, "verified: all 192 results correct");
+  EXPECT_EQ(d_.stop(), "exit 0");
+}
+
+class E2ESizes : public E2E, public ::testing::WithParamInterface<uint32_t> {};
+
+TEST_P(E2ESizes, Float32AndBf16SumSizeSweep) {
+  start_daemon();
+  auto rs = run(GetParam(), {"--dtype", "float,bfloat16", "--count", "1,7,1023,4096,1048579"});
+  expect_all_ok(rs, "verified: all 10 results correct");
+}
+INSTANTIATE_TEST_SUITE_P(Ranks, E2ESizes, ::testing::Values(2u, 3u, 8u));
+
+TEST_F(E2E, DeterministicModeIsBitwiseTheRankOrderReference) {
+  // Random float inputs: any other summation order would differ in the last bits. The
+  // daemon reorders its input to make arrival order differ from rank order.
+  start_daemon({"--fault-reorder", "0.3"});
+  auto rs = run(4, {"--deterministic", "--inputs", "random", "--dtype",
+                    "half,float,double,bfloat16,f8e4m3,f8e5m2", "--op", "sum,prod", "--count",
+                    "1,1023,70000"});
+  expect_all_ok(rs, "verified: all 36 results correct");
+}
+
+TEST_F(E2E, InPlaceAndMultiplePayloadSizes) {
+  start_daemon();
+  auto rs = run(2, {"--in-place", "--payload", "1000", "--window", "7", "--dtype",
+                    "int8,int64,half", "--op", "sum,max", "--count", "1,999,5000"});
+  expect_all_ok(rs, "verified: all 18 results correct");
+}
+
+class E2ELoss : public E2E, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(E2ELoss, ExactResultsDespiteDropDuplicationAndReordering) {
+  start_daemon();
+  auto rs = run(3, {"--fault-drop", GetParam(), "--fault-dup", "0.02", "--fault-reorder", "0.02",
+                    "--rto-us", "1000", "--rto-max-ms", "20", "--dtype", "float,int32", "--count",
+                    "1,7,1023,4096,262147"});
+  expect_all_ok(rs, "verified: all 10 results correct");
+  for (const WorkerResult& w : rs) {
+    EXPECT_GT(json_number(w.json, "fault_dropped"), 0) << w.json;
+    EXPECT_GT(json_number(w.json, "retransmits"), 0) << w.json;
+  }
+}
+INSTANTIATE_TEST_SUITE_P(DropRate, E2ELoss, ::testing::Values("0.01", "0.1"));
+
+TEST_F(E2E, ExactResultsDespiteLossInsideTheDaemon) {
+  start_daemon({"--fault-drop", "0.05", "--fault-dup", "0.05", "--fault-reorder", "0.05"});
+  auto rs = run(3, {"--rto-us", "1000", "--rto-max-ms", "20", "--dtype", "float", "--count",
+                    "1,4096,100003"});
+  expect_all_ok(rs, "verified: all 3 results correct");
+}
+
+TEST_F(E2E, KilledDaemonFailsEveryWorkerWithinTheTimeout) {
+  start_daemon();
+  auto pids = start_workers(dir_, d_.endpoint(), 3,
+                            args({"--aggregator-timeout-ms", "2000", "--count", "262144", "--iters",
+                                  "1000000", "--timeout-s", "30"}));
+  // Kill only once data flows.
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (d_.packets_in() < 2000 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_GE(d_.packets_in(), 2000) << "workers did not start";
+  ASSERT_EQ(::kill(d_.pid, SIGKILL), 0);
+  auto rs = wait_workers(dir_, pids, 10s);
+  for (const WorkerResult& w : rs) {
+    EXPECT_FALSE(w.timed_out);
+    EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) << w.err;
+    EXPECT_LT(w.seconds, 2.0 + 1.0) << "bound: aggregator_timeout 2 s + 1 s slack";
+    EXPECT_NE(w.err.find("aggregator " + d_.endpoint() + " closed the control connection"),
+              std::string::npos)
+        << w.err;
+  }
+}
+
+TEST_F(E2E, FrozenDaemonIsDetectedAfterTheAggregatorTimeout) {
+  start_daemon();
+  auto pids = start_workers(dir_, d_.endpoint(), 2,
+                            args({"--aggregator-timeout-ms", "2000", "--count", "65536", "--iters",
+                                  "1000000", "--timeout-s", "30"}));
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (d_.packets_in() < 1000 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_GE(d_.packets_in(), 1000) << "workers did not start";
+  ASSERT_EQ(::kill(d_.pid, SIGSTOP), 0);  // alive for TCP, but silent
+  auto rs = wait_workers(dir_, pids, 10s);
+  for (const WorkerResult& w : rs) {
+    EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) << w.err;
+    EXPECT_GE(w.seconds, 1.5);
+    EXPECT_LT(w.seconds, 2.0 + 1.0);
+    EXPECT_NE(w.err.find("aggregator " + d_.endpoint() + " stopped answering for 2"),
+              std::string::npos)
+        << w.err;
+  }
+}
+
+TEST_F(E2E, NoAggregatorReachableFailsQuickly) {
+  uint16_t port;
+  {
+    DaemonProcess gone;
+    ASSERT_EQ(gone.start(dir_), "");
+    port = gone.control_port;
+    gone.stop();
+  }
+  const std::string ep = "127.0.0.1:" + std::to_string(port);
+  auto rs = run_workers(dir_, ep, 1, args({}), 10s);
+  EXPECT_TRUE(WIFEXITED(rs[0].status) && WEXITSTATUS(rs[0].status) == 1);
+  EXPECT_LT(rs[0].seconds, 2.0);
+  EXPECT_NE(rs[0].err.find("aggregator " + ep + ": cannot connect: Connection refused"),
+            std::string::npos)
+      << rs[0].err;
+}
+
+TEST_F(E2E, SharedSecretAuthentication) {
+  start_daemon({"--secret", "hunter2"});
+  auto ok = run(2, {"--secret", "hunter2", "--count", "100"});
+  expect_all_ok(ok, "verified: all 1 results correct");
+  auto bad = run(1, {"--secret", "wrong", "--count", "100"}, 10s);
+  EXPECT_FALSE(bad[0].exited_ok);
+  EXPECT_NE(bad[0].err.find("refused Join: auth_failed"), std::string::npos) << bad[0].err;
+}
+
+TEST_F(E2E, LauncherStripesOverTwoDaemons) {
+  if (launcher_path().empty()) {
+    GTEST_SKIP() << "bench tools not built (CONFLUX_BUILD_BENCH=OFF)";
+  }
+  const std::string json = dir_ + "/launch.json";
+  std::vector<std::string> argv = {
+      launcher_path(), "--daemons",      "2", "-n", "2", "--json", json,
+      "--log-dir",     dir_ + "/launch", "--"};
+  for (const std::string& a : args({"--count", "1,100000"})) {
+    argv.push_back(a);
+  }
+  std::string err;
+  const pid_t pid = tools::spawn(argv, dir_ + "/launch.out", dir_ + "/launch.err", &err);
+  ASSERT_GT(pid, 0) << err;
+  int st = 0;
+  ASSERT_TRUE(tools::wait_exit(pid, 60s, &st));
+  const std::string out = tools::read_file(dir_ + "/launch.out");
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+      << out << tools::read_file(dir_ + "/launch.err");
+  EXPECT_NE(out.find("verified: all 2 results correct"), std::string::npos) << out;
+  const std::string j = tools::read_file(json);
+  EXPECT_NE(j.find("\"ok\":true"), std::string::npos) << j;
+  // Both daemons carried packets (striping): two per-thread sections with traffic.
+  size_t pos = 0, busy = 0;
+  while ((pos = j.find("\"packets_in_per_s_total\":", pos)) != std::string::npos) {
+    pos += 25;
+    if (std::strtod(j.c_str() + pos, nullptr) > 0) {
+      ++busy;
+    }
+  }
+  EXPECT_EQ(busy, 2u) << j;
+}
+
+TEST_F(E2E, LargeFloat32Sum64MiElements) {
+  start_daemon();
+  auto rs = run(2, {"--count", "64Mi"}, 120s);
+  expect_all_ok(rs, "verified: all 1 results correct");
+}
+
+}  // namespace
+}  // namespace conflux::client::e2e

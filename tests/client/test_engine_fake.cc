@@ -1,0 +1,367 @@
+// The engine against the in-process FakeAggregator: joins, windows, striping, loss
+// recovery, and every failure path (refused join, no daemon, shutdown, silence, abort).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <numeric>
+#include <thread>
+
+#include "conflux/client/engine.h"
+#include "fake_aggregator.h"
+
+namespace conflux::client {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeAggregator;
+using testing::FakeOptions;
+
+ClientConfig base_config(const std::vector<FakeAggregator*>& aggs, uint32_t n, uint32_t rank) {
+  ClientConfig c;
+  for (FakeAggregator* a : aggs) {
+    c.aggregators.push_back({"127.0.0.1", a->control_port()});
+  }
+  c.job_key = 42;
+  c.n_workers = n;
+  c.rank = rank;
+  c.window_slots = 4;
+  c.payload_bytes = 64;  // 16 floats per packet: many packets, window wraps often
+  c.bind_addr = "127.0.0.1";
+  c.spin_us = 0;
+  c.join_timeout = 5s;
+  return c;
+}
+
+// Creates n engines concurrently (create blocks until every rank joined).
+std::vector<std::unique_ptr<Engine>> make_engines(const std::vector<FakeAggregator*>& aggs,
+                                                  uint32_t n,
+                                                  void (*tweak)(ClientConfig&) = nullptr) {
+  std::vector<std::future<std::unique_ptr<Engine>>> fs;
+  for (uint32_t r = 0; r < n; ++r) {
+    ClientConfig c = base_config(aggs, n, r);
+    if (tweak) {
+      tweak(c);
+    }
+    fs.push_back(std::async(std::launch::async, [c] {
+      std::string err;
+      auto e = Engine::create(c, &err);
+      EXPECT_NE(e, nullptr) << err;
+      return e;
+    }));
+  }
+  std::vector<std::unique_ptr<Engine>> out;
+  for (auto& f : fs) {
+    out.push_back(f.get());
+  }
+  return out;
+}
+
+Status wait(Engine& e, uint64_t req, std::string* err, std::chrono::milliseconds limit = 10s) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    const Status s = e.test(req, err);
+    if (s != Status::kPending || std::chrono::steady_clock::now() > end) {
+      return s;
+    }
+    std::this_thread::sleep_for(100us);
+  }
+}
+
+// Runs one float32 sum over all engines; rank r contributes r + 1 + i % 5.
+void check_sum(std::vector<std::unique_ptr<Engine>>& es, size_t count, bool in_place = false) {
+  const size_t n = es.size();
+  std::vector<std::vector<float>> in(n, std::vector<float>(count)), out = in;
+  std::vector<uint64_t> reqs;
+  for (size_t r = 0; r < n; ++r) {
+    for (size_t i = 0; i < count; ++i) {
+      in[r][i] = static_cast<float>(r + 1 + i % 5);
+    }
+    void* dst = in_place ? in[r].data() : out[r].data();
+    reqs.push_back(es[r]->allreduce(in[r].data(), dst, count, DType::kFloat32, Op::kSum));
+  }
+  for (size_t r = 0; r < n; ++r) {
+    std::string err;
+    ASSERT_EQ(wait(*es[r], reqs[r], &err), Status::kDone) << err;
+    const std::vector<float>& got = in_place ? in[r] : out[r];
+    for (size_t i = 0; i < count; ++i) {
+      const float want = static_cast<float>(n * (n + 1) / 2 + n * (i % 5));
+      ASSERT_EQ(got[i], want) << "rank " << r << " element " << i;
+    }
+  }
+}
+
+TEST(EngineFake, JoinsAndExposesTheGrant) {
+  FakeOptions o;
+  o.max_slots = 3;
+  o.max_payload = 40;
+  o.support_mask = 0xFF;
+  FakeAggregator agg(o);
+  auto es = make_engines({&agg}, 2);
+  ASSERT_EQ(es[0]->aggregators().size(), 1u);
+  const AggregatorInfo& a = es[0]->aggregators()[0];
+  EXPECT_EQ(a.granted_slots, 3u);
+  EXPECT_EQ(a.payload_bytes, 40u);
+  EXPECT_EQ(a.support_mask, 0xFFu);
+  EXPECT_EQ(a.data_ports.size(), 2u);
+  EXPECT_FALSE(a.deterministic);
+  EXPECT_EQ(es[1]->payload_bytes(), 40u);
+  EXPECT_TRUE(es[0]->supports(DType::kInt8, Op::kSum));
+  EXPECT_FALSE(es[0]->supports(DType::kFloat32, Op::kSum));  // bit 28 not in the mask
+  EXPECT_NE(es[0]->udp_port(), 0);
+  EXPECT_TRUE(es[0]->healthy());
+}
+
+TEST(EngineFake, SumsManyPacketsThroughASmallWindow) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 3);
+  for (size_t count : {1ul, 7ul, 16ul, 17ul, 1023ul, 5000ul}) {
+    check_sum(es, count);
+  }
+  check_sum(es, 777, /*in_place=*/true);
+  const EngineStats s = es[0]->stats();
+  EXPECT_GT(s.packets_sent, 400u);
+  EXPECT_EQ(s.results_accepted, s.packets_sent - s.retransmits);
+  EXPECT_EQ(s.requests_completed, 7u);
+}
+
+TEST(EngineFake, StripesOverTwoAggregators) {
+  FakeAggregator a(FakeOptions{}), b(FakeOptions{});
+  auto es = make_engines({&a, &b}, 2);
+  check_sum(es, 16 * 9 + 3);  // 10 packets: 5 on each
+  // First transmissions only (a loaded machine may cause timer retransmissions).
+  EXPECT_EQ(a.contributions() - a.retransmitted_contributions(), 2u * 5);
+  EXPECT_EQ(b.contributions() - b.retransmitted_contributions(), 2u * 5);
+}
+
+TEST(EngineFake, ManyRequestsInFlightCompleteCorrectly) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 2);
+  constexpr int kReqs = 20;
+  std::vector<std::vector<int32_t>> in(2 * kReqs), out(2 * kReqs);
+  std::vector<uint64_t> ids;
+  for (int q = 0; q < kReqs; ++q) {
+    for (int r = 0; r < 2; ++r) {
+      auto& v = in[q * 2 + r];
+      v.resize(10 + q * 13);
+      std::iota(v.begin(), v.end(), q * 1000 + r);
+      out[q * 2 + r].assign(v.size(), -1);
+      ids.push_back(
+          es[r]->allreduce(v.data(), out[q * 2 + r].data(), v.size(), DType::kInt32, Op::kSum));
+    }
+  }
+  for (int q = kReqs - 1; q >= 0; --q) {  // poll in reverse: completion order is free
+    for (int r = 0; r < 2; ++r) {
+      std::string err;
+      ASSERT_EQ(wait(*es[r], ids[q * 2 + r], &err), Status::kDone) << err;
+      for (size_t i = 0; i < out[q * 2 + r].size(); ++i) {
+        ASSERT_EQ(out[q * 2 + r][i], in[q * 2][i] + in[q * 2 + 1][i]);
+      }
+    }
+  }
+  std::string err;
+  EXPECT_EQ(es[0]->test(ids[0], &err), Status::kError);  // released after kDone
+  EXPECT_NE(err.find("unknown request"), std::string::npos);
+}
+
+TEST(EngineFake, RecoversFromDropDuplicationAndReordering) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 2, [](ClientConfig& c) {
+    c.faults = {0.10, 0.05, 0.05, 7};
+    c.rto_initial = 1ms;
+    c.rto_max = 10ms;
+  });
+  check_sum(es, 4000);
+  check_sum(es, 3);
+  EngineStats s = es[0]->stats();
+  EngineStats t = es[1]->stats();
+  EXPECT_GT(s.fault_dropped + t.fault_dropped, 0u);
+  EXPECT_GT(s.retransmits + t.retransmits, 0u);
+  EXPECT_GT(s.fault_duplicated + t.fault_duplicated, 0u);
+  EXPECT_GT(s.fault_reordered + t.fault_reordered, 0u);
+  EXPECT_GT(agg.retransmitted_contributions(), 0u);
+}
+
+TEST(EngineFake, CountZeroIsDoneAndUnsupportedFailsAtOnce) {
+  FakeOptions o;
+  o.support_mask = uint64_t{1} << (7 * 4);  // float32 sum only
+  FakeAggregator agg(o);
+  auto es = make_engines({&agg}, 1);
+  std::string err;
+  EXPECT_EQ(es[0]->test(es[0]->allreduce(nullptr, nullptr, 0, DType::kFloat32, Op::kSum), &err),
+            Status::kDone);
+  float x = 1, y = 0;
+  EXPECT_EQ(es[0]->test(es[0]->allreduce(&x, &y, 1, DType::kFloat32, Op::kMax), &err),
+            Status::kError);
+  EXPECT_NE(err.find("do not support " + std::string(dtype_name(DType::kFloat32)) + " max"),
+            std::string::npos)
+      << err;
+  EXPECT_TRUE(es[0]->healthy());
+  check_sum(es, 100);
+}
+
+TEST(EngineFake, RefusedJoinNamesTheAggregatorAndStatus) {
+  FakeOptions o;
+  o.join_status = proto::Status::kJobMismatch;
+  FakeAggregator agg(o);
+  std::string err;
+  auto e = Engine::create(base_config({&agg}, 2, 0), &err);
+  EXPECT_EQ(e, nullptr);
+  EXPECT_NE(err.find("aggregator " + agg.endpoint() + " refused Join: job_mismatch"),
+            std::string::npos)
+      << err;
+}
+
+TEST(EngineFake, NoAggregatorFailsQuicklyWithAClearMessage) {
+  uint16_t port;
+  {
+    FakeAggregator gone(FakeOptions{});
+    port = gone.control_port();
+  }  // closed: nothing listens on port now
+  ClientConfig c;
+  c.aggregators = {{"127.0.0.1", port}};
+  c.n_workers = 1;
+  std::string err;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(Engine::create(c, &err), nullptr);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  EXPECT_NE(err.find("aggregator 127.0.0.1:" + std::to_string(port) + ": cannot connect"),
+            std::string::npos)
+      << err;
+  c.aggregators = {{"no-such-host.invalid", 1}};
+  EXPECT_EQ(Engine::create(c, &err), nullptr);
+  EXPECT_NE(err.find("cannot resolve"), std::string::npos) << err;
+}
+
+TEST(EngineFake, JoinTimeoutWhenARankNeverComes) {
+  FakeAggregator agg(FakeOptions{});
+  ClientConfig c = base_config({&agg}, 2, 0);
+  c.join_timeout = 200ms;
+  std::string err;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(Engine::create(c, &err), nullptr);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  EXPECT_NE(err.find("no JoinAck within 200 ms"), std::string::npos) << err;
+}
+
+TEST(EngineFake, AuthenticatesWithTheSharedSecret) {
+  FakeOptions o;
+  o.auth_required = true;
+  o.secret = "s3cret";
+  FakeAggregator agg(o);
+  auto es = make_engines({&agg}, 2, [](ClientConfig& c) { c.secret = "s3cret"; });
+  check_sum(es, 50);
+
+  FakeAggregator agg2(o);
+  std::string err;
+  ClientConfig c = base_config({&agg2}, 1, 0);
+  EXPECT_EQ(Engine::create(c, &err), nullptr);
+  EXPECT_NE(err.find("requires authentication"), std::string::npos) << err;
+  c.secret = "wrong";
+  EXPECT_EQ(Engine::create(c, &err), nullptr);
+  EXPECT_NE(err.find("auth_failed"), std::string::npos) << err;
+}
+
+TEST(EngineFake, ShutdownFailsPendingAndLaterRequests) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 2);
+  std::vector<float> x(100, 1.f), y(100);
+  const uint64_t id = es[0]->allreduce(x.data(), y.data(), x.size(), DType::kFloat32, Op::kSum);
+  agg.send_shutdown();  // rank 1 never contributes: the request can only fail
+  std::string err;
+  EXPECT_EQ(wait(*es[0], id, &err, 3s), Status::kError);
+  EXPECT_EQ(err, "aggregator " + agg.endpoint() + " shut down");
+  EXPECT_FALSE(es[0]->healthy(&err));
+  EXPECT_EQ(es[0]->failed_aggregator(), 0);
+  EXPECT_EQ(es[0]->test(es[0]->allreduce(x.data(), y.data(), 1, DType::kFloat32, Op::kSum), &err),
+            Status::kError);
+  EXPECT_NE(err.find("shut down"), std::string::npos);
+}
+
+TEST(EngineFake, ClosedControlConnectionFailsRequests) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 2);
+  std::vector<float> x(10, 1.f), y(10);
+  const uint64_t id = es[0]->allreduce(x.data(), y.data(), x.size(), DType::kFloat32, Op::kSum);
+  agg.close_connections();
+  std::string err;
+  EXPECT_EQ(wait(*es[0], id, &err, 3s), Status::kError);
+  EXPECT_EQ(err, "aggregator " + agg.endpoint() + " closed the control connection");
+}
+
+TEST(EngineFake, SilentAggregatorTimesOut) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 2, [](ClientConfig& c) {
+    c.aggregator_timeout = 400ms;
+    c.heartbeat_interval = 100ms;
+  });
+  check_sum(es, 10);
+  agg.set_silent(true);
+  std::vector<float> x(10, 1.f), y(10);
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t a = es[0]->allreduce(x.data(), y.data(), 10, DType::kFloat32, Op::kSum);
+  const uint64_t b = es[1]->allreduce(x.data(), y.data(), 10, DType::kFloat32, Op::kSum);
+  std::string err;
+  EXPECT_EQ(wait(*es[0], a, &err, 3s), Status::kError);
+  const auto dt = std::chrono::steady_clock::now() - t0;
+  EXPECT_NE(err.find("aggregator " + agg.endpoint() + " stopped answering for"), std::string::npos)
+      << err;
+  EXPECT_GE(dt, 300ms);
+  EXPECT_LT(dt, 1500ms);
+  EXPECT_EQ(wait(*es[1], b, &err, 3s), Status::kError);
+}
+
+TEST(EngineFake, StallTimeoutFailsAPacketWithoutResult) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 2, [](ClientConfig& c) { c.stall_timeout = 300ms; });
+  std::vector<float> x(10, 1.f), y(10);
+  const uint64_t id = es[0]->allreduce(x.data(), y.data(), 10, DType::kFloat32, Op::kSum);
+  std::string err;  // rank 1 never contributes; heartbeats keep the aggregator alive
+  EXPECT_EQ(wait(*es[0], id, &err, 3s), Status::kError);
+  EXPECT_NE(err.find("returned no result for"), std::string::npos) << err;
+}
+
+TEST(EngineFake, AbortFailsPendingRequestsAndIsIdempotent) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 2);
+  std::vector<float> x(1000, 1.f), y(1000);
+  const uint64_t id = es[0]->allreduce(x.data(), y.data(), x.size(), DType::kFloat32, Op::kSum);
+  es[0]->abort("communicator aborted");
+  es[0]->abort("again");
+  std::string err;
+  EXPECT_EQ(es[0]->test(id, &err), Status::kError);
+  EXPECT_EQ(err, "communicator aborted");
+  EXPECT_EQ(es[0]->stats().requests_failed, 1u);
+  EXPECT_EQ(es[0]->failed_aggregator(), -1);
+}
+
+TEST(EngineFake, LosingOneOfTwoAggregatorsNamesIt) {
+  FakeAggregator a(FakeOptions{}), b(FakeOptions{});
+  auto es = make_engines({&a, &b}, 2);
+  check_sum(es, 100);
+  EXPECT_EQ(es[0]->failed_aggregator(), -1);
+  b.close_connections();
+  std::vector<float> x(100, 1.f), y(100);
+  const uint64_t id = es[0]->allreduce(x.data(), y.data(), x.size(), DType::kFloat32, Op::kSum);
+  std::string err;
+  EXPECT_EQ(wait(*es[0], id, &err, 3s), Status::kError);
+  EXPECT_EQ(err, "aggregator " + b.endpoint() + " closed the control connection");
+  EXPECT_EQ(es[0]->failed_aggregator(), 1);
+}
+
+TEST(EngineFake, DestructionSendsLeave) {
+  FakeAggregator agg(FakeOptions{});
+  {
+    auto es = make_engines({&agg}, 2);
+    check_sum(es, 10);
+  }
+  const auto end = std::chrono::steady_clock::now() + 2s;
+  while (agg.leaves() < 2 && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(agg.leaves(), 2u);
+}
+
+}  // namespace
+}  // namespace conflux::client

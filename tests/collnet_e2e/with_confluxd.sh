@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Runs a command with a fresh confluxd on loopback (ephemeral ports) and checks the result.
+#   with_confluxd.sh CONFLUXD EXPECT REGEX [--kill-after S] [--no-daemon] -- CMD ARGS...
+# EXPECT is zero|nonzero (the command's exit code); REGEX (several may be joined by " && ")
+# must each match a line of its output.
+# CONFLUX_AGGREGATORS is set to the daemon (or to a port nobody listens on with --no-daemon).
+# --kill-after S sends SIGKILL to the daemon S seconds after the command starts.
+set -uo pipefail
+confluxd=$1 expect=$2 regex=$3
+shift 3
+kill_after="" no_daemon=0 daemon_args=()
+while [[ $# -gt 0 && $1 != "--" ]]; do
+  case $1 in
+    --kill-after) kill_after=$2; shift 2 ;;
+    --no-daemon) no_daemon=1; shift ;;
+    --daemon-arg) daemon_args+=("$2"); shift 2 ;;
+    *) echo "with_confluxd: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+shift  # --
+work=$(mktemp -d)
+daemon_pid=""
+cleanup() {
+  [[ -n $daemon_pid ]] && kill -KILL "$daemon_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+if [[ $no_daemon -eq 1 ]]; then
+  # A port from the ephemeral range that nothing listens on: bind it, note it, close it.
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  export CONFLUX_AGGREGATORS=127.0.0.1:$port
+else
+  "$confluxd" --listen 127.0.0.1 --control-port 0 --data-port 0 --metrics-port 0 \
+    --ready-file "$work/ready" --log-level warn "${daemon_args[@]}" >"$work/daemon.log" 2>&1 &
+  daemon_pid=$!
+  for _ in $(seq 1 100); do [[ -s $work/ready ]] && break; sleep 0.05; done
+  if [[ ! -s $work/ready ]]; then
+    echo "with_confluxd: confluxd did not become ready"; cat "$work/daemon.log"; exit 1
+  fi
+  export CONFLUX_AGGREGATORS=127.0.0.1:$(sed -n 's/^control_port=//p' "$work/ready")
+fi
+
+"$@" >"$work/out" 2>&1 &
+cmd_pid=$!
+if [[ -n $kill_after && -n $daemon_pid ]]; then
+  sleep "$kill_after"
+  echo "with_confluxd: SIGKILL to confluxd (pid $daemon_pid) at +${kill_after}s" >>"$work/out"
+  kill -KILL "$daemon_pid" 2>/dev/null
+fi
+wait "$cmd_pid"
+rc=$?
+cat "$work/out"
+if [[ $expect == zero && $rc -ne 0 ]]; then echo "FAIL: exit code $rc, expected 0"; exit 1; fi
+if [[ $expect == nonzero && $rc -eq 0 ]]; then echo "FAIL: exit code 0, expected non-zero"; exit 1; fi
+rest=$regex
+while [[ -n $rest ]]; do
+  one=${rest%% && *}
+  if [[ $one == "$rest" ]]; then rest=""; else rest=${rest#* && }; fi
+  if ! grep -Eq -- "$one" "$work/out"; then echo "FAIL: output does not match: $one"; exit 1; fi
+done
+echo "PASS"

@@ -1,0 +1,150 @@
+// Unit tests of conflux-nccl-driver's own logic: the input generator and verifier (a driver
+// whose check cannot fail proves nothing) and the size/flag parsing.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "conflux/common/reduce.h"
+#include "driver/data.h"
+#include "driver/options.h"
+
+namespace conflux::driver {
+namespace {
+
+// Reduces all ranks' inputs in rank order with the library's reference (per-step rounding
+// through reduce_inplace, as the ring does), which exact inputs must make exact.
+std::vector<unsigned char> ring_like_result(const InputSpec& s, size_t count) {
+  const size_t es = dtype_size(s.dtype);
+  std::vector<unsigned char> acc(count * es), in(count * es);
+  fill_input(s, 0, 0, count, acc.data());
+  for (int r = 1; r < s.nranks; ++r) {
+    fill_input(s, r, 0, count, in.data());
+    reduce::reduce_inplace(s.dtype, s.op, acc.data(), in.data(), count);
+  }
+  return acc;
+}
+
+struct Case {
+  int dtype;
+  int op;
+  int nranks;
+};
+
+class ExactInputs : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ExactInputs, RankOrderReductionVerifiesWithZeroWrong) {
+  const Case c = GetParam();
+  InputSpec s{static_cast<DType>(c.dtype), static_cast<Op>(c.op), c.nranks, 7, InputKind::kExact};
+  const size_t count = 3001;
+  auto res = ring_like_result(s, count);
+  EXPECT_EQ(count_wrong(s, res.data(), count), 0u);
+  // Reverse order (another ring position) must be just as exact.
+  const size_t es = dtype_size(s.dtype);
+  std::vector<unsigned char> acc(count * es), in(count * es);
+  fill_input(s, c.nranks - 1, 0, count, acc.data());
+  for (int r = c.nranks - 2; r >= 0; --r) {
+    fill_input(s, r, 0, count, in.data());
+    reduce::reduce_inplace(s.dtype, s.op, acc.data(), in.data(), count);
+  }
+  EXPECT_EQ(count_wrong(s, acc.data(), count), 0u);
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> v;
+  for (int t = 0; t < kNumDTypes; ++t)
+    for (int o = 0; o < kNumOps; ++o)
+      for (int n : {1, 2, 3, 4, 9, 33}) v.push_back(Case{t, o, n});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypesOpsRanks, ExactInputs, ::testing::ValuesIn(all_cases()));
+
+TEST(Verifier, DetectsOneCorruptedElementPerType) {
+  for (int t = 0; t < kNumDTypes; ++t) {
+    InputSpec s{static_cast<DType>(t), Op::kSum, 4, 3, InputKind::kExact};
+    const size_t count = 257, es = dtype_size(s.dtype);
+    auto res = ring_like_result(s, count);
+    ASSERT_EQ(count_wrong(s, res.data(), count), 0u) << dtype_name(s.dtype);
+    res[100 * es] ^= 0x40;  // flip an exponent/high-value bit of element 100
+    EXPECT_EQ(count_wrong(s, res.data(), count), 1u) << dtype_name(s.dtype);
+  }
+}
+
+TEST(Verifier, PoisonedBufferIsAllWrongForFloats) {
+  for (DType t : {DType::kFloat16, DType::kFloat32, DType::kBfloat16, DType::kFloat8e4m3,
+                  DType::kFloat8e5m2, DType::kFloat64}) {
+    InputSpec s{t, Op::kMax, 2, 1, InputKind::kExact};
+    std::vector<unsigned char> buf(64 * dtype_size(t));
+    poison(t, buf.data(), 64);
+    EXPECT_EQ(count_wrong(s, buf.data(), 64), 64u) << dtype_name(t);
+  }
+}
+
+TEST(Verifier, RandomInputsRequireTheRankOrderBits) {
+  InputSpec s{DType::kFloat32, Op::kSum, 5, 11, InputKind::kRandom};
+  const size_t count = 5000;
+  std::vector<float> in(count), ref(count);
+  std::vector<std::vector<float>> all(5, std::vector<float>(count));
+  std::vector<const void*> srcs;
+  for (int r = 0; r < 5; ++r) {
+    fill_input(s, r, 0, count, all[r].data());
+    srcs.push_back(all[r].data());
+  }
+  reduce::reduce_n(s.dtype, s.op, ref.data(), srcs.data(), 5, count, nullptr);
+  EXPECT_EQ(count_wrong(s, ref.data(), count), 0u);
+  // Summing in the reverse order changes some low bits: the bitwise check must notice.
+  std::vector<float> rev(all[4]);
+  for (int r = 3; r >= 0; --r)
+    reduce::reduce_inplace(s.dtype, s.op, rev.data(), all[r].data(), count);
+  EXPECT_GT(count_wrong(s, rev.data(), count), 0u);
+}
+
+TEST(Inputs, DeterministicAndRankDependent) {
+  InputSpec s{DType::kInt32, Op::kSum, 4, 5, InputKind::kExact};
+  std::vector<int32_t> a(100), b(100), c(100), tail(10);
+  fill_input(s, 1, 0, 100, a.data());
+  fill_input(s, 1, 0, 100, b.data());
+  fill_input(s, 2, 0, 100, c.data());
+  fill_input(s, 1, 90, 10, tail.data());
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_EQ(0, std::memcmp(tail.data(), a.data() + 90, 10 * sizeof(int32_t)));
+}
+
+TEST(Options, BytesWithSuffixes) {
+  size_t v = 0;
+  EXPECT_TRUE(parse_bytes("4", &v));
+  EXPECT_EQ(v, 4u);
+  EXPECT_TRUE(parse_bytes("64K", &v));
+  EXPECT_EQ(v, 65536u);
+  EXPECT_TRUE(parse_bytes("64M", &v));
+  EXPECT_EQ(v, size_t{64} << 20);
+  EXPECT_TRUE(parse_bytes("2G", &v));
+  EXPECT_EQ(v, size_t{2} << 30);
+  EXPECT_FALSE(parse_bytes("", &v));
+  EXPECT_FALSE(parse_bytes("12X", &v));
+  EXPECT_FALSE(parse_bytes("-1", &v));
+  EXPECT_FALSE(parse_bytes("99999999999999999999G", &v));
+}
+
+TEST(Options, SizeListAndFlags) {
+  const char* argv[] = {"d",        "--minbytes",   "4",  "-e",         "1K", "--stepfactor=4",
+                        "--modes",  "ring,collnet", "-d", "float,bf16", "-o", "all",
+                        "--inplace"};
+  Options o;
+  ASSERT_TRUE(parse_options(13, const_cast<char**>(argv), &o).ok());
+  EXPECT_EQ(size_list(o), (std::vector<size_t>{4, 16, 64, 256, 1024}));
+  EXPECT_EQ(o.modes.size(), 2u);
+  EXPECT_EQ(o.dtypes.size(), 2u);
+  EXPECT_EQ(o.ops.size(), 4u);
+  EXPECT_TRUE(o.inplace);
+  const char* bad[] = {"d", "--modes", "tree"};
+  Options o2;
+  Status st = parse_options(3, const_cast<char**>(bad), &o2);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("--modes"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace conflux::driver

@@ -1,0 +1,208 @@
+// The transport's C++ API (what CollNet's worker ring uses), linked statically.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "net/transport.h"
+
+namespace conflux::net {
+namespace {
+
+std::unique_ptr<TcpTransport> makeTransport(int nthreads, int nsocks) {
+  TransportConfig cfg;
+  cfg.ifname = "lo";
+  cfg.nthreads = nthreads;
+  cfg.nsocksPerThread = nsocks;
+  std::unique_ptr<TcpTransport> t;
+  EXPECT_EQ(TcpTransport::create(cfg, &t), Status::kOk);
+  return t;
+}
+
+Status waitDone(Request* r, size_t* sizes) {
+  bool done = false;
+  for (;;) {
+    Status s = test(r, &done, sizes);
+    if (s != Status::kOk || done) return s;
+    std::this_thread::yield();
+  }
+}
+
+// Blocking setup from two threads, then each side streams from its own thread.
+TEST(TransportApi, BlockingSetupAndStreamingFromTwoThreads) {
+  auto t = makeTransport(3, 2);  // 6 data sockets over 3 helper threads
+  ASSERT_TRUE(t);
+  ASSERT_EQ(t->device(0).name, "lo");
+  ConnectHandle h;
+  std::unique_ptr<ListenComm> l;
+  ASSERT_EQ(t->listen(0, &h, &l), Status::kOk);
+  std::unique_ptr<RecvComm> rc;
+  std::thread acceptor([&] {
+    EXPECT_EQ(TcpTransport::acceptBlocking(*l, std::chrono::seconds(10), &rc), Status::kOk);
+  });
+  std::unique_ptr<SendComm> sc;
+  ASSERT_EQ(t->connectBlocking(0, h, std::chrono::seconds(10), &sc), Status::kOk);
+  acceptor.join();
+  ASSERT_TRUE(sc && rc);
+  EXPECT_EQ(sc->numDataSockets(), 6);
+  EXPECT_EQ(sc->numThreads(), 3);
+  EXPECT_EQ(rc->numDataSockets(), 6);
+
+  constexpr int kMsgs = 8;
+  constexpr size_t kSize = (size_t{8} << 20) + 7;
+  std::thread sender([&] {
+    std::vector<unsigned char> buf(kSize);
+    for (int m = 0; m < kMsgs; ++m) {
+      std::memset(buf.data(), m + 1, kSize);
+      Request* r = nullptr;
+      ASSERT_EQ(sc->isend(buf.data(), kSize, m, &r), Status::kOk);
+      ASSERT_NE(r, nullptr);
+      size_t n = 0;
+      ASSERT_EQ(waitDone(r, &n), Status::kOk);
+      EXPECT_EQ(n, kSize);
+    }
+  });
+  std::vector<unsigned char> in(kSize);
+  for (int m = 0; m < kMsgs; ++m) {
+    void* d[1] = {in.data()};
+    size_t s[1] = {kSize};
+    int tag[1] = {m};
+    Request* r = nullptr;
+    ASSERT_EQ(rc->irecv(1, d, s, tag, &r), Status::kOk);
+    size_t got[kMaxRecvs] = {};
+    ASSERT_EQ(waitDone(r, got), Status::kOk);
+    ASSERT_EQ(got[0], kSize);
+    EXPECT_EQ(in[0], m + 1);
+    EXPECT_EQ(in[kSize / 2], m + 1);
+    EXPECT_EQ(in[kSize - 1], m + 1);
+  }
+  sender.join();
+}
+
+struct Connected {
+  std::unique_ptr<SendComm> send;
+  std::unique_ptr<RecvComm> recv;
+};
+
+Connected connectPair(const TcpTransport& t) {
+  Connected c;
+  ConnectHandle h;
+  std::unique_ptr<ListenComm> l;
+  EXPECT_EQ(t.listen(0, &h, &l), Status::kOk);
+  std::unique_ptr<Connector> conn;
+  EXPECT_EQ(t.startConnect(0, h, &conn), Status::kOk);
+  for (int i = 0; i < 100000 && !(c.send && c.recv); ++i) {
+    if (!c.send) {
+      EXPECT_EQ(conn->poll(&c.send), Status::kOk);
+    }
+    if (!c.recv) {
+      EXPECT_EQ(l->accept(&c.recv), Status::kOk);
+    }
+    std::this_thread::yield();
+  }
+  return c;
+}
+
+// Random sizes around the inline and chunk boundaries, random grouping (1..8 parts), tags
+// sent in shuffled order, over 6 data sockets: every byte and every reported size checked.
+TEST(TransportApi, RandomizedGroupedTrafficStaysIntact) {
+  auto t = makeTransport(2, 3);
+  Connected c = connectPair(*t);
+  ASSERT_TRUE(c.send && c.recv);
+  std::mt19937 rng(12345);
+  const size_t interesting[] = {0, 1, 1023, 1024, 1025, 4096, 65535, 65536, 65537, 400001};
+  for (int round = 0; round < 60; ++round) {
+    int n = 1 + int(rng() % kMaxRecvs);
+    std::vector<std::vector<unsigned char>> out(n), in(n);
+    std::vector<void*> data(n);
+    std::vector<size_t> posted(n);
+    std::vector<int> tags(n);
+    for (int i = 0; i < n; ++i) {
+      size_t size = rng() % 2 ? interesting[rng() % 10] : rng() % 300000;
+      out[i].resize(size);
+      for (size_t k = 0; k < size; ++k) out[i][k] = static_cast<unsigned char>(rng());
+      posted[i] = size + rng() % 3000;
+      in[i].assign(posted[i] + 1, 0);
+      data[i] = in[i].data();
+      tags[i] = round * 16 + i;
+    }
+    Request* rr = nullptr;
+    ASSERT_EQ(c.recv->irecv(n, data.data(), posted.data(), tags.data(), &rr), Status::kOk);
+    std::vector<int> order(n);
+    for (int i = 0; i < n; ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<Request*> sr(n);
+    for (int i : order) {
+      ASSERT_EQ(c.send->isend(out[i].data(), out[i].size(), tags[i], &sr[i]), Status::kOk);
+      ASSERT_NE(sr[i], nullptr);
+    }
+    size_t got[kMaxRecvs] = {};
+    ASSERT_EQ(waitDone(rr, got), Status::kOk);
+    for (int i = 0; i < n; ++i) {
+      size_t one = 0;
+      ASSERT_EQ(waitDone(sr[i], &one), Status::kOk);
+      ASSERT_EQ(got[i], out[i].size()) << "round " << round << " part " << i;
+      ASSERT_TRUE(out[i].empty() || std::memcmp(out[i].data(), in[i].data(), got[i]) == 0)
+          << "round " << round << " part " << i;
+      ASSERT_EQ(in[i][got[i]], 0) << "wrote past the message";
+    }
+  }
+}
+
+// A stranger that connects and sends garbage is dropped; a real peer still gets through.
+TEST(TransportApi, ListenerRejectsGarbageConnections) {
+  auto t = makeTransport(1, 1);
+  ConnectHandle h;
+  std::unique_ptr<ListenComm> l;
+  ASSERT_EQ(t->listen(0, &h, &l), Status::kOk);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a = l->address().u.in4;
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  char junk[64];
+  for (size_t i = 0; i < sizeof junk; ++i) junk[i] = char(i * 37);
+  ASSERT_EQ(send(fd, junk, sizeof junk, 0), ssize_t(sizeof junk));
+  std::unique_ptr<RecvComm> rc;
+  for (int i = 0; i < 200 && !rc; ++i) {
+    ASSERT_EQ(l->accept(&rc), Status::kOk);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_FALSE(rc);
+  char b;
+  EXPECT_LE(recv(fd, &b, 1, 0), 0) << "the garbage connection should have been closed (EOF/RST)";
+  close(fd);
+  std::unique_ptr<SendComm> sc;
+  ASSERT_EQ(t->connectBlocking(0, h, std::chrono::seconds(10), &sc), Status::kOk);
+  ASSERT_EQ(TcpTransport::acceptBlocking(*l, std::chrono::seconds(10), &rc), Status::kOk);
+  EXPECT_TRUE(rc);
+}
+
+TEST(TransportApi, InvalidSettingsAreRejected) {
+  TransportConfig cfg;
+  cfg.ifname = "lo";
+  cfg.nthreads = 17;
+  std::unique_ptr<TcpTransport> t;
+  EXPECT_EQ(TcpTransport::create(cfg, &t), Status::kInvalidArgument);
+  cfg.nthreads = 1;
+  cfg.minChunkBytes = 100;
+  EXPECT_EQ(TcpTransport::create(cfg, &t), Status::kInvalidArgument);
+}
+
+TEST(TransportApi, AcceptTimesOutWithoutPeer) {
+  auto t = makeTransport(1, 1);
+  ConnectHandle h;
+  std::unique_ptr<ListenComm> l;
+  ASSERT_EQ(t->listen(0, &h, &l), Status::kOk);
+  std::unique_ptr<RecvComm> rc;
+  EXPECT_EQ(TcpTransport::acceptBlocking(*l, std::chrono::milliseconds(50), &rc),
+            Status::kRemoteError);
+  EXPECT_FALSE(rc);
+}
+
+}  // namespace
+}  // namespace conflux::net

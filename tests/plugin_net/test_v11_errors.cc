@@ -1,0 +1,187 @@
+// Failure paths through the v11 ABI: refused memory types, truncation, dead peers, bad
+// parameters, bad pointers. Every case must return an error code, never hang or crash.
+#include <csignal>
+
+#include "plugin_harness.h"
+
+namespace cfxtest {
+namespace {
+
+constexpr size_t k64M = size_t{64} << 20;
+
+TEST_F(V11Test, CudaAndDmaBufRegistrationAreRefusedCleanly) {
+  Pair p;
+  connect(&p);
+  char buf[64];
+  void* mh = reinterpret_cast<void*>(0x1);
+  LogCapture::clear();
+  EXPECT_EQ(net->regMr(p.send, buf, sizeof buf, NCCL_PTR_CUDA, &mh), ncclInternalError);
+  EXPECT_EQ(mh, nullptr);
+  EXPECT_TRUE(LogCapture::contains("NET/Conflux")) << "refusal must be logged";
+  EXPECT_EQ(net->regMrDmaBuf(p.recv, buf, sizeof buf, NCCL_PTR_DMABUF, 0, -1, &mh),
+            ncclInternalError);
+  ASSERT_EQ(net->regMr(p.recv, buf, sizeof buf, NCCL_PTR_HOST, &mh), ncclSuccess);
+  EXPECT_NE(mh, nullptr);
+  EXPECT_EQ(net->deregMr(p.recv, mh), ncclSuccess);
+  close(p);
+}
+
+TEST_F(V11Test, FlushAndConsumedAreNoOpsForHostMemory) {
+  Pair p;
+  connect(&p);
+  char buf[16];
+  void* data[1] = {buf};
+  int sizes[1] = {16};
+  void* req = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(net->iflush(p.recv, 1, data, sizes, nullptr, &req), ncclSuccess);
+  EXPECT_EQ(req, nullptr);
+  EXPECT_EQ(net->irecvConsumed(p.recv, 1, nullptr), ncclSuccess);
+  close(p);
+}
+
+TEST_F(V11Test, MessageLargerThanReceiveIsReportedAsInvalidUsage) {
+  Pair p;
+  connect(&p);
+  std::vector<unsigned char> out(200000, 3), in(1000);
+  void* d[1] = {in.data()};
+  size_t s[1] = {in.size()};
+  int t[1] = {1};
+  void *rreq = nullptr, *sreq = nullptr;
+  ASSERT_EQ(net->irecv(p.recv, 1, d, s, t, nullptr, nullptr, &rreq), ncclSuccess);
+  ASSERT_EQ(net->isend(p.send, out.data(), out.size(), 1, nullptr, nullptr, &sreq), ncclSuccess);
+  EXPECT_EQ(waitRequest(net, rreq, nullptr, 5.0), ncclInvalidUsage);
+  close(p);
+}
+
+TEST_F(V11Test, SenderClosedMidMessageFailsTheReceive) {
+  Pair p;
+  connect(&p);
+  std::vector<unsigned char> out(k64M, 1), in(k64M);
+  void* sreq = nullptr;
+  ASSERT_EQ(net->isend(p.send, out.data(), out.size(), 3, nullptr, nullptr, &sreq), ncclSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // part of it is in flight
+  ASSERT_EQ(net->closeSend(p.send), ncclSuccess);
+  p.send = nullptr;
+  void* d[1] = {in.data()};
+  size_t s[1] = {in.size()};
+  int t[1] = {3};
+  void* rreq = nullptr;
+  ASSERT_EQ(net->irecv(p.recv, 1, d, s, t, nullptr, nullptr, &rreq), ncclSuccess);
+  auto start = Clock::now();
+  ncclResult_t r = waitRequest(net, rreq, nullptr, 5.0);
+  EXPECT_TRUE(r == ncclRemoteError || r == ncclSystemError) << "got " << r;
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  close(p);
+}
+
+TEST_F(V11Test, ReceiverClosedFailsThePendingSend) {
+  Pair p;
+  connect(&p);
+  std::vector<unsigned char> out(k64M, 1);
+  void* sreq = nullptr;
+  ASSERT_EQ(net->isend(p.send, out.data(), out.size(), 3, nullptr, nullptr, &sreq), ncclSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(net->closeRecv(p.recv), ncclSuccess);
+  p.recv = nullptr;
+  ncclResult_t r = waitRequest(net, sreq, nullptr, 5.0);
+  EXPECT_TRUE(r == ncclRemoteError || r == ncclSystemError) << "got " << r;
+  // Later sends fail at once.
+  void* again = nullptr;
+  EXPECT_NE(net->isend(p.send, out.data(), 10, 3, nullptr, nullptr, &again), ncclSuccess);
+  close(p);
+}
+
+// A forked sender process is killed (SIGKILL) in the middle of a 64 MiB message.
+TEST_F(V11Test, KilledPeerProcessFailsTheReceive) {
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* listenComm = nullptr;
+  ASSERT_EQ(net->listen(ctx, dev, handle, &listenComm), ncclSuccess);
+  pid_t child = fork();
+  if (child == 0) {
+    void* cctx = nullptr;
+    ncclNetCommConfig_v11_t cfg{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+    CHILD_CHECK(net->init(&cctx, 7, &cfg, nullptr, nullptr) == ncclSuccess);
+    void* send = nullptr;
+    while (send == nullptr)
+      CHILD_CHECK(net->connect(cctx, dev, handle, &send, nullptr) == ncclSuccess);
+    std::vector<unsigned char> out(k64M, 9);
+    void* req = nullptr;
+    CHILD_CHECK(net->isend(send, out.data(), out.size(), 1, nullptr, nullptr, &req) == ncclSuccess);
+    for (;;) pause();  // wait to be killed
+  }
+  ASSERT_GT(child, 0);
+  void* recv = nullptr;
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (recv == nullptr && Clock::now() < deadline) {
+    ASSERT_EQ(net->accept(listenComm, &recv, nullptr), ncclSuccess);
+  }
+  ASSERT_NE(recv, nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the child fills the sockets
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  std::vector<unsigned char> in(k64M);
+  void* d[1] = {in.data()};
+  size_t s[1] = {in.size()};
+  int t[1] = {1};
+  void* rreq = nullptr;
+  ASSERT_EQ(net->irecv(recv, 1, d, s, t, nullptr, nullptr, &rreq), ncclSuccess);
+  auto start = Clock::now();
+  ncclResult_t r = waitRequest(net, rreq, nullptr, 5.0);
+  EXPECT_TRUE(r == ncclRemoteError || r == ncclSystemError) << "got " << r;
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(net->closeRecv(recv), ncclSuccess);
+  EXPECT_EQ(net->closeListen(listenComm), ncclSuccess);
+}
+
+TEST_F(V11Test, BadPointersReturnErrorsInsteadOfCrashing) {
+  int done = 0;
+  void* req = nullptr;
+  EXPECT_NE(net->test(nullptr, &done, nullptr), ncclSuccess);
+  EXPECT_NE(net->isend(nullptr, nullptr, 0, 0, nullptr, nullptr, &req), ncclSuccess);
+  EXPECT_NE(net->closeSend(nullptr), ncclSuccess);
+  EXPECT_NE(net->closeListen(nullptr), ncclSuccess);
+  char garbage[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void* send = nullptr;
+  EXPECT_EQ(net->connect(ctx, dev, garbage, &send, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(send, nullptr);
+}
+
+// Parameters are read at the first init of a process: check in a fresh forked child.
+TEST(V11Params, InvalidValueFailsInitAndNamesTheVariable) {
+  ncclNet_v11_t* net = Plugin::get().v11;
+  ASSERT_NE(net, nullptr);
+  for (const char* bad : {"lots", "17", "-1"}) {
+    int rc = runInChild([&] {
+      setenv("CONFLUX_SOCKET_IFNAME", "lo", 1);
+      setenv("CONFLUX_NTHREADS", bad, 1);
+      void* ctx = nullptr;
+      ncclNetCommConfig_v11_t cfg{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+      CHILD_CHECK(net->init(&ctx, 1, &cfg, &LogCapture::logger, nullptr) == ncclInvalidArgument);
+      CHILD_CHECK(LogCapture::contains("CONFLUX_NTHREADS"));
+      unsetenv("CONFLUX_NTHREADS");  // a later init reads the environment again
+      CHILD_CHECK(net->init(&ctx, 1, &cfg, &LogCapture::logger, nullptr) == ncclSuccess);
+      CHILD_CHECK(net->finalize(ctx) == ncclSuccess);
+    });
+    EXPECT_EQ(rc, 0) << "CONFLUX_NTHREADS=" << bad << ": child failed at check " << rc;
+  }
+  int rc = runInChild([&] {
+    setenv("CONFLUX_MIN_CHUNKSIZE", "12Q", 1);
+    void* ctx = nullptr;
+    CHILD_CHECK(net->init(&ctx, 1, nullptr, &LogCapture::logger, nullptr) == ncclInvalidArgument);
+    CHILD_CHECK(LogCapture::contains("CONFLUX_MIN_CHUNKSIZE"));
+  });
+  EXPECT_EQ(rc, 0);
+}
+
+TEST(V11Params, NoMatchingInterfaceFailsInit) {
+  ncclNet_v11_t* net = Plugin::get().v11;
+  int rc = runInChild([&] {
+    setenv("CONFLUX_SOCKET_IFNAME", "=no-such-if0", 1);
+    void* ctx = nullptr;
+    CHILD_CHECK(net->init(&ctx, 1, nullptr, &LogCapture::logger, nullptr) != ncclSuccess);
+  });
+  EXPECT_EQ(rc, 0);
+}
+
+}  // namespace
+}  // namespace cfxtest
