@@ -183,6 +183,25 @@ TEST(EngineFake, RecoversFromDropDuplicationAndReordering) {
   EXPECT_GT(agg.retransmitted_contributions(), 0u);
 }
 
+TEST(EngineFake, ALateRankCostsOnlyProbesNotAWindowOfResends) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 2, [](ClientConfig& c) {
+    c.window_slots = 8;
+    c.rto_initial = 2ms;
+  });
+  std::vector<float> x(16 * 8, 1.f), y0(x.size()), y1(x.size());  // 8 packets, full window
+  const uint64_t a = es[0]->allreduce(x.data(), y0.data(), x.size(), DType::kFloat32, Op::kSum);
+  std::this_thread::sleep_for(60ms);  // rank 1 is late: 2+4+8+16+32 ms of backoff
+  const uint64_t b = es[1]->allreduce(x.data(), y1.data(), x.size(), DType::kFloat32, Op::kSum);
+  std::string err;
+  ASSERT_EQ(wait(*es[0], a, &err), Status::kDone) << err;
+  ASSERT_EQ(wait(*es[1], b, &err), Status::kDone) << err;
+  EXPECT_EQ(y0, std::vector<float>(x.size(), 2.f));
+  // Without probing, each of the 8 packets would be resent at every backoff step (~40).
+  EXPECT_LE(es[0]->stats().retransmits, 12u);
+  EXPECT_GE(es[0]->stats().retransmits, 1u);
+}
+
 TEST(EngineFake, CountZeroIsDoneAndUnsupportedFailsAtOnce) {
   FakeOptions o;
   o.support_mask = uint64_t{1} << (7 * 4);  // float32 sum only

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "abi/tuner_v5.h"
 #include "tuner/tuner.h"
 
@@ -56,3 +60,57 @@ TEST(Tuner, ApplyEditsOnlyCollNetChainSimple) {
 
 }  // namespace
 }  // namespace conflux::tuner
+
+#include "core/params.h"
+
+namespace conflux::plugin {
+namespace {
+
+EnvLookup envOf(std::map<std::string, std::string> m) {
+  return [m](const char* name) -> const char* {
+    auto it = m.find(name);
+    return it == m.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(CollNetParams, DefaultsAndValues) {
+  Config c;
+  std::string err;
+  ASSERT_EQ(loadConfig(&c, &err, envOf({})), Status::kOk) << err;
+  EXPECT_EQ(c.aggregators, "");
+  EXPECT_EQ(c.ringFraction, 0.0);
+  EXPECT_EQ(c.windowSlots, 64);
+  EXPECT_EQ(c.payloadBytes, 8192u);
+  ASSERT_EQ(loadConfig(&c, &err,
+                       envOf({{"CONFLUX_RING_FRACTION", "0.3"},
+                              {"CONFLUX_AGGREGATORS", "10.0.0.1:7470,10.0.0.2:7470"},
+                              {"CONFLUX_DETERMINISTIC", "yes"},
+                              {"CONFLUX_RING_BLOCK_BYTES", "256K"}})),
+            Status::kOk)
+      << err;
+  EXPECT_DOUBLE_EQ(c.ringFraction, 0.3);
+  EXPECT_EQ(c.aggregators, "10.0.0.1:7470,10.0.0.2:7470");
+  EXPECT_TRUE(c.deterministic);
+  EXPECT_EQ(c.ringBlockBytes, 256u * 1024);
+}
+
+TEST(CollNetParams, BadValuesNameTheVariable) {
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"CONFLUX_RING_FRACTION", "1.5"},
+           {"CONFLUX_RING_FRACTION", "-0.1"},
+           {"CONFLUX_RING_FRACTION", "half"},
+           {"CONFLUX_RING_FRACTION", "nan"},
+           {"CONFLUX_WINDOW_SLOTS", "0"},
+           {"CONFLUX_PAYLOAD_BYTES", "64K"},
+           {"CONFLUX_REQUIRE_AGGREGATORS", "maybe"},
+           {"CONFLUX_RING_INFLIGHT", "33"}}) {
+    Config c;
+    std::string err;
+    EXPECT_EQ(loadConfig(&c, &err, envOf({{name, value}})), Status::kInvalidArgument)
+        << name << "=" << value;
+    EXPECT_NE(err.find(name), std::string::npos) << err;
+  }
+}
+
+}  // namespace
+}  // namespace conflux::plugin

@@ -133,17 +133,19 @@ TEST(Params, DefaultsOverridesAndErrors) {
   EXPECT_FALSE(plugin::parseSize("-1", &v));
 }
 
-// The README documents every parameter exactly as the table declares it.
+// Both READMEs document every parameter exactly as the table declares it.
 TEST(Params, ReadmeListsEveryParameter) {
-  std::ifstream f(CONFLUX_PLUGIN_README);
-  ASSERT_TRUE(f.good()) << CONFLUX_PLUGIN_README;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string readme = ss.str();
-  for (const plugin::ParamSpec& p : plugin::paramTable()) {
-    EXPECT_NE(readme.find(plugin::formatParamRow(p)), std::string::npos)
-        << "README row missing or stale; expected:\n"
-        << plugin::formatParamRow(p);
+  for (const char* path : {CONFLUX_PLUGIN_README, CONFLUX_TOP_README}) {
+    std::ifstream f(path);
+    ASSERT_TRUE(f.good()) << path;
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const std::string readme = ss.str();
+    for (const plugin::ParamSpec& p : plugin::paramTable()) {
+      EXPECT_NE(readme.find(plugin::formatParamRow(p)), std::string::npos)
+          << path << ": row missing or stale; expected:\n"
+          << plugin::formatParamRow(p);
+    }
   }
 }
 

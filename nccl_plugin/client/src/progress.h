@@ -46,6 +46,7 @@ class Progress {
     // Per data port: the latest first-send time of a packet whose result arrived.
     std::vector<int64_t> delivered_sent_ns;
     bool delivered_since_scan = false;
+    int64_t last_result_ns = 0;  // when the latest accepted result arrived
   };
 
   // progress.cc: loop, control plane, failure.
@@ -57,7 +58,7 @@ class Progress {
   void sleep(int64_t now);
   int64_t next_wakeup(int64_t now) const;
 
-  // datapath.cc: packets.
+  // datapath.cc: packets; recovery.cc: loss recovery.
   bool send_new(int64_t now);
   bool receive(int64_t now);
   void check_timers(int64_t now);
