@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 SECONDS_PER_TARGET=${1:-30}
 CC=clang CXX=clang++ CONFLUX_BUILD_DIR=build-fuzz CONFLUX_BUILD_TYPE=RelWithDebInfo \
+  CONFLUX_BUILD_TARGETS="fuzz_data fuzz_control" \
   scripts/build.sh -DCONFLUX_BUILD_FUZZ=ON -DCONFLUX_BUILD_TESTS=OFF -DCONFLUX_BUILD_BENCH=OFF
 for t in data control; do
   work=$(mktemp -d)
