@@ -149,6 +149,26 @@ TEST_F(E2E, KilledDaemonFailsEveryWorkerWithinTheTimeout) {
   }
 }
 
+TEST_F(E2E, StoppedDaemonSendsShutdownAndWorkersFailAtOnce) {
+  start_daemon();
+  auto pids = start_workers(dir_, d_.endpoint(), 2,
+                            args({"--count", "65536", "--iters", "1000000", "--timeout-s", "30"}));
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (d_.packets_in() < 1000 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_GE(d_.packets_in(), 1000) << "workers did not start";
+  ASSERT_EQ(::kill(d_.pid, SIGTERM), 0);
+  auto rs = wait_workers(dir_, pids, 10s);
+  for (const WorkerResult& w : rs) {
+    EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) << w.err;
+    EXPECT_LT(w.seconds, 1.5);
+    EXPECT_NE(w.err.find("aggregator " + d_.endpoint() + " shut down"), std::string::npos)
+        << w.err;
+  }
+  EXPECT_EQ(d_.stop(), "exit 0");
+}
+
 TEST_F(E2E, FrozenDaemonIsDetectedAfterTheAggregatorTimeout) {
   start_daemon();
   auto pids = start_workers(dir_, d_.endpoint(), 2,

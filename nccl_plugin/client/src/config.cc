@@ -97,9 +97,6 @@ std::string validate(const ClientConfig& c) {
   if (c.heartbeat_interval.count() <= 0) {
     return "heartbeat_interval must be > 0";
   }
-  if (c.heartbeat_interval >= c.aggregator_timeout) {
-    return "heartbeat_interval must be shorter than aggregator_timeout";
-  }
   if (c.join_timeout.count() <= 0 || c.join_timeout.count() > 0xFFFFFFFFll) {
     return "join_timeout must be 1 ms .. 2^32 ms";
   }

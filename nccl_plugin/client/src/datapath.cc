@@ -38,6 +38,7 @@ bool Progress::send_new(int64_t now) {
       e.src = r->send + e.offset * esize;
       e.rto_us = rto;
       e.first_sent_ns = e.sent_ns = now;
+      e.first_tx = e.last_tx = ++g.tx_stamp;
       e.deadline_ns = now + int64_t{rto} * 1000;
       next_timer_ns_ = std::min(next_timer_ns_, e.deadline_ns);
       proto::DataHeader h;
@@ -159,8 +160,8 @@ void Progress::on_result(const uint8_t* data, size_t len, bool truncated, int64_
   g->last_heard_ns = now;
   // For the overtaking rule: when was the transmission sent that this result answers?
   // A completion broadcast answers the first send; a RETRANSMIT result one of our resends.
-  int64_t& delivered = g->delivered_sent_ns[slot % g->port_addrs.size()];
-  delivered = std::max(delivered, (h.flags & proto::kFlagRetransmit) ? e.sent_ns : e.first_sent_ns);
+  uint64_t& delivered = g->delivered_tx[slot % g->port_addrs.size()];
+  delivered = std::max(delivered, (h.flags & proto::kFlagRetransmit) ? e.last_tx : e.first_tx);
   g->last_result_ns = now;
   g->delivered_since_scan = true;
   g->window.complete(slot);

@@ -56,17 +56,22 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Engine::~Engine() = default;
 
-std::unique_ptr<Engine> Engine::create(const ClientConfig& cfg, std::string* error) {
+std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string* error) {
   auto fail = [&](const std::string& msg) -> std::unique_ptr<Engine> {
     if (error != nullptr) {
       *error = msg;
     }
-    if (cfg.log) {
-      cfg.log(LogLevel::kError, msg);
+    if (user_cfg.log) {
+      user_cfg.log(LogLevel::kError, msg);
     }
     return nullptr;
   };
   try {
+    ClientConfig cfg = user_cfg;
+    // A live aggregator must be heard from well within aggregator_timeout.
+    cfg.heartbeat_interval =
+        std::min(cfg.heartbeat_interval,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(cfg.aggregator_timeout / 2));
     std::string err = validate(cfg);
     if (!err.empty()) {
       return fail("invalid client config: " + err);
@@ -99,6 +104,17 @@ std::unique_ptr<Engine> Engine::create(const ClientConfig& cfg, std::string* err
     Progress* p = impl->progress.get();
     impl->thread = std::thread([p] { p->run(); });
 
+    // Every outstanding packet may be answered at once: the socket must hold them all.
+    size_t window_bytes = 0;
+    for (const AggregatorInfo& a : impl->infos) {
+      window_bytes += size_t{a.granted_slots} * (proto::kDataHeaderSize + a.payload_bytes);
+    }
+    if (cfg.log && static_cast<size_t>(impl->udp.rcvbuf_bytes()) / 2 < window_bytes) {
+      cfg.log(LogLevel::kWarn,
+              "UDP receive buffer (" + std::to_string(impl->udp.rcvbuf_bytes() / 2) +
+                  " B usable) is smaller than the window (" + std::to_string(window_bytes) +
+                  " B): results may be dropped; raise net.core.rmem_max");
+    }
     if (cfg.log) {
       std::string msg = "joined job " + std::to_string(cfg.job_key) + " as rank " +
                         std::to_string(cfg.rank) + "/" + std::to_string(cfg.n_workers) + " on " +

@@ -33,7 +33,7 @@ Progress::Progress(Shared* shared, UdpChannel* udp, std::vector<JoinedAggregator
       g.port_addrs.push_back(a);
     }
     g.rto_us = static_cast<uint32_t>(sh_->cfg.rto_initial.count());
-    g.delivered_sent_ns.assign(g.port_addrs.size(), 0);
+    g.delivered_tx.assign(g.port_addrs.size(), 0);
     g.last_heard_ns = now;
     g.next_heartbeat_ns = now + ns(sh_->cfg.heartbeat_interval);
   }
@@ -164,78 +164,6 @@ void Progress::fail_engine(const std::string& reason, int aggregator) {
   }
   tx_.clear();
   next_timer_ns_ = INT64_MAX;
-}
-
-bool Progress::poll_control(int64_t now) {
-  bool work = false;
-  const ClientConfig& cfg = sh_->cfg;
-  for (size_t gi = 0; gi < aggs_.size(); ++gi) {
-    Agg& g = aggs_[gi];
-    const int idx = static_cast<int>(gi);
-    if (failed_) {
-      return work;
-    }
-    const std::string who = "aggregator " + g.j.info.endpoint.to_string();
-    for (;;) {
-      proto::ControlMsg m;
-      std::string err;
-      const ControlChannel::Rx rx = g.j.ctl->poll_message(&m, &err);
-      if (rx == ControlChannel::Rx::kNone) {
-        break;
-      }
-      if (rx != ControlChannel::Rx::kMessage) {
-        g.alive = false;
-        fail_engine(who + " " + err, idx);
-        return true;
-      }
-      work = true;
-      g.last_heard_ns = now;
-      if (const auto* hb = std::get_if<proto::Heartbeat>(&m)) {
-        g.j.ctl->send(proto::HeartbeatAck{hb->time_ns}, &err);
-      } else if (std::holds_alternative<proto::HeartbeatAck>(m)) {
-        // liveness only
-      } else if (const auto* s = std::get_if<proto::Shutdown>(&m)) {
-        g.alive = false;
-        fail_engine(who + " shut down" +
-                        (s->reason == 1   ? " (draining)"
-                         : s->reason == 0 ? ""
-                                          : " (reason " + std::to_string(s->reason) + ")"),
-                    idx);
-        return true;
-      } else if (const auto* e = std::get_if<proto::Error>(&m)) {
-        g.alive = false;
-        fail_engine(who + " reported an error: " + std::string(proto::status_name(e->status)) +
-                        (e->text.empty() ? "" : " (" + e->text + ")"),
-                    idx);
-        return true;
-      } else {
-        g.alive = false;
-        fail_engine(
-            who + " sent an unexpected " + std::string(proto::msg_type_name(proto::msg_type(m))),
-            idx);
-        return true;
-      }
-    }
-    std::string err;
-    if (now >= g.next_heartbeat_ns) {
-      g.next_heartbeat_ns = now + ns(cfg.heartbeat_interval);
-      if (!g.j.ctl->send(proto::Heartbeat{static_cast<uint64_t>(now)}, &err)) {
-        g.alive = false;
-        fail_engine(who + ": " + err, idx);
-        return true;
-      }
-    } else if (g.j.ctl->want_write() && !g.j.ctl->flush(&err)) {
-      g.alive = false;
-      fail_engine(who + ": " + err, idx);
-      return true;
-    }
-    const int64_t silent = now - g.last_heard_ns;
-    if (silent > ns(cfg.aggregator_timeout)) {
-      fail_engine(who + " stopped answering for " + std::to_string(silent / kMs) + " ms", idx);
-      return true;
-    }
-  }
-  return work;
 }
 
 int64_t Progress::next_wakeup(int64_t now) const {

@@ -43,8 +43,8 @@ class Progress {
     // broadcasts, see on_result; a timeout's backoff is kept until the next sample).
     double srtt_us = 0, rttvar_us = 0;
     uint32_t rto_us = 0;
-    // Per data port: the latest first-send time of a packet whose result arrived.
-    std::vector<int64_t> delivered_sent_ns;
+    std::vector<uint64_t> delivered_tx;  // per port: latest stamp answered by a result
+    uint64_t tx_stamp = 0;               // last transmission stamp handed out
     bool delivered_since_scan = false;
     int64_t last_result_ns = 0;  // when the latest accepted result arrived
   };

@@ -42,7 +42,7 @@ void Progress::fast_retransmit(Agg& g, int64_t now) {
     if (e.state != SlotEntry::State::kWaiting) {
       continue;
     }
-    if (e.sent_ns < g.delivered_sent_ns[slot % ports]) {
+    if (e.last_tx < g.delivered_tx[slot % ports]) {
       Counters::add(sh_->ctr.fast_retransmits);
       retransmit(g, slot, now);
     }
@@ -54,6 +54,7 @@ void Progress::retransmit(Agg& g, uint32_t slot, int64_t now) {
   proto::store_be<uint16_t>(e.header + kFlagsOffset, proto::kFlagRetransmit);
   ++e.retransmits;
   e.sent_ns = now;
+  e.last_tx = ++g.tx_stamp;
   e.deadline_ns = now + int64_t{e.rto_us} * 1000;
   next_timer_ns_ = std::min(next_timer_ns_, e.deadline_ns);
   tx_.push_back({g.port_addrs[slot % g.port_addrs.size()], e.header, e.src,

@@ -33,9 +33,16 @@ std::string UdpChannel::open(const std::string& bind_addr, int buf_bytes, size_t
   if (fd_ < 0) {
     return std::string("UDP socket: ") + errno_text(errno);
   }
-  // Best effort: the kernel caps these at net.core.{r,w}mem_max.
-  ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buf_bytes, sizeof buf_bytes);
-  ::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buf_bytes, sizeof buf_bytes);
+  // Best effort: the *FORCE variants need CAP_NET_ADMIN; the plain ones are capped at
+  // net.core.{r,w}mem_max.
+  if (::setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &buf_bytes, sizeof buf_bytes) != 0) {
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buf_bytes, sizeof buf_bytes);
+  }
+  if (::setsockopt(fd_, SOL_SOCKET, SO_SNDBUFFORCE, &buf_bytes, sizeof buf_bytes) != 0) {
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buf_bytes, sizeof buf_bytes);
+  }
+  socklen_t olen = sizeof rcvbuf_;
+  ::getsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf_, &olen);
   if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     return "UDP bind to " + bind_addr + ": " + errno_text(errno);
   }

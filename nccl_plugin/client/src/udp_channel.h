@@ -43,6 +43,8 @@ class UdpChannel {
                    const FaultInjection& faults, uint32_t rank, Counters* counters);
   int fd() const { return fd_; }
   uint16_t port() const { return port_; }
+  // Effective SO_RCVBUF (the kernel reports twice the usable payload space).
+  int rcvbuf_bytes() const { return rcvbuf_; }
 
   // Sends every datagram (minus injected drops). A datagram the kernel refuses is
   // counted in send_errors and left to the retransmission timer.
@@ -68,6 +70,7 @@ class UdpChannel {
   static constexpr int kBatch = 64;
   int fd_ = -1;
   uint16_t port_ = 0;
+  int rcvbuf_ = 0;
   size_t max_datagram_ = 0;
   Counters* ctr_ = nullptr;
   FaultInjector tx_faults_{FaultInjection{}, 0};

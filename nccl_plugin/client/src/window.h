@@ -29,6 +29,8 @@ struct SlotEntry {
   uint32_t retransmits = 0;
   int64_t first_sent_ns = 0;
   int64_t sent_ns = 0;
+  uint64_t first_tx = 0;  // transmission stamps (per aggregator, increasing with every
+  uint64_t last_tx = 0;   // datagram sent): a total order of sends, unlike clock readings
   int64_t deadline_ns = 0;
   alignas(8) uint8_t header[proto::kDataHeaderSize] = {};  // encoded CONTRIB header
 };

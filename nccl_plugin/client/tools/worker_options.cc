@@ -40,7 +40,7 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
       "result element against the contributor-order reference."};
   client::ClientConfig& c = o->client;
   std::string aggs, dtype = "float", op = "sum", counts, sizes, inputs, iter_bytes;
-  bool all_tables = false, no_table = false, no_check = false;
+  bool all_tables = false, no_table = false;
   int64_t rto_us = 2000, rto_max_ms = 100, agg_timeout_ms = 5000, stall_ms = 0, hb_ms = 1000,
           join_ms = 30000, connect_ms = 5000;
   app.add_option("--aggregators", aggs, "host:port[,host:port...] of confluxd control ports")
@@ -85,7 +85,6 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
   app.add_option("--timeout-s", o->timeout_s, "give up on a request after this long");
   app.add_option("--log-level", o->log_level, "engine log level: debug, info, warn, error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
-  (void)no_check;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -137,8 +136,7 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
   c.rto_max = std::chrono::milliseconds(rto_max_ms);
   c.aggregator_timeout = std::chrono::milliseconds(agg_timeout_ms);
   c.stall_timeout = std::chrono::milliseconds(stall_ms);
-  c.heartbeat_interval =
-      std::chrono::milliseconds(std::min<int64_t>(hb_ms, std::max<int64_t>(1, agg_timeout_ms / 2)));
+  c.heartbeat_interval = std::chrono::milliseconds(hb_ms);  // the engine caps it
   c.join_timeout = std::chrono::milliseconds(join_ms);
   c.connect_timeout = std::chrono::milliseconds(connect_ms);
   o->table = !no_table && (all_tables || c.rank == 0);

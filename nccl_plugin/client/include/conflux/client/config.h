@@ -61,6 +61,7 @@ struct ClientConfig {
   // aggregator still answers heartbeats (a stuck dataplane or a peer rank that never
   // contributes). 0 = off (the default: a slow rank must not look like a dead aggregator).
   std::chrono::milliseconds stall_timeout{0};
+  // Control-channel heartbeat period; the engine uses at most aggregator_timeout / 2.
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds join_timeout{30000};    // waiting for all ranks to join
   std::chrono::milliseconds connect_timeout{5000};  // TCP connect + ServerHello, each
