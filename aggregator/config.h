@@ -40,6 +40,11 @@ struct Config {
   double fault_reorder = 0.0;
   int64_t batch = 32;
   int64_t socket_buffer_bytes = 8 << 20;
+  std::string dpdk_eal_args = "";
+  int64_t dpdk_port = 0;
+  std::string dpdk_ipv4 = "";
+  int64_t dpdk_vlan = 0;
+  int64_t dpdk_idle_sleep_us = 0;
 };
 
 enum class ParamType : uint8_t { kInt, kDouble, kBool, kString };

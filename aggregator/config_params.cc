@@ -103,6 +103,22 @@ const std::array kRows = {
     Row{{"socket_buffer_bytes", ParamType::kInt, "SO_RCVBUF/SO_SNDBUF of each data socket",
          65536, 1 << 30},
         &Config::socket_buffer_bytes},
+    Row{{"dpdk_eal_args", ParamType::kString,
+         "dataplane dpdk: EAL arguments, whitespace separated (e.g. \"-l 0-2 -a 0000:3b:00.0\")"},
+        &Config::dpdk_eal_args},
+    Row{{"dpdk_port", ParamType::kInt, "dataplane dpdk: DPDK port id (threads = its queues)", 0,
+         1023},
+        &Config::dpdk_port},
+    Row{{"dpdk_ipv4", ParamType::kString,
+         "dataplane dpdk: the aggregator's IPv4 data address (empty = listen)"},
+        &Config::dpdk_ipv4},
+    Row{{"dpdk_vlan", ParamType::kInt, "dataplane dpdk: 802.1Q VLAN id of the data frames (0 = none)",
+         0, 4094},
+        &Config::dpdk_vlan},
+    Row{{"dpdk_idle_sleep_us", ParamType::kInt,
+         "dataplane dpdk: sleep after ~1000 empty polls (0 = busy-poll always, for dedicated cores)",
+         0, 100000},
+        &Config::dpdk_idle_sleep_us},
 };
 
 const std::vector<ParamInfo>& infos() {

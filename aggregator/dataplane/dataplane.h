@@ -34,6 +34,9 @@ class Dataplane {
   virtual unsigned n_queues() const = 0;
   // Counters of queue q, readable from any thread at any time.
   virtual const QueueCounters& counters(unsigned q) const = 0;
+  // Backend-specific metric families (complete Prometheus text with HELP/TYPE lines),
+  // appended to /metrics. Control thread. Default: none.
+  virtual std::string extra_metrics() const { return {}; }
 };
 
 // Creates the backend named by cfg.dataplane with cfg.threads queues over `jobs` (which must

@@ -148,7 +148,7 @@ std::string render_metrics(const Dataplane& dp, const JobTable& jobs, const Cont
   dataplane_metrics(w, dp);
   job_metrics(w, jobs);
   control_metrics(w, cc);
-  return w.take();
+  return w.take() + dp.extra_metrics();
 }
 
 }  // namespace conflux::agg

@@ -1,0 +1,276 @@
+// DPDK dataplane, setup half: EAL, mbuf pools, port and queue configuration, rte_flow
+// steering, lcore launch, and the backend's extra /metrics families.
+#include "aggregator/dataplane/dpdk/dpdk_dataplane.h"
+
+#include <arpa/inet.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_flow.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+
+#include "aggregator/dataplane/dpdk/dpdk_eal.h"
+#include "aggregator/dataplane/dpdk/dpdk_queue.h"
+#include "fmt/format.h"
+#include "spdlog/spdlog.h"
+
+namespace conflux::agg {
+namespace {
+
+using dpdk::DpdkQueue;
+
+constexpr uint16_t kRxDesc = 512;
+constexpr uint16_t kTxDesc = 512;
+constexpr uint32_t kFanoutMbufs = 8192;  // header + clone mbufs per queue (results x workers)
+constexpr uint16_t kDefaultDataPort = 7471;
+
+struct PortPlan {
+  rte_eth_conf conf{};
+  bool multi_seg = false;
+  bool tx_ip_csum = false;
+  bool tx_udp_csum = false;
+};
+
+PortPlan plan_port(const rte_eth_dev_info& info, uint32_t mtu) {
+  PortPlan p;
+  p.conf.rxmode.mq_mode = RTE_ETH_MQ_RX_NONE;
+  // Some PMDs (af_packet) only raise their limit through rte_eth_dev_set_mtu() later.
+  const uint32_t limit =
+      std::min<uint32_t>(info.max_mtu, info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN);
+  p.conf.rxmode.mtu = std::min<uint32_t>(std::max<uint32_t>(mtu, RTE_ETHER_MTU), limit);
+  const uint64_t rx = info.rx_offload_capa, tx = info.tx_offload_capa;
+  p.conf.rxmode.offloads = rx & (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM);
+  if (mtu > RTE_ETHER_MTU) p.conf.rxmode.offloads |= rx & RTE_ETH_RX_OFFLOAD_SCATTER;
+  p.multi_seg = (tx & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
+  p.tx_ip_csum = (tx & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
+  p.tx_udp_csum = (tx & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;
+  p.conf.txmode.offloads = (p.multi_seg ? RTE_ETH_TX_OFFLOAD_MULTI_SEGS : 0) |
+                           (p.tx_ip_csum ? RTE_ETH_TX_OFFLOAD_IPV4_CKSUM : 0) |
+                           (p.tx_udp_csum ? RTE_ETH_TX_OFFLOAD_UDP_CKSUM : 0);
+  return p;
+}
+
+// Steers UDP to (our IPv4, port) to `queue`. "" or an error.
+std::string add_flow(uint16_t port, uint32_t ip, uint16_t udp_port, uint16_t queue) {
+  rte_flow_attr attr{};
+  attr.ingress = 1;
+  rte_flow_item_ipv4 ip_spec{}, ip_mask{};
+  ip_spec.hdr.dst_addr = htonl(ip);
+  ip_mask.hdr.dst_addr = 0xffffffff;
+  rte_flow_item_udp udp_spec{}, udp_mask{};
+  udp_spec.hdr.dst_port = htons(udp_port);
+  udp_mask.hdr.dst_port = 0xffff;
+  const rte_flow_item pattern[] = {{RTE_FLOW_ITEM_TYPE_ETH, nullptr, nullptr, nullptr},
+                                   {RTE_FLOW_ITEM_TYPE_IPV4, &ip_spec, nullptr, &ip_mask},
+                                   {RTE_FLOW_ITEM_TYPE_UDP, &udp_spec, nullptr, &udp_mask},
+                                   {RTE_FLOW_ITEM_TYPE_END, nullptr, nullptr, nullptr}};
+  rte_flow_action_queue q{};
+  q.index = queue;
+  const rte_flow_action actions[] = {{RTE_FLOW_ACTION_TYPE_QUEUE, &q},
+                                     {RTE_FLOW_ACTION_TYPE_END, nullptr}};
+  rte_flow_error e{};
+  if (rte_flow_create(port, &attr, pattern, actions, &e) == nullptr) {
+    return fmt::format("rte_flow UDP port {} -> queue {}: {}", udp_port, queue,
+                       e.message != nullptr ? e.message : "unsupported");
+  }
+  return "";
+}
+
+}  // namespace
+
+std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable& jobs,
+                                                     std::string* err) {
+  const std::string& ip_text = cfg.dpdk_ipv4.empty() ? cfg.listen : cfg.dpdk_ipv4;
+  in_addr a{};
+  if (inet_pton(AF_INET, ip_text.c_str(), &a) != 1 || a.s_addr == 0) {
+    *err = fmt::format(
+        "dpdk: needs the aggregator's IPv4 address: set dpdk_ipv4 or a specific "
+        "listen address (got '{}')",
+        ip_text);
+    return nullptr;
+  }
+  if (std::string e = dpdk::eal_init_once(cfg.dpdk_eal_args); !e.empty()) {
+    *err = e;
+    return nullptr;
+  }
+  const auto port = static_cast<uint16_t>(cfg.dpdk_port);
+  if (!rte_eth_dev_is_valid_port(port)) {
+    *err = fmt::format("dpdk: no port {} ({} port(s) available; check dpdk_eal_args --vdev/-a)",
+                       port, rte_eth_dev_count_avail());
+    return nullptr;
+  }
+  const auto nq = static_cast<uint16_t>(cfg.threads);
+  rte_eth_dev_info info{};
+  if (int rc = rte_eth_dev_info_get(port, &info); rc != 0) {
+    *err = fmt::format("dpdk: port {} info: {}", port, rte_strerror(-rc));
+    return nullptr;
+  }
+  if (nq > info.max_rx_queues || nq > info.max_tx_queues) {
+    *err = fmt::format("dpdk: port {} ({}) has {} rx / {} tx queues, threads = {}", port,
+                       info.driver_name, info.max_rx_queues, info.max_tx_queues, nq);
+    return nullptr;
+  }
+  // Largest frame: Ethernet + VLAN + IPv4 + UDP + data header + payload.
+  const uint32_t ip_mtu = uint32_t(dpdk::kIpv4Header + dpdk::kUdpHeader) +
+                          uint32_t(cfg.max_payload_bytes) + uint32_t(proto::kDataHeaderSize);
+  const uint32_t frame = ip_mtu + uint32_t(dpdk::kEthHeader + dpdk::kVlanTag);
+  const auto room = static_cast<uint16_t>(
+      RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(2048, (frame + 64 + 1023) / 1024 * 1024));
+  PortPlan plan = plan_port(info, ip_mtu);
+
+  std::unique_ptr<DpdkDataplane> dp(new DpdkDataplane());
+  dp->port_id_ = port;
+  (void)rte_eth_dev_stop(port);  // a previous dataplane in this process may have started it
+  if (int rc = rte_eth_dev_configure(port, nq, nq, &plan.conf); rc != 0) {
+    *err = fmt::format("dpdk: configure port {}: {}", port, rte_strerror(-rc));
+    return nullptr;
+  }
+  uint16_t rxd = kRxDesc, txd = kTxDesc;
+  (void)rte_eth_dev_adjust_nb_rx_tx_desc(port, &rxd, &txd);
+  const int socket = rte_eth_dev_socket_id(port) < 0 ? SOCKET_ID_ANY : rte_eth_dev_socket_id(port);
+  // Receive mbufs are never held across a burst (contributions are reduced into the slot
+  // accumulators at once), so the pools scale with rings and bursts, not with slot windows.
+  const uint32_t n_pkt = nq * (rxd + txd + 4u * DpdkQueue::kBurst + DpdkQueue::kTxBuffer) + 512;
+  rte_mempool* pkt = dpdk::shared_pool("pkt", n_pkt, room, socket, err);
+  rte_mempool* hdr =
+      pkt ? dpdk::shared_pool("hdr", nq * kFanoutMbufs, RTE_PKTMBUF_HEADROOM + 128, socket, err)
+          : nullptr;
+  rte_mempool* clone = (hdr && plan.multi_seg)
+                           ? dpdk::shared_pool("clone", nq * kFanoutMbufs, 0, socket, err)
+                           : nullptr;
+  if (pkt == nullptr || hdr == nullptr || (plan.multi_seg && clone == nullptr)) return nullptr;
+  for (uint16_t q = 0; q < nq; ++q) {
+    rte_eth_rxconf rxc = info.default_rxconf;
+    rxc.offloads = plan.conf.rxmode.offloads;
+    rte_eth_txconf txc = info.default_txconf;
+    txc.offloads = plan.conf.txmode.offloads;
+    int rc = rte_eth_rx_queue_setup(port, q, rxd, socket, &rxc, pkt);
+    if (rc == 0) rc = rte_eth_tx_queue_setup(port, q, txd, socket, &txc);
+    if (rc != 0) {
+      *err = fmt::format("dpdk: port {} queue {} setup: {}", port, q, rte_strerror(-rc));
+      return nullptr;
+    }
+  }
+  uint16_t mtu = 0;
+  if (rte_eth_dev_get_mtu(port, &mtu) == 0 && mtu < ip_mtu &&
+      rte_eth_dev_set_mtu(port, static_cast<uint16_t>(ip_mtu)) != 0) {
+    spdlog::warn(
+        "dpdk: port {} ({}) keeps MTU {} < {} needed for {}-byte payloads; larger "
+        "frames may be dropped by the port (af_packet: the interface MTU and framesz "
+        "decide)",
+        port, info.driver_name, mtu, ip_mtu, cfg.max_payload_bytes);
+  }
+  if (int rc = rte_eth_dev_start(port); rc != 0) {
+    *err = fmt::format("dpdk: start port {}: {}", port, rte_strerror(-rc));
+    return nullptr;
+  }
+  dp->port_started_ = true;
+
+  dpdk::LocalAddr local;
+  rte_ether_addr mac{};
+  rte_eth_macaddr_get(port, &mac);
+  std::memcpy(local.mac.b, mac.addr_bytes, 6);
+  local.ip = ntohl(a.s_addr);
+  local.vlan = static_cast<uint16_t>(cfg.dpdk_vlan);
+  local.first_port = cfg.data_port != 0 ? static_cast<uint16_t>(cfg.data_port) : kDefaultDataPort;
+  local.n_ports = nq;
+  if (nq > 1) {
+    (void)rte_flow_flush(port, nullptr);
+    for (uint16_t q = 0; q < nq; ++q) {
+      if (std::string e = add_flow(port, local.ip, uint16_t(local.first_port + q), q); !e.empty()) {
+        *err = fmt::format(
+            "dpdk: port {} ({}) cannot steer UDP ports to queues ({}); "
+            "use threads = 1",
+            port, info.driver_name, e);
+        return nullptr;
+      }
+    }
+  }
+  for (uint16_t q = 0; q < nq; ++q) {
+    dpdk::QueueSetup s;
+    s.port_id = port;
+    s.queue = q;
+    s.n_queues = nq;
+    s.local = local;
+    s.udp_port = static_cast<uint16_t>(local.first_port + q);
+    s.pkt_pool = pkt;
+    s.hdr_pool = hdr;
+    s.clone_pool = clone;
+    s.tx_ip_csum = plan.tx_ip_csum;
+    s.tx_udp_csum = plan.tx_udp_csum;
+    s.idle_sleep_us = static_cast<uint32_t>(cfg.dpdk_idle_sleep_us);
+    s.stop = &dp->stopping_;
+    dp->queues_.push_back(std::make_unique<DpdkQueue>(s, jobs, cfg));
+  }
+  spdlog::info(
+      "dpdk dataplane: port {} ({}) {} {}:{}..{} vlan {}, {} queue(s), mbuf room {}, "
+      "fan-out {}, tx csum ip {} udp {}",
+      port, info.driver_name, fmt::format("{:02x}", fmt::join(local.mac.b, ":")), ip_text,
+      local.first_port, local.first_port + nq - 1, local.vlan, nq, room,
+      clone != nullptr ? "clone" : "copy", plan.tx_ip_csum, plan.tx_udp_csum);
+  return dp;
+}
+
+DpdkDataplane::~DpdkDataplane() {
+  stop();
+  if (port_started_) {
+    (void)rte_flow_flush(port_id_, nullptr);
+    (void)rte_eth_dev_stop(port_id_);
+  }
+  queues_.clear();
+}
+
+std::string DpdkDataplane::start() {
+  std::vector<unsigned> free;
+  unsigned l = 0;
+  RTE_LCORE_FOREACH_WORKER(l) {
+    if (rte_eal_get_lcore_state(l) == WAIT) free.push_back(l);
+  }
+  if (free.size() < queues_.size()) {
+    spdlog::warn(
+        "dpdk: {} free EAL worker lcore(s) for {} queue(s): running unpinned threads "
+        "(give the EAL -l/--lcores with one lcore per queue plus the main lcore)",
+        free.size(), queues_.size());
+    for (auto& q : queues_) {
+      dpdk::DpdkQueue* queue = q.get();
+      threads_.emplace_back([queue] {
+        const bool registered = rte_thread_register() == 0;
+        queue->run();
+        if (registered) rte_thread_unregister();
+      });
+    }
+    return "";
+  }
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    auto body = [](void* arg) {
+      static_cast<dpdk::DpdkQueue*>(arg)->run();
+      return 0;
+    };
+    if (int rc = rte_eal_remote_launch(body, queues_[i].get(), free[i]); rc != 0) {
+      stop();
+      return fmt::format("dpdk: launch queue {} on lcore {}: {}", i, free[i], rte_strerror(-rc));
+    }
+    lcores_.push_back(free[i]);
+  }
+  return "";
+}
+
+void DpdkDataplane::stop() {
+  stopping_.store(true, std::memory_order_release);
+  for (unsigned l : lcores_) (void)rte_eal_wait_lcore(l);
+  lcores_.clear();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+std::vector<uint16_t> DpdkDataplane::ports() const {
+  std::vector<uint16_t> out;
+  for (const auto& q : queues_) out.push_back(q->udp_port());
+  return out;
+}
+
+const QueueCounters& DpdkDataplane::counters(unsigned q) const { return queues_[q]->counters(); }
+
+}  // namespace conflux::agg

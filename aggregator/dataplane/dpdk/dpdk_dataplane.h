@@ -1,0 +1,51 @@
+// DPDK poll-mode dataplane: one port, one RX/TX queue pair and one lcore per queue; queue i
+// serves UDP port data_port + i (slot s on queue s % n). With more than one queue, rte_flow
+// rules steer each UDP port to its queue (a port without rte_flow must run one queue; the
+// af_packet and af_xdp vdevs used for tests are such ports). ARP for the aggregator's address
+// is answered on the port's default queue 0, which also sends a gratuitous ARP at start.
+// Setup (EAL, mempools, port, queues, flows) in dpdk_dataplane.cc; datapath in
+// dpdk_datapath.cc. This header has no DPDK types, so the registry can include it.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "aggregator/dataplane/dataplane.h"
+
+namespace conflux::agg {
+namespace dpdk {
+class DpdkQueue;
+}
+
+class DpdkDataplane final : public Dataplane {
+ public:
+  // Initializes the EAL once per process (cfg.dpdk_eal_args; later calls reuse it), then
+  // configures and starts port cfg.dpdk_port with cfg.threads queues. Main thread.
+  static std::unique_ptr<DpdkDataplane> create(const Config& cfg, JobTable& jobs, std::string* err);
+  ~DpdkDataplane() override;  // stop(), then stops the port (the EAL stays initialized)
+
+  std::string_view name() const override { return "dpdk"; }
+  // Launches queue q on the q-th free EAL worker lcore, or, when the EAL has fewer worker
+  // lcores than queues, on a std::thread registered with the EAL (unpinned; a warning says so).
+  std::string start() override;
+  void stop() override;
+  std::vector<uint16_t> ports() const override;
+  unsigned n_queues() const override { return static_cast<unsigned>(queues_.size()); }
+  const QueueCounters& counters(unsigned q) const override;
+  std::string extra_metrics() const override;
+
+ private:
+  DpdkDataplane() = default;
+
+  uint16_t port_id_ = 0;
+  bool port_started_ = false;
+  std::vector<std::unique_ptr<dpdk::DpdkQueue>> queues_;
+  std::vector<unsigned> lcores_;      // EAL lcores running a queue
+  std::vector<std::thread> threads_;  // or registered threads
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace conflux::agg

@@ -1,0 +1,90 @@
+// One queue of the DPDK dataplane: an RX/TX queue pair of the port, the lcore loop that polls
+// it, and the per-queue engine state (SlotEngine, RxPipeline, ResultBatch, neighbour table).
+// Constructed by DpdkDataplane (dpdk_dataplane.cc, main thread); run() is the body of the
+// queue's lcore (dpdk_datapath.cc) and is the only code that touches the state afterwards.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "aggregator/config.h"
+#include "aggregator/dataplane/dpdk/dpdk_counters.h"
+#include "aggregator/dataplane/dpdk/frame.h"
+#include "aggregator/dataplane/dpdk/neighbor_table.h"
+#include "aggregator/engine/rx_pipeline.h"
+#include "aggregator/engine/slot_engine.h"
+#include "aggregator/util/rate_limit.h"
+
+struct rte_mbuf;
+struct rte_mempool;
+
+namespace conflux::agg::dpdk {
+
+struct QueueSetup {
+  uint16_t port_id = 0;
+  uint16_t queue = 0;
+  unsigned n_queues = 1;
+  LocalAddr local;                  // our MAC/IP/VLAN and the data port range of the dataplane
+  uint16_t udp_port = 0;            // the data port this queue serves (source port of its results)
+  rte_mempool* pkt_pool = nullptr;  // direct mbufs for full frames (result payloads)
+  rte_mempool* hdr_pool = nullptr;  // small direct mbufs: per-worker headers, ARP
+  rte_mempool* clone_pool = nullptr;  // indirect mbufs; nullptr = copy the payload per worker
+  bool tx_ip_csum = false;            // the port computes IPv4 header checksums
+  bool tx_udp_csum = false;           // the port computes UDP checksums
+  uint32_t idle_sleep_us = 0;  // sleep this long after kIdlePolls empty polls (0 = always spin)
+  const std::atomic<bool>* stop = nullptr;
+};
+
+class DpdkQueue final {
+ public:
+  static constexpr uint16_t kBurst = 32;
+  static constexpr uint32_t kTxBuffer = 256;
+  static constexpr uint32_t kIdlePolls = 1024;
+  static constexpr uint64_t kDrainUs = 100;  // TX drain timer
+
+  DpdkQueue(const QueueSetup& s, JobTable& jobs, const Config& cfg);
+  ~DpdkQueue();
+  DpdkQueue(const DpdkQueue&) = delete;
+  DpdkQueue& operator=(const DpdkQueue&) = delete;
+
+  // The lcore body: poll, aggregate, transmit until *stop. Queue thread only.
+  void run();
+
+  uint16_t udp_port() const { return s_.udp_port; }
+  const QueueCounters& counters() const { return counters_; }
+  const FrameCounters& frame_counters() const { return frames_; }
+
+ private:
+  void handle(rte_mbuf* m);
+  void transmit_results();  // ResultBatch -> TX buffer, then clear()
+  void send_result(rte_mbuf* payload, uint32_t psum, const sockaddr_in& to, Job* job);
+  void send_arp(uint16_t op, const MacAddr& mac, uint32_t ip);
+  void request_neighbor(uint32_t ip);                // rate-limited ARP request
+  void enqueue(rte_mbuf* m, uint32_t result_bytes);  // result_bytes 0 = not a RESULT
+  void flush_tx();
+
+  QueueSetup s_;
+  JobTable& jobs_;
+  QueueCounters counters_;
+  FrameCounters frames_;
+  SlotEngine engine_;
+  RxPipeline pipeline_;
+  ResultBatch results_;
+  NeighborTable neighbors_;
+  std::vector<rte_mbuf*> tx_;
+  std::vector<uint32_t> tx_bytes_;
+  uint32_t tx_n_ = 0;
+  uint64_t tx_first_tsc_ = 0;
+  uint64_t last_arp_tsc_ = 0;
+  uint16_t ip_id_ = 0;
+  size_t hdr_len_;
+  std::unique_ptr<uint8_t[]> scratch_;  // linearized multi-segment frames
+  size_t scratch_len_;
+  RateLimiter warn_limit_;
+};
+
+}  // namespace conflux::agg::dpdk
