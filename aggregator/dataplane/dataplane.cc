@@ -2,6 +2,7 @@
 #include "aggregator/dataplane/dataplane.h"
 
 #include "aggregator/dataplane/udp/udp_dataplane.h"
+#include "aggregator/util/random.h"
 #ifdef CONFLUX_HAVE_DPDK_DATAPLANE
 #include "aggregator/dataplane/dpdk/dpdk_dataplane.h"
 #endif
@@ -14,6 +15,16 @@ std::unique_ptr<Dataplane> make_dataplane(const Config& cfg, JobTable& jobs, std
   if (cfg.dataplane == "dpdk") return DpdkDataplane::create(cfg, jobs, err);
 #endif
   *err = "unknown dataplane '" + cfg.dataplane + "'";
+  return nullptr;
+}
+
+std::unique_ptr<FaultInjector> make_fault_injector(const Config& cfg, unsigned queue) {
+#ifdef CONFLUX_FAULT_INJECTION
+  if (cfg.fault_drop > 0 || cfg.fault_dup > 0 || cfg.fault_reorder > 0) {
+    return std::make_unique<FaultInjector>(cfg.fault_drop, cfg.fault_dup, cfg.fault_reorder,
+                                           random_u64() ^ queue);
+  }
+#endif
   return nullptr;
 }
 

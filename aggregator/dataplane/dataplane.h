@@ -16,6 +16,7 @@
 
 #include "aggregator/config.h"
 #include "aggregator/engine/counters.h"
+#include "aggregator/engine/fault_injector.h"
 #include "aggregator/engine/job_table.h"
 
 namespace conflux::agg {
@@ -42,5 +43,9 @@ class Dataplane {
 // Creates the backend named by cfg.dataplane with cfg.threads queues over `jobs` (which must
 // outlive it). On failure returns nullptr and sets *err.
 std::unique_ptr<Dataplane> make_dataplane(const Config& cfg, JobTable& jobs, std::string* err);
+
+// The receive-path fault injector a backend puts in front of queue `queue`'s engine, or
+// nullptr when no fault is configured (or the build has no fault injection).
+std::unique_ptr<FaultInjector> make_fault_injector(const Config& cfg, unsigned queue);
 
 }  // namespace conflux::agg

@@ -10,21 +10,11 @@
 #include <thread>
 
 #include "aggregator/dataplane/dpdk/dpdk_queue.h"
-#include "aggregator/util/random.h"
+#include "aggregator/dataplane/dataplane.h"
 #include "spdlog/spdlog.h"
 
 namespace conflux::agg::dpdk {
 namespace {
-
-std::unique_ptr<FaultInjector> make_faults(const Config& cfg, unsigned queue) {
-#ifdef CONFLUX_FAULT_INJECTION
-  if (cfg.fault_drop > 0 || cfg.fault_dup > 0 || cfg.fault_reorder > 0) {
-    return std::make_unique<FaultInjector>(cfg.fault_drop, cfg.fault_dup, cfg.fault_reorder,
-                                           random_u64() ^ queue);
-  }
-#endif
-  return nullptr;
-}
 
 CsumStatus ip_status(uint64_t f) {
   switch (f & RTE_MBUF_F_RX_IP_CKSUM_MASK) {
@@ -62,7 +52,7 @@ DpdkQueue::DpdkQueue(const QueueSetup& s, JobTable& jobs, const Config& cfg)
     : s_(s),
       jobs_(jobs),
       engine_(jobs, s.queue, s.n_queues, static_cast<uint32_t>(cfg.max_payload_bytes), counters_),
-      pipeline_(engine_, make_faults(cfg, s.queue)),
+      pipeline_(engine_, make_fault_injector(cfg, s.queue)),
       results_(size_t{kBurst} * RxPipeline::kMaxResultsPerDatagram + 1,
                proto::kDataHeaderSize + static_cast<size_t>(cfg.max_payload_bytes)),
       tx_(kTxBuffer),

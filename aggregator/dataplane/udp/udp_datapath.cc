@@ -6,25 +6,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "aggregator/dataplane/dataplane.h"
 #include "aggregator/dataplane/udp/udp_queue.h"
-#include "aggregator/util/random.h"
 #include "spdlog/spdlog.h"
 
 namespace conflux::agg {
-namespace {
-
-std::unique_ptr<FaultInjector> make_faults(const Config& cfg, unsigned queue) {
-#ifdef CONFLUX_FAULT_INJECTION
-  if (cfg.fault_drop > 0 || cfg.fault_dup > 0 || cfg.fault_reorder > 0) {
-    return std::make_unique<FaultInjector>(cfg.fault_drop, cfg.fault_dup, cfg.fault_reorder,
-                                           random_u64() ^ queue);
-  }
-#endif
-  return nullptr;
-}
-
-}  // namespace
-
 UdpQueue::UdpQueue(int fd, uint16_t port, unsigned queue, unsigned n_queues, JobTable& jobs,
                    const Config& cfg, int stop_fd)
     : fd_(fd),
@@ -34,7 +20,7 @@ UdpQueue::UdpQueue(int fd, uint16_t port, unsigned queue, unsigned n_queues, Job
       jobs_(jobs),
       batch_(static_cast<size_t>(cfg.batch)),
       engine_(jobs, queue, n_queues, static_cast<uint32_t>(cfg.max_payload_bytes), counters_),
-      pipeline_(engine_, make_faults(cfg, queue)),
+      pipeline_(engine_, make_fault_injector(cfg, queue)),
       results_(batch_ * RxPipeline::kMaxResultsPerDatagram + 1,
                proto::kDataHeaderSize + static_cast<size_t>(cfg.max_payload_bytes)),
       rx_arena_(std::make_unique<uint8_t[]>(batch_ * kRxBufBytes)),
