@@ -1,0 +1,272 @@
+#!/usr/bin/python3
+"""conflux-fabric: an emulated cluster on one machine; Conflux AllReduce (conflux-nccl-driver +
+plugin through confluxd, CollNet and hybrid modes), Gloo's ring AllReduce and the plugin's own
+ring, measured side by side on the same shaped links. Needs root, iproute2, tc, nft, iperf3.
+See README.md. Exit: 0 all runs verified, 1 a run failed, 2 bad usage, 77 skipped (not root /
+no `ip netns`)."""
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fabric_ns  # noqa: E402
+import fabric_report  # noqa: E402
+import fabric_run  # noqa: E402
+
+SKIP = 77
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def parse_size(s):
+    mul = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(s[-1:].upper(), 1)
+    return int(float(s[:-1] if mul > 1 else s) * mul)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="conflux_fabric.py", description=__doc__.split("\n")[0])
+    p.add_argument("--build", default=os.path.join(REPO, "build-lead"),
+                   help="build dir holding confluxd, the plugin, the driver, conflux-fabric-gloo")
+    for b in ("confluxd", "plugin", "driver", "gloo"):
+        p.add_argument(f"--{b}", help=f"path of {b} (overrides --build)")
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--rate", type=int, default=500, help="worker line rate, Mbit/s")
+    p.add_argument("--fat-factor", type=float, help="fat aggregator's rate / worker rate "
+                   "(default: number of workers)")
+    p.add_argument("--topologies", default="fat,striped,hybrid",
+                   help="fat: 1 aggregator at fat-factor x rate; striped: N aggregators at "
+                   "1x; hybrid: 1 aggregator at 1x, CollNet alone and hybrid split")
+    p.add_argument("--systems", default="conflux,gloo,ring")
+    p.add_argument("--ring-fraction", type=float,
+                   help="hybrid CONFLUX_RING_FRACTION (default: the link-balancing optimum)")
+    p.add_argument("--loss", type=float, default=0.0,
+                   help="percent random loss: adds a lossy copy of the fat fabric")
+    p.add_argument("--loss-systems", default="conflux")
+    p.add_argument("--minbytes", default="4")
+    p.add_argument("--maxbytes", default="256M")
+    p.add_argument("--iters", type=int, help="timed iterations for every size (default: by size)")
+    p.add_argument("--warmup", type=int, help="warm-up iterations for every size")
+    p.add_argument("--agg-threads", type=int, default=1)
+    p.add_argument("--idle-sleep-us", type=int, default=50)
+    p.add_argument("--check-seconds", type=float, default=2.0)
+    p.add_argument("--env", action="append", default=[], metavar="K=V",
+                   help="extra environment of every driver rank (e.g. CONFLUX_WINDOW_SLOTS=16)")
+    p.add_argument("--agg-arg", action="append", default=[], metavar="ARG",
+                   help="extra confluxd argument, e.g. --agg-arg=--worker-timeout-ms=60000")
+    p.add_argument("--diag", action="store_true", help="print tbf/UDP/backlog drop counters "
+                   "of every host before teardown")
+    p.add_argument("--prefix", help="namespace prefix cfx<pid> (default: cfx<own pid>)")
+    p.add_argument("--out", default="fabric-results", help="output dir for csv/json/png")
+    p.add_argument("--cleanup", action="store_true", help="delete stale cfx* namespaces, exit")
+    p.add_argument("--force", action="store_true", help="with --cleanup: delete live ones too")
+    return p.parse_args(argv)
+
+
+def bands(a):
+    """Size bands, each one driver/gloo invocation with its own iteration counts."""
+    lo, hi = parse_size(a.minbytes), parse_size(a.maxbytes)
+    sizes, s = [], lo
+    while s <= hi:
+        sizes.append(s)
+        s *= 4
+    out = []
+    for cap, iters, warm in ((1 << 20, 20, 3), (16 << 20, 5, 1), (1 << 40, 3, 1)):
+        sel = [x for x in sizes if x <= cap and (not out or x > out[-1]["max"])]
+        if sel:
+            out.append({"min": sel[0], "max": sel[-1], "iters": a.iters or iters,
+                        "warmup": a.warmup if a.warmup is not None else warm})
+    return out
+
+
+def est_timeout(band, mbit):
+    total, s = 0.0, band["min"]
+    while s <= band["max"]:
+        total += (band["iters"] + band["warmup"] + 1) * s / (mbit * 1e6 / 8 * 0.1)
+        s *= 4
+    return 90 + total
+
+
+def optimal_ring_fraction(n, aggs, factor):
+    """Share f of the ring so that worker links and aggregator links finish together:
+    worker link carries (2(N-1)/N) f + (1-f), the aggregators N(1-f)/(aggs*factor)."""
+    ring, agg = 2 * (n - 1) / n, n / (aggs * factor)
+    return max(0.0, min(1.0, (agg - 1) / (ring - 1 + agg)))
+
+
+def run_system(runner, rows, fabric_name, label, kind, bnds, a, aggs=(), fraction=0.0,
+               failures=None):
+    """Runs one system over all size bands. A band that fails is retried once; a second
+    failure is recorded in `failures` (and printed) and the remaining bands still run."""
+    print(f"# running {label} ...", flush=True)
+    t0 = time.monotonic()
+    mine = []
+    for b in bnds:
+        tmo = est_timeout(b, a.rate)
+        for attempt in (1, 2):
+            try:
+                text = (runner.run_gloo(b, tmo) if kind == "gloo"
+                        else runner.run_driver(kind, b, list(aggs), fraction, tmo))
+                break
+            except fabric_run.RunError as e:
+                first = str(e).splitlines()[0]
+                print(f"# FAILED {label} [{fabric_name}] sizes {b['min']}..{b['max']} "
+                      f"attempt {attempt}: {first}", flush=True)
+                failures.append({"fabric": fabric_name, "system": label, "min": b["min"],
+                                 "max": b["max"], "attempt": attempt, "error": str(e)[:4000]})
+                text = ""
+        for r in fabric_run.parse_rows(text, a.workers):
+            r.update({"fabric": fabric_name, "system": label})
+            mine.append(r)
+    rows.extend(mine)
+    print(fabric_report.table(mine, f"{label} [{fabric_name}]"))
+    print(f"# {label}: {len(mine)} rows verified ({time.monotonic() - t0:.0f} s)\n", flush=True)
+
+
+def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefix,
+               failures):
+    n, factor = a.workers, a.fat_factor or a.workers
+    aggs = []
+    if "fat" in topos:
+        aggs.append(("a0", int(a.rate * factor)))
+    thin = n if "striped" in topos else (1 if "hybrid" in topos else 0)
+    aggs += [(f"a{j + 1}", a.rate) for j in range(thin)]
+    fab = fabric_ns.Fabric(prefix, n, a.rate, aggs, loss_pct=loss)
+    workdir = os.path.join(workdir, name)
+    os.makedirs(workdir, exist_ok=True)
+    runner = fabric_run.Runner(fab, bins, workdir, a.idle_sleep_us,
+                               dict(kv.split("=", 1) for kv in a.env), a.agg_arg)
+    try:
+        fab.build()
+        print(fab.describe(), flush=True)
+        pairs = [(fab.workers[0], fab.workers[1])] + ([(fab.workers[0], fab.aggs["a0"])]
+                                                      if "a0" in fab.aggs else [])
+        for src, dst in pairs:
+            got = runner.tcp_check(src, dst, a.check_seconds)
+            want = min(src.mbit, dst.mbit)
+            verdict = "ok" if got >= 0.9 * want else "BELOW 90%"
+            print(f"# tcp check {src.role}->{dst.role}: 1 stream {got:.0f} Mbit/s = "
+                  f"{got / want * 100:.1f}% of {want} Mbit/s ({verdict})", flush=True)
+        bnds = bands(a)
+        if "gloo" in systems:
+            if bins.get("gloo"):
+                run_system(runner, rows, name, labels["gloo"], "gloo", bnds, a, failures=failures)
+            else:
+                print("# gloo: skipped (conflux-fabric-gloo not built: Gloo not found)")
+        if "ring" in systems:
+            run_system(runner, rows, name, labels["ring"], "ring", bnds, a, failures=failures)
+        if "conflux" not in systems:
+            return
+        for topo in topos:
+            roles = {"fat": ["a0"], "striped": [f"a{j + 1}" for j in range(n)],
+                     "hybrid": ["a1"]}[topo]
+            eps = runner.start_aggregators(roles, a.agg_threads)
+            try:
+                key = "one" if topo == "hybrid" else topo
+                run_system(runner, rows, name, labels[key], "collnet", bnds, a, eps,
+                           failures=failures)
+                if topo == "hybrid":
+                    f = a.ring_fraction if a.ring_fraction is not None else \
+                        optimal_ring_fraction(n, 1, 1.0)
+                    run_system(runner, rows, name, labels["hybrid"], "hybrid", bnds, a, eps, f,
+                               failures)
+            finally:
+                for role, c in runner.stop_aggregators().items():
+                    drops = {k: int(v) for k, v in c.items() if k.startswith("drops") and v}
+                    print(f"# confluxd {role}: packets in {int(c.get('packets_in', 0))} out "
+                          f"{int(c.get('packets_out', 0))}, retransmits served "
+                          f"{int(c.get('retransmits_served', 0))}, drops {drops or 0}",
+                          flush=True)
+    finally:
+        runner.kill_all()
+        if fab.created and a.diag:
+            print("# where packets were lost on this fabric:\n" + fab.drop_report(), flush=True)
+        drops = fab.loss_counts() if fab.created else {}
+        if drops:
+            print("# loss rule dropped (packets, per receiver): " +
+                  " ".join(f"{k}={v}" for k, v in drops.items()), flush=True)
+        fab.teardown()
+
+
+def main(argv):
+    a = parse_args(argv)
+    if os.geteuid() != 0:
+        print("conflux_fabric: SKIPPED: needs root (network namespaces, tc, nft)")
+        return SKIP
+    if shutil.which("ip") is None or subprocess.run(["ip", "netns", "list"],
+                                                    capture_output=True).returncode != 0:
+        print("conflux_fabric: SKIPPED: `ip netns` unavailable")
+        return SKIP
+    removed = fabric_ns.cleanup_stale(force=a.force and a.cleanup)
+    if removed:
+        print(f"# removed stale namespaces: {' '.join(removed)}")
+    if a.cleanup:
+        return 0
+    bins = {"confluxd": a.confluxd or os.path.join(a.build, "aggregator/confluxd"),
+            "plugin": a.plugin or os.path.join(a.build, "nccl_plugin/libnccl-net-conflux.so"),
+            "driver": a.driver or os.path.join(a.build, "nccl_plugin/driver/conflux-nccl-driver"),
+            "gloo": a.gloo or os.path.join(a.build, "bench/fabric/conflux-fabric-gloo")}
+    for k in ("confluxd", "plugin", "driver"):
+        if not os.path.exists(bins[k]):
+            print(f"conflux_fabric: error: {k} not found at {bins[k]}", file=sys.stderr)
+            return 2
+    if not os.path.exists(bins["gloo"]):
+        bins["gloo"] = None
+    n, factor = a.workers, a.fat_factor or a.workers
+    topos = [t for t in a.topologies.split(",") if t]
+    systems = [s for s in a.systems.split(",") if s]
+    f = a.ring_fraction if a.ring_fraction is not None else optimal_ring_fraction(n, 1, 1.0)
+    labels = {"fat": f"conflux 1 agg @{factor:g}x", "striped": f"conflux {n} aggs @1x striped",
+              "one": "conflux 1 agg @1x", "hybrid": f"conflux hybrid f={f:.2f} 1 agg @1x",
+              "ring": "plugin ring (p2p net)", "gloo": "gloo ring (tcp)"}
+    prefix = a.prefix or f"cfx{os.getpid()}"
+    workdir = tempfile.mkdtemp(prefix=f"{prefix}-")
+    print(f"# conflux-fabric: {n} workers @ {a.rate} Mbit/s, topologies {topos}, systems "
+          f"{systems}, sizes {a.minbytes}..{a.maxbytes} x4, logs in {workdir}", flush=True)
+    rows, failures = [], []
+    run_fabric(a, bins, "lossless", 0.0, topos, systems, rows, labels, workdir, prefix, failures)
+    if a.loss > 0:
+        run_fabric(a, bins, "lossy", a.loss, ["fat"], a.loss_systems.split(","), rows, labels,
+                   workdir, prefix, failures)
+    meta = {"workers": n, "mbit": a.rate, "fat_factor": factor, "loss": a.loss,
+            "large": 16 << 20, "labels": labels, "topologies": topos, "systems": systems,
+            "argv": argv, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "nproc": os.cpu_count(), "kernel": os.uname().release, "failures": failures,
+            "logs": workdir}
+    lines, figures = fabric_report.summary(rows, meta)
+    print("\n".join(lines))
+    os.makedirs(a.out, exist_ok=True)
+    fabric_report.write_csv(os.path.join(a.out, "fabric.csv"), rows)
+    fabric_report.write_json(os.path.join(a.out, "fabric.json"), rows, meta, figures)
+    err = fabric_report.plot(os.path.join(a.out, "fabric.png"), rows, meta)
+    print(f"# wrote {a.out}/fabric.csv fabric.json" + (f"; {err}" if err else " fabric.png"))
+    bad = sum(r["wrong"] for r in rows)
+    lost = {(f["fabric"], f["system"], f["min"]) for f in failures if f["attempt"] == 2}
+    for f in failures:
+        print(f"# failure: {f['system']} [{f['fabric']}] sizes {f['min']}..{f['max']} "
+              f"attempt {f['attempt']}")
+    if bad == 0 and not lost:
+        print("verified: all results correct")
+        return 0
+    print(f"# error: {bad} wrong elements, {len(lost)} size bands failed twice")
+    return 1
+
+
+def _on_signal(sig, frame):
+    raise SystemExit(128 + sig)
+
+
+if __name__ == "__main__":
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, _on_signal)
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except (fabric_ns.FabricError, fabric_run.RunError) as e:
+        print(f"# error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)

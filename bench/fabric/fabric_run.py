@@ -1,0 +1,206 @@
+"""Runs programs inside a Fabric's namespaces: the TCP rate check (iperf3), confluxd on the
+aggregator hosts, conflux-nccl-driver ranks (one process per worker namespace, env-mode
+bootstrap) and conflux-fabric-gloo ranks. Every run's results are verified by the program that
+produced them; a run that is not `verified: all results correct` on rank 0 with every rank
+exiting 0 raises RunError. Main thread only; `kill_all()` ends every process started here.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+ROW_RE = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+([\d.]+)\s+([\d.eE+-]+)\s+"
+                    r"([\d.eE+-]+)\s+(\d+)\s*$")
+VERIFIED = "verified: all results correct"
+METRIC_RE = re.compile(r'^conflux_dataplane_(\w+?)_total(\{[^}]*?(?:reason="(\w+)")?[^}]*\})?'
+                       r'\s+([\d.eE+-]+)$')
+
+
+class RunError(RuntimeError):
+    pass
+
+
+def parse_rows(text, nranks):
+    """Rows of an nccl-tests-style table. algbw/busbw are recomputed from bytes and time
+    (the programs print them with only 3 decimals, too coarse for small messages)."""
+    rows = []
+    for line in text.splitlines():
+        m = ROW_RE.match(line)
+        if m:
+            b, t = int(m.group(1)), float(m.group(5))
+            algbw = b / t / 1e3 if t > 0 else 0.0
+            rows.append({"bytes": b, "time_us": t, "algbw": algbw,
+                         "busbw": algbw * 2 * (nranks - 1) / nranks, "wrong": int(m.group(8))})
+    return rows
+
+
+class Runner:
+    def __init__(self, fabric, bins, workdir, idle_sleep_us=50, driver_env=None, agg_args=()):
+        self.agg_args = list(agg_args)
+        self.driver_env = dict(driver_env or {})
+        self.fabric, self.bins, self.workdir = fabric, bins, workdir
+        self.idle_sleep_us = idle_sleep_us
+        self.procs = []
+        self.seq = 0
+        self.agg_procs = []
+
+    def spawn(self, host, argv, env_extra, out_path):
+        env = dict(os.environ)
+        env.update(env_extra)
+        out = open(out_path, "w")
+        p = subprocess.Popen(["ip", "netns", "exec", host.ns] + argv, env=env, stdout=out,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+        out.close()
+        self.procs.append(p)
+        return p
+
+    def kill(self, p):
+        if p.poll() is None:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    p.wait(timeout=3)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+        if p in self.procs:
+            self.procs.remove(p)
+
+    def kill_all(self):
+        for p in list(self.procs):
+            self.kill(p)
+
+    def _out(self, name):
+        self.seq += 1
+        return os.path.join(self.workdir, f"{self.seq:03d}-{name}.log")
+
+    # ---- TCP rate check ------------------------------------------------------------------
+    def tcp_check(self, src, dst, seconds=2):
+        """One TCP stream src -> dst with iperf3; returns the receiver's Mbit/s."""
+        seconds = max(1, int(round(seconds)))  # iperf3 -t is whole seconds; 0 means forever
+        srv = self.spawn(dst, ["iperf3", "-s", "-1", "-B", dst.ip, "-p", "5201"], {},
+                         self._out(f"iperf3-server-{dst.role}"))
+        try:
+            out = ""
+            for _ in range(30):
+                r = subprocess.run(["ip", "netns", "exec", src.ns, "iperf3", "-c", dst.ip, "-p",
+                                    "5201", "-t", str(seconds), "-J"], capture_output=True,
+                                   text=True, timeout=seconds + 30)
+                out = r.stdout
+                if r.returncode == 0 and '"error"' not in out:
+                    break
+                time.sleep(0.2)
+            data = json.loads(out)
+            return data["end"]["sum_received"]["bits_per_second"] / 1e6
+        except (ValueError, KeyError, subprocess.TimeoutExpired) as e:
+            raise RunError(f"iperf3 {src.role}->{dst.role} failed: {e}: {out[-300:]}")
+        finally:
+            self.kill(srv)
+
+    # ---- aggregators ---------------------------------------------------------------------
+    def start_aggregators(self, roles, threads):
+        """Starts confluxd on each aggregator host; returns 'ip:control_port' endpoints."""
+        eps = []
+        for role in roles:
+            h = self.fabric.aggs[role]
+            ready = os.path.join(self.workdir, f"ready-{role}-{self.seq}")
+            argv = [self.bins["confluxd"], "--listen", h.ip, "--control-port", "7470",
+                    "--data-port", "7471", "--threads", str(threads), "--metrics-port", "9470",
+                    "--log-level", "warn", "--ready-file", ready] + self.agg_args
+            p = self.spawn(h, argv, {}, self._out(f"confluxd-{role}"))
+            self.agg_procs.append((h, p))
+            for _ in range(100):
+                if os.path.exists(ready) or p.poll() is not None:
+                    break
+                time.sleep(0.05)
+            if not os.path.exists(ready):
+                raise RunError(f"confluxd on {role} did not start (rc={p.poll()})")
+            eps.append(f"{h.ip}:7470")
+        return eps
+
+    def stop_aggregators(self):
+        """Scrapes each daemon's /metrics (saved next to its log), stops it; returns
+        {role: {counter: value}} of the dataplane counters summed over threads."""
+        stats = {}
+        for h, p in self.agg_procs:
+            r = subprocess.run(["ip", "netns", "exec", h.ns, "curl", "-s", "-m", "3",
+                                f"http://{h.ip}:9470/metrics"], capture_output=True, text=True)
+            with open(self._out(f"metrics-{h.role}"), "w") as f:
+                f.write(r.stdout)
+            c = {}
+            for line in r.stdout.splitlines():
+                m = METRIC_RE.match(line)
+                if m:
+                    key = m.group(1) + (f"[{m.group(3)}]" if m.group(3) else "")
+                    c[key] = c.get(key, 0) + float(m.group(4))
+            stats[h.role] = c
+            self.kill(p)
+        self.agg_procs = []
+        return stats
+
+    # ---- ranks ---------------------------------------------------------------------------
+    def _run_ranks(self, name, make_argv, make_env, timeout):
+        logs, procs = [], []
+        for i, w in enumerate(self.fabric.workers):
+            log = self._out(f"{name}-r{i}")
+            logs.append(log)
+            procs.append(self.spawn(w, make_argv(i, w), make_env(i, w), log))
+        deadline = time.monotonic() + timeout
+        try:
+            for p in procs:
+                p.wait(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise RunError(f"{name}: timed out after {timeout:.0f} s (logs {logs[0]})")
+        finally:
+            for p in procs:
+                self.kill(p)
+        text = open(logs[0]).read()
+        rcs = [p.returncode for p in procs]
+        if any(rcs) or VERIFIED not in text:
+            tails = "\n".join(f"--- {l}\n" + open(l).read()[-1500:] for l in logs)
+            raise RunError(f"{name}: exit codes {rcs}, not verified\n{tails}")
+        return text
+
+    def run_driver(self, mode, band, aggs_eps, ring_fraction, timeout):
+        self.seq += 1
+        port = 29500 + self.seq
+        root = f"{self.fabric.workers[0].ip}:{port}"
+        n = len(self.fabric.workers)
+
+        def argv(i, w):
+            a = [self.bins["driver"], "--plugin", self.bins["plugin"], "--modes", mode,
+                 "-b", str(band["min"]), "-e", str(band["max"]), "-f", "4",
+                 "-n", str(band["iters"]), "-w", str(band["warmup"]),
+                 "--idle-sleep-us", str(self.idle_sleep_us), "--timeout", str(int(timeout))]
+            if mode != "ring":
+                a += ["--require-collnet", "--ring-fraction", f"{ring_fraction:.4f}"]
+            return a
+
+        def env(i, w):
+            e = {"CONFLUX_DRIVER_RANK": str(i), "CONFLUX_DRIVER_NRANKS": str(n),
+                 "CONFLUX_DRIVER_ROOT": root, "CONFLUX_SOCKET_IFNAME": "=eth0",
+                 "CONFLUX_AGGREGATORS": ",".join(aggs_eps) if mode != "ring" else "",
+                 "NCCL_DEBUG": "WARN"}  # the plugin's warnings land in the rank logs
+            e.update(self.driver_env)
+            return e
+
+        return self._run_ranks(f"driver-{mode}", argv, env, timeout + 20)
+
+    def run_gloo(self, band, timeout):
+        self.seq += 1
+        store = os.path.join(self.workdir, f"gloo-store-{self.seq}")
+        os.makedirs(store, exist_ok=True)
+        n = len(self.fabric.workers)
+
+        def argv(i, w):
+            return [self.bins["gloo"], "--rank", str(i), "--nranks", str(n), "--store", store,
+                    "--addr", w.ip, "-b", str(band["min"]), "-e", str(band["max"]), "-f", "4",
+                    "-n", str(band["iters"]), "-w", str(band["warmup"]),
+                    "--timeout", str(int(timeout))]
+
+        return self._run_ranks("gloo", argv, lambda i, w: {}, timeout + 20)

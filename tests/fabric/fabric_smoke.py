@@ -1,0 +1,87 @@
+"""ctest fabric_smoke: proves that bench/fabric/conflux_fabric.py builds the emulated cluster,
+runs and verifies all three systems, and tears everything down (also when it is stopped by
+SIGTERM in the middle of a run).
+Usage: fabric_smoke.py HARNESS [harness binary flags...]. Exit 0 pass, 1 fail, 77 skipped."""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+
+
+def fail(msg, out=""):
+    print(out[-6000:])
+    print(f"FAIL: {msg}")
+    sys.exit(1)
+
+
+def namespaces(prefix):
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [l.split()[0] for l in out.splitlines() if l.startswith(prefix + "-")]
+
+
+def main():
+    harness, bin_flags = sys.argv[1], sys.argv[2:]
+    if os.geteuid() != 0:
+        print("fabric_smoke: SKIPPED: not root (network namespaces, tc and nft need root)")
+        return SKIP
+    if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
+        print("fabric_smoke: SKIPPED: `ip netns` unavailable")
+        return SKIP
+    prefix = f"cfx{os.getpid()}"
+    out_dir = tempfile.mkdtemp(prefix="fabric-smoke-")
+    argv = [sys.executable, harness, *bin_flags, "--prefix", prefix, "--workers", "2",
+            "--rate", "400", "--topologies", "fat", "--minbytes", "4", "--maxbytes", "16K",
+            "--iters", "3", "--warmup", "1", "--check-seconds", "1", "--out", out_dir]
+    t0 = time.monotonic()
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=70)
+    out = r.stdout + r.stderr
+    if r.returncode == SKIP:
+        print(out)
+        return SKIP
+    if r.returncode != 0:
+        fail(f"harness exit code {r.returncode}", out)
+    for needle in ("# tcp check w0->w1: 1 stream", "# system: conflux 1 agg @2x [lossless]",
+                   "# system: plugin ring (p2p net) [lossless]"):
+        if needle not in out:
+            fail(f"missing {needle!r}", out)
+    if "gloo: skipped" not in out and "# system: gloo ring (tcp) [lossless]" not in out:
+        fail("gloo neither ran nor was reported skipped", out)
+    systems = len([l for l in out.splitlines() if l.startswith("# ") and " rows verified (" in l])
+    if systems < 2 or not out.rstrip().endswith("verified: all results correct"):
+        fail(f"only {systems} verified system runs", out)
+    rows = [l for l in out.splitlines() if l.split()[:1] == ["16384"]]
+    if len(rows) < systems or any(not l.rstrip().endswith(" 0") for l in rows):
+        fail("16 KiB rows missing or #wrong != 0", out)
+    for f in ("fabric.csv", "fabric.json"):
+        if not os.path.getsize(os.path.join(out_dir, f)):
+            fail(f"{f} not written", out)
+    left = namespaces(prefix)
+    if left:
+        fail(f"namespaces left behind: {left}", out)
+    print(f"fabric_smoke: full run ok ({systems} systems verified, {time.monotonic() - t0:.0f} s)")
+
+    # Stopped in the middle: SIGTERM once the fabric exists; nothing may remain.
+    p = subprocess.Popen(argv[:-1] + [os.path.join(out_dir, "killed")], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    seen = ""
+    for line in p.stdout:
+        seen += line
+        if line.startswith("# tcp check"):
+            p.send_signal(signal.SIGTERM)
+            break
+    rest, _ = p.communicate(timeout=30)
+    if p.returncode != 128 + signal.SIGTERM:
+        fail(f"harness exit code {p.returncode} after SIGTERM (want 143)", seen + rest)
+    left = namespaces(prefix)
+    if left:
+        fail(f"namespaces left behind after SIGTERM: {left}", seen + rest)
+    print(f"fabric_smoke: SIGTERM run torn down (exit {p.returncode}); PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
