@@ -34,6 +34,7 @@ CollComm::CollComm(int rank, int nranks, std::unique_ptr<net::SendComm> next,
 int CollComm::live_count() { return g_live_comms.load(std::memory_order_relaxed); }
 
 CollComm::~CollComm() {
+  stopping_.store(true, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
@@ -131,6 +132,10 @@ bool CollComm::ring(CollRequest& r, const uint8_t* send, uint8_t* recv, size_t c
       return false;
     }
     if (done) return true;
+    if (stopping_.load(std::memory_order_acquire)) {
+      *error = "communicator closed";
+      return false;
+    }
     const auto now = Clock::now();
     if (op.completed_blocks() != last_blocks) {
       last_blocks = op.completed_blocks();

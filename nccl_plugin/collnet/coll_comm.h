@@ -115,6 +115,7 @@ class CollComm {
   uint32_t next_seq_ = 0;  // proxy thread
   std::atomic<bool> degraded_{false};
   std::atomic<bool> ring_failed_{false};
+  std::atomic<bool> stopping_{false};  // set by the destructor; ends waits on the ring
   std::thread thread_;
 };
 
