@@ -3,7 +3,7 @@
 #   scripts/test.sh              release-ish build in build/, every test
 #   scripts/test.sh --sanitize   ASan+UBSan build in build-asan/: every test but the "large"
 #                                ones and the namespace harnesses (fabric: shaped netns runs;
-#                                dpdk: DPDK's EAL does not run under ASan), which run above
+#                                dpdk: built without DPDK here), which the plain run covers
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
