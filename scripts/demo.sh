@@ -33,7 +33,8 @@ export CONFLUX_AGGREGATORS=127.0.0.1:$control CONFLUX_SOCKET_IFNAME=lo
   --nranks 4 --modes collnet,hybrid,ring --ring-fraction 0.5 -b 4 -e 64M -f 4 -n 10 -w 2 \
   --require-collnet --idle-sleep-us 20 "$@"
 
-echo "# confluxd counters:"
+echo "# confluxd counters (summed over dataplane threads):"
 curl -s "http://127.0.0.1:$metrics/metrics" |
-  grep -E '^conflux_(packets_in_total|packets_out_total|slots_completed_total|retransmits_served_total|drops_total)' |
+  grep -E '^conflux_dataplane_(packets_in|packets_out|slots_completed|retransmits_served|drops)_total' |
+  sed -E 's/thread="[0-9]+",?//; s/\{\}//' |
   awk '{ sum[$1] += $2 } END { for (k in sum) if (sum[k] > 0) printf "#   %s %d\n", k, sum[k] }' | sort
