@@ -58,10 +58,36 @@ ncclResult_t closeColl(void* collComm) {
 ncclResult_t closeListen(void* listenComm) {
   return guard("collnet closeListen", [&] { return core::collCloseListen(listenComm); });
 }
-ncclResult_t unsupportedCollective(const char* which, void** request) {
-  if (request != nullptr) *request = nullptr;
-  CFX_WARN(net::kLogColl, "CollNet %s is not implemented by Conflux (CollNetDirect only)", which);
-  return ncclInternalError;
+bool copyParts(const char* entry, int n, const void* sges, size_t stride,
+               plugin::CollSge (*read)(const void*), std::vector<plugin::CollSge>* out) {
+  if (n < 1 || n > plugin::kMaxCollParts || sges == nullptr) {
+    CFX_WARN(net::kLogColl, "CollNet %s: %d scatter/gather parts (1..%d supported)", entry, n,
+             plugin::kMaxCollParts);
+    return false;
+  }
+  out->reserve(static_cast<size_t>(n));
+  const auto* p = static_cast<const unsigned char*>(sges);
+  for (int i = 0; i < n; ++i) out->push_back(read(p + static_cast<size_t>(i) * stride));
+  return true;
+}
+
+ncclResult_t iallgatherParts(void* collComm, void* sendData, int nRecvParts,
+                             const plugin::CollSge* recvParts, size_t bytesPerRank,
+                             size_t windowOffset, size_t windowBytes, void** request) {
+  return guard("collnet iallgather", [&] {
+    return core::collIallgather(collComm, sendData, nRecvParts, recvParts, bytesPerRank,
+                                windowOffset, windowBytes, request);
+  });
+}
+
+ncclResult_t ireducescatterParts(void* collComm, int nSendParts, const plugin::CollSge* sendParts,
+                                 void* recvData, size_t bytesPerRank, size_t windowOffset,
+                                 size_t windowBytes, ncclDataType_t dataType, ncclRedOp_t redOp,
+                                 void** request) {
+  return guard("collnet ireducescatter", [&] {
+    return core::collIreducescatter(collComm, nSendParts, sendParts, recvData, bytesPerRank,
+                                    windowOffset, windowBytes, int(dataType), int(redOp), request);
+  });
 }
 
 }  // namespace conflux::abi::collnet_entries

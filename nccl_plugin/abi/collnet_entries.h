@@ -2,7 +2,10 @@
 // Each is a tiny wrapper: call the CollNet core, convert exceptions (adapter_util.h).
 #pragma once
 
+#include <vector>
+
 #include "abi/nccl_types.h"
+#include "collnet/collnet_api.h"
 
 namespace conflux::abi::collnet_entries {
 
@@ -23,24 +26,49 @@ ncclResult_t test(void* request, int* done, int* size);
 ncclResult_t closeColl(void* collComm);
 ncclResult_t closeListen(void* listenComm);
 
-// AllGather / ReduceScatter are used by NCCL only with CollNetDirect (NVSwitch systems);
-// Conflux does not implement them yet and says so once per call with ncclInternalError.
-template <typename SGE>
-ncclResult_t iallgather(void*, void*, int, SGE*, size_t, size_t, size_t, void*, void** request);
-template <typename SGE>
-ncclResult_t ireducescatter(void*, int, SGE*, void*, size_t, size_t, size_t, ncclDataType_t,
-                            ncclRedOp_t, void*, void** request);
+// AllGather / ReduceScatter (used by NCCL with CollNetDirect). The SGE type differs between
+// versions (uint32_t size in v8, size_t later); the parts are copied into the core's form.
+ncclResult_t iallgatherParts(void* collComm, void* sendData, int nRecvParts,
+                             const plugin::CollSge* recvParts, size_t bytesPerRank,
+                             size_t windowOffset, size_t windowBytes, void** request);
+ncclResult_t ireducescatterParts(void* collComm, int nSendParts, const plugin::CollSge* sendParts,
+                                 void* recvData, size_t bytesPerRank, size_t windowOffset,
+                                 size_t windowBytes, ncclDataType_t dataType, ncclRedOp_t redOp,
+                                 void** request);
 
-ncclResult_t unsupportedCollective(const char* which, void** request);
+// Returns false (and logs) if the count is out of range; fills `out` otherwise.
+bool copyParts(const char* entry, int n, const void* sges, size_t stride,
+               plugin::CollSge (*read)(const void*), std::vector<plugin::CollSge>* out);
 
 template <typename SGE>
-ncclResult_t iallgather(void*, void*, int, SGE*, size_t, size_t, size_t, void*, void** request) {
-  return unsupportedCollective("iallgather", request);
+plugin::CollSge readSge(const void* p) {
+  const auto* s = static_cast<const SGE*>(p);
+  return {s->address, static_cast<size_t>(s->size)};
+}
+
+template <typename SGE>
+ncclResult_t iallgather(void* collComm, void* sendData, int nRecvParts, SGE* recvParts,
+                        size_t bytesPerRank, size_t windowOffset, size_t windowBytes, void*,
+                        void** request) {
+  if (request != nullptr) *request = nullptr;
+  std::vector<plugin::CollSge> parts;
+  if (!copyParts("iallgather", nRecvParts, recvParts, sizeof(SGE), &readSge<SGE>, &parts)) {
+    return ncclInvalidArgument;
+  }
+  return iallgatherParts(collComm, sendData, nRecvParts, parts.data(), bytesPerRank,
+                         windowOffset, windowBytes, request);
 }
 template <typename SGE>
-ncclResult_t ireducescatter(void*, int, SGE*, void*, size_t, size_t, size_t, ncclDataType_t,
-                            ncclRedOp_t, void*, void** request) {
-  return unsupportedCollective("ireducescatter", request);
+ncclResult_t ireducescatter(void* collComm, int nSendParts, SGE* sendParts, void* recvData,
+                            size_t bytesPerRank, size_t windowOffset, size_t windowBytes,
+                            ncclDataType_t dataType, ncclRedOp_t redOp, void*, void** request) {
+  if (request != nullptr) *request = nullptr;
+  std::vector<plugin::CollSge> parts;
+  if (!copyParts("ireducescatter", nSendParts, sendParts, sizeof(SGE), &readSge<SGE>, &parts)) {
+    return ncclInvalidArgument;
+  }
+  return ireducescatterParts(collComm, nSendParts, parts.data(), recvData, bytesPerRank,
+                             windowOffset, windowBytes, dataType, redOp, request);
 }
 
 }  // namespace conflux::abi::collnet_entries

@@ -14,6 +14,12 @@
 // is logged. A mismatch (a rank that saw the aggregator succeed where another saw it fail) is
 // detected by tags and ends in an error after ring_timeout, never a hang.
 //
+// ReduceScatter and AllGather (CollNetDirect) work on a window [offset, offset + bytes) of
+// the nranks * bytes_per_rank buffer; rank k owns the part of the window inside
+// [k * bytes_per_rank, (k + 1) * bytes_per_rank). ReduceScatter is an AllReduce of the
+// window (aggregators and ring split as above) after which each rank keeps its own part;
+// its ring share runs the reduce-scatter phase only. AllGather runs over the ring.
+//
 // Threads: iallreduce() and test() are called by NCCL's proxy thread and never block; the
 // progress thread owned by CollComm runs the ring and polls the engine. Destruction joins it.
 #pragma once
@@ -45,6 +51,26 @@ struct CollOptions {
   std::chrono::milliseconds ring_timeout{30000};  // no ring progress this long = error
 };
 
+// A window of a ReduceScatter / AllGather (CollNetDirect), in bytes.
+struct CollWindow {
+  size_t bytes_per_rank = 0;
+  size_t offset = 0;
+  size_t bytes = 0;
+};
+
+// One piece of a scatter/gather list (NCCL's ncclNetSGE_*, without the handle).
+struct CollPart {
+  uint8_t* address = nullptr;
+  size_t size = 0;
+};
+
+enum class CollKind : uint8_t { kAllReduce, kReduceScatter, kAllGather };
+
+// Element ranges, relative to the window, that each of `nranks` ranks owns; empty where a
+// rank's block lies outside the window. Window bytes must be a multiple of esize.
+std::vector<std::pair<size_t, size_t>> owned_ranges(const CollWindow& w, int nranks,
+                                                    size_t esize);
+
 // A request as NCCL sees it (void*). Completed and freed through CollComm::test.
 struct CollRequest {
   static constexpr uint32_t kMagic = 0x43524551;
@@ -62,6 +88,14 @@ struct CollRequest {
   size_t agg_count = 0;
   uint64_t agg_handle = 0;       // 0: the aggregator part is not in the engine
   std::vector<uint8_t> staging;  // in-place requests: copy of the aggregator part's input
+
+  // ReduceScatter / AllGather: `recv` is `work` (or the only receive part); per-rank owned
+  // element ranges; where the result goes when the request completes.
+  CollKind kind = CollKind::kAllReduce;
+  std::vector<uint8_t> work;
+  std::vector<std::pair<size_t, size_t>> owned;
+  uint8_t* own_out = nullptr;      // ReduceScatter: this rank's part of the result
+  std::vector<CollPart> out_parts;  // AllGather with several receive parts: scattered at end
 };
 
 class CollComm {
@@ -77,6 +111,12 @@ class CollComm {
   // Starts an AllReduce; never blocks. *out gets the request.
   net::Status iallreduce(const void* send, void* recv, size_t count, DType dtype, Op op,
                          CollRequest** out);
+  // CollNetDirect collectives on a window (see above); never block. The parts' sizes must
+  // add up to the window's bytes (checked by the caller).
+  net::Status ireducescatter(const std::vector<CollPart>& send_parts, void* recv,
+                             const CollWindow& w, DType dtype, Op op, CollRequest** out);
+  net::Status iallgather(const void* send, const std::vector<CollPart>& recv_parts,
+                         const CollWindow& w, CollRequest** out);
   // Non-blocking. On done (or error) the request is released.
   static net::Status test(CollRequest* req, bool* done, size_t* bytes);
 
@@ -93,9 +133,17 @@ class CollComm {
 
  private:
   void run();
-  // Runs one ring AllReduce to completion on the progress thread; false on error.
-  bool ring(CollRequest& r, const uint8_t* send, uint8_t* recv, size_t count, int tag,
+  // Sets r's split and hands the aggregator share to the engine, then queues r.
+  void submit(CollRequest* r, bool agg_capable);
+  // The ring plan for r's elements [lo, hi): AllReduce, or the phase r's kind needs with
+  // the owned ranges clipped to [lo, hi).
+  RingPlan ring_plan(const CollRequest& r, size_t lo, size_t hi) const;
+  // Runs one ring operation on r's elements [lo, hi) to completion on the progress thread;
+  // false on error.
+  bool ring(CollRequest& r, const uint8_t* send, size_t lo, size_t hi, int tag,
             std::string* error);
+  // ReduceScatter / AllGather: moves the result where NCCL wants it.
+  void deliver(CollRequest& r) const;
   // Waits for the request's aggregator part; false if it failed (error in *why).
   bool wait_aggregators(CollRequest& r, std::string* why);
   void finish(CollRequest& r, bool ok, const std::string& error);

@@ -3,7 +3,7 @@
 // checked, results are net::Status with ncclResult_t's numeric values.
 //
 // Callers: NCCL's init path (init, devices, getProperties, listen, connect, reduceSupport,
-// regMr) and its proxy thread (iallreduce, test, deregMr, close*). connect() blocks (it is
+// regMr) and its proxy thread (iallreduce, iallgather, ireducescatter, test, deregMr, close*). connect() blocks (it is
 // collective); iallreduce/test never block.
 #pragma once
 
@@ -37,6 +37,24 @@ Status collRegMr(void* collComm, void* data, size_t size, int type, void** mhand
 Status collRegMrDmaBuf(void* collComm, void* data, size_t size, int type, uint64_t offset, int fd,
                        void** mhandle);
 Status collDeregMr(void* collComm, void* mhandle);
+
+// One piece of NCCL's scatter/gather list (ncclNetSGE_*; the memory handle is not needed).
+struct CollSge {
+  void* address = nullptr;
+  size_t size = 0;
+};
+inline constexpr int kMaxCollParts = 64;
+
+// CollNetDirect collectives on the window [windowOffset, windowOffset + windowBytes) of the
+// nranks * bytesPerRank buffer (rank k owns [k, k + 1) * bytesPerRank). The parts' sizes
+// must add up to windowBytes. AllGather: sendData holds this rank's bytes of the window.
+// ReduceScatter: recvData gets the reduced bytes of the window that this rank owns.
+Status collIallgather(void* collComm, void* sendData, int nRecvParts, const CollSge* recvParts,
+                      size_t bytesPerRank, size_t windowOffset, size_t windowBytes,
+                      void** request);
+Status collIreducescatter(void* collComm, int nSendParts, const CollSge* sendParts,
+                          void* recvData, size_t bytesPerRank, size_t windowOffset,
+                          size_t windowBytes, int dtype, int op, void** request);
 
 Status collIallreduce(void* collComm, void* sendData, void* recvData, size_t count, int dtype,
                       int op, void* sendMhandle, void* recvMhandle, void** request);

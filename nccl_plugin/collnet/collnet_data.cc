@@ -2,6 +2,7 @@
 #include <climits>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "collnet/coll_comm.h"
 #include "collnet/collnet_api.h"
@@ -86,6 +87,100 @@ Status collIallreduce(void* collComm, void* sendData, void* recvData, size_t cou
   collnet::CollRequest* r = nullptr;
   CFX_RETURN_IF_ERROR(c->iallreduce(sendData, recvData, count, static_cast<DType>(dtype),
                                     static_cast<Op>(op), &r));
+  *request = r;
+  return Status::kOk;
+}
+
+namespace {
+
+// Checks a CollNetDirect window and its parts; logs and returns false if anything is off.
+bool valid_window(const char* fn, const collnet::CollComm& c, int nparts, const CollSge* parts,
+                  const collnet::CollWindow& w, size_t esize,
+                  std::vector<collnet::CollPart>* out) {
+  const size_t total = w.bytes_per_rank * static_cast<size_t>(c.nranks());
+  if (w.bytes_per_rank == 0 || total / static_cast<size_t>(c.nranks()) != w.bytes_per_rank ||
+      w.offset > total || w.bytes > total - w.offset) {
+    CFX_WARN(kLogColl,
+             "%s: window [%zu, +%zu) outside the %d x %zu-byte buffer", fn, w.offset, w.bytes,
+             c.nranks(), w.bytes_per_rank);
+    return false;
+  }
+  if (w.offset % esize != 0 || w.bytes % esize != 0 || w.bytes_per_rank % esize != 0) {
+    CFX_WARN(kLogColl, "%s: window [%zu, +%zu) of %zu-byte blocks is not a whole number of "
+             "%zu-byte elements", fn, w.offset, w.bytes, w.bytes_per_rank, esize);
+    return false;
+  }
+  size_t sum = 0;
+  for (int i = 0; i < nparts; ++i) {
+    if (parts[i].size > 0 && parts[i].address == nullptr) {
+      CFX_WARN(kLogColl, "%s: part %d has no address", fn, i);
+      return false;
+    }
+    sum += parts[i].size;
+    out->push_back({static_cast<uint8_t*>(parts[i].address), parts[i].size});
+  }
+  if (sum != w.bytes) {
+    CFX_WARN(kLogColl, "%s: parts hold %zu bytes, the window %zu", fn, sum, w.bytes);
+    return false;
+  }
+  return true;
+}
+
+// Whether this rank owns any of the window (then it must pass its own buffer).
+bool owns_part(const collnet::CollComm& c, const collnet::CollWindow& w) {
+  const auto owned = collnet::owned_ranges(w, c.nranks(), 1);
+  const auto& mine = owned[static_cast<size_t>(c.rank())];
+  return mine.second > mine.first;
+}
+
+}  // namespace
+
+Status collIallgather(void* collComm, void* sendData, int nRecvParts, const CollSge* recvParts,
+                      size_t bytesPerRank, size_t windowOffset, size_t windowBytes,
+                      void** request) {
+  if (request == nullptr) return Status::kInvalidArgument;
+  *request = nullptr;
+  collnet::CollComm* c = comm_or_warn(collComm, "CollNet iallgather");
+  if (c == nullptr) return Status::kInvalidArgument;
+  const collnet::CollWindow w{bytesPerRank, windowOffset, windowBytes};
+  std::vector<collnet::CollPart> parts;
+  if (!valid_window("CollNet iallgather", *c, nRecvParts, recvParts, w, 1, &parts)) {
+    return Status::kInvalidArgument;
+  }
+  if (sendData == nullptr && owns_part(*c, w)) {
+    CFX_WARN(kLogColl, "CollNet iallgather: no send buffer for this rank's part");
+    return Status::kInvalidArgument;
+  }
+  collnet::CollRequest* r = nullptr;
+  CFX_RETURN_IF_ERROR(c->iallgather(sendData, parts, w, &r));
+  *request = r;
+  return Status::kOk;
+}
+
+Status collIreducescatter(void* collComm, int nSendParts, const CollSge* sendParts,
+                          void* recvData, size_t bytesPerRank, size_t windowOffset,
+                          size_t windowBytes, int dtype, int op, void** request) {
+  if (request == nullptr) return Status::kInvalidArgument;
+  *request = nullptr;
+  collnet::CollComm* c = comm_or_warn(collComm, "CollNet ireducescatter");
+  if (c == nullptr) return Status::kInvalidArgument;
+  if (!valid_dtype(static_cast<uint32_t>(dtype)) || !valid_op(static_cast<uint32_t>(op))) {
+    CFX_WARN(kLogColl, "CollNet ireducescatter: unsupported datatype %d / op %d", dtype, op);
+    return Status::kInvalidArgument;
+  }
+  const auto t = static_cast<DType>(dtype);
+  const collnet::CollWindow w{bytesPerRank, windowOffset, windowBytes};
+  std::vector<collnet::CollPart> parts;
+  if (!valid_window("CollNet ireducescatter", *c, nSendParts, sendParts, w, dtype_size(t),
+                    &parts)) {
+    return Status::kInvalidArgument;
+  }
+  if (recvData == nullptr && owns_part(*c, w)) {
+    CFX_WARN(kLogColl, "CollNet ireducescatter: no receive buffer for this rank's part");
+    return Status::kInvalidArgument;
+  }
+  collnet::CollRequest* r = nullptr;
+  CFX_RETURN_IF_ERROR(c->ireducescatter(parts, recvData, w, t, static_cast<Op>(op), &r));
   *request = r;
   return Status::kOk;
 }

@@ -1,4 +1,5 @@
 // CollNet setup: contexts, devices, listen, the collective connect and its agreement.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "collnet/coll_comm.h"
 #include "collnet/collnet_api.h"
 #include "collnet/ring_exchange.h"
+#include "collnet/split.h"
 #include "conflux/protocol/control.h"
 #include "core/plugin_state.h"
 #include "net/log.h"
@@ -42,10 +44,25 @@ struct CollListen {
 };
 
 // What each rank tells the others at the end of connect.
+// The split inputs travel with it: every rank uses the same ring fraction, rank 0's setting,
+// and with "auto" the slowest link and the smallest aggregator capacity any rank saw.
 struct Verdict {
   uint8_t ok = 0;
   char reason[127] = {};
+  double ring_fraction = 0;  // CONFLUX_RING_FRACTION here (kAutoFraction: auto)
+  double link_mbps = 0;
+  double capacity_mbps = 0;
 };
+
+double agreed_ring_fraction(const std::vector<Verdict>& all, int nranks) {
+  if (all[0].ring_fraction != kAutoFraction) return all[0].ring_fraction;
+  double link = all[0].link_mbps, capacity = all[0].capacity_mbps;
+  for (const Verdict& v : all) {
+    link = std::min(link, v.link_mbps);
+    capacity = std::min(capacity, v.capacity_mbps);
+  }
+  return collnet::auto_ring_fraction(nranks, link, capacity);
+}
 
 // Identical on every rank: derived from every rank's handle, unique per communicator.
 uint64_t job_key(void* const* handles, int nranks) {
@@ -200,6 +217,17 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   auto engine = join_aggregators(cfg, job_key(handles, nranks), nranks, rank, &why);
   mine.ok = engine != nullptr;
   std::snprintf(mine.reason, sizeof mine.reason, "%s", why.c_str());
+  mine.ring_fraction = cfg.ringFraction;
+  NetProperties props;
+  if (netGetProperties(l->dev, &props) == Status::kOk) mine.link_mbps = props.speed;
+  if (engine != nullptr) {
+    std::vector<collnet::AggregatorShare> shares;
+    for (const auto& a : engine->aggregators()) {
+      shares.push_back({a.granted_slots, static_cast<uint32_t>(cfg.windowSlots)});
+    }
+    mine.capacity_mbps =
+        collnet::aggregator_capacity_mbps(nranks, mine.link_mbps, cfg.aggregatorMbps, shares);
+  }
 
   // 3. Agreement: everyone learns every rank's verdict, so all decline or none does.
   std::vector<Verdict> all(static_cast<size_t>(nranks));
@@ -232,14 +260,15 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   }
 
   collnet::CollOptions opts;
-  opts.ring_fraction = cfg.ringFraction;
+  opts.ring_fraction = agreed_ring_fraction(all, nranks);
   opts.ring_block_bytes = cfg.ringBlockBytes;
   opts.ring_inflight = cfg.ringInflight;
   opts.ring_timeout = std::chrono::milliseconds(cfg.ringTimeoutMs);
   if (rank == 0) {
     CFX_INFO(kLogColl | kLogInit,
-             "CollNet connected: %d ranks, %zu aggregator(s), ring fraction %.2f%s", nranks,
+             "CollNet connected: %d ranks, %zu aggregator(s), ring fraction %.2f%s%s", nranks,
              engine->aggregators().size(), opts.ring_fraction,
+             all[0].ring_fraction == kAutoFraction ? " (auto)" : "",
              engine->aggregators().front().deterministic ? ", deterministic" : "");
   }
   *collComm = new collnet::CollComm(rank, nranks, std::move(next), std::move(prev),

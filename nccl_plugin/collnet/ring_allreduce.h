@@ -1,9 +1,12 @@
-// RingAllreduce: one AllReduce over the worker ring (reduce-scatter, then all-gather),
-// as a non-blocking state machine over the plugin's own p2p transport.
+// RingAllreduce: one collective over the worker ring as a non-blocking state machine over
+// the plugin's own p2p transport: AllReduce (reduce-scatter, then all-gather), or either
+// phase alone (ReduceScatter, AllGather; see RingPlan).
 //
 // The range is cut into nranks segments; at each of the 2(n-1) steps every rank sends one
 // segment to the next rank and receives one from the previous rank, in blocks of at most
-// `block_bytes` with up to `max_inflight` blocks outstanding. All messages of one
+// `block_bytes` with up to `max_inflight` blocks outstanding. After the reduce-scatter
+// phase rank r holds the final value of segment r+1 (mod n); the all-gather phase starts
+// from there. All messages of one
 // operation carry `tag`; every rank must run the same operations in the same order (the
 // transport matches messages in posting order), which CollComm guarantees.
 //
@@ -15,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "conflux/common/dtype.h"
@@ -23,6 +27,21 @@
 #include "net/status.h"
 
 namespace conflux::collnet {
+
+// How a ring operation cuts its range and which phases it runs. The default is an
+// AllReduce over nranks near-equal segments.
+struct RingPlan {
+  bool reduce_scatter = true;
+  bool all_gather = true;
+  // segs[j] = element range [first, second) of segment j; nranks entries, or empty for
+  // near-equal segments. Ranges may be empty; they need not be in order.
+  std::vector<std::pair<size_t, size_t>> segs;
+
+  // A plan where rank k's final (reduce-scatter) or initial (all-gather) data is
+  // owned[k]: segment k+1 (mod n) is owned[k], matching the phase convention above.
+  static RingPlan by_owner(const std::vector<std::pair<size_t, size_t>>& owned,
+                           bool reduce_scatter, bool all_gather);
+};
 
 struct RingLinks {
   int rank = 0;
@@ -34,8 +53,10 @@ struct RingLinks {
 class RingAllreduce {
  public:
   // `scratch` must hold max_inflight * block_bytes bytes and outlive the operation.
+  // The plan must be the same on every rank. `send` is copied to `recv` first (unless equal).
   RingAllreduce(const RingLinks& links, const void* send, void* recv, size_t count, DType dtype,
-                Op op, int tag, size_t block_bytes, int max_inflight, uint8_t* scratch);
+                Op op, int tag, size_t block_bytes, int max_inflight, uint8_t* scratch,
+                RingPlan plan = {});
 
   // Advances the operation. Returns an error status (final) or kOk; *done once complete.
   net::Status progress(bool* done);
@@ -57,7 +78,9 @@ class RingAllreduce {
   void plan_step();
   net::Status post(Block& b);
   net::Status poll(Block& b);
-  size_t seg_lo(int seg) const { return count_ * static_cast<size_t>(seg) / links_.nranks; }
+  size_t seg_lo(int seg) const { return segs_[static_cast<size_t>(mod(seg))].first; }
+  size_t seg_hi(int seg) const { return segs_[static_cast<size_t>(mod(seg))].second; }
+  bool in_reduce_scatter() const { return step_ < links_.nranks - 1; }
   int mod(int v) const { return ((v % links_.nranks) + links_.nranks) % links_.nranks; }
 
   const RingLinks links_;
@@ -70,8 +93,11 @@ class RingAllreduce {
   const size_t block_elems_;
   const int max_inflight_;
   uint8_t* const scratch_;
+  std::vector<std::pair<size_t, size_t>> segs_;
+  size_t longest_ = 0;  // elements in the longest segment
 
   int step_ = 0;  // 0..n-2 reduce-scatter, n-1..2n-3 all-gather
+  int end_step_ = 0;
   std::vector<Block> blocks_;
   size_t next_to_post_ = 0;
   size_t finished_ = 0;

@@ -12,7 +12,7 @@
 namespace conflux::plugin {
 namespace {
 
-const std::array<ParamSpec, 20> kParams{{
+const std::array<ParamSpec, 21> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -36,10 +36,15 @@ const std::array<ParamSpec, 20> kParams{{
      "1: a CollNet connect without usable aggregators is an error logged as a warning instead "
      "of a quiet decline.",
      &Config::requireAggregators},
-    {"CONFLUX_RING_FRACTION", ParamType::kFraction, "0", 0, 0,
+    {"CONFLUX_RING_FRACTION", ParamType::kFraction, "auto", 0, 0,
      "Share (0..1) of every AllReduce sent over the worker ring at the same time as the rest "
-     "goes through the aggregators.",
+     "goes through the aggregators. auto: from the aggregators' grants and line rate "
+     "(CONFLUX_AGGREGATOR_MBPS) against the workers' link.",
      &Config::ringFraction},
+    {"CONFLUX_AGGREGATOR_MBPS", ParamType::kInt, "0", 0, 100000000,
+     "Line rate of each aggregator for the auto split. 0: unknown, the aggregators are taken "
+     "to keep up with every worker, so only a cut grant moves work to the ring.",
+     &Config::aggregatorMbps},
     {"CONFLUX_DETERMINISTIC", ParamType::kBool, "0", 0, 0,
      "1: aggregators reduce in rank order, so results are bitwise reproducible.",
      &Config::deterministic},
@@ -111,11 +116,15 @@ bool applyValue(const ParamSpec& p, const char* text, Config* cfg, std::string* 
   bool b = false;
   switch (p.type) {
     case ParamType::kFraction: {
+      if (strcasecmp(text, "auto") == 0) {
+        cfg->*std::get<double Config::*>(p.field) = kAutoFraction;
+        return true;
+      }
       errno = 0;
       char* end = nullptr;
       const double d = std::strtod(text, &end);
       if (errno != 0 || end == text || *end != '\0' || !(d >= 0.0 && d <= 1.0)) {
-        return *why = "expected a number between 0 and 1", false;
+        return *why = "expected auto or a number between 0 and 1", false;
       }
       cfg->*std::get<double Config::*>(p.field) = d;
       return true;

@@ -17,6 +17,9 @@
 
 namespace conflux::plugin {
 
+// CONFLUX_RING_FRACTION=auto.
+inline constexpr double kAutoFraction = -1.0;
+
 using net::Status;
 
 // Values of all CONFLUX_* variables after parsing; defaults come from the table.
@@ -31,7 +34,8 @@ struct Config {
   // CollNet: aggregators, overflow ring and failover.
   std::string aggregators;
   bool requireAggregators = false;
-  double ringFraction = 0;
+  double ringFraction = kAutoFraction;  // kAutoFraction: collnet/split.h decides
+  int aggregatorMbps = 0;
   bool deterministic = false;
   std::string secret;
   int windowSlots = 0;

@@ -23,19 +23,32 @@ struct Cell {
   void* send;
   void* recv;
 
+  size_t in_count() const { return m.mode == Mode::kReduceScatter ? count * spec.nranks : count; }
+  size_t out_count() const { return m.mode == Mode::kAllGather ? count * spec.nranks : count; }
+  void fill() { fill_input(spec, bs->rank(), 0, in_count(), send); }
+  uint64_t wrong_in_output() const {
+    switch (m.mode) {
+      case Mode::kReduceScatter:
+        return count_wrong(spec, recv, count, count * static_cast<size_t>(bs->rank()));
+      case Mode::kAllGather:
+        return count_wrong_gather(spec, recv, count);
+      default:
+        return count_wrong(spec, recv, count);
+    }
+  }
   // Makes the next run verifiable: fresh inputs in place, or a poisoned receive buffer.
   void prepare() {
     if (o.inplace)
-      fill_input(spec, bs->rank(), 0, count, send);
+      fill();
     else
-      poison(spec.dtype, recv, count);
+      poison(spec.dtype, recv, out_count());
   }
   Status once(uint64_t* wrong, double* us) {
     if (wrong != nullptr) prepare();
     auto t0 = Clock::now();
     DRV_TRY(m.run(send, recv, count, spec.dtype, spec.op));
     if (us != nullptr) *us += us_since(t0);
-    if (wrong != nullptr) *wrong += count_wrong(spec, recv, count);
+    if (wrong != nullptr) *wrong += wrong_in_output();
     return Status::Ok();
   }
 };
@@ -58,7 +71,9 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
       }
       for (size_t size : size_list(o)) {
         const size_t es = dtype_size(t);
-        const size_t count = size / es;
+        // ReduceScatter / AllGather: the size is the whole nranks-block buffer, as in
+        // nccl-tests; each rank's block holds count elements.
+        const size_t count = is_direct(m.mode) ? size / es / static_cast<size_t>(n) : size / es;
         if (count == 0) continue;
         Cell c{o,
                m,
@@ -68,7 +83,7 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
                count,
                bufs->send,
                o.inplace ? bufs->send : bufs->recv};
-        fill_input(c.spec, bs->rank(), 0, count, c.send);
+        c.fill();
         uint64_t wrong = 0;
         uint64_t* check = o.check_iters ? &wrong : nullptr;
         for (int i = 0; i < o.warmup; ++i) DRV_TRY(c.once(check, nullptr));
@@ -86,7 +101,8 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
         double mine[2] = {total_us / o.iters, static_cast<double>(wrong)};
         std::vector<std::string> all;
         DRV_TRY(bs->allgather(std::string(reinterpret_cast<char*>(mine), sizeof mine), &all));
-        Row row{m.mode, count * es, count, t, op, o.inplace, 0, 0, 0, 0};
+        const size_t bytes = is_direct(m.mode) ? count * es * static_cast<size_t>(n) : count * es;
+        Row row{m.mode, bytes, count, t, op, o.inplace, 0, 0, 0, 0};
         for (const std::string& a : all) {
           double v[2];
           if (a.size() != sizeof v) return Status::Error("bootstrap: malformed row result");
@@ -95,7 +111,8 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
           row.wrong += static_cast<uint64_t>(v[1]);
         }
         row.algbw = row.time_us > 0 ? static_cast<double>(row.bytes) / row.time_us / 1e3 : 0;
-        row.busbw = row.algbw * 2.0 * (n - 1) / n;
+        // nccl-tests' bus bandwidth: 2(n-1)/n for AllReduce, (n-1)/n for the other two.
+        row.busbw = row.algbw * (is_direct(m.mode) ? 1.0 : 2.0) * (n - 1) / n;
         if (bs->rank() == 0) print_row(row);
         rows->push_back(row);
       }

@@ -1,5 +1,5 @@
 // The measurement loop shared by every mode: for each dtype x op x size, warm up, time
-// `iters` AllReduces, then verify a check run (and, with --check-iters, every iteration);
+// `iters` collectives, then verify a check run (and, with --check-iters, every iteration);
 // timings and wrong counts are gathered to rank 0, which prints the row.
 #pragma once
 
@@ -14,6 +14,8 @@
 
 namespace conflux::driver {
 
+// AllReduce: count elements in and out. ReduceScatter: nranks * count in, count out.
+// AllGather: count in, nranks * count out. The table's size is the larger of the two.
 using AllReduceFn = std::function<Status(void* send, void* recv, size_t count, DType t, Op op)>;
 using SupportFn = std::function<bool(DType t, Op op)>;
 

@@ -1,6 +1,7 @@
 // CollNet session: setup/agreement, chunked iallreduce, teardown (see collnet.h).
 #include "driver/collnet.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -147,31 +148,17 @@ Status CollNetSession::decline_cleanup() {
   return Status::Ok();
 }
 
-Status CollNetSession::allreduce(void* send, void* recv, size_t count, DType t, Op op,
-                                 size_t chunk_bytes, int inflight) {
-  const size_t es = dtype_size(t);
-  size_t cb = chunk_bytes;
-  if (max_coll_bytes_ > 0 && cb > max_coll_bytes_) cb = max_coll_bytes_;
-  const size_t chunk_elems = cb / es > 0 ? cb / es : 1;
-  const size_t nchunks = (count + chunk_elems - 1) / chunk_elems;
+Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight,
+                                const PostFn& post, const std::function<size_t(size_t)>& bytes) {
   const size_t window = static_cast<size_t>(inflight);
-  void* smh = send_mh_;
-  void* rmh = (recv == send) ? send_mh_ : recv_mh_;
   std::vector<void*> reqs(window, nullptr);
   size_t posted = 0, done = 0;
   uint64_t idle = 0;
-  auto* s = static_cast<char*>(send);
-  auto* d = static_cast<char*>(recv);
   while (done < nchunks) {
     bool progress = false;
     while (posted < nchunks && posted - done < window) {
-      const size_t first = posted * chunk_elems;
-      const size_t n = count - first < chunk_elems ? count - first : chunk_elems;
       void* req = nullptr;
-      DRV_CALL(rank_, "collnet.iallreduce",
-               cn_->iallreduce(coll_comm_, s + first * es, d + first * es, n,
-                               static_cast<abi::ncclDataType_t>(t),
-                               static_cast<abi::ncclRedOp_t>(op), smh, rmh, &req));
+      DRV_TRY(post(posted, &req));
       if (req == nullptr) break;  // "try again later"
       reqs[posted % window] = req;
       ++posted;
@@ -181,12 +168,10 @@ Status CollNetSession::allreduce(void* send, void* recv, size_t count, DType t, 
       int flag = 0, size = -1;
       DRV_CALL(rank_, "collnet.test", cn_->test(reqs[done % window], &flag, &size));
       if (!flag) break;
-      const size_t first = done * chunk_elems;
-      const size_t n = count - first < chunk_elems ? count - first : chunk_elems;
-      if (size < 0 || static_cast<size_t>(size) != n * es) {
-        return Status::Error("collnet.test reported size " + std::to_string(size) +
-                             " for a chunk of " + std::to_string(n * es) + " bytes (" +
-                             std::to_string(n) + " elements)");
+      const size_t expect = bytes(done);
+      if (size < 0 || static_cast<size_t>(size) != expect) {
+        return Status::Error(std::string("collnet.test reported size ") + std::to_string(size) +
+                             " for a " + what + " chunk of " + std::to_string(expect) + " bytes");
       }
       reqs[done % window] = nullptr;
       ++done;
@@ -197,12 +182,43 @@ Status CollNetSession::allreduce(void* send, void* recv, size_t count, DType t, 
       continue;
     }
     if ((++idle & 1023) == 0 && dl_->passed()) {
-      return Status::Error("--timeout reached in collnet AllReduce (" + std::to_string(done) + "/" +
-                           std::to_string(nchunks) + " chunks done)");
+      return Status::Error(std::string("--timeout reached in collnet ") + what + " (" +
+                           std::to_string(done) + "/" + std::to_string(nchunks) +
+                           " chunks done)");
     }
     idle_pause();
   }
   return Status::Ok();
+}
+
+size_t CollNetSession::chunk_bytes(size_t requested, size_t esize) const {
+  size_t cb = requested;
+  if (max_coll_bytes_ > 0 && cb > max_coll_bytes_) cb = max_coll_bytes_;
+  cb -= cb % esize;
+  return cb > 0 ? cb : esize;
+}
+
+Status CollNetSession::allreduce(void* send, void* recv, size_t count, DType t, Op op,
+                                 size_t chunk, int inflight) {
+  const size_t es = dtype_size(t);
+  const size_t chunk_elems = chunk_bytes(chunk, es) / es;
+  const size_t nchunks = (count + chunk_elems - 1) / chunk_elems;
+  void* smh = send_mh_;
+  void* rmh = (recv == send) ? send_mh_ : recv_mh_;
+  auto* s = static_cast<char*>(send);
+  auto* d = static_cast<char*>(recv);
+  auto elems = [&](size_t i) { return std::min(chunk_elems, count - i * chunk_elems); };
+  return pipeline(
+      "AllReduce", nchunks, inflight,
+      [&](size_t i, void** req) {
+        const size_t first = i * chunk_elems;
+        DRV_CALL(rank_, "collnet.iallreduce",
+                 cn_->iallreduce(coll_comm_, s + first * es, d + first * es, elems(i),
+                                 static_cast<abi::ncclDataType_t>(t),
+                                 static_cast<abi::ncclRedOp_t>(op), smh, rmh, req));
+        return Status::Ok();
+      },
+      [&](size_t i) { return elems(i) * es; });
 }
 
 Status CollNetSession::close() {

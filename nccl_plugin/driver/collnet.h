@@ -11,6 +11,13 @@
 //   op:    per chunk of chunk_bytes: iallreduce(collComm, send+off, recv+off, count, dtype, op,
 //          sendMh, recvMh, &req) (NULL req: retry later), at most `inflight` outstanding,
 //          test(req, &done, &size) oldest first until done; size must equal the chunk's bytes
+//   direct: ReduceScatter / AllGather as CollNetDirect's proxy drives them: the
+//          nranks * bytesPerRank buffer in windows of chunk_bytes; per window one
+//          ireducescatter(collComm, 1, {sendMh, send+winOffset, winBytes}, recvPtr,
+//          bytesPerRank, winOffset, winBytes, dtype, op, recvMh, &req) or
+//          iallgather(collComm, sendPtr, 1, {recvMh, recv+winOffset, winBytes}, bytesPerRank,
+//          winOffset, winBytes, sendMh, &req), where recvPtr/sendPtr is this rank's block
+//          advanced by winOffset % bytesPerRank when the window starts inside that block
 //   close: deregMr(send) -> deregMr(recv) -> closeColl -> finalize(cctx)
 //   decline after a local success: closeColl (if connected) -> finalize; after a failed
 //   connect NCCL drops the listen comm without closing it, and so does the driver.
@@ -18,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "conflux/common/dtype.h"
@@ -46,12 +54,27 @@ class CollNetSession {
 
   Status allreduce(void* send, void* recv, size_t count, DType t, Op op, size_t chunk_bytes,
                    int inflight);
+  // count = elements per rank: send holds nranks * count, recv this rank's count.
+  Status reducescatter(void* send, void* recv, size_t count, DType t, Op op, size_t chunk_bytes,
+                       int inflight);
+  // count = elements per rank: send holds count, recv nranks * count.
+  Status allgather(void* send, void* recv, size_t count, DType t, size_t chunk_bytes,
+                   int inflight);
   Status close();
 
  private:
   Status agree(bool ok_here, const std::string& why_here, const std::string& blob_here,
                std::vector<std::string>* blobs, bool* all_ok);
   Status decline_cleanup();
+  // Posts chunk i (a null request means "again later") with up to `inflight` outstanding,
+  // tests them oldest first and checks each completed size against bytes(i).
+  using PostFn = std::function<Status(size_t i, void** req)>;
+  Status pipeline(const char* what, size_t nchunks, int inflight, const PostFn& post,
+                  const std::function<size_t(size_t)>& bytes);
+  size_t chunk_bytes(size_t requested, size_t esize) const;
+  // The window loop shared by reducescatter and allgather.
+  Status direct(bool reduce, void* send, void* recv, size_t count, DType t, Op op,
+                size_t chunk, int inflight);
 
   const abi::ncclCollNet_v11_t* cn_ = nullptr;
   Bootstrap* bs_ = nullptr;

@@ -184,7 +184,8 @@ int64_t exact_op(Op op, int64_t a, int64_t b) {
   return a;
 }
 
-uint64_t count_wrong_bitwise(const InputSpec& s, const unsigned char* res, size_t count) {
+uint64_t count_wrong_bitwise(const InputSpec& s, const unsigned char* res, size_t count,
+                             size_t at) {
   constexpr size_t kBlock = 4096;
   const size_t es = dtype_size(s.dtype);
   std::vector<unsigned char> inputs(static_cast<size_t>(s.nranks) * kBlock * es);
@@ -196,7 +197,7 @@ uint64_t count_wrong_bitwise(const InputSpec& s, const unsigned char* res, size_
     size_t n = count - first < kBlock ? count - first : kBlock;
     for (int r = 0; r < s.nranks; ++r) {
       srcs[r] = inputs.data() + static_cast<size_t>(r) * kBlock * es;
-      fill_input(s, r, first, n, const_cast<void*>(srcs[r]));
+      fill_input(s, r, at + first, n, const_cast<void*>(srcs[r]));
     }
     cr::reduce_n(s.dtype, s.op, ref.data(), srcs.data(), s.nranks, n, scratch.data());
     for (size_t i = 0; i < n; ++i) {
@@ -227,26 +228,41 @@ void fill_input(const InputSpec& s, int rank, size_t first, size_t n, void* dst)
   }
 }
 
-uint64_t count_wrong(const InputSpec& s, const void* result, size_t count) {
+uint64_t count_wrong(const InputSpec& s, const void* result, size_t count, size_t at) {
   const auto* res = static_cast<const unsigned char*>(result);
-  if (s.kind == InputKind::kRandom) return count_wrong_bitwise(s, res, count);
+  if (s.kind == InputKind::kRandom) return count_wrong_bitwise(s, res, count, at);
   std::vector<uint64_t> bases(s.nranks);
   for (int r = 0; r < s.nranks; ++r) bases[r] = rank_base(s, r);
   uint64_t wrong = 0;
   if (!dtype_is_float(s.dtype)) {
     for (size_t i = 0; i < count; ++i) {
-      uint64_t acc = normalize_int(s.dtype, rnd(bases[0], i));
+      uint64_t acc = normalize_int(s.dtype, rnd(bases[0], at + i));
       for (int r = 1; r < s.nranks; ++r)
-        acc = int_op(s.dtype, s.op, acc, normalize_int(s.dtype, rnd(bases[r], i)));
+        acc = int_op(s.dtype, s.op, acc, normalize_int(s.dtype, rnd(bases[r], at + i)));
       if (load_int(s.dtype, res, i) != acc) ++wrong;
     }
     return wrong;
   }
   for (size_t i = 0; i < count; ++i) {
-    int64_t acc = exact_float_value(s, rnd(bases[0], i), 0, i);
+    int64_t acc = exact_float_value(s, rnd(bases[0], at + i), 0, at + i);
     for (int r = 1; r < s.nranks; ++r)
-      acc = exact_op(s.op, acc, exact_float_value(s, rnd(bases[r], i), r, i));
+      acc = exact_op(s.op, acc, exact_float_value(s, rnd(bases[r], at + i), r, at + i));
     if (!(load_float(s.dtype, res, i) == static_cast<double>(acc))) ++wrong;
+  }
+  return wrong;
+}
+
+uint64_t count_wrong_gather(const InputSpec& s, const void* result, size_t per_rank) {
+  const size_t es = dtype_size(s.dtype);
+  std::vector<unsigned char> expect(per_rank * es);
+  const auto* res = static_cast<const unsigned char*>(result);
+  uint64_t wrong = 0;
+  for (int r = 0; r < s.nranks; ++r) {
+    fill_input(s, r, 0, per_rank, expect.data());
+    const unsigned char* got = res + static_cast<size_t>(r) * per_rank * es;
+    for (size_t i = 0; i < per_rank; ++i) {
+      if (std::memcmp(expect.data() + i * es, got + i * es, es) != 0) ++wrong;
+    }
   }
   return wrong;
 }

@@ -35,8 +35,13 @@ struct InputSpec {
 // Writes elements [first, first + n) of `rank`'s input into dst (n elements).
 void fill_input(const InputSpec& s, int rank, size_t first, size_t n, void* dst);
 
-// Number of wrong elements in `result` (count elements) for the given spec.
-uint64_t count_wrong(const InputSpec& s, const void* result, size_t count);
+// Number of wrong elements in `result`, which holds elements [at, at + count) of the
+// AllReduce of every rank's input (ReduceScatter: at = rank * count).
+uint64_t count_wrong(const InputSpec& s, const void* result, size_t count, size_t at = 0);
+
+// Number of wrong elements in an AllGather result: nranks blocks of per_rank elements,
+// block r being rank r's input [0, per_rank), bit for bit.
+uint64_t count_wrong_gather(const InputSpec& s, const void* result, size_t per_rank);
 
 // Fills n elements with a recognisable pattern so that a missing write is detected: NaN for
 // floats (never a correct result here), 0xA5 bytes for integers (rarely one).

@@ -82,8 +82,12 @@ Status parse_modes(const std::string& v, std::vector<Mode>* out) {
       out->push_back(Mode::kHybrid);
     else if (name == "ring")
       out->push_back(Mode::kRing);
+    else if (name == "reducescatter")
+      out->push_back(Mode::kReduceScatter);
+    else if (name == "allgather")
+      out->push_back(Mode::kAllGather);
     else
-      return bad("--modes", name, "expected collnet, hybrid or ring");
+      return bad("--modes", name, "expected collnet, hybrid, ring, reducescatter or allgather");
   }
   return out->empty() ? bad("--modes", v, "empty list") : Status::Ok();
 }
@@ -141,9 +145,13 @@ Status apply(const std::string& flag, const std::string& val, Options* o) {
   if (flag == "--dtype" || flag == "-d") return parse_dtypes(val, &o->dtypes);
   if (flag == "--op" || flag == "-o") return parse_ops(val, &o->ops);
   if (flag == "--modes") return parse_modes(val, &o->modes);
-  if (flag == "--ring-fraction") {
-    if (!parse_double(val, &d) || d < 0.0 || d > 1.0) return bad(flag, val, "expected 0..1");
-    o->ring_fraction = d;
+  if (flag == "--ring-fraction" || flag == "--rs-ring-fraction") {
+    if (val == "auto") {
+      d = kAutoRingFraction;
+    } else if (!parse_double(val, &d) || d < 0.0 || d > 1.0) {
+      return bad(flag, val, "expected 0..1 or auto");
+    }
+    (flag == "--ring-fraction" ? o->ring_fraction : o->rs_ring_fraction) = d;
     return Status::Ok();
   }
   if (flag == "--seed") {
@@ -189,6 +197,10 @@ const char* mode_name(Mode m) {
       return "hybrid";
     case Mode::kRing:
       return "ring";
+    case Mode::kReduceScatter:
+      return "reducescatter";
+    case Mode::kAllGather:
+      return "allgather";
   }
   return "?";
 }
@@ -236,6 +248,12 @@ Status parse_options(int argc, char** argv, Options* o) {
   if (o->minbytes > o->maxbytes) return Status::Error("--minbytes is larger than --maxbytes");
   if (o->maxbytes == 0) return Status::Error("--maxbytes must be > 0");
   if (o->maxbytes > (size_t{8} << 30)) return Status::Error("--maxbytes above 8G is not supported");
+  for (Mode m : o->modes) {
+    if (is_direct(m) && o->inplace) {
+      return Status::Error(std::string("--inplace applies to AllReduce modes only, not ") +
+                           mode_name(m));
+    }
+  }
   return Status::Ok();
 }
 
@@ -259,8 +277,11 @@ void print_usage(const char* argv0) {
       "                         (default: $NCCL_NET_PLUGIN, else libnccl-net.so)\n"
       "  --nranks N             fork N ranks on this machine; without it the rank comes from\n"
       "                         CONFLUX_DRIVER_RANK/_NRANKS/_ROOT=host:port\n"
-      "  --modes LIST           collnet,hybrid,ring (default: all three)\n"
-      "  --ring-fraction F      CONFLUX_RING_FRACTION of the hybrid mode (default 0.5)\n"
+      "  --modes LIST           collnet,hybrid,ring (default: all three); also\n"
+      "                         reducescatter,allgather (CollNetDirect pattern; size = total)\n"
+      "  --ring-fraction F      CONFLUX_RING_FRACTION of the hybrid mode (default 0.5;\n"
+      "                         auto: the plugin's split from the grants and link rates)\n"
+      "  --rs-ring-fraction F   CONFLUX_RING_FRACTION of the reducescatter mode (default 0)\n"
       "  -b|--minbytes B        smallest size (default 4); K/M/G suffixes\n"
       "  -e|--maxbytes B        largest size (default 64M)\n"
       "  -f|--stepfactor F      size multiplier (default 4)\n"

@@ -11,8 +11,13 @@
 
 namespace conflux::driver {
 
-enum class Mode { kCollNet, kHybrid, kRing };
+// AllReduce through CollNet (aggregators only, or split with the ring), AllReduce over the
+// p2p net ring, and CollNetDirect's ReduceScatter / AllGather through CollNet.
+enum class Mode { kCollNet, kHybrid, kRing, kReduceScatter, kAllGather };
 const char* mode_name(Mode m);
+inline bool is_direct(Mode m) { return m == Mode::kReduceScatter || m == Mode::kAllGather; }
+
+inline constexpr double kAutoRingFraction = -1.0;  // --ring-fraction auto
 
 struct Options {
   std::string plugin;  // --plugin PATH|NAME; empty: NCCL_NET_PLUGIN, then libnccl-net.so
@@ -25,7 +30,8 @@ struct Options {
   std::vector<DType> dtypes{DType::kFloat32};
   std::vector<Op> ops{Op::kSum};
   std::vector<Mode> modes{Mode::kCollNet, Mode::kHybrid, Mode::kRing};
-  double ring_fraction = 0.5;
+  double ring_fraction = 0.5;     // hybrid mode
+  double rs_ring_fraction = 0.0;  // reducescatter mode
   size_t chunk_bytes = size_t{1} << 20;
   int inflight = 8;
   bool inplace = false;

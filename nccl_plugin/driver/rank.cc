@@ -100,7 +100,13 @@ struct RankRun {
     }
     DRV_TRY(check_collnet_members(plugin.collnet));
     char frac[32];
-    std::snprintf(frac, sizeof frac, "%g", mode == Mode::kCollNet ? 0.0 : o.ring_fraction);
+    const double f = mode == Mode::kHybrid          ? o.ring_fraction
+                     : mode == Mode::kReduceScatter ? o.rs_ring_fraction
+                                                    : 0.0;
+    if (f == kAutoRingFraction)
+      std::snprintf(frac, sizeof frac, "auto");
+    else
+      std::snprintf(frac, sizeof frac, "%g", f);
     setenv("CONFLUX_RING_FRACTION", frac, 1);  // read by the plugin at init
     NetRing ring;
     DRV_TRY(open_comm(id, &ring));
@@ -117,18 +123,32 @@ struct RankRun {
       note("warning: CollNet device 0 is named '" + cs.device_name() + "' but net device 0 '" +
            dev.name + "' (NCCL expects the same name)");
     }
-    if (rank == 0) {
-      print_table_header(mode, std::string("CollNetChain iallreduce, CONFLUX_RING_FRACTION=") +
-                                   frac + ", chunk " + std::to_string(o.chunk_bytes) +
-                                   " B, inflight " + std::to_string(o.inflight) +
-                                   (o.inplace ? ", in-place" : ", out-of-place") +
-                                   (o.deterministic ? ", deterministic: bitwise check" : ""));
-    }
+    const std::string how = std::string(", CONFLUX_RING_FRACTION=") + frac + ", chunk " +
+                            std::to_string(o.chunk_bytes) + " B, inflight " +
+                            std::to_string(o.inflight);
     ModeRun m{mode, o.deterministic ? InputKind::kRandom : InputKind::kExact,
               [&cs, this](void* s, void* r, size_t n, DType t, Op op) {
                 return cs.allreduce(s, r, n, t, op, o.chunk_bytes, o.inflight);
               },
               [&cs](DType t, Op op) { return cs.supported(t, op); }};
+    std::string what = "CollNetChain iallreduce" + how +
+                       (o.inplace ? ", in-place" : ", out-of-place") +
+                       (o.deterministic ? ", deterministic: bitwise check" : "");
+    if (mode == Mode::kReduceScatter) {
+      m.inputs = InputKind::kExact;
+      m.run = [&cs, this](void* s, void* r, size_t n, DType t, Op op) {
+        return cs.reducescatter(s, r, n, t, op, o.chunk_bytes, o.inflight);
+      };
+      what = "CollNetDirect ireducescatter, size = nranks blocks" + how;
+    } else if (mode == Mode::kAllGather) {
+      m.inputs = InputKind::kExact;
+      m.run = [&cs, this](void* s, void* r, size_t n, DType t, Op) {
+        return cs.allgather(s, r, n, t, o.chunk_bytes, o.inflight);
+      };
+      m.supported = [](DType, Op) { return true; };  // bytes are moved, not reduced
+      what = "CollNetDirect iallgather, size = nranks blocks" + how;
+    }
+    if (rank == 0) print_table_header(mode, what);
     DRV_TRY(run_mode(o, m, &bs, &bufs, &rows, &notes));
     DRV_TRY(cs.close());
     return close_comm(&ring);

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "collnet/coll_comm.h"
 #include "collnet/ring_allreduce.h"
 #include "collnet/ring_exchange.h"
 #include "conflux/common/reduce.h"
@@ -40,10 +41,10 @@ struct Ring {
   RingLinks links(int r) { return {r, int(next.size()), next[r].get(), prev[r].get()}; }
 };
 
-// Runs one ring AllReduce per rank (threads) and returns each rank's output.
+// Runs one ring operation per rank (threads) and returns each rank's output.
 std::vector<std::vector<uint8_t>> run(Ring& ring, const std::vector<std::vector<uint8_t>>& in,
                                       size_t count, DType t, Op op, size_t block, int inflight,
-                                      bool in_place) {
+                                      bool in_place, const RingPlan& plan = {}) {
   const int n = int(in.size());
   std::vector<std::vector<uint8_t>> out(n, std::vector<uint8_t>(count * dtype_size(t)));
   std::vector<std::thread> threads;
@@ -52,7 +53,7 @@ std::vector<std::vector<uint8_t>> run(Ring& ring, const std::vector<std::vector<
       std::vector<uint8_t> scratch(block * inflight);
       if (in_place) out[r] = in[r];
       RingAllreduce op_(ring.links(r), in_place ? out[r].data() : in[r].data(), out[r].data(),
-                        count, t, op, 7, block, inflight, scratch.data());
+                        count, t, op, 7, block, inflight, scratch.data(), plan);
       bool done = false;
       while (!done) ASSERT_EQ(op_.progress(&done), net::Status::kOk);
     });
@@ -145,6 +146,78 @@ TEST_P(RingTest, AllgatherCollectsEveryRecord) {
   for (auto& th : threads) th.join();
   for (int r = 0; r < n; ++r) {
     for (int i = 0; i < n; ++i) EXPECT_EQ(all[r][i], uint64_t(1000 + i)) << r;
+  }
+}
+
+// Windows of an n x per_rank buffer as NCCL's CollNetDirect hands them: whole, starting and
+// ending inside a rank's block, inside one block only, and empty for some ranks.
+std::vector<CollWindow> windows(int n, size_t per_rank, size_t esize) {
+  const size_t b = per_rank * esize, total = b * size_t(n);
+  return {{b, 0, total},
+          {b, esize * 3, total - esize * 5},
+          {b, b + esize, b - esize * 2},
+          {b, b - esize, esize * 2},
+          {b, 0, esize}};
+}
+
+TEST(OwnedRanges, SplitTheWindowByBlockOwner) {
+  // 3 ranks x 10 four-byte elements; window = elements [5, 25).
+  const auto owned = owned_ranges({40, 20, 80}, 3, 4);
+  ASSERT_EQ(owned.size(), 3u);
+  EXPECT_EQ(owned[0], (std::pair<size_t, size_t>{0, 5}));
+  EXPECT_EQ(owned[1], (std::pair<size_t, size_t>{5, 15}));
+  EXPECT_EQ(owned[2], (std::pair<size_t, size_t>{15, 20}));
+  // A window inside rank 1's block leaves ranks 0 and 2 empty.
+  const auto inner = owned_ranges({40, 44, 8}, 3, 4);
+  EXPECT_EQ(inner[0].first, inner[0].second);
+  EXPECT_EQ(inner[1], (std::pair<size_t, size_t>{0, 2}));
+  EXPECT_EQ(inner[2].first, inner[2].second);
+}
+
+TEST_P(RingTest, ReduceScatterLeavesEachOwnerItsSums) {
+  const int n = GetParam();
+  Ring ring(n);
+  std::mt19937 rng(7 + n);
+  const size_t per_rank = 1031;
+  for (const CollWindow& w : windows(n, per_rank, 4)) {
+    const size_t count = w.bytes / 4;
+    std::vector<std::vector<uint8_t>> in(n, std::vector<uint8_t>(w.bytes));
+    std::vector<uint32_t> expect(count, 0);
+    for (auto& v : in) {
+      auto* p = reinterpret_cast<uint32_t*>(v.data());
+      for (size_t i = 0; i < count; ++i) expect[i] += (p[i] = uint32_t(rng()));
+    }
+    const auto owned = owned_ranges(w, n, 4);
+    const auto out = run(ring, in, count, DType::kUint32, Op::kSum, 1024, 3, false,
+                         RingPlan::by_owner(owned, true, false));
+    for (int r = 0; r < n; ++r) {
+      const auto [lo, hi] = owned[size_t(r)];
+      ASSERT_EQ(std::memcmp(out[r].data() + lo * 4, &expect[lo], (hi - lo) * 4), 0)
+          << "rank " << r << " window " << w.offset << "+" << w.bytes;
+    }
+  }
+}
+
+TEST_P(RingTest, AllGatherGivesEveryRankEveryOwnersBytes) {
+  const int n = GetParam();
+  Ring ring(n);
+  std::mt19937 rng(11 + n);
+  const size_t per_rank = 2053;
+  for (const CollWindow& w : windows(n, per_rank, 1)) {
+    std::vector<uint8_t> whole(w.bytes);
+    for (auto& b : whole) b = uint8_t(rng());
+    const auto owned = owned_ranges(w, n, 1);
+    // Each rank starts with its own bytes only; the rest is poison.
+    std::vector<std::vector<uint8_t>> in(n, std::vector<uint8_t>(w.bytes, 0xEE));
+    for (int r = 0; r < n; ++r) {
+      const auto [lo, hi] = owned[size_t(r)];
+      std::memcpy(in[r].data() + lo, whole.data() + lo, hi - lo);
+    }
+    const auto out = run(ring, in, w.bytes, DType::kUint8, Op::kSum, 512, 4, true,
+                         RingPlan::by_owner(owned, false, true));
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(out[r], whole) << "rank " << r << " window " << w.offset << "+" << w.bytes;
+    }
   }
 }
 

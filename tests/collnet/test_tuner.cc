@@ -78,7 +78,8 @@ TEST(CollNetParams, DefaultsAndValues) {
   std::string err;
   ASSERT_EQ(loadConfig(&c, &err, envOf({})), Status::kOk) << err;
   EXPECT_EQ(c.aggregators, "");
-  EXPECT_EQ(c.ringFraction, 0.0);
+  EXPECT_EQ(c.ringFraction, kAutoFraction);
+  EXPECT_EQ(c.aggregatorMbps, 0);
   EXPECT_EQ(c.windowSlots, 64);
   EXPECT_EQ(c.payloadBytes, 8192u);
   ASSERT_EQ(loadConfig(&c, &err,
@@ -92,6 +93,8 @@ TEST(CollNetParams, DefaultsAndValues) {
   EXPECT_EQ(c.aggregators, "10.0.0.1:7470,10.0.0.2:7470");
   EXPECT_TRUE(c.deterministic);
   EXPECT_EQ(c.ringBlockBytes, 256u * 1024);
+  ASSERT_EQ(loadConfig(&c, &err, envOf({{"CONFLUX_RING_FRACTION", "AUTO"}})), Status::kOk);
+  EXPECT_EQ(c.ringFraction, kAutoFraction);
 }
 
 TEST(CollNetParams, BadValuesNameTheVariable) {

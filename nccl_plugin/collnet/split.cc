@@ -1,0 +1,29 @@
+#include "collnet/split.h"
+
+#include <algorithm>
+
+namespace conflux::collnet {
+
+double aggregator_capacity_mbps(int nranks, double link_mbps, double agg_mbps,
+                                const std::vector<AggregatorShare>& aggs) {
+  double capacity = 0;
+  for (const AggregatorShare& a : aggs) {
+    const double granted =
+        a.requested_slots == 0
+            ? 1.0
+            : std::min(1.0, static_cast<double>(a.granted_slots) / a.requested_slots);
+    capacity += (agg_mbps > 0 ? agg_mbps : nranks * link_mbps) * granted;
+  }
+  return capacity;
+}
+
+double auto_ring_fraction(int nranks, double link_mbps, double capacity_mbps) {
+  if (nranks < 2 || link_mbps <= 0) return 0.0;
+  if (capacity_mbps <= 0) return 1.0;
+  const double n = nranks;
+  const double c = 2.0 * (n - 1) / n;
+  const double agg_share = std::min(1.0, c / (n * link_mbps / capacity_mbps - 1.0 + c));
+  return std::clamp(1.0 - agg_share, 0.0, 1.0);
+}
+
+}  // namespace conflux::collnet

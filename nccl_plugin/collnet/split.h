@@ -1,0 +1,34 @@
+// How much of each AllReduce the aggregators take when CONFLUX_RING_FRACTION=auto.
+//
+// Every worker's link runs at L; the aggregators together can take R for this job (their
+// line rate, scaled by the share of the requested window they granted). For a message of
+// S bytes with a going through the aggregators and S - a over the ring at the same time:
+//   the worker's link carries a + c(S - a), c = 2(n-1)/n (a ring's bytes per byte reduced);
+//   the aggregators receive n·a.
+// Both finish together when n·a/R = (a + c(S - a))/L, i.e. the aggregators' share is
+//   a/S = c / (n·L/R - 1 + c),  capped at 1 (R >= n·L: the aggregators keep up alone).
+// With one aggregator as fast as one worker and n = 4 that is 1/3: a ring fraction of 2/3.
+//
+// Inputs are values every rank agrees on (the grants are per job, the link rate is agreed at
+// connect), so the split is the same on every rank.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace conflux::collnet {
+
+struct AggregatorShare {
+  uint32_t granted_slots = 0;    // JoinAck
+  uint32_t requested_slots = 0;  // CONFLUX_WINDOW_SLOTS
+};
+
+// R in Mbit/s. agg_mbps: each aggregator's line rate, 0 = unknown (taken to keep up with all
+// n workers, so only a cut grant moves work to the ring).
+double aggregator_capacity_mbps(int nranks, double link_mbps, double agg_mbps,
+                                const std::vector<AggregatorShare>& aggs);
+
+// The ring fraction in [0, 1] for n workers with link L and aggregator capacity R.
+double auto_ring_fraction(int nranks, double link_mbps, double capacity_mbps);
+
+}  // namespace conflux::collnet

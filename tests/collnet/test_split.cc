@@ -1,0 +1,45 @@
+// CONFLUX_RING_FRACTION=auto: the split from the grants and line rates (collnet/split.h).
+#include <gtest/gtest.h>
+
+#include "collnet/split.h"
+
+namespace conflux::collnet {
+namespace {
+
+double auto_ring_fraction(int n, double link, double agg, const std::vector<AggregatorShare>& a) {
+  return collnet::auto_ring_fraction(n, link, aggregator_capacity_mbps(n, link, agg, a));
+}
+
+TEST(AutoSplit, AggregatorsThatKeepUpTakeEverything) {
+  // Unknown aggregator rate and a full grant: no reason to use the ring.
+  EXPECT_DOUBLE_EQ(auto_ring_fraction(4, 100000, 0, {{64, 64}}), 0.0);
+  // One aggregator with N x the workers' link (the "fat" topology).
+  EXPECT_DOUBLE_EQ(auto_ring_fraction(4, 1000, 4000, {{64, 64}}), 0.0);
+  // Four aggregators at the workers' rate, striped.
+  EXPECT_DOUBLE_EQ(auto_ring_fraction(4, 1000, 1000, {{8, 8}, {8, 8}, {8, 8}, {8, 8}}), 0.0);
+}
+
+TEST(AutoSplit, OneAggregatorAtLinkRateForFourWorkersTakesAThird) {
+  // a/S = c / (n L/R - 1 + c) = 1.5 / (4 - 1 + 1.5) = 1/3.
+  EXPECT_NEAR(auto_ring_fraction(4, 1000, 1000, {{64, 64}}), 2.0 / 3.0, 1e-12);
+  // Two aggregators at the link rate: 1.5 / (2 - 1 + 1.5) = 0.6.
+  EXPECT_NEAR(auto_ring_fraction(4, 1000, 1000, {{64, 64}, {64, 64}}), 0.4, 1e-12);
+}
+
+TEST(AutoSplit, ACutGrantMovesWorkToTheRing) {
+  // Unknown rate (taken as n L), half the window granted: R = 2L, a/S = 1.5/2.5.
+  EXPECT_NEAR(auto_ring_fraction(4, 1000, 0, {{32, 64}}), 0.4, 1e-12);
+  // The fraction grows as the grant shrinks, and a grant above the request counts as full.
+  EXPECT_GT(auto_ring_fraction(4, 1000, 0, {{8, 64}}), auto_ring_fraction(4, 1000, 0, {{32, 64}}));
+  EXPECT_DOUBLE_EQ(auto_ring_fraction(4, 1000, 0, {{128, 64}}), 0.0);
+}
+
+TEST(AutoSplit, DegenerateInputs) {
+  EXPECT_DOUBLE_EQ(auto_ring_fraction(1, 1000, 1000, {{64, 64}}), 0.0);  // nobody to ring with
+  EXPECT_DOUBLE_EQ(auto_ring_fraction(4, 0, 1000, {{64, 64}}), 0.0);     // link unknown
+  EXPECT_DOUBLE_EQ(auto_ring_fraction(4, 1000, 1000, {}), 1.0);          // no capacity
+  EXPECT_DOUBLE_EQ(auto_ring_fraction(4, 1000, 1000, {{0, 64}}), 1.0);   // nothing granted
+}
+
+}  // namespace
+}  // namespace conflux::collnet
