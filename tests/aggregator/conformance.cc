@@ -1,21 +1,109 @@
 #include "conformance.h"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "conflux/common/reduce.h"
 
 namespace conflux::agg::testing {
+namespace {
 
-std::vector<std::string> runnable_backends() {
-  return {"udp"};  // a new backend that runs on this machine: add its name here
+std::string dpdk_file_prefix() { return "cfxconf" + std::to_string(getpid()); }
+
+// The veth pair of this process's dpdk tests: the EAL binds its af_packet vdev to agg0 of
+// this pair once and for all, so the pair lives as long as the process (deleted at exit,
+// with the EAL's runtime directory).
+VethTopology* dpdk_wire(std::string* err) {
+  struct Holder {
+    std::unique_ptr<VethTopology> wire;
+    std::string error;
+    ~Holder() {
+      std::error_code ec;
+      if (wire != nullptr) std::filesystem::remove_all("/var/run/dpdk/" + dpdk_file_prefix(), ec);
+    }
+  };
+  static Holder h;
+  if (h.wire == nullptr && h.error.empty()) {
+    h.wire = VethTopology::create(VethTopology::Mode::kDpdk, &h.error);
+  }
+  *err = h.error;
+  return h.wire.get();
+}
+
+// The EAL's lcores float over the CPUs this process may use (lcore 0: the main thread while
+// it initialises the EAL; lcore 1: the dataplane queue), so that it pins nothing.
+std::string dpdk_eal_args() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::string cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
+    }
+  }
+  if (cpus.empty()) cpus = "0";
+  // --no-shconf: no shared files, no IPC (--in-memory would conflict with --no-huge).
+  return "--lcores=0@(" + cpus + "),1@(" + cpus + ") --no-huge -m 128 --no-pci --no-shconf " +
+         "--file-prefix=" + dpdk_file_prefix() +
+         " --no-telemetry --log-level=*:warning --vdev=net_af_packet0,iface=" +
+         VethTopology::kAggIface + ",framesz=9216,blocksz=36864,framecnt=512,qpairs=1";
+}
+
+}  // namespace
+
+std::vector<std::string> conformance_backends() {
+  // A backend that cannot run on this machine skips with the reason (DaemonTest::SetUp).
+  return {"udp", "dpdk"};
+}
+
+std::vector<std::string> runnable_backends() { return {"udp"}; }
+
+void DaemonTest::SetUp() {
+  if (GetParam() != "dpdk") return;
+#ifndef CONFLUX_HAVE_DPDK_DATAPLANE
+  GTEST_SKIP() << "confluxd built without the DPDK dataplane (libdpdk not found by pkg-config, "
+                  "or CONFLUX_WITH_DPDK=OFF)";
+#endif
+  if (const std::string why = VethTopology::unavailable_reason(); !why.empty()) {
+    GTEST_SKIP() << "dpdk backend on a veth pair: " << why;
+  }
+  std::string err;
+  wire_ = dpdk_wire(&err);
+  ASSERT_NE(wire_, nullptr) << "veth pair for the dpdk backend: " << err;
+  in_worker_ns_ = std::make_unique<NetnsScope>(wire_->worker_ns_fd());
+  ASSERT_TRUE(in_worker_ns_->ok()) << "setns(worker namespace): " << std::strerror(errno);
+  set_endpoints(wire_->agg_ip(), wire_->worker_ip());
+}
+
+std::string DaemonTest::use_wire() {
+  if (wire_ != nullptr) return "";
+  if (std::string why = VethTopology::unavailable_reason(); !why.empty()) return why;
+  std::string err;
+  own_wire_ = VethTopology::create(VethTopology::Mode::kKernel, &err);
+  if (own_wire_ == nullptr) {
+    ADD_FAILURE() << "veth pair: " << err;
+    return err;
+  }
+  wire_ = own_wire_.get();
+  in_worker_ns_ = std::make_unique<NetnsScope>(wire_->worker_ns_fd());
+  if (!in_worker_ns_->ok()) {
+    ADD_FAILURE() << "setns(worker namespace): " << std::strerror(errno);
+    return "setns failed";
+  }
+  set_endpoints(wire_->agg_ip(), wire_->worker_ip());
+  return "";
 }
 
 Config DaemonTest::base_config() const {
   Config c;
-  c.listen = "127.0.0.1";
+  c.listen = wire_ != nullptr ? wire_->agg_ip_text() : "127.0.0.1";
   c.control_port = 0;
   c.data_port = 0;
   c.metrics_port = 0;
@@ -24,6 +112,12 @@ Config DaemonTest::base_config() const {
   c.log_level = "warn";
   c.join_timeout_ms = 5000;
   c.socket_buffer_bytes = 8 << 20;
+  if (GetParam() == "dpdk") {
+    c.threads = 1;  // af_packet: no rte_flow, so one queue (two are refused at start)
+    c.data_port = VethTopology::kDpdkFirstDataPort;
+    c.dpdk_eal_args = dpdk_eal_args();
+    c.dpdk_idle_sleep_us = 10;  // do not hog a core of a shared CI machine between bursts
+  }
   return c;
 }
 
@@ -31,17 +125,37 @@ Daemon& DaemonTest::start(const Config& cfg) {
   daemon_.reset();
   setup_logging(cfg.log_level);
   std::string err;
-  daemon_ = Daemon::create(cfg, &err);
+  {
+    // Sockets and threads the daemon creates (and the EAL's, on the first dpdk start) belong
+    // to the namespace of the creating thread.
+    std::optional<NetnsScope> in_agg;
+    if (wire_ != nullptr) {
+      in_agg.emplace(wire_->agg_ns_fd());
+      if (!in_agg->ok()) {
+        ADD_FAILURE() << "setns(aggregator namespace): " << std::strerror(errno);
+        std::abort();
+      }
+    }
+    cpu_set_t affinity;
+    const bool saved = sched_getaffinity(0, sizeof(affinity), &affinity) == 0;
+    daemon_ = Daemon::create(cfg, &err);
+    if (saved) (void)sched_setaffinity(0, sizeof(affinity), &affinity);  // rte_eal_init pins
+    if (daemon_ != nullptr) EXPECT_EQ(daemon_->start(), "");
+  }
   if (daemon_ == nullptr) {
     ADD_FAILURE() << "daemon: " << err;
     std::abort();
   }
-  const std::string e = daemon_->start();
-  EXPECT_EQ(e, "");
   return *daemon_;
 }
 
-void DaemonTest::TearDown() { daemon_.reset(); }
+void DaemonTest::TearDown() {
+  daemon_.reset();
+  in_worker_ns_.reset();
+  set_endpoints(INADDR_LOOPBACK, INADDR_LOOPBACK);
+  own_wire_.reset();
+  wire_ = nullptr;
+}
 
 std::string DaemonTest::metrics() const {
   return http_get(static_cast<uint16_t>(daemon_->metrics_port()), "/metrics");

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -15,11 +16,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-sockaddr_in loopback(uint16_t port) {
+std::atomic<uint32_t> g_daemon_ip{INADDR_LOOPBACK};
+std::atomic<uint32_t> g_local_ip{INADDR_LOOPBACK};
+std::atomic<uint32_t> g_data_daemon_ip{0};
+std::atomic<uint32_t> g_data_local_ip{0};
+
+uint32_t data_daemon_ip() { return g_data_daemon_ip != 0 ? g_data_daemon_ip.load() : daemon_ip(); }
+uint32_t data_local_ip() { return g_data_local_ip != 0 ? g_data_local_ip.load() : local_ip(); }
+
+sockaddr_in addr(uint32_t ip, uint16_t port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_addr.s_addr = htonl(ip);
   return a;
 }
 
@@ -30,6 +39,15 @@ bool wait_readable(int fd, int timeout_ms) {
 
 }  // namespace
 
+void set_endpoints(uint32_t daemon, uint32_t local, uint32_t data_daemon, uint32_t data_local) {
+  g_daemon_ip = daemon;
+  g_local_ip = local;
+  g_data_daemon_ip = data_daemon;
+  g_data_local_ip = data_local;
+}
+uint32_t daemon_ip() { return g_daemon_ip; }
+uint32_t local_ip() { return g_local_ip; }
+
 ControlClient::~ControlClient() { close(); }
 
 void ControlClient::close() {
@@ -39,7 +57,7 @@ void ControlClient::close() {
 
 bool ControlClient::connect(uint16_t port) {
   fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const sockaddr_in a = loopback(port);
+  const sockaddr_in a = addr(daemon_ip(), port);
   if (::connect(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) != 0) return false;
   auto m = recv(2000);
   if (!m || !std::holds_alternative<proto::ServerHello>(*m)) return false;
@@ -113,7 +131,7 @@ UdpClient::UdpClient() {
   fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   const int bytes = 4 << 20;
   setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes));
-  sockaddr_in a = loopback(0);
+  sockaddr_in a = addr(data_local_ip(), 0);
   bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
   socklen_t len = sizeof(a);
   getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
@@ -123,7 +141,7 @@ UdpClient::UdpClient() {
 UdpClient::~UdpClient() { ::close(fd_); }
 
 bool UdpClient::send_to(uint16_t port, std::span<const uint8_t> bytes) {
-  const sockaddr_in a = loopback(port);
+  const sockaddr_in a = addr(data_daemon_ip(), port);
   return sendto(fd_, bytes.data(), bytes.size(), 0, reinterpret_cast<const sockaddr*>(&a),
                 sizeof(a)) == static_cast<ssize_t>(bytes.size());
 }
@@ -145,7 +163,7 @@ bool Worker::start_join(uint16_t control_port, const JoinSpec& s) {
   j.job_key = s.job_key;
   j.n_workers = s.n_workers;
   j.rank = s.rank;
-  j.udp_addr = 0;
+  j.udp_addr = g_data_local_ip;  // 0: the daemon uses the control connection's peer address
   j.udp_port = udp.port();
   j.flags = s.flags;
   j.requested_slots = s.requested_slots;
@@ -189,7 +207,7 @@ bool Worker::send_contrib(uint32_t slot, uint32_t generation, uint64_t offset, D
 
 std::string http_get(uint16_t port, const std::string& path, int* status) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const sockaddr_in a = loopback(port);
+  const sockaddr_in a = addr(daemon_ip(), port);
   std::string resp;
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0) {
     const std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";

@@ -1,5 +1,7 @@
 // A minimal raw protocol client for the aggregator tests: blocking sockets with timeouts,
 // written from protocol/SPEC.md (independent of the worker client engine).
+// Every socket talks to the daemon at daemon_ip() and binds local_ip() (both 127.0.0.1 unless
+// a conformance fixture puts the daemon behind a veth: see conformance_netns.h).
 #pragma once
 
 #include <netinet/in.h>
@@ -16,6 +18,14 @@
 
 namespace conflux::agg::testing {
 
+// Where the clients send (daemon) and bind (local), host order. Data (UDP) may use other
+// addresses (e.g. on a VLAN): then Join announces data_local as the worker's udp_addr. 0 =
+// the same as control. Set by the test's main thread between daemons; read by every client.
+void set_endpoints(uint32_t daemon_ip, uint32_t local_ip, uint32_t data_daemon_ip = 0,
+                   uint32_t data_local_ip = 0);
+uint32_t daemon_ip();
+uint32_t local_ip();
+
 // One control channel (TCP) to the daemon.
 class ControlClient {
  public:
@@ -24,7 +34,7 @@ class ControlClient {
   ControlClient(const ControlClient&) = delete;
   ControlClient& operator=(const ControlClient&) = delete;
 
-  // Connects to 127.0.0.1:port and reads the ServerHello.
+  // Connects to daemon_ip():port and reads the ServerHello.
   bool connect(uint16_t port);
   bool send(const proto::ControlMsg& m);
   bool send_raw(std::span<const uint8_t> bytes);
@@ -44,7 +54,7 @@ class ControlClient {
   std::vector<uint8_t> buf_;
 };
 
-// The UDP socket of a worker (bound to 127.0.0.1, ephemeral port).
+// The UDP socket of a worker (bound to local_ip(), ephemeral port).
 class UdpClient {
  public:
   UdpClient();
@@ -109,7 +119,7 @@ bool run_allreduce(std::vector<Worker*>& workers, DType dt, Op op, uint64_t coun
                    std::vector<std::vector<uint8_t>>* results, uint64_t* retransmits,
                    const RunOptions& opt = {});
 
-// HTTP/1.0 GET on 127.0.0.1:port; returns "" on failure. *status gets the HTTP code.
+// HTTP/1.0 GET on daemon_ip():port; returns "" on failure. *status gets the HTTP code.
 std::string http_get(uint16_t port, const std::string& path, int* status = nullptr);
 
 // Sum of every sample of metric `name` whose labels include all of `labels`.

@@ -25,6 +25,7 @@ constexpr uint16_t kRxDesc = 512;
 constexpr uint16_t kTxDesc = 512;
 constexpr uint32_t kFanoutMbufs = 8192;  // header + clone mbufs per queue (results x workers)
 constexpr uint16_t kDefaultDataPort = 7471;
+constexpr uint16_t kJumboRoom = RTE_PKTMBUF_HEADROOM + 9216 + 1024;
 
 struct PortPlan {
   rte_eth_conf conf{};
@@ -116,8 +117,8 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
   const uint32_t ip_mtu = uint32_t(dpdk::kIpv4Header + dpdk::kUdpHeader) +
                           uint32_t(cfg.max_payload_bytes) + uint32_t(proto::kDataHeaderSize);
   const uint32_t frame = ip_mtu + uint32_t(dpdk::kEthHeader + dpdk::kVlanTag);
-  const auto room = static_cast<uint16_t>(
-      RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(2048, (frame + 64 + 1023) / 1024 * 1024));
+  auto room = static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM +
+                                    std::max<uint32_t>(2048, (frame + 64 + 1023) / 1024 * 1024));
   PortPlan plan = plan_port(info, ip_mtu);
 
   std::unique_ptr<DpdkDataplane> dp(new DpdkDataplane());
@@ -147,6 +148,17 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
     rte_eth_txconf txc = info.default_txconf;
     txc.offloads = plan.conf.txmode.offloads;
     int rc = rte_eth_rx_queue_setup(port, q, rxd, socket, &rxc, pkt);
+    if (rc == -ENOMEM && room < kJumboRoom) {
+      // Some PMDs need every RX mbuf to hold their own largest frame, which the API does not
+      // report (af_packet: its framesz, while it says max_rx_pktlen 1518) and which can exceed
+      // what max_payload_bytes needs: retry once with mbufs for a 9216-byte frame.
+      spdlog::info("dpdk: port {} ({}) wants larger RX mbufs than {} bytes; using {}", port,
+                   info.driver_name, room, kJumboRoom);
+      room = kJumboRoom;
+      pkt = dpdk::shared_pool("pkt", n_pkt, room, socket, err);
+      if (pkt == nullptr) return nullptr;
+      rc = rte_eth_rx_queue_setup(port, q, rxd, socket, &rxc, pkt);
+    }
     if (rc == 0) rc = rte_eth_tx_queue_setup(port, q, txd, socket, &txc);
     if (rc != 0) {
       *err = fmt::format("dpdk: port {} queue {} setup: {}", port, q, rte_strerror(-rc));
