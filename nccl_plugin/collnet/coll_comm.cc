@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collnet/ring_exchange.h"
 #include "net/log.h"
 
 namespace conflux::collnet {
@@ -14,21 +15,32 @@ using Clock = std::chrono::steady_clock;
 
 std::atomic<int> g_live_comms{0};
 
+constexpr int kNoticeTag = 0x3ffffff2;
+
 int ring_tag(uint32_t seq, int phase) { return static_cast<int>(((seq << 1) | phase) & 0x3fffffff); }
 
 }  // namespace
 
-CollComm::CollComm(int rank, int nranks, std::unique_ptr<net::SendComm> next,
-                   std::unique_ptr<net::RecvComm> prev, std::unique_ptr<client::Engine> engine,
+// Enough of the result stream to cover what any rank can miss (result_tails.h), twice over.
+size_t tail_window(const client::Engine* e) {
+  if (e == nullptr) return 0;
+  size_t slots = 0;
+  for (const auto& a : e->aggregators()) slots += a.granted_slots;
+  return 2 * slots * e->payload_bytes();
+}
+
+CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client::Engine> engine,
                    const CollOptions& opts)
     : rank_(rank),
       nranks_(nranks),
-      next_(std::move(next)),
-      prev_(std::move(prev)),
+      rings_(std::move(rings)),
       engine_(std::move(engine)),
       opts_(opts),
-      scratch_(opts.ring_block_bytes * static_cast<size_t>(opts.ring_inflight)) {
-  thread_ = std::thread([this] { run(); });
+      scratch_(opts.ring_block_bytes * static_cast<size_t>(opts.ring_inflight)),
+      failover_scratch_(scratch_.size()),
+      tails_(tail_window(engine_.get())) {
+  ring_thread_ = std::thread([this] { run_ring(); });
+  thread_ = std::thread([this] { run_completion(); });
   g_live_comms.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -36,25 +48,25 @@ int CollComm::live_count() { return g_live_comms.load(std::memory_order_relaxed)
 
 CollComm::~CollComm() {
   stopping_.store(true, std::memory_order_release);
+  bool pending;
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
+    pending = !queue_.empty();
   }
   cv_.notify_all();
   // The engine may hold user buffers of unfinished requests; stop it touching them first.
   // (NCCL closes a communicator only once its requests are done; the queue is then empty.)
-  bool pending;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    pending = !queue_.empty();
-  }
   if (engine_ && pending) engine_->abort("CollNet communicator closed with requests pending");
+  if (ring_thread_.joinable()) ring_thread_.join();
   if (thread_.joinable()) thread_.join();
   for (CollRequest* r : queue_) delete r;
   engine_.reset();
   g_live_comms.fetch_sub(1, std::memory_order_relaxed);
   magic_ = 0;
 }
+
+bool CollComm::stopped() { return stopping_.load(std::memory_order_acquire); }
 
 std::vector<std::pair<size_t, size_t>> owned_ranges(const CollWindow& w, int nranks,
                                                     size_t esize) {
@@ -87,8 +99,9 @@ void CollComm::submit(CollRequest* r, bool agg_capable) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     queue_.push_back(r);
+    ring_queue_.push_back(r);
   }
-  cv_.notify_one();
+  cv_.notify_all();
 }
 
 net::Status CollComm::iallreduce(const void* send, void* recv, size_t count, DType dtype, Op op,
@@ -196,35 +209,32 @@ void CollComm::finish(CollRequest& r, bool ok, const std::string& error) {
   r.state.store(ok ? 1 : 2, std::memory_order_release);
 }
 
-bool CollComm::ring(CollRequest& r, const uint8_t* send, size_t lo, size_t hi, int tag,
-                    std::string* error) {
+bool CollComm::ring(CollRequest& r, net::SendComm* next, net::RecvComm* prev,
+                    const uint8_t* send, size_t lo, size_t hi, int tag, std::string* error) {
   if (hi <= lo) return true;
   const size_t esize = dtype_size(r.dtype), count = hi - lo;
   const uint8_t* src = send + lo * esize;
   uint8_t* dst = r.recv + lo * esize;
-  if (ring_failed_.load(std::memory_order_relaxed)) {
-    *error = "the worker ring failed earlier";
-    return false;
-  }
   if (nranks_ == 1) {
     if (src != dst) std::memmove(dst, src, count * esize);
     return true;
   }
-  RingLinks links{rank_, nranks_, next_.get(), prev_.get()};
+  const bool main_ring = next == rings_.next.get();
+  RingLinks links{rank_, nranks_, next, prev};
   RingAllreduce op(links, src, dst, count, r.dtype, r.op, tag, opts_.ring_block_bytes,
-                   opts_.ring_inflight, scratch_.data(), ring_plan(r, lo, hi));
+                   opts_.ring_inflight, main_ring ? scratch_.data() : failover_scratch_.data(),
+                   ring_plan(r, lo, hi));
   auto last_progress = Clock::now();
   uint64_t last_blocks = 0;
   for (;;) {
     bool done = false;
     const net::Status st = op.progress(&done);
     if (st != net::Status::kOk) {
-      *error = std::string("worker ring: ") + net::toString(st);
-      ring_failed_ = true;
+      *error = std::string(main_ring ? "worker ring: " : "failover ring: ") + net::toString(st);
       return false;
     }
     if (done) return true;
-    if (stopping_.load(std::memory_order_acquire)) {
+    if (stopped()) {
       *error = "communicator closed";
       return false;
     }
@@ -233,9 +243,8 @@ bool CollComm::ring(CollRequest& r, const uint8_t* send, size_t lo, size_t hi, i
       last_blocks = op.completed_blocks();
       last_progress = now;
     } else if (now - last_progress > opts_.ring_timeout) {
-      *error = "worker ring made no progress for " +
-               std::to_string(opts_.ring_timeout.count()) + " ms";
-      ring_failed_ = true;
+      *error = std::string(main_ring ? "worker ring" : "failover ring") +
+               " made no progress for " + std::to_string(opts_.ring_timeout.count()) + " ms";
       return false;
     }
     // The transport's helper threads move the bytes; yield between checks.
@@ -243,54 +252,288 @@ bool CollComm::ring(CollRequest& r, const uint8_t* send, size_t lo, size_t hi, i
   }
 }
 
+bool CollComm::notice_arrived() {
+  if (notice_done_ || notice_req_ == nullptr) return notice_done_;
+  bool done = false;
+  size_t size = 0;
+  if (net::test(notice_req_, &done, &size) != net::Status::kOk || done) {
+    notice_req_ = nullptr;  // a failed request is released by test()
+    notice_done_ = true;
+  }
+  return notice_done_;
+}
+
 bool CollComm::wait_aggregators(CollRequest& r, std::string* why) {
-  if (r.agg_handle == 0) return false;
-  for (;;) {
+  for (uint64_t i = 0;; ++i) {
     const client::Status s = engine_->test(r.agg_handle, why);
     if (s == client::Status::kDone) return true;
     if (s == client::Status::kError) return false;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (stop_) {
-        *why = "communicator closed";
-        return false;
-      }
+    if ((i & 15) == 0 && notice_arrived()) {
+      *why = "another rank failed over";
+      return false;
+    }
+    if (stopped()) {
+      *why = "communicator closed";
+      return false;
     }
     sched_yield();
   }
 }
 
-void CollComm::run() {
+void CollComm::run_ring() {
   for (;;) {
     CollRequest* r = nullptr;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [this] { return stop_ || !queue_.empty(); });
+      cv_.wait(lk, [this] { return stop_ || !ring_queue_.empty(); });
       if (stop_) return;
-      r = queue_.front();
+      r = ring_queue_.front();
+      ring_queue_.pop_front();
     }
     std::string error;
-    // 1. The ring share, while the aggregators work on theirs.
-    bool ok = ring(*r, r->send, r->agg_count, r->count, ring_tag(r->seq, 0), &error);
-    // 2. The aggregators' share; on failure, redo it over the ring.
-    if (ok && r->agg_count > 0) {
-      std::string why;
-      if (!wait_aggregators(*r, &why)) {
-        if (!degraded_.exchange(true)) {
-          CFX_WARN(net::kLogColl,
-                   "Conflux aggregators failed (%s); this and every later collective of "
-                   "this communicator runs over the worker ring",
-                   why.empty() ? "engine unavailable" : why.c_str());
-        }
-        const uint8_t* src = r->staging.empty() ? r->send : r->staging.data();
-        ok = ring(*r, src, 0, r->agg_count, ring_tag(r->seq, 1), &error);
+    bool ok;
+    if (ring_failed_.load(std::memory_order_relaxed)) {
+      ok = false;
+      error = "the worker ring failed earlier";
+    } else {
+      ok = ring(*r, rings_.next.get(), rings_.prev.get(), r->send, r->agg_count, r->count,
+                ring_tag(r->seq, 0), &error);
+      if (!ok) ring_failed_ = true;
+    }
+    // After this store the completion thread may free r.
+    if (!ok) r->ring_error = error;
+    r->ring_state.store(ok ? 1 : 2, std::memory_order_release);
+  }
+}
+
+bool CollComm::wait_ring_share(CollRequest& r, std::string* error) {
+  for (;;) {
+    const int s = r.ring_state.load(std::memory_order_acquire);
+    if (s == 1) return true;
+    if (s == 2) {
+      *error = r.ring_error;
+      return false;
+    }
+    if (stopped()) {
+      *error = "communicator closed";
+      return false;
+    }
+    sched_yield();
+  }
+}
+
+bool CollComm::aggregator_share(CollRequest& r, std::string* error) {
+  if (!failed_over_) {
+    std::string why = "engine unavailable";
+    if (opts_.fault_abort_at != 0 && r.seq == opts_.fault_abort_at) {
+      engine_->abort("fault injection (CONFLUX_FAULT_ABORT_AT)");
+    }
+    if (r.agg_handle != 0) {
+      if (wait_aggregators(r, &why)) {
+        tails_.keep(r.seq, r.recv, r.agg_count * dtype_size(r.dtype));
+        return true;
       }
+      if (stopped()) {
+        *error = why;
+        return false;
+      }
+    }
+    if (!fail_over(r.seq, why, error)) return false;
+  }
+  if (failover_broken_) {
+    *error = "the failover ring failed earlier";
+    return false;
+  }
+  if (r.seq < handover_end_) {
+    if (r.resolved == 1) return true;
+    *error = r.resolved == 2 ? r.resolve_error : "no aggregator result was handed over";
+    return false;
+  }
+  const uint8_t* src = r.staging.empty() ? r.send : r.staging.data();
+  return ring(r, rings_.failover_next.get(), rings_.failover_prev.get(), src, 0, r.agg_count,
+              ring_tag(r.seq, 1), error);
+}
+
+namespace {
+
+// What each rank says in the failover agreement.
+struct Vote {
+  uint32_t first_incomplete = 0;
+  uint32_t reserved = 0;
+};
+
+// A handed-over result end: header, then the bytes.
+struct TailHeader {
+  uint32_t seq = 0;
+  uint32_t kept = 0;  // 0: the holder no longer has it
+  uint64_t total = 0;
+  uint64_t offset = 0;
+};
+
+}  // namespace
+
+bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why,
+                         std::string* error) {
+  failed_over_ = true;
+  degraded_.store(true, std::memory_order_release);
+  // No engine thread may write into a request's buffer once hand-overs start.
+  engine_->abort("failing over to the worker ring");
+  CFX_WARN(net::kLogColl,
+           "Conflux aggregators failed (%s); this and every later collective of this "
+           "communicator runs over the worker ring",
+           why.c_str());
+  const auto fail = [&](const std::string& what) {
+    failover_broken_ = true;
+    *error = what;
+    return false;
+  };
+  std::vector<Vote> all(static_cast<size_t>(nranks_));
+  const Vote mine{first_incomplete, 0};
+  if (nranks_ > 1) {
+    // Tell the next rank, then wait for the previous rank's notice: every rank sends and
+    // takes exactly one, so the failover ring's messages line up on every link.
+    const auto deadline = Clock::now() + opts_.ring_timeout;
+    net::Request* sreq = nullptr;
+    static const uint64_t kNotice = 1;
+    if (rings_.failover_next->isend(&kNotice, sizeof kNotice, kNoticeTag, &sreq) !=
+            net::Status::kOk ||
+        sreq == nullptr) {
+      return fail("failover notice could not be sent");
+    }
+    for (bool sent = false; !sent || !notice_arrived();) {
+      if (!sent) {
+        size_t size = 0;
+        const net::Status st = net::test(sreq, &sent, &size);
+        if (st != net::Status::kOk) return fail(std::string("failover notice: ") + net::toString(st));
+      }
+      if (stopped()) return fail("communicator closed");
+      if (Clock::now() > deadline) return fail("no failover notice from the previous rank");
+      sched_yield();
+    }
+    const net::Status st =
+        ring_allgather(rings_.failover_next.get(), rings_.failover_prev.get(), rank_, nranks_,
+                       &mine, all.data(), sizeof(Vote), opts_.ring_timeout);
+    if (st != net::Status::kOk) {
+      return fail(std::string("failover agreement over the worker ring: ") + net::toString(st));
+    }
+  } else {
+    all[0] = mine;
+  }
+  // Sequence numbers only grow within a communicator's life (2^32 requests).
+  uint32_t lo = all[0].first_incomplete, hi = lo;
+  int holder = 0;
+  for (int i = 0; i < nranks_; ++i) {
+    const uint32_t fi = all[static_cast<size_t>(i)].first_incomplete;
+    lo = std::min(lo, fi);
+    if (fi > hi) {
+      hi = fi;
+      holder = i;
+    }
+  }
+  handover_end_ = hi;
+  CFX_INFO(net::kLogColl,
+           "CollNet failover: rank %d's first unfinished request is #%u; over all ranks #%u..#%u",
+           rank_, first_incomplete, lo, hi);
+  if (hi > lo) {
+    CFX_WARN(net::kLogColl,
+             "CollNet failover: rank %d completed requests #%u..#%u that other ranks did not; "
+             "it hands their results over the ring",
+             holder, lo, hi - 1);
+  }
+  const size_t max_msg = sizeof(TailHeader) + tails_.window_bytes();
+  for (uint32_t q = lo; q < hi; ++q) {
+    std::vector<uint8_t> msg;
+    if (rank_ == holder) {
+      TailHeader h;
+      h.seq = q;
+      const ResultTails::Tail* t = tails_.find(q);
+      if (t != nullptr) {
+        h.kept = 1;
+        h.total = t->total;
+        h.offset = t->offset;
+      }
+      msg.resize(sizeof h);
+      std::memcpy(msg.data(), &h, sizeof h);
+      if (t != nullptr) msg.insert(msg.end(), t->bytes.begin(), t->bytes.end());
+    }
+    const net::Status st =
+        ring_broadcast(rings_.failover_next.get(), rings_.failover_prev.get(), rank_, nranks_,
+                       holder, &msg, max_msg, opts_.ring_timeout);
+    if (st != net::Status::kOk) {
+      return fail(std::string("failover hand-over over the worker ring: ") + net::toString(st));
+    }
+    TailHeader h;
+    if (msg.size() < sizeof h) return fail("failover hand-over: malformed message");
+    std::memcpy(&h, msg.data(), sizeof h);
+    CollRequest* r = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (CollRequest* p : queue_) {
+        if (p->seq == q) r = p;
+      }
+    }
+    if (r == nullptr || r->agg_count == 0 || rank_ == holder) continue;  // done here, or none
+    const size_t total = r->agg_count * dtype_size(r->dtype);
+    const size_t n = msg.size() - sizeof h;
+    if (h.seq != q || h.kept == 0 || h.total != total || h.offset + n != total) {
+      r->resolved = 2;
+      r->resolve_error = "rank " + std::to_string(holder) + " no longer holds the results of "
+                         "request #" + std::to_string(q) + " that this rank lacks";
+      continue;
+    }
+    std::memcpy(r->recv + h.offset, msg.data() + sizeof h, n);
+    r->resolved = 1;
+  }
+  return true;
+}
+
+void CollComm::run_completion() {
+  if (engine_ != nullptr && nranks_ > 1) {
+    void* dst = &notice_buf_;
+    size_t size = sizeof notice_buf_;
+    const int tag = kNoticeTag;
+    if (rings_.failover_prev->irecv(1, &dst, &size, &tag, &notice_req_) != net::Status::kOk) {
+      notice_req_ = nullptr;
+      notice_done_ = true;  // the failover ring is unusable: failing over will say so
+    }
+  }
+  for (;;) {
+    CollRequest* r = nullptr;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      // Idle, the engine may still fail (an aggregator dies between collectives): take part
+      // in the failover at once, since ranks with work pending wait for this one.
+      while (!stop_ && queue_.empty()) {
+        cv_.wait_for(lk, std::chrono::milliseconds(20));
+        if (!stop_ && queue_.empty() && engine_ && !failed_over_ &&
+            (!engine_->healthy() || notice_arrived())) {
+          break;
+        }
+      }
+      if (stop_) return;
+      if (!queue_.empty()) r = queue_.front();
+    }
+    if (r == nullptr) {
+      std::string why = "another rank failed over", error;
+      engine_->healthy(&why);
+      if (!fail_over(next_unfinished_, why, &error)) {
+        CFX_WARN(net::kLogColl, "CollNet failover (idle) failed: %s", error.c_str());
+      }
+      continue;
+    }
+    std::string error;
+    bool ok = r->agg_count == 0 || aggregator_share(*r, &error);
+    std::string ring_error;
+    if (!wait_ring_share(*r, &ring_error) && ok) {
+      ok = false;
+      error = ring_error;
     }
     if (ok) deliver(*r);
     {
       std::lock_guard<std::mutex> lk(mu_);
       queue_.pop_front();
     }
+    next_unfinished_ = r->seq + 1;
     finish(*r, ok, error);
   }
 }

@@ -1,5 +1,6 @@
-// CollComm: one CollNet communicator on one rank — the worker ring (p2p transport), the
-// aggregator client engine, and the progress thread that completes AllReduce requests.
+// CollComm: one CollNet communicator on one rank — two worker rings over the p2p transport
+// (the main ring for ring shares, the failover ring), the aggregator client engine, and the
+// two threads that complete requests.
 //
 // Each AllReduce of `count` elements is split once, identically on every rank:
 //   [0, agg_count)      through the aggregators (client engine), striped over them;
@@ -7,12 +8,18 @@
 // agg_count = count * (1 - ring_fraction), rounded down; requests with an (dtype, op) the
 // aggregators do not take, or issued after the aggregators failed, put everything on the ring.
 //
-// Failover: when the engine fails (aggregator dead, shut down, silent), the aggregator part
-// of the failed request and of every later one is redone over the ring from the send buffer
-// (kept in a staging copy for in-place requests). Ring operations run in request order, each
-// request's ring part before its redo, so every rank issues the same ring traffic. One warning
-// is logged. A mismatch (a rank that saw the aggregator succeed where another saw it fail) is
-// detected by tags and ends in an error after ring_timeout, never a hang.
+// Failover: when its engine fails (aggregator dead, shut down, silent) a rank sends a notice
+// around the failover ring; a rank that receives one fails over too, even if its own engine
+// still looks healthy (it may be waiting for results that the first rank will never help
+// complete). Every rank then runs one agreement over the failover ring: each says the first
+// request whose aggregator share it has not completed (fi). With
+// lo = min fi and hi = max fi:
+//   requests in [lo, hi) were completed by some rank but not by all: the rank with fi = hi
+//     sends the end of each result it kept (ResultTails; only ends can be missing) around
+//     the ring, and the ranks still waiting for it take it (or all fail it, if not kept);
+//   requests from hi on: their aggregator share is redone over the failover ring from the
+//     send buffer (a staging copy for in-place requests), in request order on every rank.
+// One warning is logged. Nothing hangs: every wait is bounded by ring_timeout.
 //
 // ReduceScatter and AllGather (CollNetDirect) work on a window [offset, offset + bytes) of
 // the nranks * bytes_per_rank buffer; rank k owns the part of the window inside
@@ -20,8 +27,10 @@
 // window (aggregators and ring split as above) after which each rank keeps its own part;
 // its ring share runs the reduce-scatter phase only. AllGather runs over the ring.
 //
-// Threads: iallreduce() and test() are called by NCCL's proxy thread and never block; the
-// progress thread owned by CollComm runs the ring and polls the engine. Destruction joins it.
+// Threads: iallreduce() and test() are called by NCCL's proxy thread and never block. The
+// ring thread runs the ring shares on the main ring in request order; the completion thread
+// waits for the aggregator shares (and runs failover on the failover ring), waits for the
+// ring share, delivers and completes each request in order. Destruction joins both.
 #pragma once
 
 #include <atomic>
@@ -35,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "collnet/result_tails.h"
 #include "collnet/ring_allreduce.h"
 #include "conflux/client/engine.h"
 #include "conflux/common/dtype.h"
@@ -49,6 +59,7 @@ struct CollOptions {
   size_t ring_block_bytes = 1 << 20;
   int ring_inflight = 8;
   std::chrono::milliseconds ring_timeout{30000};  // no ring progress this long = error
+  uint32_t fault_abort_at = 0;  // tests: > 0, abort the engine at this request (a local failure)
 };
 
 // A window of a ReduceScatter / AllGather (CollNetDirect), in bytes.
@@ -96,13 +107,25 @@ struct CollRequest {
   std::vector<std::pair<size_t, size_t>> owned;
   uint8_t* own_out = nullptr;      // ReduceScatter: this rank's part of the result
   std::vector<CollPart> out_parts;  // AllGather with several receive parts: scattered at end
+
+  // Ring share outcome, set by the ring thread: 0 pending, 1 done, 2 failed (ring_error).
+  std::atomic<int> ring_state{0};
+  std::string ring_error;
+  // Failover: 0 not resolved by a hand-over, 1 resolved, 2 failed (resolve_error).
+  int resolved = 0;
+  std::string resolve_error;
+};
+
+// The two rings a CollComm owns (each: send to rank + 1, receive from rank - 1).
+struct CollRings {
+  std::unique_ptr<net::SendComm> next, failover_next;
+  std::unique_ptr<net::RecvComm> prev, failover_prev;
 };
 
 class CollComm {
  public:
-  // Takes ownership of the ring links and the engine (engine may be null: ring only).
-  CollComm(int rank, int nranks, std::unique_ptr<net::SendComm> next,
-           std::unique_ptr<net::RecvComm> prev, std::unique_ptr<client::Engine> engine,
+  // Takes ownership of the rings and the engine (engine may be null: ring only).
+  CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client::Engine> engine,
            const CollOptions& opts);
   ~CollComm();
   CollComm(const CollComm&) = delete;
@@ -132,38 +155,62 @@ class CollComm {
   bool valid() const { return magic_ == kMagic; }
 
  private:
-  void run();
+  void run_ring();
+  void run_completion();
   // Sets r's split and hands the aggregator share to the engine, then queues r.
   void submit(CollRequest* r, bool agg_capable);
   // The ring plan for r's elements [lo, hi): AllReduce, or the phase r's kind needs with
   // the owned ranges clipped to [lo, hi).
   RingPlan ring_plan(const CollRequest& r, size_t lo, size_t hi) const;
-  // Runs one ring operation on r's elements [lo, hi) to completion on the progress thread;
-  // false on error.
-  bool ring(CollRequest& r, const uint8_t* send, size_t lo, size_t hi, int tag,
-            std::string* error);
+  // Runs one ring operation on r's elements [lo, hi) over (next, prev) to completion on the
+  // calling thread; false on error.
+  bool ring(CollRequest& r, net::SendComm* next, net::RecvComm* prev, const uint8_t* send,
+            size_t lo, size_t hi, int tag, std::string* error);
   // ReduceScatter / AllGather: moves the result where NCCL wants it.
   void deliver(CollRequest& r) const;
   // Waits for the request's aggregator part; false if it failed (error in *why).
   bool wait_aggregators(CollRequest& r, std::string* why);
+  // The aggregator share of r, on the completion thread: engine, hand-over or redo.
+  bool aggregator_share(CollRequest& r, std::string* error);
+  // Failover agreement and hand-overs (see the file comment); `first_incomplete` is this
+  // rank's fi. False if the failover ring failed (every later request then fails).
+  bool fail_over(uint32_t first_incomplete, const std::string& why, std::string* error);
+  // True once the previous rank's failover notice has arrived (or its link failed).
+  bool notice_arrived();
+  // Waits until the ring thread is done with r; false if its ring share failed.
+  bool wait_ring_share(CollRequest& r, std::string* error);
   void finish(CollRequest& r, bool ok, const std::string& error);
+  bool stopped();
 
   uint32_t magic_ = kMagic;
   const int rank_, nranks_;
-  std::unique_ptr<net::SendComm> next_;
-  std::unique_ptr<net::RecvComm> prev_;
+  CollRings rings_;
   std::unique_ptr<client::Engine> engine_;
   const CollOptions opts_;
-  std::vector<uint8_t> scratch_;
+  std::vector<uint8_t> scratch_;           // ring thread
+  std::vector<uint8_t> failover_scratch_;  // completion thread
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<CollRequest*> queue_;  // in submission order; popped by the progress thread
+  std::deque<CollRequest*> queue_;       // submission order; popped by the completion thread
+  std::deque<CollRequest*> ring_queue_;  // submission order; popped by the ring thread
   bool stop_ = false;
   uint32_t next_seq_ = 0;  // proxy thread
   std::atomic<bool> degraded_{false};
   std::atomic<bool> ring_failed_{false};
-  std::atomic<bool> stopping_{false};  // set by the destructor; ends waits on the ring
+  std::atomic<bool> stopping_{false};  // set by the destructor; ends waits on the rings
+
+  // Completion thread only.
+  ResultTails tails_;
+  bool failed_over_ = false;
+  bool failover_broken_ = false;
+  uint32_t handover_end_ = 0;  // requests below it (and >= the agreed lo) were handed over
+  uint32_t next_unfinished_ = 0;  // seq of the oldest request not yet completed here
+  uint64_t notice_buf_ = 0;
+  net::Request* notice_req_ = nullptr;  // posted at start on the failover ring
+  bool notice_done_ = false;
+
+  std::thread ring_thread_;
   std::thread thread_;
 };
 

@@ -89,7 +89,14 @@ client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, in
   cfg.deterministic = c.deterministic;
   cfg.secret = c.secret;
   cfg.aggregator_timeout = std::chrono::milliseconds(c.aggregatorTimeoutMs);
+  // A request without results for this long fails the engine too, so a rank that stops
+  // hearing the aggregator (while its control channel lives) starts the failover.
+  cfg.stall_timeout = 4 * cfg.aggregator_timeout;
   cfg.join_timeout = std::chrono::milliseconds(c.joinTimeoutMs);
+  if (c.faultRank < 0 || c.faultRank == rank) {  // tests only
+    cfg.faults.drop = c.faultDrop;
+    cfg.faults.rx_blackout_after = static_cast<uint64_t>(c.faultRxBlackout);
+  }
   cfg.log = [](client::LogLevel level, std::string_view msg) {
     if (level >= client::LogLevel::kWarn) {
       CFX_WARN(kLogColl, "%.*s", static_cast<int>(msg.size()), msg.data());
@@ -193,23 +200,30 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   const Config& cfg = s->config();
   const auto timeout = std::chrono::milliseconds(cfg.joinTimeoutMs);
 
-  // 1. The worker ring: connect to rank+1 (completes without the peer's accept), then
-  //    accept rank-1.
-  std::unique_ptr<net::SendComm> next;
-  std::unique_ptr<net::RecvComm> prev;
+  // 1. The worker rings (main, then failover): connect to rank+1 twice (each completes
+  //    without the peer's accept), then accept rank-1's two connections, in the same order.
+  collnet::CollRings rings;
   if (nranks > 1) {
     CollHandle peer;
     std::memcpy(&peer, handles[(rank + 1) % nranks], sizeof peer);
     net::ConnectHandle ring;
     std::memcpy(ring.bytes, peer.ring, sizeof ring.bytes);
-    Status st = s->transport().connectBlocking(l->dev, ring, timeout, &next);
-    if (st == Status::kOk) st = net::TcpTransport::acceptBlocking(*l->ring, timeout, &prev);
+    Status st = s->transport().connectBlocking(l->dev, ring, timeout, &rings.next);
+    if (st == Status::kOk) {
+      st = s->transport().connectBlocking(l->dev, ring, timeout, &rings.failover_next);
+    }
+    if (st == Status::kOk) st = net::TcpTransport::acceptBlocking(*l->ring, timeout, &rings.prev);
+    if (st == Status::kOk) {
+      st = net::TcpTransport::acceptBlocking(*l->ring, timeout, &rings.failover_prev);
+    }
     if (st != Status::kOk) {
       CFX_WARN(kLogColl, "CollNet connect: rank %d could not build the worker ring (%s)", rank,
                net::toString(st));
       return st;
     }
   }
+  net::SendComm* next = rings.next.get();
+  net::RecvComm* prev = rings.prev.get();
 
   // 2. The aggregators.
   Verdict mine;
@@ -234,7 +248,7 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   if (nranks > 1) {
     // Ranks reach this point up to one join timeout apart (a rank that fails fast waits for
     // those still inside Engine::create), so allow two.
-    const Status st = collnet::ring_allgather(next.get(), prev.get(), rank, nranks, &mine,
+    const Status st = collnet::ring_allgather(next, prev, rank, nranks, &mine,
                                               all.data(), sizeof(Verdict), 2 * timeout);
     if (st != Status::kOk) {
       CFX_WARN(kLogColl, "CollNet connect: rank %d: agreement over the ring failed (%s)", rank,
@@ -264,6 +278,9 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   opts.ring_block_bytes = cfg.ringBlockBytes;
   opts.ring_inflight = cfg.ringInflight;
   opts.ring_timeout = std::chrono::milliseconds(cfg.ringTimeoutMs);
+  if (cfg.faultRank < 0 || cfg.faultRank == rank) {
+    opts.fault_abort_at = static_cast<uint32_t>(cfg.faultAbortAt);
+  }
   if (rank == 0) {
     CFX_INFO(kLogColl | kLogInit,
              "CollNet connected: %d ranks, %zu aggregator(s), ring fraction %.2f%s%s", nranks,
@@ -271,8 +288,7 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
              all[0].ring_fraction == kAutoFraction ? " (auto)" : "",
              engine->aggregators().front().deterministic ? ", deterministic" : "");
   }
-  *collComm = new collnet::CollComm(rank, nranks, std::move(next), std::move(prev),
-                                    std::move(engine), opts);
+  *collComm = new collnet::CollComm(rank, nranks, std::move(rings), std::move(engine), opts);
   return Status::kOk;
 }
 

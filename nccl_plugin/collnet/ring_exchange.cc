@@ -8,6 +8,7 @@ namespace conflux::collnet {
 namespace {
 
 constexpr int kAgreementTag = 0x3ffffff0;
+constexpr int kBroadcastTag = 0x3ffffff1;
 
 net::Status wait(net::Request* req, std::chrono::steady_clock::time_point deadline) {
   for (;;) {
@@ -41,6 +42,45 @@ net::Status ring_allgather(net::SendComm* next, net::RecvComm* prev, int rank, i
     if (sreq == nullptr || rreq == nullptr) return net::Status::kInternalError;  // fresh comms
     CFX_RETURN_IF_ERROR(wait(sreq, deadline));
     CFX_RETURN_IF_ERROR(wait(rreq, deadline));
+  }
+  return net::Status::kOk;
+}
+
+net::Status ring_broadcast(net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
+                           int root, std::vector<uint8_t>* msg, size_t max_bytes,
+                           std::chrono::milliseconds timeout) {
+  if (nranks < 2) return net::Status::kOk;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const bool forward = (rank + 1) % nranks != root;
+  const int tag = kBroadcastTag;
+  uint64_t len = msg->size();
+  if (rank != root) {
+    void* dst = &len;
+    size_t hdr = sizeof len;
+    net::Request* rreq = nullptr;
+    CFX_RETURN_IF_ERROR(prev->irecv(1, &dst, &hdr, &tag, &rreq));
+    if (rreq == nullptr) return net::Status::kInternalError;
+    CFX_RETURN_IF_ERROR(wait(rreq, deadline));
+    if (len > max_bytes) return net::Status::kInvalidUsage;
+    msg->resize(len);
+    if (len > 0) {
+      dst = msg->data();
+      size_t size = len;
+      CFX_RETURN_IF_ERROR(prev->irecv(1, &dst, &size, &tag, &rreq));
+      if (rreq == nullptr) return net::Status::kInternalError;
+      CFX_RETURN_IF_ERROR(wait(rreq, deadline));
+    }
+  }
+  if (rank == root || forward) {
+    net::Request* sreq = nullptr;
+    CFX_RETURN_IF_ERROR(next->isend(&len, sizeof len, tag, &sreq));
+    if (sreq == nullptr) return net::Status::kInternalError;
+    CFX_RETURN_IF_ERROR(wait(sreq, deadline));
+    if (len > 0) {
+      CFX_RETURN_IF_ERROR(next->isend(msg->data(), len, tag, &sreq));
+      if (sreq == nullptr) return net::Status::kInternalError;
+      CFX_RETURN_IF_ERROR(wait(sreq, deadline));
+    }
   }
   return net::Status::kOk;
 }

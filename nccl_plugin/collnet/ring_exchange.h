@@ -1,8 +1,10 @@
-// Blocking helpers over the worker ring, for the control path (CollNet connect).
+// Blocking helpers over the worker ring, for the control path (CollNet connect, failover).
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "net/recv_comm.h"
 #include "net/send_comm.h"
@@ -14,6 +16,12 @@ namespace conflux::collnet {
 // n-1 steps around the ring; fails with kRemoteError after `timeout` without completion.
 net::Status ring_allgather(net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
                            const void* mine, void* all, size_t bytes,
+                           std::chrono::milliseconds timeout);
+
+// Rank `root` sends *msg (any size up to max_bytes) to every other rank, around the ring;
+// on return *msg holds it everywhere. Same timeout rule as ring_allgather.
+net::Status ring_broadcast(net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
+                           int root, std::vector<uint8_t>* msg, size_t max_bytes,
                            std::chrono::milliseconds timeout);
 
 }  // namespace conflux::collnet

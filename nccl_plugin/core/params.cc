@@ -12,7 +12,7 @@
 namespace conflux::plugin {
 namespace {
 
-const std::array<ParamSpec, 21> kParams{{
+const std::array<ParamSpec, 25> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -57,7 +57,8 @@ const std::array<ParamSpec, 21> kParams{{
     {"CONFLUX_PAYLOAD_BYTES", ParamType::kSize, "8192", 64, 61440,
      "Payload bytes per aggregation packet requested at join.", &Config::payloadBytes},
     {"CONFLUX_AGGREGATOR_TIMEOUT_MS", ParamType::kInt, "5000", 100, 3600000,
-     "An aggregator silent this long is dead: its collectives move to the ring.",
+     "An aggregator silent this long is dead: its collectives move to the ring. A request "
+     "with no result for 4x this long does the same.",
      &Config::aggregatorTimeoutMs},
     {"CONFLUX_JOIN_TIMEOUT_MS", ParamType::kInt, "15000", 100, 3600000,
      "Bound on CollNet connect: building the ring and every rank joining the aggregators.",
@@ -69,6 +70,20 @@ const std::array<ParamSpec, 21> kParams{{
     {"CONFLUX_RING_TIMEOUT_MS", ParamType::kInt, "30000", 100, 3600000,
      "A ring collective that makes no progress this long fails with an error.",
      &Config::ringTimeoutMs},
+    {"CONFLUX_FAULT_DROP", ParamType::kFraction, "0", 0, 0,
+     "Tests only: share of the aggregator datagrams this rank sends and receives that it "
+     "drops (fault injection).",
+     &Config::faultDrop},
+    {"CONFLUX_FAULT_RX_BLACKOUT", ParamType::kInt, "0", 0, 2000000000,
+     "Tests only: after this many aggregator datagrams received, this rank drops every later "
+     "one (0: off).",
+     &Config::faultRxBlackout},
+    {"CONFLUX_FAULT_ABORT_AT", ParamType::kInt, "0", 0, 2000000000,
+     "Tests only: this rank's aggregator engine fails at its N-th CollNet request (0: off).",
+     &Config::faultAbortAt},
+    {"CONFLUX_FAULT_RANK", ParamType::kInt, "-1", -1, 65535,
+     "Tests only: the rank the CONFLUX_FAULT_* settings apply to (-1: every rank).",
+     &Config::faultRank},
     {"CONFLUX_TUNER_COLLNET_MIN_BYTES", ParamType::kSize, "0", 0, 1LL << 40,
      "Tuner: smallest AllReduce sent to CollNet.", &Config::tunerCollnetMinBytes},
     {"CONFLUX_TUNER_COLLNET_MAX_BYTES", ParamType::kSize, "0", 0, 1LL << 40,
@@ -116,7 +131,7 @@ bool applyValue(const ParamSpec& p, const char* text, Config* cfg, std::string* 
   bool b = false;
   switch (p.type) {
     case ParamType::kFraction: {
-      if (strcasecmp(text, "auto") == 0) {
+      if (strcasecmp(text, "auto") == 0 && strcasecmp(p.defaultValue, "auto") == 0) {
         cfg->*std::get<double Config::*>(p.field) = kAutoFraction;
         return true;
       }
@@ -124,7 +139,10 @@ bool applyValue(const ParamSpec& p, const char* text, Config* cfg, std::string* 
       char* end = nullptr;
       const double d = std::strtod(text, &end);
       if (errno != 0 || end == text || *end != '\0' || !(d >= 0.0 && d <= 1.0)) {
-        return *why = "expected auto or a number between 0 and 1", false;
+        return *why = strcasecmp(p.defaultValue, "auto") == 0
+                          ? "expected auto or a number between 0 and 1"
+                          : "expected a number between 0 and 1",
+               false;
       }
       cfg->*std::get<double Config::*>(p.field) = d;
       return true;

@@ -36,6 +36,10 @@ struct Config {
   bool requireAggregators = false;
   double ringFraction = kAutoFraction;  // kAutoFraction: collnet/split.h decides
   int aggregatorMbps = 0;
+  double faultDrop = 0;  // tests only
+  int faultRank = -1;
+  int faultRxBlackout = 0;  // tests only
+  int faultAbortAt = 0;
   bool deterministic = false;
   std::string secret;
   int windowSlots = 0;

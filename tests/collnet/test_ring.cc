@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "collnet/coll_comm.h"
+#include "collnet/result_tails.h"
 #include "collnet/ring_allreduce.h"
 #include "collnet/ring_exchange.h"
 #include "conflux/common/reduce.h"
@@ -219,6 +220,48 @@ TEST_P(RingTest, AllGatherGivesEveryRankEveryOwnersBytes) {
       ASSERT_EQ(out[r], whole) << "rank " << r << " window " << w.offset << "+" << w.bytes;
     }
   }
+}
+
+TEST_P(RingTest, BroadcastReachesEveryRankFromAnyRoot) {
+  const int n = GetParam();
+  Ring ring(n);
+  for (int root = 0; root < n; ++root) {
+    for (size_t len : {size_t{0}, size_t{1}, size_t{100000}}) {
+      std::vector<std::vector<uint8_t>> msg(n);
+      msg[root].resize(len);
+      for (size_t i = 0; i < len; ++i) msg[root][i] = uint8_t(i * 7 + root);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < n; ++r) {
+        threads.emplace_back([&, r] {
+          ASSERT_EQ(ring_broadcast(ring.next[r].get(), ring.prev[r].get(), r, n, root, &msg[r],
+                                   1 << 20, 5s),
+                    net::Status::kOk);
+        });
+      }
+      for (auto& th : threads) th.join();
+      for (int r = 0; r < n; ++r) EXPECT_EQ(msg[r], msg[root]) << "root " << root << " rank " << r;
+    }
+  }
+}
+
+TEST(ResultTails, KeepsTheEndsOfTheLastWindowOfResults) {
+  ResultTails tails(100);
+  std::vector<uint8_t> big(300), a(50, 2), b(60, 3);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = uint8_t(i);
+  tails.keep(1, big.data(), big.size());
+  const auto* t = tails.find(1);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->total, 300u);
+  EXPECT_EQ(t->offset, 200u);  // only the last window's worth of a long result
+  EXPECT_EQ(t->bytes, std::vector<uint8_t>(big.begin() + 200, big.end()));
+  tails.keep(2, a.data(), a.size());
+  EXPECT_NE(tails.find(1), nullptr);  // 50 newer bytes do not cover the window yet
+  tails.keep(3, b.data(), b.size());
+  EXPECT_EQ(tails.find(1), nullptr);  // 110 newer bytes do
+  ASSERT_NE(tails.find(2), nullptr);
+  EXPECT_EQ(tails.find(2)->bytes, a);
+  EXPECT_EQ(tails.find(3)->offset, 0u);
+  EXPECT_EQ(tails.find(4), nullptr);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, RingTest, ::testing::Values(2, 3, 4));

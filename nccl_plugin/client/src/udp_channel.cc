@@ -24,6 +24,7 @@ std::string UdpChannel::open(const std::string& bind_addr, int buf_bytes, size_t
   max_datagram_ = max_datagram;
   tx_faults_ = FaultInjector(faults, 2ull * rank);
   rx_faults_ = FaultInjector(faults, 2ull * rank + 1);
+  rx_blackout_after_ = faults.rx_blackout_after;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   if (::inet_pton(AF_INET, bind_addr.c_str(), &a.sin_addr) != 1) {
@@ -189,6 +190,10 @@ std::span<const InDatagram> UdpChannel::receive() {
     InDatagram d{rx_buf_.data() + i * max_datagram_, msgs[i].msg_len,
                  (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0};
     bytes += d.len;
+    if (rx_blackout_after_ > 0 && ++rx_seen_ > rx_blackout_after_) {
+      Counters::add(ctr_->fault_dropped);
+      continue;
+    }
     switch (rx_faults_.next()) {
       case FaultAction::kPass:
         rx_out_.push_back(d);

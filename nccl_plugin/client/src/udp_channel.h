@@ -75,6 +75,8 @@ class UdpChannel {
   Counters* ctr_ = nullptr;
   FaultInjector tx_faults_{FaultInjection{}, 0};
   FaultInjector rx_faults_{FaultInjection{}, 0};
+  uint64_t rx_blackout_after_ = 0;  // FaultInjection::rx_blackout_after
+  uint64_t rx_seen_ = 0;
   std::vector<uint8_t> rx_buf_;  // kBatch * max_datagram_
   std::vector<InDatagram> rx_out_;
   std::vector<std::vector<uint8_t>> rx_held_, rx_delivering_;

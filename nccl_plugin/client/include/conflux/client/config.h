@@ -39,6 +39,9 @@ struct FaultInjection {
   double dup = 0;
   double reorder = 0;
   uint64_t seed = 1;  // combined with the rank, so ranks draw different sequences
+  // > 0: after this many received datagrams, every later one is dropped (a rank that stops
+  // hearing results while the aggregator still takes its contributions).
+  uint64_t rx_blackout_after = 0;
   bool enabled() const { return drop > 0 || dup > 0 || reorder > 0; }
 };
 
