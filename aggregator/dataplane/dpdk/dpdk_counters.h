@@ -16,6 +16,12 @@ struct alignas(64) FrameCounters {
   Counter tx_dropped;                   // frames the port did not take (TX ring full)
   Counter rx_linearized;                // multi-segment frames copied to be parsed
   Counter busy_cycles;                  // TSC cycles of poll iterations that did work
+  // Software steering (rte_ring between queues): datagrams this queue received for a slot of
+  // another queue and handed to it, those it took from its own ring, and those it dropped
+  // because the owner's ring was full.
+  Counter handoff_out;
+  Counter handoff_in;
+  Counter handoff_drops;
 
   void drop(FrameDrop d) { frame_drops[static_cast<int>(d)].inc(); }
 };

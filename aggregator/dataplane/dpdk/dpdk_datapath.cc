@@ -1,15 +1,18 @@
 // DPDK dataplane, datapath half: rx burst -> frame parse -> RxPipeline/SlotEngine, reducing
 // straight from the mbuf payload -> results built once, fanned out to every worker -> tx burst
 // with a drain timer. Runs on the queue's lcore; no locks, no virtual calls, no syscalls
-// (except what the PMD does and the optional idle sleep).
+// (except what the PMD does and the optional idle sleep). With software steering, a datagram
+// for another queue's slot is handed over as the mbuf pointer through that queue's ring.
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_ring.h>
 
 #include <cstring>
 #include <thread>
 
 #include "aggregator/dataplane/dpdk/dpdk_queue.h"
+#include "aggregator/dataplane/dpdk/steering.h"
 #include "aggregator/dataplane/dataplane.h"
 #include "spdlog/spdlog.h"
 
@@ -78,15 +81,16 @@ void DpdkQueue::run() {
     const uint16_t n = rte_eth_rx_burst(s_.port_id, s_.queue, rx, kBurst);
     for (uint16_t i = 0; i < n; ++i) {
       if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(rx[i + 1], void*));
-      handle(rx[i]);
+      handle(rx[i], false);
     }
-    if (n == 0) pipeline_.flush(results_);  // idle: release a datagram held by fault injection
+    const uint16_t k = drain_inbox();  // software steering: datagrams other queues handed over
+    if (n + k == 0) pipeline_.flush(results_);  // idle: release a datagram held by faults
     transmit_results();
-    if (tx_n_ > 0 && (n == 0 || tx_n_ >= kBurst || rte_rdtsc() - tx_first_tsc_ >= drain)) {
+    if (tx_n_ > 0 && (n + k == 0 || tx_n_ >= kBurst || rte_rdtsc() - tx_first_tsc_ >= drain)) {
       flush_tx();
     }
     jobs_.quiescent(s_.queue);  // no Job pointer is held past this point
-    if (n != 0) {
+    if (n + k != 0) {
       frames_.busy_cycles.add(rte_rdtsc() - t0);
       idle = 0;
     } else if (++idle >= kIdlePolls && s_.idle_sleep_us > 0) {
@@ -97,8 +101,33 @@ void DpdkQueue::run() {
   jobs_.offline(s_.queue);
 }
 
-void DpdkQueue::handle(rte_mbuf* m) {
-  frames_.frames_in.inc();
+uint16_t DpdkQueue::drain_inbox() {
+  if (s_.inboxes == nullptr) return 0;
+  rte_mbuf* in[kBurst];
+  const auto n = static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
+      s_.inboxes[s_.queue], reinterpret_cast<void**>(in), kBurst, nullptr));
+  for (uint16_t i = 0; i < n; ++i) {
+    if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(in[i + 1], void*));
+    handle(in[i], true);
+  }
+  frames_.handoff_in.add(n);
+  return n;
+}
+
+bool DpdkQueue::hand_over(rte_mbuf* m, unsigned owner) {
+  // handle() verified both checksums (or the port did): the owner's parse skips them.
+  m->ol_flags = (m->ol_flags & ~(RTE_MBUF_F_RX_IP_CKSUM_MASK | RTE_MBUF_F_RX_L4_CKSUM_MASK)) |
+                RTE_MBUF_F_RX_IP_CKSUM_GOOD | RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+  if (rte_ring_mp_enqueue(s_.inboxes[owner], m) != 0) {
+    frames_.handoff_drops.inc();  // the owner is behind: a lost contribution, resent by its rank
+    return false;
+  }
+  frames_.handoff_out.inc();
+  return true;
+}
+
+void DpdkQueue::handle(rte_mbuf* m, bool from_peer) {
+  if (!from_peer) frames_.frames_in.inc();
   const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
   uint32_t len = rte_pktmbuf_pkt_len(m);
   if (m->nb_segs > 1) {  // the engine needs the datagram contiguous: copy (counted)
@@ -118,6 +147,13 @@ void DpdkQueue::handle(rte_mbuf* m) {
   switch (f.kind) {
     case FrameKind::kUdp:
       neighbors_.learn(f.src_ip, f.src_mac);
+      if (s_.inboxes != nullptr && !from_peer) {
+        const unsigned owner = owner_queue(f.payload, f.payload_len, s_.n_queues, s_.queue);
+        if (owner != s_.queue) {
+          if (hand_over(m, owner)) return;  // the owner frees it
+          break;
+        }
+      }
       // Zero copy: the engine reduces from the mbuf's payload before the mbuf is freed.
       pipeline_.on_datagram({f.payload, f.payload_len}, results_);
       break;

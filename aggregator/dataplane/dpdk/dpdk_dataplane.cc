@@ -1,5 +1,5 @@
 // DPDK dataplane, setup half: EAL, mbuf pools, port and queue configuration, rte_flow
-// steering, lcore launch, and the backend's extra /metrics families.
+// or software steering, lcore launch. (The extra /metrics families: dpdk_metrics.cc.)
 #include "aggregator/dataplane/dpdk/dpdk_dataplane.h"
 
 #include <arpa/inet.h>
@@ -10,6 +10,7 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_ring.h>
 
 #include "aggregator/dataplane/dpdk/dpdk_eal.h"
 #include "aggregator/dataplane/dpdk/dpdk_queue.h"
@@ -26,6 +27,8 @@ constexpr uint16_t kTxDesc = 512;
 constexpr uint32_t kFanoutMbufs = 8192;  // header + clone mbufs per queue (results x workers)
 constexpr uint16_t kDefaultDataPort = 7471;
 constexpr uint16_t kJumboRoom = RTE_PKTMBUF_HEADROOM + 9216 + 1024;
+constexpr uint32_t kInboxSize = 1024;  // software steering ring per queue (power of two)
+std::atomic<unsigned> g_ring_seq{0};   // ring names are unique per process
 
 struct PortPlan {
   rte_eth_conf conf{};
@@ -34,9 +37,16 @@ struct PortPlan {
   bool tx_udp_csum = false;
 };
 
-PortPlan plan_port(const rte_eth_dev_info& info, uint32_t mtu) {
+PortPlan plan_port(const rte_eth_dev_info& info, uint32_t mtu, uint16_t nq) {
   PortPlan p;
   p.conf.rxmode.mq_mode = RTE_ETH_MQ_RX_NONE;
+  // Spread by flow hash where the port has RSS: without flow rules (software steering) the
+  // queues would otherwise not share the load. With flow rules, the rules take precedence.
+  const uint64_t rss = info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP);
+  if (nq > 1 && rss != 0) {
+    p.conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    p.conf.rx_adv_conf.rss_conf.rss_hf = rss;
+  }
   // Some PMDs (af_packet) only raise their limit through rte_eth_dev_set_mtu() later.
   const uint32_t limit =
       std::min<uint32_t>(info.max_mtu, info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN);
@@ -119,7 +129,7 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
   const uint32_t frame = ip_mtu + uint32_t(dpdk::kEthHeader + dpdk::kVlanTag);
   auto room = static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM +
                                     std::max<uint32_t>(2048, (frame + 64 + 1023) / 1024 * 1024));
-  PortPlan plan = plan_port(info, ip_mtu);
+  PortPlan plan = plan_port(info, ip_mtu, nq);
 
   std::unique_ptr<DpdkDataplane> dp(new DpdkDataplane());
   dp->port_id_ = port;
@@ -133,7 +143,9 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
   const int socket = rte_eth_dev_socket_id(port) < 0 ? SOCKET_ID_ANY : rte_eth_dev_socket_id(port);
   // Receive mbufs are never held across a burst (contributions are reduced into the slot
   // accumulators at once), so the pools scale with rings and bursts, not with slot windows.
-  const uint32_t n_pkt = nq * (rxd + txd + 4u * DpdkQueue::kBurst + DpdkQueue::kTxBuffer) + 512;
+  // Frames parked in software-steering inboxes (only with several queues) hold RX mbufs too.
+  const uint32_t n_pkt = nq * (rxd + txd + 4u * DpdkQueue::kBurst + DpdkQueue::kTxBuffer) +
+                         (nq > 1 ? nq * kInboxSize : 0) + 512;
   rte_mempool* pkt = dpdk::shared_pool("pkt", n_pkt, room, socket, err);
   rte_mempool* hdr =
       pkt ? dpdk::shared_pool("hdr", nq * kFanoutMbufs, RTE_PKTMBUF_HEADROOM + 128, socket, err)
@@ -190,13 +202,24 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
   local.n_ports = nq;
   if (nq > 1) {
     (void)rte_flow_flush(port, nullptr);
-    for (uint16_t q = 0; q < nq; ++q) {
-      if (std::string e = add_flow(port, local.ip, uint16_t(local.first_port + q), q); !e.empty()) {
-        *err = fmt::format(
-            "dpdk: port {} ({}) cannot steer UDP ports to queues ({}); "
-            "use threads = 1",
-            port, info.driver_name, e);
-        return nullptr;
+    std::string e;
+    for (uint16_t q = 0; q < nq && e.empty(); ++q) {
+      e = add_flow(port, local.ip, uint16_t(local.first_port + q), q);
+    }
+    if (!e.empty()) {
+      (void)rte_flow_flush(port, nullptr);
+      spdlog::info(
+          "dpdk: port {} ({}) cannot steer UDP ports to queues ({}): software steering "
+          "(queues hand datagrams to the slot's owner through rings; RSS {})",
+          port, info.driver_name, e, plan.conf.rxmode.mq_mode == RTE_ETH_MQ_RX_RSS ? "on" : "off");
+      for (uint16_t q = 0; q < nq; ++q) {
+        const std::string name = fmt::format("cfx_inbox_{}", g_ring_seq.fetch_add(1));
+        rte_ring* r = rte_ring_create(name.c_str(), kInboxSize, socket, RING_F_SC_DEQ);
+        if (r == nullptr) {
+          *err = fmt::format("dpdk: ring {}: {}", name, rte_strerror(rte_errno));
+          return nullptr;  // ~DpdkDataplane frees the rings made so far
+        }
+        dp->inboxes_.push_back(r);
       }
     }
   }
@@ -214,13 +237,15 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
     s.tx_udp_csum = plan.tx_udp_csum;
     s.idle_sleep_us = static_cast<uint32_t>(cfg.dpdk_idle_sleep_us);
     s.stop = &dp->stopping_;
+    s.inboxes = dp->inboxes_.empty() ? nullptr : dp->inboxes_.data();
     dp->queues_.push_back(std::make_unique<DpdkQueue>(s, jobs, cfg));
   }
   spdlog::info(
-      "dpdk dataplane: port {} ({}) {} {}:{}..{} vlan {}, {} queue(s), mbuf room {}, "
-      "fan-out {}, tx csum ip {} udp {}",
+      "dpdk dataplane: port {} ({}) {} {}:{}..{} vlan {}, {} queue(s) steered by {}, mbuf "
+      "room {}, fan-out {}, tx csum ip {} udp {}",
       port, info.driver_name, fmt::format("{:02x}", fmt::join(local.mac.b, ":")), ip_text,
-      local.first_port, local.first_port + nq - 1, local.vlan, nq, room,
+      local.first_port, local.first_port + nq - 1, local.vlan, nq,
+      nq == 1 ? "none" : (dp->inboxes_.empty() ? "rte_flow" : "software"), room,
       clone != nullptr ? "clone" : "copy", plan.tx_ip_csum, plan.tx_udp_csum);
   return dp;
 }
@@ -232,6 +257,11 @@ DpdkDataplane::~DpdkDataplane() {
     (void)rte_eth_dev_stop(port_id_);
   }
   queues_.clear();
+  for (rte_ring* r : inboxes_) {  // every lcore has stopped: free what is still parked
+    void* m = nullptr;
+    while (rte_ring_sc_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    rte_ring_free(r);
+  }
 }
 
 std::string DpdkDataplane::start() {
@@ -276,6 +306,8 @@ void DpdkDataplane::stop() {
   for (auto& t : threads_) t.join();
   threads_.clear();
 }
+
+bool DpdkDataplane::software_steering() const { return !inboxes_.empty(); }
 
 std::vector<uint16_t> DpdkDataplane::ports() const {
   std::vector<uint16_t> out;

@@ -1,8 +1,11 @@
 // DPDK poll-mode dataplane: one port, one RX/TX queue pair and one lcore per queue; queue i
 // serves UDP port data_port + i (slot s on queue s % n). With more than one queue, rte_flow
-// rules steer each UDP port to its queue (a port without rte_flow must run one queue; the
-// af_packet and af_xdp vdevs used for tests are such ports). ARP for the aggregator's address
-// is answered on the port's default queue 0, which also sends a gratuitous ARP at start.
+// rules steer each UDP port to its queue. A port that cannot install them (af_packet and
+// af_xdp vdevs, NICs without flow rules) gets RSS where it has it and SOFTWARE STEERING: each
+// queue has an rte_ring inbox (multi-producer, single-consumer), and the queue that receives
+// a datagram for another queue's slot hands the mbuf pointer to the owner's inbox (ring full:
+// dropped and counted). ARP is answered by whichever queue receives it; queue 0 sends a
+// gratuitous ARP at start.
 // Setup (EAL, mempools, port, queues, flows) in dpdk_dataplane.cc; datapath in
 // dpdk_datapath.cc. This header has no DPDK types, so the registry can include it.
 #pragma once
@@ -14,6 +17,8 @@
 #include <vector>
 
 #include "aggregator/dataplane/dataplane.h"
+
+struct rte_ring;
 
 namespace conflux::agg {
 namespace dpdk {
@@ -36,6 +41,8 @@ class DpdkDataplane final : public Dataplane {
   unsigned n_queues() const override { return static_cast<unsigned>(queues_.size()); }
   const QueueCounters& counters(unsigned q) const override;
   std::string extra_metrics() const override;
+  // True when the port could not install the rte_flow rules and queues hand datagrams over.
+  bool software_steering() const;
 
  private:
   DpdkDataplane() = default;
@@ -43,6 +50,7 @@ class DpdkDataplane final : public Dataplane {
   uint16_t port_id_ = 0;
   bool port_started_ = false;
   std::vector<std::unique_ptr<dpdk::DpdkQueue>> queues_;
+  std::vector<rte_ring*> inboxes_;  // software steering: one per queue; empty otherwise
   std::vector<unsigned> lcores_;      // EAL lcores running a queue
   std::vector<std::thread> threads_;  // or registered threads
   std::atomic<bool> stopping_{false};

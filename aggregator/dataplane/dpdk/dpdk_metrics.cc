@@ -55,6 +55,20 @@ std::string DpdkDataplane::extra_metrics() const {
             "TSC cycles spent in poll iterations that received frames (cycles per packet = "
             "this / conflux_dpdk_frames_in_total).",
             [](const FrameCounters& c) -> const Counter& { return c.busy_cycles; });
+  per_queue("conflux_dpdk_handoff_out_total",
+            "Datagrams handed to the queue owning their slot (software steering).",
+            [](const FrameCounters& c) -> const Counter& { return c.handoff_out; });
+  per_queue("conflux_dpdk_handoff_in_total",
+            "Datagrams taken from this queue's inbox ring (software steering).",
+            [](const FrameCounters& c) -> const Counter& { return c.handoff_in; });
+  per_queue("conflux_dpdk_handoff_drops_total",
+            "Datagrams dropped because the owning queue's inbox ring was full.",
+            [](const FrameCounters& c) -> const Counter& { return c.handoff_drops; });
+  fmt::format_to(std::back_inserter(out),
+                 "# HELP conflux_dpdk_software_steering 1 when queues hand datagrams to the "
+                 "slot's owner (no rte_flow rules), else 0.\n"
+                 "# TYPE conflux_dpdk_software_steering gauge\nconflux_dpdk_software_steering {}\n",
+                 software_steering() ? 1 : 0);
   fmt::format_to(std::back_inserter(out),
                  "# HELP conflux_dpdk_tsc_hz TSC frequency.\n# TYPE conflux_dpdk_tsc_hz gauge\n"
                  "conflux_dpdk_tsc_hz {}\n",

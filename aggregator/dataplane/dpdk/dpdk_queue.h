@@ -21,6 +21,7 @@
 
 struct rte_mbuf;
 struct rte_mempool;
+struct rte_ring;
 
 namespace conflux::agg::dpdk {
 
@@ -37,6 +38,10 @@ struct QueueSetup {
   bool tx_udp_csum = false;           // the port computes UDP checksums
   uint32_t idle_sleep_us = 0;  // sleep this long after kIdlePolls empty polls (0 = always spin)
   const std::atomic<bool>* stop = nullptr;
+  // Software steering: n_queues rings (multi-producer, single-consumer), inboxes[q] drained
+  // by queue q; a datagram for a slot of queue q received elsewhere is handed over there.
+  // nullptr = the port steers (rte_flow) or there is one queue.
+  rte_ring* const* inboxes = nullptr;
 };
 
 class DpdkQueue final {
@@ -59,7 +64,11 @@ class DpdkQueue final {
   const FrameCounters& frame_counters() const { return frames_; }
 
  private:
-  void handle(rte_mbuf* m);
+  // One frame from the RX queue (from_peer false) or from this queue's inbox (true: already
+  // checked by the queue that received it, which marked its checksums good).
+  void handle(rte_mbuf* m, bool from_peer);
+  bool hand_over(rte_mbuf* m, unsigned owner);  // false: not handed over (caller frees)
+  uint16_t drain_inbox();                       // frames taken from inboxes[queue]
   void transmit_results();  // ResultBatch -> TX buffer, then clear()
   void send_result(rte_mbuf* payload, uint32_t psum, const sockaddr_in& to, Job* job);
   void send_arp(uint16_t op, const MacAddr& mac, uint32_t ip);
