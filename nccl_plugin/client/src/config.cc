@@ -88,6 +88,16 @@ std::string validate(const ClientConfig& c) {
   if (c.rto_initial.count() <= 0 || c.rto_max < c.rto_initial) {
     return "need 0 < rto_initial <= rto_max";
   }
+  if (c.rto_min.count() <= 0) {
+    return "rto_min must be > 0";
+  }
+  const CongestionConfig& cc = c.congestion;
+  if (cc.initial_window == 0 || cc.min_window == 0) {
+    return "congestion initial_window and min_window must be >= 1";
+  }
+  if (!(cc.decrease > 0 && cc.decrease < 1)) {
+    return "congestion decrease must be in (0, 1)";
+  }
   if (c.rto_max.count() > 60'000'000) {
     return "rto_max must be <= 60 s";
   }

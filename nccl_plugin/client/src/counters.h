@@ -16,6 +16,8 @@ struct Counters {
   C retransmits{0}, fast_retransmits{0}, results_accepted{0}, send_errors{0};
   C fault_dropped{0}, fault_duplicated{0}, fault_reordered{0};
   C requests_completed{0}, requests_failed{0};
+  C spurious_retransmits{0}, cwnd_decreases{0};
+  C congestion_window{0};  // gauge: sum over aggregators of the current window (packets)
   std::array<C, proto::kNumDropReasons> drops{};
 
   static void add(C& c, uint64_t n = 1) {
@@ -39,6 +41,9 @@ struct Counters {
     s.fault_reordered = g(fault_reordered);
     s.requests_completed = g(requests_completed);
     s.requests_failed = g(requests_failed);
+    s.spurious_retransmits = g(spurious_retransmits);
+    s.cwnd_decreases = g(cwnd_decreases);
+    s.congestion_window = g(congestion_window);
     for (size_t i = 0; i < drops.size(); ++i) {
       s.drops[i] = g(drops[i]);
     }

@@ -24,7 +24,7 @@ bool Progress::send_new(int64_t now) {
   for (uint32_t a = 0; a < n_aggs; ++a) {
     Agg& g = aggs_[a];
     const uint32_t rto = g.rto_us;
-    while (!g.send_queue.empty() && g.window.can_send()) {
+    while (!g.send_queue.empty() && g.window.can_send() && g.cwnd.allows(g.window.outstanding())) {
       Request* r = g.send_queue.front();
       const uint64_t k = aggregator_packet(a, r->next_j[a], n_aggs);
       const size_t esize = dtype_size(r->dtype);
@@ -145,6 +145,13 @@ void Progress::on_result(const uint8_t* data, size_t len, bool truncated, int64_
   const proto::DropReason mr = g->window.match(h, &slot);
   if (mr != proto::DropReason::kOk) {
     c.drop(mr);
+    if (mr == proto::DropReason::kDuplicate && (h.flags & proto::kFlagRetransmit) != 0) {
+      SlotEntry& d = g->window.entry(h.slot);  // match() checked the slot's range
+      if (d.spurious_check && d.spurious_gen == h.generation) {
+        d.spurious_check = false;  // count each packet once
+        Counters::add(c.spurious_retransmits);
+      }
+    }
     return;
   }
   SlotEntry& e = g->window.entry(slot);
@@ -164,6 +171,13 @@ void Progress::on_result(const uint8_t* data, size_t len, bool truncated, int64_
   delivered = std::max(delivered, (h.flags & proto::kFlagRetransmit) ? e.last_tx : e.first_tx);
   g->last_result_ns = now;
   g->delivered_since_scan = true;
+  e.spurious_check = e.retransmits > 0 && (h.flags & proto::kFlagRetransmit) == 0;
+  e.spurious_gen = e.generation;
+  const uint32_t before = g->cwnd.window();
+  g->cwnd.on_delivered();
+  if (g->cwnd.window() != before) {
+    publish_cwnd();
+  }
   g->window.complete(slot);
   Counters::add(c.results_accepted);
   if (--r->results_pending == 0) {

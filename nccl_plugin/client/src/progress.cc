@@ -26,7 +26,7 @@ Progress::Progress(Shared* shared, UdpChannel* udp, std::vector<JoinedAggregator
   aggs_.reserve(aggs.size());
   for (JoinedAggregator& j : aggs) {
     const uint32_t w = j.info.granted_slots;
-    Agg& g = aggs_.emplace_back(std::move(j), w);
+    Agg& g = aggs_.emplace_back(std::move(j), w, sh_->cfg.congestion);
     for (uint16_t p : g.j.info.data_ports) {
       sockaddr_in a = g.j.data_addr;
       a.sin_port = htons(p);
@@ -39,6 +39,7 @@ Progress::Progress(Shared* shared, UdpChannel* udp, std::vector<JoinedAggregator
   }
   tx_.reserve(256);
   next_timer_ns_ = INT64_MAX;
+  publish_cwnd();
 }
 
 void Progress::run() {

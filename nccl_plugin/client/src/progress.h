@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "congestion.h"
 #include "join.h"
 #include "shared.h"
 #include "udp_channel.h"
@@ -31,9 +32,11 @@ class Progress {
 
  private:
   struct Agg {
-    Agg(JoinedAggregator joined, uint32_t slots) : j(std::move(joined)), window(slots) {}
+    Agg(JoinedAggregator joined, uint32_t slots, const CongestionConfig& cc)
+        : j(std::move(joined)), window(slots), cwnd(cc, slots) {}
     JoinedAggregator j;
     SlotWindow window;
+    CongestionWindow cwnd;                // how much of the window may be outstanding
     std::vector<sockaddr_in> port_addrs;  // data address per JoinAck port
     std::deque<Request*> send_queue;      // requests with packets left for this aggregator
     bool alive = true;
@@ -67,6 +70,8 @@ class Progress {
   void rtt_sample(Agg& g, double sample_us);
   void fast_retransmit(Agg& g, int64_t now);
   void retransmit(Agg& g, uint32_t slot, int64_t now);
+  void congestion_event(Agg& g, uint64_t seq);
+  void publish_cwnd();
 
   Shared* sh_;
   UdpChannel* udp_;

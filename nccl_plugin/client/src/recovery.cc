@@ -22,10 +22,12 @@ void Progress::rtt_sample(Agg& g, double sample_us) {
     g.srtt_us = 0.875 * g.srtt_us + 0.125 * sample_us;
   }
   // The round trip includes waiting for the slowest rank, so it varies a lot; srtt + 4 var
-  // keeps spurious retransmissions rare without delaying real loss recovery much.
-  const double lo = static_cast<double>(sh_->cfg.rto_initial.count());
+  // keeps spurious retransmissions rare without delaying real loss recovery much. The
+  // variance term has a floor (rto_min): on a busy host a thread that is descheduled for
+  // a few ms stretches one round trip far beyond 4 var of an otherwise steady path.
   const double hi = static_cast<double>(sh_->cfg.rto_max.count());
-  g.rto_us = static_cast<uint32_t>(std::clamp(g.srtt_us + 4 * g.rttvar_us, lo, hi));
+  const double lo = std::min(static_cast<double>(sh_->cfg.rto_min.count()), hi);
+  g.rto_us = static_cast<uint32_t>(std::clamp(g.srtt_us + std::max(4 * g.rttvar_us, lo), lo, hi));
 }
 
 void Progress::fast_retransmit(Agg& g, int64_t now) {
@@ -44,6 +46,7 @@ void Progress::fast_retransmit(Agg& g, int64_t now) {
     }
     if (e.last_tx < g.delivered_tx[slot % ports]) {
       Counters::add(sh_->ctr.fast_retransmits);
+      congestion_event(g, e.seq);
       retransmit(g, slot, now);
     }
   }
@@ -115,6 +118,11 @@ void Progress::check_timers(int64_t now) {
         e.rto_us = std::min(rto_max, e.rto_us * 2);
         g.rto_us = std::max(g.rto_us, e.rto_us);  // keep the backoff for new packets
         if (!probe_only || s == oldest_slot) {
+          // A probe (nothing answered since these were sent: a late rank, most likely)
+          // says nothing about congestion; a timeout while others are answered does.
+          if (!probe_only) {
+            congestion_event(g, e.seq);
+          }
           retransmit(g, s, now);
         } else {
           e.deadline_ns = now + int64_t{e.rto_us} * 1000;
@@ -124,6 +132,21 @@ void Progress::check_timers(int64_t now) {
     }
   }
   next_timer_ns_ = next;
+}
+
+void Progress::congestion_event(Agg& g, uint64_t seq) {
+  if (g.cwnd.on_loss(seq, g.window.next_seq())) {
+    Counters::add(sh_->ctr.cwnd_decreases);
+    publish_cwnd();
+  }
+}
+
+void Progress::publish_cwnd() {
+  uint64_t sum = 0;
+  for (const Agg& g : aggs_) {
+    sum += g.cwnd.window();
+  }
+  sh_->ctr.congestion_window.store(sum, std::memory_order_relaxed);
 }
 
 }  // namespace conflux::client

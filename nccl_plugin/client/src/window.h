@@ -32,6 +32,11 @@ struct SlotEntry {
   uint64_t first_tx = 0;  // transmission stamps (per aggregator, increasing with every
   uint64_t last_tx = 0;   // datagram sent): a total order of sends, unlike clock readings
   int64_t deadline_ns = 0;
+  // Set when a generation that we had resent was completed by the aggregator's broadcast
+  // (no RETRANSMIT flag): a later RETRANSMIT-flagged duplicate result for spurious_gen
+  // proves that a resend reached an already complete bank, i.e. was not needed.
+  bool spurious_check = false;
+  uint32_t spurious_gen = 0;
   alignas(8) uint8_t header[proto::kDataHeaderSize] = {};  // encoded CONTRIB header
 };
 

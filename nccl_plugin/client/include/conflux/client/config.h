@@ -45,6 +45,16 @@ struct FaultInjection {
   bool enabled() const { return drop > 0 || dup > 0 || reorder > 0; }
 };
 
+// Per-aggregator congestion window (slow start + AIMD, see src/congestion.h): bounds the
+// packets outstanding on one aggregator below the granted window W when the path to it
+// drops or delays packets (incast on an aggregator link slower than the workers' sum).
+struct CongestionConfig {
+  bool enabled = true;           // false: always W outstanding (no congestion control)
+  uint32_t initial_window = 16;  // packets at the start, then slow start up to W
+  uint32_t min_window = 2;       // a decrease never goes below this (capped by W)
+  double decrease = 0.5;         // factor of a decrease, in (0, 1); at most once per window
+};
+
 struct ClientConfig {
   std::vector<Endpoint> aggregators;  // control endpoints; the job is striped over all of them
   uint64_t job_key = 0;               // identical on every rank of the job
@@ -57,6 +67,11 @@ struct ClientConfig {
 
   std::chrono::microseconds rto_initial{2000};  // first retransmission timeout
   std::chrono::microseconds rto_max{100000};    // backoff cap
+  // Floor of the retransmission timeout and of its variance term: RTO = srtt +
+  // max(4 rttvar, rto_min), at least rto_min (capped by rto_max). Absorbs scheduling
+  // delays of busy hosts that would otherwise fire spurious retransmissions.
+  std::chrono::microseconds rto_min{5000};
+  CongestionConfig congestion;
   // An aggregator from which nothing (no result, no control message) arrives for this
   // long is dead; heartbeats keep a live one audible.
   std::chrono::milliseconds aggregator_timeout{5000};

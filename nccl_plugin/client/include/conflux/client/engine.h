@@ -66,6 +66,12 @@ struct EngineStats {
   uint64_t fault_reordered = 0;
   uint64_t requests_completed = 0;
   uint64_t requests_failed = 0;
+  // Resent packets proven needless: after the aggregator's broadcast answered the
+  // packet, a RETRANSMIT-flagged copy of the result came back (the resend found the bank
+  // complete). A lower bound: a resend that reaches a bank still collecting is not seen.
+  uint64_t spurious_retransmits = 0;
+  uint64_t cwnd_decreases = 0;     // multiplicative decreases of the congestion window
+  uint64_t congestion_window = 0;  // now: sum over aggregators of the window in packets
   std::array<uint64_t, proto::kNumDropReasons> drops{};  // by proto::DropReason
 };
 

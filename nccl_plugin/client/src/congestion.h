@@ -1,0 +1,78 @@
+// Per-aggregator congestion window of the client engine: how many packets one worker may
+// have outstanding on one aggregator, at most the granted window W (SPEC.md §4 bounds it
+// by the slots; this bounds it by what the path carries without overflowing queues).
+//
+// Slow start, then AIMD in units of packets:
+//  * every accepted result: +1 while cwnd < ssthresh (doubling per round trip), else
+//    +1/cwnd (one packet per round trip of completions); never above W;
+//  * a loss event (a retransmission timeout or a fast retransmit of packet `seq`):
+//    cwnd = ssthresh = max(min_window, cwnd * decrease), but at most once per window of
+//    packets: after a decrease, losses of packets sent before it (seq < the sequence
+//    number that was next at the decrease) belong to the same congestion episode and are
+//    ignored. So random loss costs at most one decrease per round trip, and a lossless
+//    path grows back to W within a few round trips.
+// Pure logic, no clock and no I/O: the caller passes sequence numbers. Owned by the
+// progress thread (not thread-safe).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "conflux/client/config.h"
+
+namespace conflux::client {
+
+class CongestionWindow {
+ public:
+  // max_window = W granted by the aggregator (0 is treated as 1). Parameters outside
+  // their documented ranges are clamped (validate() rejects them earlier).
+  CongestionWindow(const CongestionConfig& p, uint32_t max_window)
+      : enabled_(p.enabled),
+        decrease_(p.decrease > 0 && p.decrease < 1 ? p.decrease : 0.5),
+        max_(static_cast<double>(std::max<uint32_t>(1, max_window))),
+        min_(std::clamp(static_cast<double>(p.min_window), 1.0, max_)),
+        cwnd_(enabled_ ? std::clamp(static_cast<double>(p.initial_window), min_, max_) : max_),
+        ssthresh_(max_) {}
+
+  // The usable window in whole packets, 1..W (W when disabled).
+  uint32_t window() const { return static_cast<uint32_t>(cwnd_); }
+  // True when a worker with `outstanding` packets in flight may send one more.
+  bool allows(uint32_t outstanding) const { return outstanding < window(); }
+
+  // One result accepted (an answered packet, resent or not).
+  void on_delivered() {
+    if (!enabled_ || cwnd_ >= max_) {
+      return;
+    }
+    cwnd_ = std::min(max_, cwnd_ + (cwnd_ < ssthresh_ ? 1.0 : 1.0 / cwnd_));
+  }
+
+  // Packet `seq` is deemed lost (timeout or fast retransmit); next_seq = the sequence
+  // number the next new packet will get. Returns true when this caused a decrease.
+  bool on_loss(uint64_t seq, uint64_t next_seq) {
+    if (!enabled_ || (decreases_ > 0 && seq < recover_seq_)) {
+      return false;
+    }
+    cwnd_ = std::max(min_, cwnd_ * decrease_);
+    ssthresh_ = cwnd_;
+    recover_seq_ = next_seq;
+    ++decreases_;
+    return true;
+  }
+
+  double cwnd() const { return cwnd_; }
+  double ssthresh() const { return ssthresh_; }
+  uint64_t decreases() const { return decreases_; }
+
+ private:
+  bool enabled_;
+  double decrease_;
+  double max_;
+  double min_;
+  double cwnd_;
+  double ssthresh_;
+  uint64_t recover_seq_ = 0;  // losses of packets below this belong to the last episode
+  uint64_t decreases_ = 0;
+};
+
+}  // namespace conflux::client
