@@ -51,10 +51,10 @@ enum class ParamType : uint8_t { kInt, kDouble, kBool, kString };
 
 // One row of the parameter table.
 struct ParamInfo {
-  std::string_view key;           // TOML key; env CONFLUX_<KEY>; flag --key-with-dashes
+  std::string_view key;  // TOML key; env CONFLUX_<KEY>; flag --key-with-dashes
   ParamType type;
-  std::string_view doc;           // one line, shown by --help and in the docs
-  double min = 0;                 // numbers: inclusive range
+  std::string_view doc;  // one line, shown by --help and in the docs
+  double min = 0;        // numbers: inclusive range
   double max = 0;
   std::span<const std::string_view> choices = {};  // strings: allowed values (empty = any)
 };

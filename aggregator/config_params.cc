@@ -14,8 +14,8 @@
 namespace conflux::agg {
 namespace {
 
-using Field = std::variant<int64_t Config::*, double Config::*, bool Config::*,
-                           std::string Config::*>;
+using Field =
+    std::variant<int64_t Config::*, double Config::*, bool Config::*, std::string Config::*>;
 
 constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug", "info",
                                                         "warn",  "error", "off"};
@@ -95,13 +95,12 @@ const std::array kRows = {
          "probability of processing a received datagram twice (fault injection)", 0, 1},
         &Config::fault_dup},
     Row{{"fault_reorder", ParamType::kDouble,
-         "probability of delaying a received datagram behind the next one (fault injection)", 0,
-         1},
+         "probability of delaying a received datagram behind the next one (fault injection)", 0, 1},
         &Config::fault_reorder},
     Row{{"batch", ParamType::kInt, "datagrams per recvmmsg/sendmmsg call", 1, 1024},
         &Config::batch},
-    Row{{"socket_buffer_bytes", ParamType::kInt, "SO_RCVBUF/SO_SNDBUF of each data socket",
-         65536, 1 << 30},
+    Row{{"socket_buffer_bytes", ParamType::kInt, "SO_RCVBUF/SO_SNDBUF of each data socket", 65536,
+         1 << 30},
         &Config::socket_buffer_bytes},
     Row{{"dpdk_eal_args", ParamType::kString,
          "dataplane dpdk: EAL arguments, whitespace separated (e.g. \"-l 0-2 -a 0000:3b:00.0\")"},
@@ -112,11 +111,12 @@ const std::array kRows = {
     Row{{"dpdk_ipv4", ParamType::kString,
          "dataplane dpdk: the aggregator's IPv4 data address (empty = listen)"},
         &Config::dpdk_ipv4},
-    Row{{"dpdk_vlan", ParamType::kInt, "dataplane dpdk: 802.1Q VLAN id of the data frames (0 = none)",
-         0, 4094},
+    Row{{"dpdk_vlan", ParamType::kInt,
+         "dataplane dpdk: 802.1Q VLAN id of the data frames (0 = none)", 0, 4094},
         &Config::dpdk_vlan},
     Row{{"dpdk_idle_sleep_us", ParamType::kInt,
-         "dataplane dpdk: sleep after ~1000 empty polls (0 = busy-poll always, for dedicated cores)",
+         "dataplane dpdk: sleep after ~1000 empty polls (0 = busy-poll always, for dedicated "
+         "cores)",
          0, 100000},
         &Config::dpdk_idle_sleep_us},
 };
@@ -220,7 +220,8 @@ std::string set_param_text(Config& cfg, const ParamInfo& p, std::string_view tex
       const std::string s(text);
       char* end = nullptr;
       const double v = std::strtod(s.c_str(), &end);
-      if (s.empty() || end != s.c_str() + s.size()) return bad(p, text, source, range_text(p, false));
+      if (s.empty() || end != s.c_str() + s.size())
+        return bad(p, text, source, range_text(p, false));
       return set_param_double(cfg, p, v, source);
     }
     case ParamType::kBool:

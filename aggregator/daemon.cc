@@ -35,11 +35,11 @@ std::string Daemon::start() {
   if (std::string err = dataplane_->start(); !err.empty()) return err;
   control_thread_ = std::thread([this] { control_->run(); });
   started_ = true;
-  spdlog::info("confluxd listening: control {}:{}, data ports {}, metrics {}, {} dataplane, "
-               "reduction isa {}{}",
-               cfg_.listen, control_port(), fmt::join(data_ports(), ","), metrics_port(),
-               dataplane_->name(), reduce::active_isa(),
-               cfg_.secret.empty() ? "" : ", authentication on");
+  spdlog::info(
+      "confluxd listening: control {}:{}, data ports {}, metrics {}, {} dataplane, "
+      "reduction isa {}{}",
+      cfg_.listen, control_port(), fmt::join(data_ports(), ","), metrics_port(), dataplane_->name(),
+      reduce::active_isa(), cfg_.secret.empty() ? "" : ", authentication on");
   if (!cfg_.ready_file.empty()) {
     return write_ready_file(cfg_.ready_file, control_port(), metrics_port(), data_ports());
   }
@@ -61,9 +61,9 @@ void Daemon::wait() {
 std::string write_ready_file(const std::string& path, uint16_t control_port, int metrics_port,
                              const std::vector<uint16_t>& data_ports) {
   const std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
-  const std::string text = fmt::format("control_port={}\nmetrics_port={}\ndata_ports={}\npid={}\n",
-                                       control_port, metrics_port, fmt::join(data_ports, ","),
-                                       getpid());
+  const std::string text =
+      fmt::format("control_port={}\nmetrics_port={}\ndata_ports={}\npid={}\n", control_port,
+                  metrics_port, fmt::join(data_ports, ","), getpid());
   FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) return fmt::format("ready_file '{}': {}", tmp, std::strerror(errno));
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
@@ -75,8 +75,8 @@ std::string write_ready_file(const std::string& path, uint16_t control_port, int
 }
 
 void setup_logging(const std::string& level) {
-  auto logger = std::make_shared<spdlog::logger>(
-      "confluxd", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto logger = std::make_shared<spdlog::logger>("confluxd",
+                                                 std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e [%n] %l: %v");
   logger->set_level(spdlog::level::from_str(level));
   spdlog::set_default_logger(logger);

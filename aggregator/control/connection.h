@@ -28,9 +28,9 @@ struct Connection {
   std::vector<uint8_t> rbuf;  // received, not yet parsed
   std::vector<uint8_t> wbuf;  // to send, from wpos
   size_t wpos = 0;
-  bool epollout = false;      // EPOLLOUT registered
-  bool write_shut = false;    // our FIN is sent (closing)
-  bool dead = false;          // to be closed and erased at the end of this loop iteration
+  bool epollout = false;    // EPOLLOUT registered
+  bool write_shut = false;  // our FIN is sent (closing)
+  bool dead = false;        // to be closed and erased at the end of this loop iteration
   uint64_t nonce = 0;
   Clock::time_point last_rx{};
   Clock::time_point last_heartbeat{};

@@ -23,17 +23,17 @@ std::string_view control_error_name(ControlErrorReason r);
 inline constexpr int kNumJoinStatuses = 12;
 
 struct ControlCounters {
-  Counter connections_total;      // control connections accepted
-  Counter connections_open;       // gauge
-  Counter joins_total;            // Join messages received
+  Counter connections_total;            // control connections accepted
+  Counter connections_open;             // gauge
+  Counter joins_total;                  // Join messages received
   Counter join_acks[kNumJoinStatuses];  // JoinAcks sent, by status
   Counter errors[static_cast<int>(ControlErrorReason::kCount)];
-  Counter worker_timeouts;        // connections closed for silence
+  Counter worker_timeouts;  // connections closed for silence
   Counter jobs_created;
   Counter jobs_deleted;
-  Counter jobs_active;            // gauge
-  Counter slots_in_use;           // gauge
-  Counter metrics_requests;       // HTTP requests served
+  Counter jobs_active;       // gauge
+  Counter slots_in_use;      // gauge
+  Counter metrics_requests;  // HTTP requests served
 };
 
 }  // namespace conflux::agg

@@ -60,8 +60,8 @@ void ControlPlane::accept_all(int listen_fd, Connection::Kind kind) {
   while (true) {
     sockaddr_in peer{};
     socklen_t len = sizeof(peer);
-    const int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &len,
-                           SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd =
+        accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         spdlog::warn("accept: {}", std::strerror(errno));
@@ -188,11 +188,12 @@ void ControlPlane::tick(Clock::time_point now) {
     } else if (c.kind == Connection::Kind::kMetrics) {
       if (now - c.last_rx > kHttpTimeout) c.dead = true;
     } else if (c.state != S::kPending && now - c.last_rx > silence) {
-      spdlog::warn("control connection {} (job {} rank {}) silent for {} ms: closing", id,
-                   c.job_id, c.rank, cfg_.worker_timeout_ms);
+      spdlog::warn("control connection {} (job {} rank {}) silent for {} ms: closing", id, c.job_id,
+                   c.rank, cfg_.worker_timeout_ms);
       counters_.worker_timeouts.inc();
       close_later(c);
-    } else if (c.state == S::kMember && cfg_.heartbeat_ms > 0 && now - c.last_heartbeat >= heartbeat) {
+    } else if (c.state == S::kMember && cfg_.heartbeat_ms > 0 &&
+               now - c.last_heartbeat >= heartbeat) {
       c.last_heartbeat = now;
       send(c, proto::Heartbeat{static_cast<uint64_t>(now.time_since_epoch().count())});
     }

@@ -12,14 +12,22 @@ constexpr auto kCloseGrace = std::chrono::seconds(1);
 ControlErrorReason reason_of(proto::ControlParse p) {
   using P = proto::ControlParse;
   switch (p) {
-    case P::kBadMagic: return ControlErrorReason::kBadMagic;
-    case P::kBadVersion: return ControlErrorReason::kBadVersion;
-    case P::kBadType: return ControlErrorReason::kBadType;
-    case P::kTooLong: return ControlErrorReason::kTooLong;
-    case P::kBadLength: return ControlErrorReason::kBadLength;
-    case P::kBadField: return ControlErrorReason::kBadField;
-    case P::kReservedNonZero: return ControlErrorReason::kReservedNonZero;
-    default: return ControlErrorReason::kUnexpectedMessage;
+    case P::kBadMagic:
+      return ControlErrorReason::kBadMagic;
+    case P::kBadVersion:
+      return ControlErrorReason::kBadVersion;
+    case P::kBadType:
+      return ControlErrorReason::kBadType;
+    case P::kTooLong:
+      return ControlErrorReason::kTooLong;
+    case P::kBadLength:
+      return ControlErrorReason::kBadLength;
+    case P::kBadField:
+      return ControlErrorReason::kBadField;
+    case P::kReservedNonZero:
+      return ControlErrorReason::kReservedNonZero;
+    default:
+      return ControlErrorReason::kUnexpectedMessage;
   }
 }
 
@@ -30,15 +38,24 @@ bool same_mac(uint64_t a, uint64_t b) { return (a ^ b) == 0; }
 
 std::string_view control_error_name(ControlErrorReason r) {
   switch (r) {
-    case ControlErrorReason::kBadMagic: return "bad_magic";
-    case ControlErrorReason::kBadVersion: return "bad_version";
-    case ControlErrorReason::kBadType: return "bad_type";
-    case ControlErrorReason::kTooLong: return "too_long";
-    case ControlErrorReason::kBadLength: return "bad_length";
-    case ControlErrorReason::kBadField: return "bad_field";
-    case ControlErrorReason::kReservedNonZero: return "reserved_nonzero";
-    case ControlErrorReason::kUnexpectedMessage: return "unexpected_message";
-    case ControlErrorReason::kCount: break;
+    case ControlErrorReason::kBadMagic:
+      return "bad_magic";
+    case ControlErrorReason::kBadVersion:
+      return "bad_version";
+    case ControlErrorReason::kBadType:
+      return "bad_type";
+    case ControlErrorReason::kTooLong:
+      return "too_long";
+    case ControlErrorReason::kBadLength:
+      return "bad_length";
+    case ControlErrorReason::kBadField:
+      return "bad_field";
+    case ControlErrorReason::kReservedNonZero:
+      return "reserved_nonzero";
+    case ControlErrorReason::kUnexpectedMessage:
+      return "unexpected_message";
+    case ControlErrorReason::kCount:
+      break;
   }
   return "unknown";
 }
@@ -52,7 +69,7 @@ void ControlPlane::parse_frames(Connection& c) {
     if (r == proto::ControlParse::kNeedMore) break;
     if (r != proto::ControlParse::kOk) {
       const auto status = r == proto::ControlParse::kBadVersion ? proto::Status::kVersionMismatch
-                                                                 : proto::Status::kBadMessage;
+                                                                : proto::Status::kBadMessage;
       fail(c, status, reason_of(r),
            fmt::format("malformed control frame: {}", proto::control_parse_name(r)));
       break;
@@ -126,8 +143,8 @@ void ControlPlane::deliver(ConnId conn, const proto::JoinAck& ack) {
     send(c, ack);
     return;
   }
-  spdlog::info("control connection {}: Join (job key {:016x} rank {}) answered {}", conn,
-               c.job_key, c.rank, proto::status_name(ack.status));
+  spdlog::info("control connection {}: Join (job key {:016x} rank {}) answered {}", conn, c.job_key,
+               c.rank, proto::status_name(ack.status));
   // The JobManager no longer tracks this connection: close without telling it.
   c.state = Connection::State::kClosing;
   c.close_deadline = Clock::now() + kCloseGrace;

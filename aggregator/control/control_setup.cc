@@ -60,8 +60,8 @@ std::unique_ptr<ControlPlane> ControlPlane::create(const Config& cfg, JobTable& 
     *err = fmt::format("epoll/eventfd: {}", std::strerror(errno));
     return nullptr;
   }
-  cp->control_fd_ = listen_tcp(cfg.listen, static_cast<uint16_t>(cfg.control_port),
-                               &cp->control_port_, err);
+  cp->control_fd_ =
+      listen_tcp(cfg.listen, static_cast<uint16_t>(cfg.control_port), &cp->control_port_, err);
   if (cp->control_fd_ < 0) return nullptr;
   if (cfg.metrics_port >= 0) {
     uint16_t port = 0;

@@ -85,7 +85,8 @@ void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
   jp.token = random_u64();
   jp.n_workers = f.n_workers;
   jp.slots = granted;
-  jp.payload_bytes = std::min<uint32_t>(f.payload_bytes, static_cast<uint32_t>(cfg_.max_payload_bytes));
+  jp.payload_bytes =
+      std::min<uint32_t>(f.payload_bytes, static_cast<uint32_t>(cfg_.max_payload_bytes));
   jp.deterministic = cfg_.deterministic || (f.flags & proto::kJoinFlagDeterministic) != 0;
   Active a{id, granted, {}, f.n_workers};
   for (auto& w : p.ranks) {
@@ -143,8 +144,8 @@ void JobManager::on_tick(Clock::time_point now, JoinOutbox& out) {
       ++it;
       continue;
     }
-    spdlog::warn("job key {:016x}: join timeout with {} of {} ranks", it->first,
-                 it->second.joined, it->second.first.n_workers);
+    spdlog::warn("job key {:016x}: join timeout with {} of {} ranks", it->first, it->second.joined,
+                 it->second.first.n_workers);
     Pending p = std::move(it->second);
     it = pending_.erase(it);
     for (auto& w : p.ranks) {

@@ -13,7 +13,9 @@ namespace conflux::agg {
 // Single-writer counter: cheap increment by its owner, consistent reads by anyone.
 class Counter {
  public:
-  void add(uint64_t n) { v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  void add(uint64_t n) {
+    v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
   void inc() { add(1); }
   void set(uint64_t v) { v_.store(v, std::memory_order_relaxed); }  // gauges
   uint64_t get() const { return v_.load(std::memory_order_relaxed); }
@@ -31,9 +33,9 @@ struct alignas(64) QueueCounters {
   Counter bytes_in;
   Counter packets_out;
   Counter bytes_out;
-  Counter retransmits_served;   // results re-sent from a COMPLETE bank
+  Counter retransmits_served;  // results re-sent from a COMPLETE bank
   Counter slots_completed;
-  Counter send_errors;          // datagrams the kernel refused to send
+  Counter send_errors;                    // datagrams the kernel refused to send
   Counter drops[proto::kNumDropReasons];  // index = DropReason; [0] unused
   Counter faults[kNumFaultKinds];         // injected faults (test builds)
 
@@ -42,10 +44,10 @@ struct alignas(64) QueueCounters {
 
 // Counters of one job on one dataplane thread.
 struct alignas(64) JobQueueCounters {
-  Counter packets_in;       // datagrams accepted for this job (valid id and token)
+  Counter packets_in;  // datagrams accepted for this job (valid id and token)
   Counter bytes_in;
   Counter slots_completed;
-  Counter results_sent;     // RESULT datagrams sent (fan-out counts every worker)
+  Counter results_sent;  // RESULT datagrams sent (fan-out counts every worker)
 };
 
 }  // namespace conflux::agg

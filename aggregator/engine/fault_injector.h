@@ -35,7 +35,7 @@ class FaultInjector final {
   }
 
   double drop_;
-  double dup_;    // cumulative thresholds
+  double dup_;  // cumulative thresholds
   double delay_;
   uint64_t state_;
 };

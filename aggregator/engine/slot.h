@@ -40,8 +40,8 @@ struct Bank {
   Op op = Op::kSum;
   uint32_t count = 0;
   uint64_t offset = 0;
-  uint32_t arrived = 0;           // contributors added so far
-  std::vector<uint64_t> bitmap;   // bit c = contributor c added (n_workers bits)
+  uint32_t arrived = 0;          // contributors added so far
+  std::vector<uint64_t> bitmap;  // bit c = contributor c added (n_workers bits)
   LazyBuffer accum;   // accumulator (count * accum_size); deterministic mode: reduce_n scratch
   LazyBuffer result;  // rounded result when it differs from the accumulator
   LazyBuffer raw;     // deterministic mode: contribution of rank c at c * payload_bytes

@@ -38,8 +38,7 @@ class SlotEngine final {
  private:
   proto::DropReason start_bank(Job& job, Bank& b, const proto::DataHeader& h,
                                const uint8_t* payload, ResultBatch& out);
-  void add(Job& job, Bank& b, const proto::DataHeader& h, const uint8_t* payload,
-           ResultBatch& out);
+  void add(Job& job, Bank& b, const proto::DataHeader& h, const uint8_t* payload, ResultBatch& out);
   void complete(Job& job, Bank& b, const proto::DataHeader& h, ResultBatch& out);
   void emit(Job& job, const Bank& b, const proto::DataHeader& h, int32_t rank, uint16_t flags,
             ResultBatch& out);

@@ -22,8 +22,8 @@ std::string response(int code, std::string_view reason, std::string_view type,
 
 void ControlPlane::serve_http(Connection& c) {
   const std::string_view req(reinterpret_cast<const char*>(c.rbuf.data()), c.rbuf.size());
-  const bool complete = req.find("\r\n\r\n") != std::string_view::npos ||
-                        req.find("\n\n") != std::string_view::npos;
+  const bool complete =
+      req.find("\r\n\r\n") != std::string_view::npos || req.find("\n\n") != std::string_view::npos;
   if (!complete && c.rbuf.size() < kMaxRequest) return;
   counters_.metrics_requests.inc();
   const std::string_view line = req.substr(0, req.find_first_of("\r\n"));

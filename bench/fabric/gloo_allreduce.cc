@@ -41,9 +41,12 @@ bool parse_size(const char* s, uint64_t* out) {
   double v = std::strtod(s, &end);
   if (end == s || v < 0) return false;
   uint64_t mul = 1;
-  if (*end == 'K' || *end == 'k') mul = 1ull << 10, ++end;
-  else if (*end == 'M' || *end == 'm') mul = 1ull << 20, ++end;
-  else if (*end == 'G' || *end == 'g') mul = 1ull << 30, ++end;
+  if (*end == 'K' || *end == 'k')
+    mul = 1ull << 10, ++end;
+  else if (*end == 'M' || *end == 'm')
+    mul = 1ull << 20, ++end;
+  else if (*end == 'G' || *end == 'g')
+    mul = 1ull << 30, ++end;
   if (*end != '\0') return false;
   *out = static_cast<uint64_t>(v * static_cast<double>(mul));
   return true;
@@ -55,22 +58,34 @@ bool parse_args(int argc, char** argv, Options* o) {
     if (i + 1 >= argc) return false;
     const char* v = argv[++i];
     uint64_t n = 0;
-    if (f == "--rank") o->rank = std::atoi(v);
-    else if (f == "--nranks") o->nranks = std::atoi(v);
-    else if (f == "--store") o->store = v;
-    else if (f == "--addr") o->addr = v;
-    else if (f == "--prefix") o->prefix = v;
-    else if ((f == "-b" || f == "--minbytes") && parse_size(v, &n)) o->minbytes = n;
-    else if ((f == "-e" || f == "--maxbytes") && parse_size(v, &n)) o->maxbytes = n;
-    else if (f == "-f" || f == "--stepfactor") o->step = std::atof(v);
-    else if (f == "-n" || f == "--iters") o->iters = std::atoi(v);
-    else if (f == "-w" || f == "--warmup") o->warmup = std::atoi(v);
-    else if (f == "--timeout") o->timeout_s = std::atoi(v);
-    else return false;
+    if (f == "--rank")
+      o->rank = std::atoi(v);
+    else if (f == "--nranks")
+      o->nranks = std::atoi(v);
+    else if (f == "--store")
+      o->store = v;
+    else if (f == "--addr")
+      o->addr = v;
+    else if (f == "--prefix")
+      o->prefix = v;
+    else if ((f == "-b" || f == "--minbytes") && parse_size(v, &n))
+      o->minbytes = n;
+    else if ((f == "-e" || f == "--maxbytes") && parse_size(v, &n))
+      o->maxbytes = n;
+    else if (f == "-f" || f == "--stepfactor")
+      o->step = std::atof(v);
+    else if (f == "-n" || f == "--iters")
+      o->iters = std::atoi(v);
+    else if (f == "-w" || f == "--warmup")
+      o->warmup = std::atoi(v);
+    else if (f == "--timeout")
+      o->timeout_s = std::atoi(v);
+    else
+      return false;
   }
   return o->rank >= 0 && o->nranks > 0 && o->rank < o->nranks && !o->store.empty() &&
-         !o->addr.empty() && o->step > 1 && o->iters > 0 && o->warmup >= 0 &&
-         o->minbytes >= 4 && o->maxbytes >= o->minbytes;
+         !o->addr.empty() && o->step > 1 && o->iters > 0 && o->warmup >= 0 && o->minbytes >= 4 &&
+         o->maxbytes >= o->minbytes;
 }
 
 // Small integers, so every partial sum is exact in float whatever the order of reduction.
@@ -144,7 +159,8 @@ int run(const Options& o) {
 
   const bool lead = o.rank == 0;
   if (lead) {
-    std::printf("# conflux-fabric-gloo: %d ranks, gloo ring allreduce, tcp transport\n#\n", o.nranks);
+    std::printf("# conflux-fabric-gloo: %d ranks, gloo ring allreduce, tcp transport\n#\n",
+                o.nranks);
     std::printf("# mode: gloo  (gloo::allreduce RING, float sum, out-of-place)\n");
     std::printf("#%11s %12s %9s %6s %10s %12s %12s %7s\n", "size", "count", "type", "redop",
                 "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
@@ -167,9 +183,11 @@ int run(const Options& o) {
     }
   }
   if (lead) {
-    if (total_wrong == 0) std::printf("verified: all results correct\n");
-    else std::printf("# error: %llu wrong elements (summed over ranks)\n",
-                     static_cast<unsigned long long>(total_wrong));
+    if (total_wrong == 0)
+      std::printf("verified: all results correct\n");
+    else
+      std::printf("# error: %llu wrong elements (summed over ranks)\n",
+                  static_cast<unsigned long long>(total_wrong));
   }
   return total_wrong == 0 ? 0 : 1;
 }

@@ -11,23 +11,21 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK_CUDA(x)                                                                   \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                   \
-                   cudaGetErrorString(e_));                                             \
-      std::exit(1);                                                                     \
-    }                                                                                   \
+#define CHECK_CUDA(x)                                                                          \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                            \
+    }                                                                                          \
   } while (0)
-#define CHECK_NCCL(x)                                                                   \
-  do {                                                                                  \
-    ncclResult_t r_ = (x);                                                              \
-    if (r_ != ncclSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                   \
-                   ncclGetErrorString(r_));                                             \
-      std::exit(1);                                                                     \
-    }                                                                                   \
+#define CHECK_NCCL(x)                                                                          \
+  do {                                                                                         \
+    ncclResult_t r_ = (x);                                                                     \
+    if (r_ != ncclSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, ncclGetErrorString(r_)); \
+      std::exit(1);                                                                            \
+    }                                                                                          \
   } while (0)
 
 __global__ void fill(float* p, size_t n, int rank) {

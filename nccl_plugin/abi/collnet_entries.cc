@@ -14,7 +14,8 @@ ncclResult_t devices(int* ndev) {
   return guard("collnet devices", [&] { return core::collDevices(ndev); });
 }
 ncclResult_t listenLegacy(int dev, void* handle, void** listenComm) {
-  return guard("collnet listen", [&] { return core::collListen(nullptr, dev, handle, listenComm); });
+  return guard("collnet listen",
+               [&] { return core::collListen(nullptr, dev, handle, listenComm); });
 }
 ncclResult_t connect(void* handles[], int nranks, int rank, void* listenComm, void** collComm) {
   return guard("collnet connect",
@@ -28,8 +29,8 @@ ncclResult_t regMr(void* collComm, void* data, size_t size, int type, void** mha
   return guard("collnet regMr",
                [&] { return core::collRegMr(collComm, data, size, type, mhandle); });
 }
-ncclResult_t regMrDmaBuf(void* collComm, void* data, size_t size, int type, uint64_t offset,
-                         int fd, void** mhandle) {
+ncclResult_t regMrDmaBuf(void* collComm, void* data, size_t size, int type, uint64_t offset, int fd,
+                         void** mhandle) {
   return guard("collnet regMrDmaBuf", [&] {
     return core::collRegMrDmaBuf(collComm, data, size, type, offset, fd, mhandle);
   });

@@ -15,8 +15,8 @@ ncclResult_t listenLegacy(int dev, void* handle, void** listenComm);
 ncclResult_t connect(void* handles[], int nranks, int rank, void* listenComm, void** collComm);
 ncclResult_t reduceSupport(ncclDataType_t dataType, ncclRedOp_t redOp, int* supported);
 ncclResult_t regMr(void* collComm, void* data, size_t size, int type, void** mhandle);
-ncclResult_t regMrDmaBuf(void* collComm, void* data, size_t size, int type, uint64_t offset,
-                         int fd, void** mhandle);
+ncclResult_t regMrDmaBuf(void* collComm, void* data, size_t size, int type, uint64_t offset, int fd,
+                         void** mhandle);
 ncclResult_t deregMr(void* collComm, void* mhandle);
 ncclResult_t iallreduce(void* collComm, void* sendData, void* recvData, size_t count,
                         ncclDataType_t dataType, ncclRedOp_t redOp, void* sendMhandle,
@@ -55,8 +55,8 @@ ncclResult_t iallgather(void* collComm, void* sendData, int nRecvParts, SGE* rec
   if (!copyParts("iallgather", nRecvParts, recvParts, sizeof(SGE), &readSge<SGE>, &parts)) {
     return ncclInvalidArgument;
   }
-  return iallgatherParts(collComm, sendData, nRecvParts, parts.data(), bytesPerRank,
-                         windowOffset, windowBytes, request);
+  return iallgatherParts(collComm, sendData, nRecvParts, parts.data(), bytesPerRank, windowOffset,
+                         windowBytes, request);
 }
 template <typename SGE>
 ncclResult_t ireducescatter(void* collComm, int nSendParts, SGE* sendParts, void* recvData,

@@ -1,9 +1,8 @@
 // Exports ncclCollNetPlugin_v11 (NCCL 2.28-2.29).
-#include "abi/net_v11.h"
-
 #include "abi/adapter_util.h"
 #include "abi/collnet_entries.h"
 #include "abi/export.h"
+#include "abi/net_v11.h"
 #include "collnet/collnet_api.h"
 
 namespace conflux::abi {

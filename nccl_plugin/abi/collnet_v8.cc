@@ -1,9 +1,8 @@
 // Exports ncclCollNetPlugin_v8 (NCCL 2.20-2.23).
-#include "abi/net_v8.h"
-
 #include "abi/adapter_util.h"
 #include "abi/collnet_entries.h"
 #include "abi/export.h"
+#include "abi/net_v8.h"
 #include "collnet/collnet_api.h"
 
 namespace conflux::abi {
@@ -13,9 +12,8 @@ namespace core = conflux::plugin;
 namespace e = collnet_entries;
 
 ncclResult_t getProperties(int dev, ncclNetProperties_v8_t* props) {
-  return getPropsAs<ncclNetProperties_v8_t>(dev, props, [](const auto& in, auto* out) {
-    copyCommonProps(in, out);
-  });
+  return getPropsAs<ncclNetProperties_v8_t>(
+      dev, props, [](const auto& in, auto* out) { copyCommonProps(in, out); });
 }
 ncclResult_t iallreduce(void* collComm, void* sendData, void* recvData, int count,
                         ncclDataType_t dataType, ncclRedOp_t redOp, void* sendMhandle,

@@ -1,9 +1,8 @@
 // Exports ncclCollNetPlugin_v9 (NCCL 2.24-2.25).
-#include "abi/net_v9.h"
-
 #include "abi/adapter_util.h"
 #include "abi/collnet_entries.h"
 #include "abi/export.h"
+#include "abi/net_v9.h"
 #include "collnet/collnet_api.h"
 
 namespace conflux::abi {
@@ -13,9 +12,8 @@ namespace core = conflux::plugin;
 namespace e = collnet_entries;
 
 ncclResult_t getProperties(int dev, ncclNetProperties_v9_t* props) {
-  return getPropsAs<ncclNetProperties_v9_t>(dev, props, [](const auto& in, auto* out) {
-    copyV9Props(in, out);
-  });
+  return getPropsAs<ncclNetProperties_v9_t>(
+      dev, props, [](const auto& in, auto* out) { copyV9Props(in, out); });
 }
 
 }  // namespace

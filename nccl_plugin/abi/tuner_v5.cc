@@ -52,11 +52,10 @@ ncclResult_t getCollInfo(void* ctx, int collType, size_t nBytes, int, float** co
     if (collCostTable != nullptr && numAlgo > kNcclAlgoCollNetChain &&
         numProto > kNcclProtoSimple) {
       const auto* table = reinterpret_cast<const float*>(collCostTable);
-      offered = table[kNcclAlgoCollNetChain * numProto + kNcclProtoSimple] !=
-                kNcclAlgoProtoIgnore;
+      offered = table[kNcclAlgoCollNetChain * numProto + kNcclProtoSimple] != kNcclAlgoProtoIgnore;
     }
-    const tuner::Choice choice = tuner::decide(c->policy, collType, nBytes, offered,
-                                               collnet::CollComm::live_count() > 0);
+    const tuner::Choice choice =
+        tuner::decide(c->policy, collType, nBytes, offered, collnet::CollComm::live_count() > 0);
     tuner::apply(choice, collCostTable, numAlgo, numProto);
     return net::Status::kOk;
   });

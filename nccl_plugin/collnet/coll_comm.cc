@@ -17,7 +17,9 @@ std::atomic<int> g_live_comms{0};
 
 constexpr int kNoticeTag = 0x3ffffff2;
 
-int ring_tag(uint32_t seq, int phase) { return static_cast<int>(((seq << 1) | phase) & 0x3fffffff); }
+int ring_tag(uint32_t seq, int phase) {
+  return static_cast<int>(((seq << 1) | phase) & 0x3fffffff);
+}
 
 }  // namespace
 
@@ -60,6 +62,19 @@ CollComm::~CollComm() {
   if (engine_ && pending) engine_->abort("CollNet communicator closed with requests pending");
   if (ring_thread_.joinable()) ring_thread_.join();
   if (thread_.joinable()) thread_.join();
+  if (engine_) {
+    const client::EngineStats st = engine_->stats();
+    CFX_INFO(net::kLogColl,
+             "CollNet rank %d closing: %llu packets sent, %llu retransmitted (%llu fast, %llu "
+             "needless), %llu congestion-window decreases, %llu requests done, %llu failed",
+             rank_, static_cast<unsigned long long>(st.packets_sent),
+             static_cast<unsigned long long>(st.retransmits),
+             static_cast<unsigned long long>(st.fast_retransmits),
+             static_cast<unsigned long long>(st.spurious_retransmits),
+             static_cast<unsigned long long>(st.cwnd_decreases),
+             static_cast<unsigned long long>(st.requests_completed),
+             static_cast<unsigned long long>(st.requests_failed));
+  }
   for (CollRequest* r : queue_) delete r;
   engine_.reset();
   g_live_comms.fetch_sub(1, std::memory_order_relaxed);
@@ -68,8 +83,7 @@ CollComm::~CollComm() {
 
 bool CollComm::stopped() { return stopping_.load(std::memory_order_acquire); }
 
-std::vector<std::pair<size_t, size_t>> owned_ranges(const CollWindow& w, int nranks,
-                                                    size_t esize) {
+std::vector<std::pair<size_t, size_t>> owned_ranges(const CollWindow& w, int nranks, size_t esize) {
   std::vector<std::pair<size_t, size_t>> owned(static_cast<size_t>(nranks), {0, 0});
   const size_t win_end = w.offset + w.bytes;
   for (int k = 0; k < nranks; ++k) {
@@ -85,9 +99,8 @@ void CollComm::submit(CollRequest* r, bool agg_capable) {
   // The split depends only on values every rank shares (count, dtype, op, the fraction and
   // the aggregators' capabilities agreed at connect), so it is identical on every rank.
   const bool agg_ok = agg_capable && engine_ != nullptr && engine_->supports(r->dtype, r->op);
-  r->agg_count = agg_ok ? static_cast<size_t>(static_cast<double>(r->count) *
-                                              (1.0 - opts_.ring_fraction))
-                        : 0;
+  r->agg_count =
+      agg_ok ? static_cast<size_t>(static_cast<double>(r->count) * (1.0 - opts_.ring_fraction)) : 0;
   if (r->agg_count > 0 && !degraded()) {
     const uint8_t* src = r->send;
     if (r->send == r->recv) {
@@ -119,8 +132,7 @@ net::Status CollComm::iallreduce(const void* send, void* recv, size_t count, DTy
 }
 
 net::Status CollComm::ireducescatter(const std::vector<CollPart>& send_parts, void* recv,
-                                     const CollWindow& w, DType dtype, Op op,
-                                     CollRequest** out) {
+                                     const CollWindow& w, DType dtype, Op op, CollRequest** out) {
   auto* r = new CollRequest;
   r->kind = CollKind::kReduceScatter;
   r->dtype = dtype;
@@ -130,7 +142,8 @@ net::Status CollComm::ireducescatter(const std::vector<CollPart>& send_parts, vo
   // The input is gathered once into a contiguous copy: the engine and the ring read it,
   // and a failover redoes the aggregators' share from it.
   r->staging.reserve(w.bytes);
-  for (const CollPart& p : send_parts) r->staging.insert(r->staging.end(), p.address, p.address + p.size);
+  for (const CollPart& p : send_parts)
+    r->staging.insert(r->staging.end(), p.address, p.address + p.size);
   r->work.resize(w.bytes);
   r->send = r->staging.data();
   r->recv = r->work.data();
@@ -197,8 +210,8 @@ net::Status CollComm::test(CollRequest* req, bool* done, size_t* bytes) {
   if (bytes != nullptr) *bytes = req->bytes;
   const bool failed = s == 2;
   if (failed) {
-    CFX_WARN(net::kLogColl, "CollNet AllReduce #%u (%zu elements) failed: %s", req->seq,
-             req->count, req->error.c_str());
+    CFX_WARN(net::kLogColl, "CollNet AllReduce #%u (%zu elements) failed: %s", req->seq, req->count,
+             req->error.c_str());
   }
   delete req;
   return failed ? net::Status::kRemoteError : net::Status::kOk;
@@ -209,8 +222,8 @@ void CollComm::finish(CollRequest& r, bool ok, const std::string& error) {
   r.state.store(ok ? 1 : 2, std::memory_order_release);
 }
 
-bool CollComm::ring(CollRequest& r, net::SendComm* next, net::RecvComm* prev,
-                    const uint8_t* send, size_t lo, size_t hi, int tag, std::string* error) {
+bool CollComm::ring(CollRequest& r, net::SendComm* next, net::RecvComm* prev, const uint8_t* send,
+                    size_t lo, size_t hi, int tag, std::string* error) {
   if (hi <= lo) return true;
   const size_t esize = dtype_size(r.dtype), count = hi - lo;
   const uint8_t* src = send + lo * esize;
@@ -243,8 +256,8 @@ bool CollComm::ring(CollRequest& r, net::SendComm* next, net::RecvComm* prev,
       last_blocks = op.completed_blocks();
       last_progress = now;
     } else if (now - last_progress > opts_.ring_timeout) {
-      *error = std::string(main_ring ? "worker ring" : "failover ring") +
-               " made no progress for " + std::to_string(opts_.ring_timeout.count()) + " ms";
+      *error = std::string(main_ring ? "worker ring" : "failover ring") + " made no progress for " +
+               std::to_string(opts_.ring_timeout.count()) + " ms";
       return false;
     }
     // The transport's helper threads move the bytes; yield between checks.
@@ -372,8 +385,7 @@ struct TailHeader {
 
 }  // namespace
 
-bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why,
-                         std::string* error) {
+bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std::string* error) {
   failed_over_ = true;
   degraded_.store(true, std::memory_order_release);
   // No engine thread may write into a request's buffer once hand-overs start.
@@ -404,7 +416,8 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why,
       if (!sent) {
         size_t size = 0;
         const net::Status st = net::test(sreq, &sent, &size);
-        if (st != net::Status::kOk) return fail(std::string("failover notice: ") + net::toString(st));
+        if (st != net::Status::kOk)
+          return fail(std::string("failover notice: ") + net::toString(st));
       }
       if (stopped()) return fail("communicator closed");
       if (Clock::now() > deadline) return fail("no failover notice from the previous rank");
@@ -477,8 +490,10 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why,
     const size_t n = msg.size() - sizeof h;
     if (h.seq != q || h.kept == 0 || h.total != total || h.offset + n != total) {
       r->resolved = 2;
-      r->resolve_error = "rank " + std::to_string(holder) + " no longer holds the results of "
-                         "request #" + std::to_string(q) + " that this rank lacks";
+      r->resolve_error = "rank " + std::to_string(holder) +
+                         " no longer holds the results of "
+                         "request #" +
+                         std::to_string(q) + " that this rank lacks";
       continue;
     }
     std::memcpy(r->recv + h.offset, msg.data() + sizeof h, n);

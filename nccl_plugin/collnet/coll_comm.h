@@ -79,8 +79,7 @@ enum class CollKind : uint8_t { kAllReduce, kReduceScatter, kAllGather };
 
 // Element ranges, relative to the window, that each of `nranks` ranks owns; empty where a
 // rank's block lies outside the window. Window bytes must be a multiple of esize.
-std::vector<std::pair<size_t, size_t>> owned_ranges(const CollWindow& w, int nranks,
-                                                    size_t esize);
+std::vector<std::pair<size_t, size_t>> owned_ranges(const CollWindow& w, int nranks, size_t esize);
 
 // A request as NCCL sees it (void*). Completed and freed through CollComm::test.
 struct CollRequest {
@@ -105,7 +104,7 @@ struct CollRequest {
   CollKind kind = CollKind::kAllReduce;
   std::vector<uint8_t> work;
   std::vector<std::pair<size_t, size_t>> owned;
-  uint8_t* own_out = nullptr;      // ReduceScatter: this rank's part of the result
+  uint8_t* own_out = nullptr;       // ReduceScatter: this rank's part of the result
   std::vector<CollPart> out_parts;  // AllGather with several receive parts: scattered at end
 
   // Ring share outcome, set by the ring thread: 0 pending, 1 done, 2 failed (ring_error).
@@ -204,7 +203,7 @@ class CollComm {
   ResultTails tails_;
   bool failed_over_ = false;
   bool failover_broken_ = false;
-  uint32_t handover_end_ = 0;  // requests below it (and >= the agreed lo) were handed over
+  uint32_t handover_end_ = 0;     // requests below it (and >= the agreed lo) were handed over
   uint32_t next_unfinished_ = 0;  // seq of the oldest request not yet completed here
   uint64_t notice_buf_ = 0;
   net::Request* notice_req_ = nullptr;  // posted at start on the failover ring

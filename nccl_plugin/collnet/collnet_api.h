@@ -3,8 +3,8 @@
 // checked, results are net::Status with ncclResult_t's numeric values.
 //
 // Callers: NCCL's init path (init, devices, getProperties, listen, connect, reduceSupport,
-// regMr) and its proxy thread (iallreduce, iallgather, ireducescatter, test, deregMr, close*). connect() blocks (it is
-// collective); iallreduce/test never block.
+// regMr) and its proxy thread (iallreduce, iallgather, ireducescatter, test, deregMr, close*).
+// connect() blocks (it is collective); iallreduce/test never block.
 #pragma once
 
 #include <cstddef>
@@ -50,11 +50,10 @@ inline constexpr int kMaxCollParts = 64;
 // must add up to windowBytes. AllGather: sendData holds this rank's bytes of the window.
 // ReduceScatter: recvData gets the reduced bytes of the window that this rank owns.
 Status collIallgather(void* collComm, void* sendData, int nRecvParts, const CollSge* recvParts,
-                      size_t bytesPerRank, size_t windowOffset, size_t windowBytes,
-                      void** request);
-Status collIreducescatter(void* collComm, int nSendParts, const CollSge* sendParts,
-                          void* recvData, size_t bytesPerRank, size_t windowOffset,
-                          size_t windowBytes, int dtype, int op, void** request);
+                      size_t bytesPerRank, size_t windowOffset, size_t windowBytes, void** request);
+Status collIreducescatter(void* collComm, int nSendParts, const CollSge* sendParts, void* recvData,
+                          size_t bytesPerRank, size_t windowOffset, size_t windowBytes, int dtype,
+                          int op, void** request);
 
 Status collIallreduce(void* collComm, void* sendData, void* recvData, size_t count, int dtype,
                       int op, void* sendMhandle, void* recvMhandle, void** request);

@@ -85,8 +85,8 @@ Status collIallreduce(void* collComm, void* sendData, void* recvData, size_t cou
   }
   if (count > 0 && (sendData == nullptr || recvData == nullptr)) return Status::kInvalidArgument;
   collnet::CollRequest* r = nullptr;
-  CFX_RETURN_IF_ERROR(c->iallreduce(sendData, recvData, count, static_cast<DType>(dtype),
-                                    static_cast<Op>(op), &r));
+  CFX_RETURN_IF_ERROR(
+      c->iallreduce(sendData, recvData, count, static_cast<DType>(dtype), static_cast<Op>(op), &r));
   *request = r;
   return Status::kOk;
 }
@@ -95,19 +95,19 @@ namespace {
 
 // Checks a CollNetDirect window and its parts; logs and returns false if anything is off.
 bool valid_window(const char* fn, const collnet::CollComm& c, int nparts, const CollSge* parts,
-                  const collnet::CollWindow& w, size_t esize,
-                  std::vector<collnet::CollPart>* out) {
+                  const collnet::CollWindow& w, size_t esize, std::vector<collnet::CollPart>* out) {
   const size_t total = w.bytes_per_rank * static_cast<size_t>(c.nranks());
   if (w.bytes_per_rank == 0 || total / static_cast<size_t>(c.nranks()) != w.bytes_per_rank ||
       w.offset > total || w.bytes > total - w.offset) {
-    CFX_WARN(kLogColl,
-             "%s: window [%zu, +%zu) outside the %d x %zu-byte buffer", fn, w.offset, w.bytes,
-             c.nranks(), w.bytes_per_rank);
+    CFX_WARN(kLogColl, "%s: window [%zu, +%zu) outside the %d x %zu-byte buffer", fn, w.offset,
+             w.bytes, c.nranks(), w.bytes_per_rank);
     return false;
   }
   if (w.offset % esize != 0 || w.bytes % esize != 0 || w.bytes_per_rank % esize != 0) {
-    CFX_WARN(kLogColl, "%s: window [%zu, +%zu) of %zu-byte blocks is not a whole number of "
-             "%zu-byte elements", fn, w.offset, w.bytes, w.bytes_per_rank, esize);
+    CFX_WARN(kLogColl,
+             "%s: window [%zu, +%zu) of %zu-byte blocks is not a whole number of "
+             "%zu-byte elements",
+             fn, w.offset, w.bytes, w.bytes_per_rank, esize);
     return false;
   }
   size_t sum = 0;
@@ -157,9 +157,9 @@ Status collIallgather(void* collComm, void* sendData, int nRecvParts, const Coll
   return Status::kOk;
 }
 
-Status collIreducescatter(void* collComm, int nSendParts, const CollSge* sendParts,
-                          void* recvData, size_t bytesPerRank, size_t windowOffset,
-                          size_t windowBytes, int dtype, int op, void** request) {
+Status collIreducescatter(void* collComm, int nSendParts, const CollSge* sendParts, void* recvData,
+                          size_t bytesPerRank, size_t windowOffset, size_t windowBytes, int dtype,
+                          int op, void** request) {
   if (request == nullptr) return Status::kInvalidArgument;
   *request = nullptr;
   collnet::CollComm* c = comm_or_warn(collComm, "CollNet ireducescatter");

@@ -89,6 +89,7 @@ client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, in
   cfg.deterministic = c.deterministic;
   cfg.secret = c.secret;
   cfg.aggregator_timeout = std::chrono::milliseconds(c.aggregatorTimeoutMs);
+  cfg.congestion.enabled = c.congestionControl;
   // A request without results for this long fails the engine too, so a rank that stops
   // hearing the aggregator (while its control channel lives) starts the failover.
   cfg.stall_timeout = 4 * cfg.aggregator_timeout;
@@ -248,8 +249,8 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   if (nranks > 1) {
     // Ranks reach this point up to one join timeout apart (a rank that fails fast waits for
     // those still inside Engine::create), so allow two.
-    const Status st = collnet::ring_allgather(next, prev, rank, nranks, &mine,
-                                              all.data(), sizeof(Verdict), 2 * timeout);
+    const Status st = collnet::ring_allgather(next, prev, rank, nranks, &mine, all.data(),
+                                              sizeof(Verdict), 2 * timeout);
     if (st != Status::kOk) {
       CFX_WARN(kLogColl, "CollNet connect: rank %d: agreement over the ring failed (%s)", rank,
                net::toString(st));

@@ -82,8 +82,8 @@ net::Status RingAllreduce::post(Block& b) {
   const size_t recv_elems = b.recv_off < recv_end ? std::min(b.elems, recv_end - b.recv_off) : 0;
 
   if (b.send_req == nullptr && !b.sent) {
-    CFX_RETURN_IF_ERROR(links_.next->isend(recv_ + b.send_off * esize_, send_elems * esize_, tag_,
-                                           &b.send_req));
+    CFX_RETURN_IF_ERROR(
+        links_.next->isend(recv_ + b.send_off * esize_, send_elems * esize_, tag_, &b.send_req));
   }
   if (b.recv_req == nullptr && !b.received) {
     void* dst;
@@ -120,7 +120,8 @@ net::Status RingAllreduce::poll(Block& b) {
       b.received = true;
       if (in_reduce_scatter()) {
         const size_t elems = size / esize_;
-        const uint8_t* src = scratch_ + static_cast<size_t>(b.scratch_index) * block_elems_ * esize_;
+        const uint8_t* src =
+            scratch_ + static_cast<size_t>(b.scratch_index) * block_elems_ * esize_;
         reduce::reduce_inplace(dtype_, op_, recv_ + b.recv_off * esize_, src, elems);
         free_scratch_.push_back(b.scratch_index);
         b.scratch_index = -1;

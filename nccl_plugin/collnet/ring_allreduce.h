@@ -39,8 +39,8 @@ struct RingPlan {
 
   // A plan where rank k's final (reduce-scatter) or initial (all-gather) data is
   // owned[k]: segment k+1 (mod n) is owned[k], matching the phase convention above.
-  static RingPlan by_owner(const std::vector<std::pair<size_t, size_t>>& owned,
-                           bool reduce_scatter, bool all_gather);
+  static RingPlan by_owner(const std::vector<std::pair<size_t, size_t>>& owned, bool reduce_scatter,
+                           bool all_gather);
 };
 
 struct RingLinks {

@@ -37,7 +37,8 @@ net::Status ring_allgather(net::SendComm* next, net::RecvComm* prev, int rank, i
     net::Request* rreq = nullptr;
     void* dst = out + static_cast<size_t>(recv_from) * bytes;
     const int tag = kAgreementTag;
-    CFX_RETURN_IF_ERROR(next->isend(out + static_cast<size_t>(send_from) * bytes, bytes, tag, &sreq));
+    CFX_RETURN_IF_ERROR(
+        next->isend(out + static_cast<size_t>(send_from) * bytes, bytes, tag, &sreq));
     CFX_RETURN_IF_ERROR(prev->irecv(1, &dst, &bytes, &tag, &rreq));
     if (sreq == nullptr || rreq == nullptr) return net::Status::kInternalError;  // fresh comms
     CFX_RETURN_IF_ERROR(wait(sreq, deadline));
@@ -46,8 +47,8 @@ net::Status ring_allgather(net::SendComm* next, net::RecvComm* prev, int rank, i
   return net::Status::kOk;
 }
 
-net::Status ring_broadcast(net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
-                           int root, std::vector<uint8_t>* msg, size_t max_bytes,
+net::Status ring_broadcast(net::SendComm* next, net::RecvComm* prev, int rank, int nranks, int root,
+                           std::vector<uint8_t>* msg, size_t max_bytes,
                            std::chrono::milliseconds timeout) {
   if (nranks < 2) return net::Status::kOk;
   const auto deadline = std::chrono::steady_clock::now() + timeout;

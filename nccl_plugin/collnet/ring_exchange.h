@@ -20,8 +20,8 @@ net::Status ring_allgather(net::SendComm* next, net::RecvComm* prev, int rank, i
 
 // Rank `root` sends *msg (any size up to max_bytes) to every other rank, around the ring;
 // on return *msg holds it everywhere. Same timeout rule as ring_allgather.
-net::Status ring_broadcast(net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
-                           int root, std::vector<uint8_t>* msg, size_t max_bytes,
+net::Status ring_broadcast(net::SendComm* next, net::RecvComm* prev, int rank, int nranks, int root,
+                           std::vector<uint8_t>* msg, size_t max_bytes,
                            std::chrono::milliseconds timeout);
 
 }  // namespace conflux::collnet

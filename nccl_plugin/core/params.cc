@@ -12,7 +12,7 @@
 namespace conflux::plugin {
 namespace {
 
-const std::array<ParamSpec, 25> kParams{{
+const std::array<ParamSpec, 26> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -56,6 +56,10 @@ const std::array<ParamSpec, 25> kParams{{
      &Config::windowSlots},
     {"CONFLUX_PAYLOAD_BYTES", ParamType::kSize, "8192", 64, 61440,
      "Payload bytes per aggregation packet requested at join.", &Config::payloadBytes},
+    {"CONFLUX_CONGESTION_CONTROL", ParamType::kBool, "1", 0, 0,
+     "1: a congestion window per aggregator (slow start, halved on loss) keeps incast from "
+     "overflowing the aggregator's link; 0: always the granted window.",
+     &Config::congestionControl},
     {"CONFLUX_AGGREGATOR_TIMEOUT_MS", ParamType::kInt, "5000", 100, 3600000,
      "An aggregator silent this long is dead: its collectives move to the ring. A request "
      "with no result for 4x this long does the same.",
@@ -65,8 +69,8 @@ const std::array<ParamSpec, 25> kParams{{
      &Config::joinTimeoutMs},
     {"CONFLUX_RING_BLOCK_BYTES", ParamType::kSize, "1M", 4096, 1LL << 28,
      "Message size of the worker ring.", &Config::ringBlockBytes},
-    {"CONFLUX_RING_INFLIGHT", ParamType::kInt, "8", 1, 32,
-     "Ring messages in flight per direction.", &Config::ringInflight},
+    {"CONFLUX_RING_INFLIGHT", ParamType::kInt, "8", 1, 32, "Ring messages in flight per direction.",
+     &Config::ringInflight},
     {"CONFLUX_RING_TIMEOUT_MS", ParamType::kInt, "30000", 100, 3600000,
      "A ring collective that makes no progress this long fails with an error.",
      &Config::ringTimeoutMs},

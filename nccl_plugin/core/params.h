@@ -36,6 +36,7 @@ struct Config {
   bool requireAggregators = false;
   double ringFraction = kAutoFraction;  // kAutoFraction: collnet/split.h decides
   int aggregatorMbps = 0;
+  bool congestionControl = true;
   double faultDrop = 0;  // tests only
   int faultRank = -1;
   int faultRxBlackout = 0;  // tests only

@@ -148,8 +148,8 @@ Status CollNetSession::decline_cleanup() {
   return Status::Ok();
 }
 
-Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight,
-                                const PostFn& post, const std::function<size_t(size_t)>& bytes) {
+Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight, const PostFn& post,
+                                const std::function<size_t(size_t)>& bytes) {
   const size_t window = static_cast<size_t>(inflight);
   std::vector<void*> reqs(window, nullptr);
   size_t posted = 0, done = 0;
@@ -183,8 +183,7 @@ Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight,
     }
     if ((++idle & 1023) == 0 && dl_->passed()) {
       return Status::Error(std::string("--timeout reached in collnet ") + what + " (" +
-                           std::to_string(done) + "/" + std::to_string(nchunks) +
-                           " chunks done)");
+                           std::to_string(done) + "/" + std::to_string(nchunks) + " chunks done)");
     }
     idle_pause();
   }
@@ -198,8 +197,8 @@ size_t CollNetSession::chunk_bytes(size_t requested, size_t esize) const {
   return cb > 0 ? cb : esize;
 }
 
-Status CollNetSession::allreduce(void* send, void* recv, size_t count, DType t, Op op,
-                                 size_t chunk, int inflight) {
+Status CollNetSession::allreduce(void* send, void* recv, size_t count, DType t, Op op, size_t chunk,
+                                 int inflight) {
   const size_t es = dtype_size(t);
   const size_t chunk_elems = chunk_bytes(chunk, es) / es;
   const size_t nchunks = (count + chunk_elems - 1) / chunk_elems;

@@ -58,8 +58,7 @@ class CollNetSession {
   Status reducescatter(void* send, void* recv, size_t count, DType t, Op op, size_t chunk_bytes,
                        int inflight);
   // count = elements per rank: send holds count, recv nranks * count.
-  Status allgather(void* send, void* recv, size_t count, DType t, size_t chunk_bytes,
-                   int inflight);
+  Status allgather(void* send, void* recv, size_t count, DType t, size_t chunk_bytes, int inflight);
   Status close();
 
  private:
@@ -73,8 +72,8 @@ class CollNetSession {
                   const std::function<size_t(size_t)>& bytes);
   size_t chunk_bytes(size_t requested, size_t esize) const;
   // The window loop shared by reducescatter and allgather.
-  Status direct(bool reduce, void* send, void* recv, size_t count, DType t, Op op,
-                size_t chunk, int inflight);
+  Status direct(bool reduce, void* send, void* recv, size_t count, DType t, Op op, size_t chunk,
+                int inflight);
 
   const abi::ncclCollNet_v11_t* cn_ = nullptr;
   Bootstrap* bs_ = nullptr;

@@ -32,8 +32,8 @@ Status CollNetSession::direct(bool reduce, void* send, void* recv, size_t count,
         } else {
           abi::ncclNetSGE_v11_t part{recv_mh_, d + off, win_bytes(i)};
           DRV_CALL(rank_, "collnet.iallgather",
-                   cn_->iallgather(coll_comm_, own(s, off), 1, &part, per_rank, off,
-                                   win_bytes(i), send_mh_, req));
+                   cn_->iallgather(coll_comm_, own(s, off), 1, &part, per_rank, off, win_bytes(i),
+                                   send_mh_, req));
         }
         return Status::Ok();
       },

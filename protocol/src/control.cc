@@ -67,7 +67,8 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
       if (!r.ok_and_done()) return ControlParse::kBadLength;
       if (reserved != 0) return ControlParse::kReservedNonZero;
       if (m.auth_required > 1 || m.max_payload_bytes == 0 ||
-          m.max_payload_bytes > kMaxPayloadBytes || (m.support_mask >> (kNumDTypes * kNumOps)) != 0) {
+          m.max_payload_bytes > kMaxPayloadBytes ||
+          (m.support_mask >> (kNumDTypes * kNumOps)) != 0) {
         return ControlParse::kBadField;
       }
       *out = m;
@@ -89,9 +90,8 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
       if (!r.ok_and_done()) return ControlParse::kBadLength;
       if (reserved != 0) return ControlParse::kReservedNonZero;
       if (m.n_workers == 0 || m.n_workers > kMaxWorkersPerJob || m.rank >= m.n_workers ||
-          m.udp_port == 0 || (m.flags & ~kJoinFlagDeterministic) != 0 ||
-          m.requested_slots == 0 || m.payload_bytes == 0 ||
-          m.payload_bytes > kMaxPayloadBytes) {
+          m.udp_port == 0 || (m.flags & ~kJoinFlagDeterministic) != 0 || m.requested_slots == 0 ||
+          m.payload_bytes == 0 || m.payload_bytes > kMaxPayloadBytes) {
         return ControlParse::kBadField;
       }
       *out = m;
@@ -174,47 +174,76 @@ MsgType msg_type(const ControlMsg& m) { return static_cast<MsgType>(m.index() + 
 
 std::string_view msg_type_name(MsgType t) {
   switch (t) {
-    case MsgType::kServerHello: return "ServerHello";
-    case MsgType::kJoin: return "Join";
-    case MsgType::kJoinAck: return "JoinAck";
-    case MsgType::kLeave: return "Leave";
-    case MsgType::kHeartbeat: return "Heartbeat";
-    case MsgType::kHeartbeatAck: return "HeartbeatAck";
-    case MsgType::kError: return "Error";
-    case MsgType::kShutdown: return "Shutdown";
+    case MsgType::kServerHello:
+      return "ServerHello";
+    case MsgType::kJoin:
+      return "Join";
+    case MsgType::kJoinAck:
+      return "JoinAck";
+    case MsgType::kLeave:
+      return "Leave";
+    case MsgType::kHeartbeat:
+      return "Heartbeat";
+    case MsgType::kHeartbeatAck:
+      return "HeartbeatAck";
+    case MsgType::kError:
+      return "Error";
+    case MsgType::kShutdown:
+      return "Shutdown";
   }
   return "Unknown";
 }
 
 std::string_view status_name(Status s) {
   switch (s) {
-    case Status::kOk: return "ok";
-    case Status::kAuthFailed: return "auth_failed";
-    case Status::kBadMessage: return "bad_message";
-    case Status::kVersionMismatch: return "version_mismatch";
-    case Status::kJobMismatch: return "job_mismatch";
-    case Status::kRankInUse: return "rank_in_use";
-    case Status::kBadRank: return "bad_rank";
-    case Status::kNoCapacity: return "no_capacity";
-    case Status::kShuttingDown: return "shutting_down";
-    case Status::kJoinTimeout: return "join_timeout";
-    case Status::kUnsupported: return "unsupported";
-    case Status::kInternal: return "internal";
+    case Status::kOk:
+      return "ok";
+    case Status::kAuthFailed:
+      return "auth_failed";
+    case Status::kBadMessage:
+      return "bad_message";
+    case Status::kVersionMismatch:
+      return "version_mismatch";
+    case Status::kJobMismatch:
+      return "job_mismatch";
+    case Status::kRankInUse:
+      return "rank_in_use";
+    case Status::kBadRank:
+      return "bad_rank";
+    case Status::kNoCapacity:
+      return "no_capacity";
+    case Status::kShuttingDown:
+      return "shutting_down";
+    case Status::kJoinTimeout:
+      return "join_timeout";
+    case Status::kUnsupported:
+      return "unsupported";
+    case Status::kInternal:
+      return "internal";
   }
   return "unknown";
 }
 
 std::string_view control_parse_name(ControlParse p) {
   switch (p) {
-    case ControlParse::kOk: return "ok";
-    case ControlParse::kNeedMore: return "need_more";
-    case ControlParse::kBadMagic: return "bad_magic";
-    case ControlParse::kBadVersion: return "bad_version";
-    case ControlParse::kBadType: return "bad_type";
-    case ControlParse::kTooLong: return "too_long";
-    case ControlParse::kBadLength: return "bad_length";
-    case ControlParse::kBadField: return "bad_field";
-    case ControlParse::kReservedNonZero: return "reserved_nonzero";
+    case ControlParse::kOk:
+      return "ok";
+    case ControlParse::kNeedMore:
+      return "need_more";
+    case ControlParse::kBadMagic:
+      return "bad_magic";
+    case ControlParse::kBadVersion:
+      return "bad_version";
+    case ControlParse::kBadType:
+      return "bad_type";
+    case ControlParse::kTooLong:
+      return "too_long";
+    case ControlParse::kBadLength:
+      return "bad_length";
+    case ControlParse::kBadField:
+      return "bad_field";
+    case ControlParse::kReservedNonZero:
+      return "reserved_nonzero";
   }
   return "unknown";
 }
@@ -262,8 +291,8 @@ std::string to_string(const ControlMsg& m) {
   const auto name = msg_type_name(msg_type(m));
   if (const auto* j = std::get_if<Join>(&m)) {
     std::snprintf(buf, sizeof(buf), "Join{key=%016llx rank=%u/%u port=%u slots=%u payload=%u}",
-                  static_cast<unsigned long long>(j->job_key), j->rank, j->n_workers,
-                  j->udp_port, j->requested_slots, j->payload_bytes);
+                  static_cast<unsigned long long>(j->job_key), j->rank, j->n_workers, j->udp_port,
+                  j->requested_slots, j->payload_bytes);
   } else if (const auto* a = std::get_if<JoinAck>(&m)) {
     std::snprintf(buf, sizeof(buf), "JoinAck{status=%.*s job=%u slots=%u payload=%u ports=%zu}",
                   static_cast<int>(status_name(a->status).size()), status_name(a->status).data(),

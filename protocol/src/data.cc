@@ -32,27 +32,48 @@ static_assert(kDataHeaderSize + kMaxPayloadBytes <= 65507, "must fit one UDP dat
 
 std::string_view drop_reason_name(DropReason r) {
   switch (r) {
-    case DropReason::kOk: return "ok";
-    case DropReason::kTruncated: return "truncated";
-    case DropReason::kBadMagic: return "bad_magic";
-    case DropReason::kBadVersion: return "bad_version";
-    case DropReason::kBadType: return "bad_type";
-    case DropReason::kBadFlags: return "bad_flags";
-    case DropReason::kReservedNonZero: return "reserved_nonzero";
-    case DropReason::kBadDtype: return "bad_dtype";
-    case DropReason::kBadOp: return "bad_op";
-    case DropReason::kZeroCount: return "zero_count";
-    case DropReason::kOversized: return "oversized";
-    case DropReason::kLengthMismatch: return "length_mismatch";
-    case DropReason::kUnknownJob: return "unknown_job";
-    case DropReason::kBadToken: return "bad_token";
-    case DropReason::kSlotOutOfRange: return "slot_out_of_range";
-    case DropReason::kBadContributor: return "bad_contributor";
-    case DropReason::kSlotMismatch: return "slot_mismatch";
-    case DropReason::kStaleGeneration: return "stale_generation";
-    case DropReason::kWrongDirection: return "wrong_direction";
-    case DropReason::kDuplicate: return "duplicate";
-    case DropReason::kWrongQueue: return "wrong_queue";
+    case DropReason::kOk:
+      return "ok";
+    case DropReason::kTruncated:
+      return "truncated";
+    case DropReason::kBadMagic:
+      return "bad_magic";
+    case DropReason::kBadVersion:
+      return "bad_version";
+    case DropReason::kBadType:
+      return "bad_type";
+    case DropReason::kBadFlags:
+      return "bad_flags";
+    case DropReason::kReservedNonZero:
+      return "reserved_nonzero";
+    case DropReason::kBadDtype:
+      return "bad_dtype";
+    case DropReason::kBadOp:
+      return "bad_op";
+    case DropReason::kZeroCount:
+      return "zero_count";
+    case DropReason::kOversized:
+      return "oversized";
+    case DropReason::kLengthMismatch:
+      return "length_mismatch";
+    case DropReason::kUnknownJob:
+      return "unknown_job";
+    case DropReason::kBadToken:
+      return "bad_token";
+    case DropReason::kSlotOutOfRange:
+      return "slot_out_of_range";
+    case DropReason::kBadContributor:
+      return "bad_contributor";
+    case DropReason::kSlotMismatch:
+      return "slot_mismatch";
+    case DropReason::kStaleGeneration:
+      return "stale_generation";
+    case DropReason::kWrongDirection:
+      return "wrong_direction";
+    case DropReason::kDuplicate:
+      return "duplicate";
+    case DropReason::kWrongQueue:
+      return "wrong_queue";
   }
   return "unknown";
 }

@@ -14,10 +14,20 @@ inline uint64_t rotl(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
 struct SipState {
   uint64_t v0, v1, v2, v3;
   void round() {
-    v0 += v1; v1 = rotl(v1, 13); v1 ^= v0; v0 = rotl(v0, 32);
-    v2 += v3; v3 = rotl(v3, 16); v3 ^= v2;
-    v0 += v3; v3 = rotl(v3, 21); v3 ^= v0;
-    v2 += v1; v1 = rotl(v1, 17); v1 ^= v2; v2 = rotl(v2, 32);
+    v0 += v1;
+    v1 = rotl(v1, 13);
+    v1 ^= v0;
+    v0 = rotl(v0, 32);
+    v2 += v3;
+    v3 = rotl(v3, 16);
+    v3 ^= v2;
+    v0 += v3;
+    v3 = rotl(v3, 21);
+    v3 ^= v0;
+    v2 += v1;
+    v1 = rotl(v1, 17);
+    v1 ^= v2;
+    v2 = rotl(v2, 32);
   }
   void absorb(uint64_t m) {
     v3 ^= m;
@@ -36,8 +46,8 @@ uint64_t load_le64(const uint8_t* p) {
 }  // namespace
 
 uint64_t siphash24(uint64_t k0, uint64_t k1, std::span<const uint8_t> data) {
-  SipState s{k0 ^ 0x736f6d6570736575ULL, k1 ^ 0x646f72616e646f6dULL,
-             k0 ^ 0x6c7967656e657261ULL, k1 ^ 0x7465646279746573ULL};
+  SipState s{k0 ^ 0x736f6d6570736575ULL, k1 ^ 0x646f72616e646f6dULL, k0 ^ 0x6c7967656e657261ULL,
+             k1 ^ 0x7465646279746573ULL};
   const size_t n = data.size();
   const size_t whole = n & ~size_t{7};
   for (size_t i = 0; i < whole; i += 8) s.absorb(load_le64(data.data() + i));

@@ -1,5 +1,7 @@
 // Configuration: defaults, TOML, environment, flags, precedence and errors; documentation of
 // every key in the example config and the README.
+#include "aggregator/config.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -7,7 +9,6 @@
 #include <map>
 #include <sstream>
 
-#include "aggregator/config.h"
 #include "gtest/gtest.h"
 
 namespace conflux::agg {
@@ -79,7 +80,7 @@ TEST(ConfigTest, PrecedenceDefaultsFileEnvFlags) {
   EXPECT_EQ(l.cfg.threads, 5);          // flag beats env and file
   EXPECT_FALSE(l.cfg.deterministic);    // flag beats file
   EXPECT_EQ(l.cfg.log_level, "debug");
-  EXPECT_EQ(l.cfg.max_jobs, 64);        // default
+  EXPECT_EQ(l.cfg.max_jobs, 64);  // default
   unlink(file.c_str());
 }
 

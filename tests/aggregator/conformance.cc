@@ -195,19 +195,38 @@ std::vector<Worker*> DaemonTest::ptrs(const std::vector<std::unique_ptr<Worker>>
 }
 
 std::vector<uint8_t> exact_values(DType dt, size_t count, std::mt19937_64& rng) {
-  static constexpr float kSet[] = {0.f, 0.5f, -0.5f, 1.f, -1.f, 1.5f, -1.5f, 2.f, -2.f, 3.f, -3.f, 4.f};
+  static constexpr float kSet[] = {0.f,   0.5f, -0.5f, 1.f, -1.f, 1.5f,
+                                   -1.5f, 2.f,  -2.f,  3.f, -3.f, 4.f};
   const size_t es = dtype_size(dt);
   std::vector<uint8_t> out(count * es);
   for (size_t i = 0; i < count; ++i) {
     const float f = kSet[rng() % std::size(kSet)];
     uint8_t* p = out.data() + i * es;
     switch (dt) {
-      case DType::kFloat32: std::memcpy(p, &f, 4); break;
-      case DType::kFloat64: { const double d = f; std::memcpy(p, &d, 8); break; }
-      case DType::kFloat16: { const uint16_t h = reduce::float_to_half(f); std::memcpy(p, &h, 2); break; }
-      case DType::kBfloat16: { const uint16_t h = reduce::float_to_bf16(f); std::memcpy(p, &h, 2); break; }
-      case DType::kFloat8e4m3: *p = reduce::float_to_fp8e4m3(f); break;
-      case DType::kFloat8e5m2: *p = reduce::float_to_fp8e5m2(f); break;
+      case DType::kFloat32:
+        std::memcpy(p, &f, 4);
+        break;
+      case DType::kFloat64: {
+        const double d = f;
+        std::memcpy(p, &d, 8);
+        break;
+      }
+      case DType::kFloat16: {
+        const uint16_t h = reduce::float_to_half(f);
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DType::kBfloat16: {
+        const uint16_t h = reduce::float_to_bf16(f);
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DType::kFloat8e4m3:
+        *p = reduce::float_to_fp8e4m3(f);
+        break;
+      case DType::kFloat8e5m2:
+        *p = reduce::float_to_fp8e5m2(f);
+        break;
       default: {
         const uint64_t bits = rng();
         std::memcpy(p, &bits, es);
@@ -226,13 +245,30 @@ std::vector<uint8_t> random_floats(DType dt, size_t count, std::mt19937_64& rng)
     const float f = static_cast<float>(d);
     uint8_t* p = out.data() + i * es;
     switch (dt) {
-      case DType::kFloat32: std::memcpy(p, &f, 4); break;
-      case DType::kFloat64: std::memcpy(p, &d, 8); break;
-      case DType::kFloat16: { const uint16_t h = reduce::float_to_half(f); std::memcpy(p, &h, 2); break; }
-      case DType::kBfloat16: { const uint16_t h = reduce::float_to_bf16(f); std::memcpy(p, &h, 2); break; }
-      case DType::kFloat8e4m3: *p = reduce::float_to_fp8e4m3(f); break;
-      case DType::kFloat8e5m2: *p = reduce::float_to_fp8e5m2(f); break;
-      default: break;
+      case DType::kFloat32:
+        std::memcpy(p, &f, 4);
+        break;
+      case DType::kFloat64:
+        std::memcpy(p, &d, 8);
+        break;
+      case DType::kFloat16: {
+        const uint16_t h = reduce::float_to_half(f);
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DType::kBfloat16: {
+        const uint16_t h = reduce::float_to_bf16(f);
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DType::kFloat8e4m3:
+        *p = reduce::float_to_fp8e4m3(f);
+        break;
+      case DType::kFloat8e5m2:
+        *p = reduce::float_to_fp8e5m2(f);
+        break;
+      default:
+        break;
     }
   }
   return out;
@@ -242,7 +278,8 @@ std::vector<uint8_t> reference(DType dt, Op op, const std::vector<std::vector<ui
                                size_t count) {
   std::vector<uint8_t> acc(count * accum_size(dt)), out(count * dtype_size(dt));
   reduce::ref::init(dt, acc.data(), in[0].data(), count);
-  for (size_t r = 1; r < in.size(); ++r) reduce::ref::accumulate(dt, op, acc.data(), in[r].data(), count);
+  for (size_t r = 1; r < in.size(); ++r)
+    reduce::ref::accumulate(dt, op, acc.data(), in[r].data(), count);
   reduce::ref::finish(dt, out.data(), acc.data(), count);
   return out;
 }

@@ -3,8 +3,8 @@
 #include <sstream>
 #include <thread>
 
-#include "conformance.h"
 #include "conflux/protocol/byteorder.h"
+#include "conformance.h"
 
 namespace conflux::agg::testing {
 namespace {
@@ -100,7 +100,8 @@ TEST_P(ControlPlane, MalformedFramesGetErrorThenClose) {
 
   const std::string text = metrics();
   for (const Case& c : cases) {
-    EXPECT_GE(metric_sum(text, "conflux_control_errors_total", {{"reason", c.reason}}), 1u) << c.what;
+    EXPECT_GE(metric_sum(text, "conflux_control_errors_total", {{"reason", c.reason}}), 1u)
+        << c.what;
   }
   EXPECT_EQ(metric_sum(text, "conflux_control_errors_total"), cases.size() + 1);
   // Still serving.
@@ -130,7 +131,8 @@ TEST_P(ControlPlane, Authentication) {
   spec.secret = "s3cret";
   auto good = join_job(spec, 1);
   EXPECT_EQ(good[0]->ack.status, Status::kOk);
-  EXPECT_EQ(metric_sum(metrics(), "conflux_control_join_acks_total", {{"status", "auth_failed"}}), 2u);
+  EXPECT_EQ(metric_sum(metrics(), "conflux_control_join_acks_total", {{"status", "auth_failed"}}),
+            2u);
 }
 
 TEST_P(ControlPlane, JoinTimeout) {
@@ -234,7 +236,7 @@ TEST_P(ControlPlane, HeartbeatsLeaveAndJobDeletion) {
   w[0]->ctl.send(proto::Leave{});
   EXPECT_TRUE(w[0]->ctl.wait_closed(2000));
   EXPECT_EQ(metric_sum(metrics(), "conflux_jobs_active"), 1u);  // rank 1 still there
-  w[1]->ctl.close();  // a disconnect counts as leaving
+  w[1]->ctl.close();                                            // a disconnect counts as leaving
   EXPECT_EQ(wait_metric("conflux_jobs_active", 0), 0u);
   EXPECT_EQ(metric_sum(metrics(), "conflux_jobs_deleted_total"), 1u);
 }

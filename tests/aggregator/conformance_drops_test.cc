@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <thread>
 
-#include "conformance.h"
 #include "conflux/protocol/byteorder.h"
+#include "conformance.h"
 
 namespace conflux::agg::testing {
 namespace {
@@ -51,7 +51,7 @@ TEST_P(DataplaneDrops, StateReasonsAreCountedExactly) {
   h = contrib_header(*w[0], 0, 0, 4);
   h.job_token ^= 1;
   send(h, p0);
-  send(contrib_header(*w[0], 4, 0, 4), p0);   // slot_out_of_range (4 slots)
+  send(contrib_header(*w[0], 4, 0, 4), p0);  // slot_out_of_range (4 slots)
   // wrong_queue: slot 1 belongs to port 1. With one queue (dpdk on af_packet) every slot
   // belongs to the one port, so there is no wrong queue to send to.
   const uint64_t wrong_queue = multi_queue() ? 1 : 0;
@@ -62,22 +62,22 @@ TEST_P(DataplaneDrops, StateReasonsAreCountedExactly) {
   send(contrib_header(*w[0], 0, 0, 32), p0);  // oversized: 128 bytes > the job's 64
   h = contrib_header(*w[0], 0, 0, 4);
   h.type = proto::PacketType::kResult;
-  send(h, p0);                                // wrong_direction
-  send(contrib_header(*w[0], 0, 2, 4), p0);   // slot_mismatch: fresh slot, generation 2
+  send(h, p0);                               // wrong_direction
+  send(contrib_header(*w[0], 0, 2, 4), p0);  // slot_mismatch: fresh slot, generation 2
   // Wrong dtype mid-slot, then a duplicate, then a stale generation on slot 1.
   send(contrib_header(*w[0], 1, 1, 4), p1);
   send(contrib_header(*w[1], 1, 1, 4, DType::kFloat32), p1);  // slot_mismatch
   send(contrib_header(*w[0], 1, 1, 4), p1);                   // duplicate
   send(contrib_header(*w[1], 1, 1, 4), p1);                   // completes generation 1
   for (auto& x : w) ASSERT_TRUE(x->udp.recv(2000).has_value());
-  send(contrib_header(*w[0], 1, 3, 4), p1);                   // generation 3 reuses bank 1
-  send(contrib_header(*w[1], 1, 1, 4), p1);                   // stale_generation
+  send(contrib_header(*w[0], 1, 3, 4), p1);  // generation 3 reuses bank 1
+  send(contrib_header(*w[1], 1, 1, 4), p1);  // stale_generation
 
   const std::map<std::string, uint64_t> expect = {
-      {"unknown_job", 1},  {"bad_token", 1},     {"slot_out_of_range", 1},
-      {"wrong_queue", wrong_queue},
-      {"bad_contributor", 1}, {"oversized", 1},  {"wrong_direction", 1},  {"slot_mismatch", 2},
-      {"duplicate", 1},    {"stale_generation", 1}};
+      {"unknown_job", 1},           {"bad_token", 1},       {"slot_out_of_range", 1},
+      {"wrong_queue", wrong_queue}, {"bad_contributor", 1}, {"oversized", 1},
+      {"wrong_direction", 1},       {"slot_mismatch", 2},   {"duplicate", 1},
+      {"stale_generation", 1}};
   const uint64_t total = 10 + wrong_queue;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   std::string m;
@@ -108,16 +108,31 @@ class Hostile {
     proto::DataHeader h = contrib_header(run_, static_cast<uint32_t>(rng_() % 8), 0, 4);
     std::vector<uint8_t> d = make_datagram(h, payload_for(h));
     switch (r) {
-      case DropReason::kBadMagic: d[rng_() % 4] ^= static_cast<uint8_t>(1 + rng_() % 255); break;
-      case DropReason::kBadVersion: d[4] = static_cast<uint8_t>(2 + rng_() % 254); break;
-      case DropReason::kBadType: d[5] = static_cast<uint8_t>(3 + rng_() % 253); break;
-      case DropReason::kBadFlags: proto::store_be<uint16_t>(&d[6], static_cast<uint16_t>(2 | rng_())); break;
+      case DropReason::kBadMagic:
+        d[rng_() % 4] ^= static_cast<uint8_t>(1 + rng_() % 255);
+        break;
+      case DropReason::kBadVersion:
+        d[4] = static_cast<uint8_t>(2 + rng_() % 254);
+        break;
+      case DropReason::kBadType:
+        d[5] = static_cast<uint8_t>(3 + rng_() % 253);
+        break;
+      case DropReason::kBadFlags:
+        proto::store_be<uint16_t>(&d[6], static_cast<uint16_t>(2 | rng_()));
+        break;
       case DropReason::kReservedNonZero:
         d[rng_() % 2 ? 14 + rng_() % 2 : 46 + rng_() % 2] = static_cast<uint8_t>(1 + rng_() % 255);
         break;
-      case DropReason::kBadDtype: d[44] = static_cast<uint8_t>(12 + rng_() % 244); break;
-      case DropReason::kBadOp: d[45] = static_cast<uint8_t>(4 + rng_() % 252); break;
-      case DropReason::kZeroCount: proto::store_be<uint32_t>(&d[40], 0); d.resize(48); break;
+      case DropReason::kBadDtype:
+        d[44] = static_cast<uint8_t>(12 + rng_() % 244);
+        break;
+      case DropReason::kBadOp:
+        d[45] = static_cast<uint8_t>(4 + rng_() % 252);
+        break;
+      case DropReason::kZeroCount:
+        proto::store_be<uint32_t>(&d[40], 0);
+        d.resize(48);
+        break;
       case DropReason::kOversized:
         if (rng_() % 2) {  // beyond the daemon's 8192-byte limit (length is not looked at)
           proto::store_be<uint32_t>(&d[40], static_cast<uint32_t>(2049 + rng_() % 100000));
@@ -127,8 +142,11 @@ class Hostile {
           d.resize(48 + 4 * count);
         }
         break;
-      case DropReason::kLengthMismatch: d.resize(48 + rng_() % 16); break;
-      default: break;
+      case DropReason::kLengthMismatch:
+        d.resize(48 + rng_() % 16);
+        break;
+      default:
+        break;
     }
     return d;
   }
@@ -146,7 +164,8 @@ class Hostile {
     } else {
       proto::DataHeader h = contrib_header(run_, 0, 0, 1 + rng_() % 60);
       *d = make_datagram(h, payload_for(h));
-      for (int i = 0, n = 1 + rng_() % 3; i < n; ++i) (*d)[rng_() % 48] = static_cast<uint8_t>(rng_());
+      for (int i = 0, n = 1 + rng_() % 3; i < n; ++i)
+        (*d)[rng_() % 48] = static_cast<uint8_t>(rng_());
     }
     proto::DataHeader h;
     const uint8_t* p = nullptr;
@@ -228,7 +247,8 @@ TEST_P(DataplaneDrops, HostileTrafficDuringAnExactRun) {
   };
   const uint16_t p0 = run.port_for(0), p1 = run.port_for(1);
   for (int i = 0; i < 380; ++i) {  // >= 10,000 datagrams in all, with or without wrong_queue
-    for (int r = 1; r <= 11; ++r) emit(gen.make(static_cast<DropReason>(r)), i % 2 ? p0 : p1, static_cast<DropReason>(r));
+    for (int r = 1; r <= 11; ++r)
+      emit(gen.make(static_cast<DropReason>(r)), i % 2 ? p0 : p1, static_cast<DropReason>(r));
     proto::DataHeader h = contrib_header(run, 2 * (i % 4), 0, 4);
     h.job_id = 0x7ff000u + i;  // an incarnation number this daemon never reaches
     emit(make_datagram(h, payload_for(h)), p0, DropReason::kUnknownJob);

@@ -1,8 +1,8 @@
 // Conformance: exact results for every (dtype, op), retransmission and loss handling.
 #include <cstring>
 
-#include "conformance.h"
 #include "conflux/common/reduce.h"
+#include "conformance.h"
 
 namespace conflux::agg::testing {
 namespace {
@@ -33,8 +33,8 @@ TEST_P(DataplaneReduce, AllDtypesAllOpsExact) {
             << dtype_name(dt) << " " << op_name(op);
         const auto expect = reference(dt, op, in, count);
         for (uint32_t r = 0; r < n; ++r) {
-          EXPECT_EQ(out[r], expect) << "N=" << n << " " << dtype_name(dt) << " " << op_name(op)
-                                    << " rank " << r;
+          EXPECT_EQ(out[r], expect)
+              << "N=" << n << " " << dtype_name(dt) << " " << op_name(op) << " rank " << r;
         }
       }
     }

@@ -106,8 +106,8 @@ int main(int argc, char** argv) {
           rx_msgs[i].msg_hdr.msg_iovlen = 1;
         }
         timespec timeout{2, 0};
-        const int k = recvmmsg(w[r]->udp.fd(), rx_msgs.data(), slots - got, MSG_WAITFORONE,
-                               &timeout);
+        const int k =
+            recvmmsg(w[r]->udp.fd(), rx_msgs.data(), slots - got, MSG_WAITFORONE, &timeout);
         if (k <= 0) {
           std::fprintf(stderr, "result lost (gen %llu): increase socket buffers\n",
                        static_cast<unsigned long long>(generations));
@@ -124,9 +124,10 @@ int main(int argc, char** argv) {
     in += d->dataplane().counters(q).packets_in.get();
     out += d->dataplane().counters(q).packets_out.get();
   }
-  std::printf("workers=%u payload=%u slots=%u threads=%d: %.0f contributions/s in "
-              "(%.0f per thread), %.0f results/s out, %.2f Gbit/s payload in, %llu generations\n",
-              n, payload, slots, threads, in / secs, in / secs / threads, out / secs,
-              in * payload * 8.0 / secs / 1e9, static_cast<unsigned long long>(generations));
+  std::printf(
+      "workers=%u payload=%u slots=%u threads=%d: %.0f contributions/s in "
+      "(%.0f per thread), %.0f results/s out, %.2f Gbit/s payload in, %llu generations\n",
+      n, payload, slots, threads, in / secs, in / secs / threads, out / secs,
+      in * payload * 8.0 / secs / 1e9, static_cast<unsigned long long>(generations));
   return 0;
 }

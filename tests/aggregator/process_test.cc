@@ -82,10 +82,10 @@ class Process : public ::testing::TestWithParam<std::string> {
 
 TEST_P(Process, SigtermWithWorkersSaysShutdownAndExitsZero) {
   const std::string ready = dir_ + "/ready";
-  const pid_t pid = spawn({"--listen", "127.0.0.1", "--control-port", "0", "--data-port", "0",
-                           "--metrics-port", "0", "--ready-file", ready, "--dataplane",
-                           GetParam(), "--log-level", "info"},
-                          dir_ + "/stderr");
+  const pid_t pid =
+      spawn({"--listen", "127.0.0.1", "--control-port", "0", "--data-port", "0", "--metrics-port",
+             "0", "--ready-file", ready, "--dataplane", GetParam(), "--log-level", "info"},
+            dir_ + "/stderr");
   auto kv = read_ready(ready, 5000);
   ASSERT_EQ(kv.size(), 4u) << slurp(dir_ + "/stderr");
   EXPECT_EQ(kv["pid"], std::to_string(pid));

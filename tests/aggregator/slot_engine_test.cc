@@ -1,11 +1,12 @@
 // SlotEngine and JobTable without sockets: the aggregator slot state machine of SPEC.md §4.
+#include "aggregator/engine/slot_engine.h"
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <random>
 
 #include "aggregator/engine/job_table.h"
-#include "aggregator/engine/slot_engine.h"
 #include "conflux/common/reduce.h"
 #include "gtest/gtest.h"
 #include "test_client.h"
@@ -225,7 +226,8 @@ TEST_F(SlotEngineTest, DeterministicModeIsOrderIndependent) {
     }
     std::vector<uint8_t> acc(kCount * 8), expect(kCount * es);
     reduce::ref::init(dt, acc.data(), in[0].data(), kCount);
-    for (uint32_t r = 1; r < kN; ++r) reduce::ref::accumulate(dt, Op::kSum, acc.data(), in[r].data(), kCount);
+    for (uint32_t r = 1; r < kN; ++r)
+      reduce::ref::accumulate(dt, Op::kSum, acc.data(), in[r].data(), kCount);
     reduce::ref::finish(dt, expect.data(), acc.data(), kCount);
 
     std::vector<uint32_t> order(kN);

@@ -92,8 +92,10 @@ std::optional<proto::ControlMsg> ControlClient::recv(int timeout_ms) {
       return m;
     }
     if (r != proto::ControlParse::kNeedMore) return std::nullopt;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0 || !wait_readable(fd_, static_cast<int>(left.count()))) return std::nullopt;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0 || !wait_readable(fd_, static_cast<int>(left.count())))
+      return std::nullopt;
     uint8_t tmp[4096];
     const ssize_t n = ::recv(fd_, tmp, sizeof(tmp), 0);
     if (n <= 0) return std::nullopt;
@@ -104,7 +106,8 @@ std::optional<proto::ControlMsg> ControlClient::recv(int timeout_ms) {
 std::optional<proto::ControlMsg> ControlClient::recv_skip_heartbeats(int timeout_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     auto m = recv(static_cast<int>(std::max<int64_t>(left.count(), 0)));
     if (!m) return m;
     if (auto* hb = std::get_if<proto::Heartbeat>(&*m)) {
@@ -118,7 +121,8 @@ std::optional<proto::ControlMsg> ControlClient::recv_skip_heartbeats(int timeout
 bool ControlClient::wait_closed(int timeout_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0 || !wait_readable(fd_, static_cast<int>(left.count()))) return false;
     uint8_t tmp[4096];
     const ssize_t n = ::recv(fd_, tmp, sizeof(tmp), 0);

@@ -63,7 +63,8 @@ bool run_allreduce(std::vector<Worker*>& workers, DType dt, Op op, uint64_t coun
         while (auto d = workers[r]->udp.recv(0)) {
           proto::DataHeader h;
           const uint8_t* payload = nullptr;
-          if (proto::parse_data(*d, proto::kMaxPayloadBytes, &h, &payload) != proto::DropReason::kOk ||
+          if (proto::parse_data(*d, proto::kMaxPayloadBytes, &h, &payload) !=
+                  proto::DropReason::kOk ||
               h.type != proto::PacketType::kResult) {
             continue;
           }

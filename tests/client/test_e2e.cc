@@ -163,8 +163,7 @@ TEST_F(E2E, StoppedDaemonSendsShutdownAndWorkersFailAtOnce) {
   for (const WorkerResult& w : rs) {
     EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) << w.err;
     EXPECT_LT(w.seconds, 1.5);
-    EXPECT_NE(w.err.find("aggregator " + d_.endpoint() + " shut down"), std::string::npos)
-        << w.err;
+    EXPECT_NE(w.err.find("aggregator " + d_.endpoint() + " shut down"), std::string::npos) << w.err;
   }
   EXPECT_EQ(d_.stop(), "exit 0");
 }

@@ -107,13 +107,34 @@ TEST_P(RingTest, EveryDtypeAndOpAgreesOnEveryRank) {
         for (size_t i = 0; i < count; ++i) {
           const float f = float(rng() % 2 + 1);
           switch (t) {
-            case DType::kFloat16: { uint16_t h = reduce::float_to_half(f); std::memcpy(&v[i * 2], &h, 2); break; }
-            case DType::kBfloat16: { uint16_t h = reduce::float_to_bf16(f); std::memcpy(&v[i * 2], &h, 2); break; }
-            case DType::kFloat8e4m3: v[i] = reduce::float_to_fp8e4m3(f); break;
-            case DType::kFloat8e5m2: v[i] = reduce::float_to_fp8e5m2(f); break;
-            case DType::kFloat32: std::memcpy(&v[i * 4], &f, 4); break;
-            case DType::kFloat64: { double d = f; std::memcpy(&v[i * 8], &d, 8); break; }
-            default: { uint64_t x = uint64_t(f); std::memcpy(&v[i * es], &x, es); }  // little-endian
+            case DType::kFloat16: {
+              uint16_t h = reduce::float_to_half(f);
+              std::memcpy(&v[i * 2], &h, 2);
+              break;
+            }
+            case DType::kBfloat16: {
+              uint16_t h = reduce::float_to_bf16(f);
+              std::memcpy(&v[i * 2], &h, 2);
+              break;
+            }
+            case DType::kFloat8e4m3:
+              v[i] = reduce::float_to_fp8e4m3(f);
+              break;
+            case DType::kFloat8e5m2:
+              v[i] = reduce::float_to_fp8e5m2(f);
+              break;
+            case DType::kFloat32:
+              std::memcpy(&v[i * 4], &f, 4);
+              break;
+            case DType::kFloat64: {
+              double d = f;
+              std::memcpy(&v[i * 8], &d, 8);
+              break;
+            }
+            default: {
+              uint64_t x = uint64_t(f);
+              std::memcpy(&v[i * es], &x, es);
+            }  // little-endian
           }
         }
       }
@@ -139,8 +160,8 @@ TEST_P(RingTest, AllgatherCollectsEveryRecord) {
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       const uint64_t mine = 1000 + r;
-      ASSERT_EQ(ring_allgather(ring.next[r].get(), ring.prev[r].get(), r, n, &mine,
-                               all[r].data(), sizeof mine, 5s),
+      ASSERT_EQ(ring_allgather(ring.next[r].get(), ring.prev[r].get(), r, n, &mine, all[r].data(),
+                               sizeof mine, 5s),
                 net::Status::kOk);
     });
   }

@@ -98,15 +98,15 @@ TEST(CollNetParams, DefaultsAndValues) {
 }
 
 TEST(CollNetParams, BadValuesNameTheVariable) {
-  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
-           {"CONFLUX_RING_FRACTION", "1.5"},
-           {"CONFLUX_RING_FRACTION", "-0.1"},
-           {"CONFLUX_RING_FRACTION", "half"},
-           {"CONFLUX_RING_FRACTION", "nan"},
-           {"CONFLUX_WINDOW_SLOTS", "0"},
-           {"CONFLUX_PAYLOAD_BYTES", "64K"},
-           {"CONFLUX_REQUIRE_AGGREGATORS", "maybe"},
-           {"CONFLUX_RING_INFLIGHT", "33"}}) {
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{{"CONFLUX_RING_FRACTION", "1.5"},
+                                                        {"CONFLUX_RING_FRACTION", "-0.1"},
+                                                        {"CONFLUX_RING_FRACTION", "half"},
+                                                        {"CONFLUX_RING_FRACTION", "nan"},
+                                                        {"CONFLUX_WINDOW_SLOTS", "0"},
+                                                        {"CONFLUX_PAYLOAD_BYTES", "64K"},
+                                                        {"CONFLUX_REQUIRE_AGGREGATORS", "maybe"},
+                                                        {"CONFLUX_RING_INFLIGHT", "33"}}) {
     Config c;
     std::string err;
     EXPECT_EQ(loadConfig(&c, &err, envOf({{name, value}})), Status::kInvalidArgument)

@@ -12,8 +12,8 @@ namespace {
 std::vector<ControlMsg> all_messages() {
   return {
       ServerHello{0x1122334455667788ULL, 0xffffffffffffULL, 8192, 256, 1},
-      Join{0xabcdef0123456789ULL, 8, 7, 0x7f000001, 40000, kJoinFlagDeterministic, 64, 8192,
-           5000, 0x99},
+      Join{0xabcdef0123456789ULL, 8, 7, 0x7f000001, 40000, kJoinFlagDeterministic, 64, 8192, 5000,
+           0x99},
       JoinAck{Status::kOk, 12, 0xfeedULL, 64, 8192, kJoinFlagDeterministic, {7471, 7472, 7473}},
       JoinAck{Status::kJoinTimeout, 0, 0, 0, 0, 0, {}},
       Leave{},

@@ -11,9 +11,9 @@
 #include <cstring>
 #include <thread>
 
+#include "aggregator/dataplane/dataplane.h"
 #include "aggregator/dataplane/dpdk/dpdk_queue.h"
 #include "aggregator/dataplane/dpdk/steering.h"
-#include "aggregator/dataplane/dataplane.h"
 #include "spdlog/spdlog.h"
 
 namespace conflux::agg::dpdk {

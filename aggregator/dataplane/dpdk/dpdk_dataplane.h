@@ -50,7 +50,7 @@ class DpdkDataplane final : public Dataplane {
   uint16_t port_id_ = 0;
   bool port_started_ = false;
   std::vector<std::unique_ptr<dpdk::DpdkQueue>> queues_;
-  std::vector<rte_ring*> inboxes_;  // software steering: one per queue; empty otherwise
+  std::vector<rte_ring*> inboxes_;    // software steering: one per queue; empty otherwise
   std::vector<unsigned> lcores_;      // EAL lcores running a queue
   std::vector<std::thread> threads_;  // or registered threads
   std::atomic<bool> stopping_{false};

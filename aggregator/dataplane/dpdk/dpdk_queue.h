@@ -69,7 +69,7 @@ class DpdkQueue final {
   void handle(rte_mbuf* m, bool from_peer);
   bool hand_over(rte_mbuf* m, unsigned owner);  // false: not handed over (caller frees)
   uint16_t drain_inbox();                       // frames taken from inboxes[queue]
-  void transmit_results();  // ResultBatch -> TX buffer, then clear()
+  void transmit_results();                      // ResultBatch -> TX buffer, then clear()
   void send_result(rte_mbuf* payload, uint32_t psum, const sockaddr_in& to, Job* job);
   void send_arp(uint16_t op, const MacAddr& mac, uint32_t ip);
   void request_neighbor(uint32_t ip);                // rate-limited ARP request

@@ -23,8 +23,8 @@ inline unsigned owner_queue(const uint8_t* payload, uint32_t len, unsigned n_que
                             unsigned self) {
   if (n_queues <= 1 || len < proto::kDataHeaderSize) return self;
   const uint8_t* p = payload + kDataHeaderSlotOffset;
-  const uint32_t slot = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) |
-                        (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+  const uint32_t slot =
+      (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
   return slot % n_queues;
 }
 

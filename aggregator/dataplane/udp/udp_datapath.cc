@@ -61,8 +61,8 @@ int UdpQueue::receive() {
     rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
     rx_msgs_[i].msg_hdr.msg_iovlen = 1;
   }
-  const int n = recvmmsg(fd_, rx_msgs_.data(), static_cast<unsigned>(batch_), MSG_DONTWAIT,
-                         nullptr);
+  const int n =
+      recvmmsg(fd_, rx_msgs_.data(), static_cast<unsigned>(batch_), MSG_DONTWAIT, nullptr);
   if (n >= 0) return n;
   if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
     uint64_t suppressed = 0;

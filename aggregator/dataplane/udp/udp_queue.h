@@ -34,11 +34,11 @@ class UdpQueue final {
  private:
   static constexpr size_t kRxBufBytes = 65536;  // > any UDP datagram
 
-  int receive();                 // one recvmmsg; returns datagrams received (0 if none)
-  void transmit();               // sends and clears results_
+  int receive();    // one recvmmsg; returns datagrams received (0 if none)
+  void transmit();  // sends and clears results_
   void queue_tx(const uint8_t* data, uint32_t len, const sockaddr_in* to, Job* job);
   void flush_tx();
-  void wait_readable();          // poll on fd and stop_fd, 100 ms at most
+  void wait_readable();  // poll on fd and stop_fd, 100 ms at most
 
   int fd_;
   uint16_t port_;

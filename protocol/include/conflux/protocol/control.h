@@ -50,8 +50,8 @@ std::string_view status_name(Status s);
 
 // Sent by the aggregator right after accepting a control connection.
 struct ServerHello {
-  uint64_t nonce = 0;           // fresh per connection; input to the Join MAC
-  uint64_t support_mask = 0;    // bit (dtype * 4 + op) set = supported
+  uint64_t nonce = 0;         // fresh per connection; input to the Join MAC
+  uint64_t support_mask = 0;  // bit (dtype * 4 + op) set = supported
   uint32_t max_payload_bytes = 0;
   uint32_t max_slots_per_job = 0;
   uint8_t auth_required = 0;
@@ -61,16 +61,16 @@ inline constexpr uint8_t kJoinFlagDeterministic = 1u << 0;
 
 // Worker asks to join job `job_key` as `rank` of `n_workers`.
 struct Join {
-  uint64_t job_key = 0;         // chosen by the workers (e.g. NCCL commId); same on all ranks
-  uint32_t n_workers = 0;       // 1..kMaxWorkersPerJob
-  uint32_t rank = 0;            // 0..n_workers-1, becomes the contributor id
-  uint32_t udp_addr = 0;        // IPv4 (host order) for results; 0 = the TCP peer's address
-  uint16_t udp_port = 0;        // UDP port the worker receives results on, != 0
-  uint8_t flags = 0;            // kJoinFlag*
-  uint32_t requested_slots = 0; // window the worker wants, 1..
-  uint32_t payload_bytes = 0;   // payload per packet, 1..kMaxPayloadBytes
-  uint32_t join_timeout_ms = 0; // how long the daemon waits for the other ranks
-  uint64_t auth_mac = 0;        // join_mac(secret, hello.nonce, *this); 0 when no auth
+  uint64_t job_key = 0;          // chosen by the workers (e.g. NCCL commId); same on all ranks
+  uint32_t n_workers = 0;        // 1..kMaxWorkersPerJob
+  uint32_t rank = 0;             // 0..n_workers-1, becomes the contributor id
+  uint32_t udp_addr = 0;         // IPv4 (host order) for results; 0 = the TCP peer's address
+  uint16_t udp_port = 0;         // UDP port the worker receives results on, != 0
+  uint8_t flags = 0;             // kJoinFlag*
+  uint32_t requested_slots = 0;  // window the worker wants, 1..
+  uint32_t payload_bytes = 0;    // payload per packet, 1..kMaxPayloadBytes
+  uint32_t join_timeout_ms = 0;  // how long the daemon waits for the other ranks
+  uint64_t auth_mac = 0;         // join_mac(secret, hello.nonce, *this); 0 when no auth
 };
 
 // Answer to Join, sent to every rank once all n_workers have joined (or at once on error).
@@ -85,13 +85,19 @@ struct JoinAck {
 };
 
 struct Leave {};
-struct Heartbeat { uint64_t time_ns = 0; };
-struct HeartbeatAck { uint64_t time_ns = 0; };  // echoes Heartbeat::time_ns
+struct Heartbeat {
+  uint64_t time_ns = 0;
+};
+struct HeartbeatAck {
+  uint64_t time_ns = 0;
+};  // echoes Heartbeat::time_ns
 struct Error {
   Status status = Status::kInternal;
-  std::string text;             // <= kMaxErrorText bytes, UTF-8, for logs
+  std::string text;  // <= kMaxErrorText bytes, UTF-8, for logs
 };
-struct Shutdown { uint32_t reason = 0; };  // 0 = daemon stopping, 1 = drain
+struct Shutdown {
+  uint32_t reason = 0;
+};  // 0 = daemon stopping, 1 = drain
 
 using ControlMsg =
     std::variant<ServerHello, Join, JoinAck, Leave, Heartbeat, HeartbeatAck, Error, Shutdown>;
@@ -105,13 +111,13 @@ void encode_control(const ControlMsg& m, std::vector<uint8_t>& out);
 
 enum class ControlParse : uint8_t {
   kOk = 0,
-  kNeedMore = 1,       // not a whole frame yet: read more bytes and call again
+  kNeedMore = 1,  // not a whole frame yet: read more bytes and call again
   kBadMagic = 2,
   kBadVersion = 3,
   kBadType = 4,
-  kTooLong = 5,        // body length > kMaxControlBody
-  kBadLength = 6,      // body length inconsistent with the message type
-  kBadField = 7,       // a field outside its valid range
+  kTooLong = 5,    // body length > kMaxControlBody
+  kBadLength = 6,  // body length inconsistent with the message type
+  kBadField = 7,   // a field outside its valid range
   kReservedNonZero = 8,
 };
 std::string_view control_parse_name(ControlParse p);
