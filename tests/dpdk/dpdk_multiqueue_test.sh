@@ -14,59 +14,16 @@
 # separate rx/tx channels; one queue fails its xsk socket setup with confluxd's mbuf pools.
 # See deploy/dpdk.md.)
 #
-# Layout (names carry the PID, everything is removed on exit), as in dpdk_veth_test.sh:
-#   netns cfxa<pid>: veth cfxd<pid>  10.78.0.1/24  <- DPDK af_packet vdev + kernel TCP control
-#   netns cfxw<pid>: veth cfxk<pid>  10.78.0.2/24  <- workers (kernel UDP)
+# Layout and the kernel's part: veth_lib.sh.
 set -u
 scenario=$1 confluxd=$2 worker=$3
-skip() { echo "SKIPPED: $*"; exit 77; }
-fail() {
-  echo "FAILED: $*"
-  [ -f "$tmp/confluxd.log" ] && tail -n 30 "$tmp/confluxd.log"
-  ip netns exec $W curl -s --max-time 3 "http://$AGG_IP:$MET/metrics" 2>/dev/null |
-    grep -E '^conflux_(dpdk|dataplane)_' | grep -v ' 0$'
-  exit 1
-}
-
-[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, veth, AF_PACKET)"
-for t in ip nft ethtool curl; do command -v $t >/dev/null || skip "needs $t"; done
 case $scenario in
   software_steering_2q) queues=2 ;;
   *) echo "unknown scenario $scenario"; exit 2 ;;
 esac
-
-id=$$
-A=cfxa$id W=cfxw$id VD=cfxd$id VK=cfxk$id
-AGG_IP=10.78.0.1 WRK_IP=10.78.0.2 CTL=7470 DATA=7471 MET=9470
-tmp=$(mktemp -d)
-daemon_pid=
-cleanup() {
-  [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null
-  ip netns del $A 2>/dev/null; ip netns del $W 2>/dev/null
-  rm -rf "$tmp" /var/run/dpdk/cfx$id
-}
-trap cleanup EXIT
-trap "exit 1" INT TERM
-ina() { ip netns exec $A "$@"; }
-inw() { ip netns exec $W "$@"; }
-
-ip netns add $A || skip "cannot create network namespaces"
-ip netns add $W
-ip link add $VD numtxqueues $queues numrxqueues $queues type veth peer name $VK \
-    numtxqueues $queues numrxqueues $queues || skip "cannot create veth pairs"
-ip link set $VD netns $A
-ip link set $VK netns $W
-ina ip link set lo up; inw ip link set lo up
-ina ip link set $VD mtu 9000 up; inw ip link set $VK mtu 9000 up
-ina ip addr add $AGG_IP/24 dev $VD
-inw ip addr add $WRK_IP/24 dev $VK
-ina sysctl -qw net.ipv4.conf.$VD.arp_ignore=8
-inw ethtool -K $VK tx off >/dev/null 2>&1
-ina nft -f - <<EOF || fail "nft setup"
-table inet cfx {
-  chain input { type filter hook input priority 0; udp dport $DATA-$((DATA + 3)) drop; }
-}
-EOF
+AGG_IP=10.78.0.1 WRK_IP=10.78.0.2 CTL=7470 DATA=7471 MET=9470 VETH_QUEUES=$queues
+. "$(dirname "$0")/veth_lib.sh"
+veth_setup
 
 # The main lcore plus one EAL lcore per queue, all floating over the CPUs this machine has
 # (2 here, shared with other jobs): the queues still run on EAL lcores, not unpinned threads,

@@ -1,0 +1,57 @@
+# Shared by the DPDK veth test scripts (sourced, not run). The caller sets AGG_IP, WRK_IP,
+# DATA, MET and VETH_QUEUES; this defines skip/fail, checks root and tools, and
+# veth_setup builds (and the EXIT trap removes) this layout, names carrying the PID:
+#   netns cfxa<pid>: veth cfxd<pid>  $AGG_IP/24  <- DPDK af_packet vdev + kernel TCP control
+#   netns cfxw<pid>: veth cfxk<pid>  $WRK_IP/24  <- workers (kernel UDP)
+# The aggregator namespace's kernel owns $AGG_IP for the control TCP port only (like a
+# bifurcated NIC): it drops the UDP data ports on input (af_packet has already seen the frame)
+# and does not answer ARP (arp_ignore=8), so the workers resolve it through confluxd's ARP
+# responder. The worker veth computes checksums in software (tx off): af_packet cannot tell
+# the PMD that a checksum is left to offload.
+skip() { echo "SKIPPED: $*"; exit 77; }
+fail() {
+  echo "FAILED: $*"
+  [ -f "$tmp/confluxd.log" ] && tail -n 30 "$tmp/confluxd.log"
+  # Non-zero dataplane counters help tell a lost frame from a stuck slot.
+  ip netns exec $W curl -s --max-time 3 "http://$AGG_IP:$MET/metrics" 2>/dev/null |
+    grep -E '^conflux_(dpdk|dataplane)_' | grep -v ' 0$'
+  exit 1
+}
+
+[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, veth, AF_PACKET)"
+for t in ip nft ethtool curl; do command -v $t >/dev/null || skip "needs $t"; done
+
+id=$$
+A=cfxa$id W=cfxw$id VD=cfxd$id VK=cfxk$id
+tmp=$(mktemp -d)
+daemon_pid=
+cleanup() {
+  [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null
+  ip netns del $A 2>/dev/null; ip netns del $W 2>/dev/null
+  rm -rf "$tmp" /var/run/dpdk/cfx$id
+}
+trap cleanup EXIT
+trap "exit 1" INT TERM
+ina() { ip netns exec $A "$@"; }
+inw() { ip netns exec $W "$@"; }
+
+veth_setup() {
+  local q=${VETH_QUEUES:-1}
+  ip netns add $A || skip "cannot create network namespaces"
+  ip netns add $W
+  ip link add $VD numtxqueues $q numrxqueues $q type veth peer name $VK \
+      numtxqueues $q numrxqueues $q || skip "cannot create veth pairs"
+  ip link set $VD netns $A
+  ip link set $VK netns $W
+  ina ip link set lo up; inw ip link set lo up
+  ina ip link set $VD mtu 9000 up; inw ip link set $VK mtu 9000 up
+  ina ip addr add $AGG_IP/24 dev $VD
+  inw ip addr add $WRK_IP/24 dev $VK
+  ina sysctl -qw net.ipv4.conf.$VD.arp_ignore=8
+  inw ethtool -K $VK tx off >/dev/null 2>&1
+  ina nft -f - <<NFT || fail "nft setup"
+table inet cfx {
+  chain input { type filter hook input priority 0; udp dport $DATA-$((DATA + 3)) drop; }
+}
+NFT
+}
