@@ -21,8 +21,6 @@ int ring_tag(uint32_t seq, int phase) {
   return static_cast<int>(((seq << 1) | phase) & 0x3fffffff);
 }
 
-}  // namespace
-
 // Enough of the result stream to cover what any rank can miss (result_tails.h), twice over.
 size_t tail_window(const client::Engine* e) {
   if (e == nullptr) return 0;
@@ -30,6 +28,8 @@ size_t tail_window(const client::Engine* e) {
   for (const auto& a : e->aggregators()) slots += a.granted_slots;
   return 2 * slots * e->payload_bytes();
 }
+
+}  // namespace
 
 CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client::Engine> engine,
                    const CollOptions& opts)
@@ -315,11 +315,17 @@ void CollComm::run_ring() {
     }
     // After this store the completion thread may free r.
     if (!ok) r->ring_error = error;
-    r->ring_state.store(ok ? 1 : 2, std::memory_order_release);
+    {
+      std::lock_guard<std::mutex> lk(ring_mu_);
+      r->ring_state.store(ok ? 1 : 2, std::memory_order_release);
+    }
+    ring_cv_.notify_all();
   }
 }
 
 bool CollComm::wait_ring_share(CollRequest& r, std::string* error) {
+  // Sleeps: the ring thread is the one spinning on the transport.
+  std::unique_lock<std::mutex> lk(ring_mu_);
   for (;;) {
     const int s = r.ring_state.load(std::memory_order_acquire);
     if (s == 1) return true;
@@ -331,7 +337,7 @@ bool CollComm::wait_ring_share(CollRequest& r, std::string* error) {
       *error = "communicator closed";
       return false;
     }
-    sched_yield();
+    ring_cv_.wait_for(lk, std::chrono::milliseconds(10));
   }
 }
 

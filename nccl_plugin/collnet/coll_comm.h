@@ -191,6 +191,8 @@ class CollComm {
 
   std::mutex mu_;
   std::condition_variable cv_;
+  std::mutex ring_mu_;  // ring shares completing: CollRequest::ring_state
+  std::condition_variable ring_cv_;
   std::deque<CollRequest*> queue_;       // submission order; popped by the completion thread
   std::deque<CollRequest*> ring_queue_;  // submission order; popped by the ring thread
   bool stop_ = false;
