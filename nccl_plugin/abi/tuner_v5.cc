@@ -55,7 +55,8 @@ ncclResult_t getCollInfo(void* ctx, int collType, size_t nBytes, int, float** co
       offered = table[kNcclAlgoCollNetChain * numProto + kNcclProtoSimple] != kNcclAlgoProtoIgnore;
     }
     const tuner::Choice choice =
-        tuner::decide(c->policy, collType, nBytes, offered, collnet::CollComm::live_count() > 0);
+        tuner::decide(c->policy, collType, nBytes, offered, collnet::CollComm::live_count() > 0,
+                      collnet::CollComm::usable_count() > 0);
     tuner::apply(choice, collCostTable, numAlgo, numProto);
     return net::Status::kOk;
   });

@@ -14,6 +14,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::atomic<int> g_live_comms{0};
+std::atomic<int> g_usable_comms{0};
 
 constexpr int kNoticeTag = 0x3ffffff2;
 
@@ -44,9 +45,14 @@ CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client
   ring_thread_ = std::thread([this] { run_ring(); });
   thread_ = std::thread([this] { run_completion(); });
   g_live_comms.fetch_add(1, std::memory_order_relaxed);
+  if (engine_ != nullptr && opts_.ring_fraction < 1.0) {
+    counted_usable_ = true;
+    g_usable_comms.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 int CollComm::live_count() { return g_live_comms.load(std::memory_order_relaxed); }
+int CollComm::usable_count() { return g_usable_comms.load(std::memory_order_relaxed); }
 
 CollComm::~CollComm() {
   stopping_.store(true, std::memory_order_release);
@@ -78,6 +84,7 @@ CollComm::~CollComm() {
   for (CollRequest* r : queue_) delete r;
   engine_.reset();
   g_live_comms.fetch_sub(1, std::memory_order_relaxed);
+  if (counted_usable_.exchange(false)) g_usable_comms.fetch_sub(1, std::memory_order_relaxed);
   magic_ = 0;
 }
 
@@ -394,6 +401,7 @@ struct TailHeader {
 bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std::string* error) {
   failed_over_ = true;
   degraded_.store(true, std::memory_order_release);
+  if (counted_usable_.exchange(false)) g_usable_comms.fetch_sub(1, std::memory_order_relaxed);
   // No engine thread may write into a request's buffer once hand-overs start.
   engine_->abort("failing over to the worker ring");
   CFX_WARN(net::kLogColl,

@@ -142,8 +142,10 @@ class CollComm {
   // Non-blocking. On done (or error) the request is released.
   static net::Status test(CollRequest* req, bool* done, size_t* bytes);
 
-  // Connected CollNet communicators in this process (the tuner steers only when > 0).
+  // Connected CollNet communicators in this process (the tuner steers only when > 0), and
+  // those of them whose aggregators still take a share (not failed over, ring fraction < 1).
   static int live_count();
+  static int usable_count();
 
   bool degraded() const { return degraded_.load(std::memory_order_acquire); }
   client::Engine* engine() const { return engine_.get(); }
@@ -204,6 +206,7 @@ class CollComm {
   // Completion thread only.
   ResultTails tails_;
   bool failed_over_ = false;
+  std::atomic<bool> counted_usable_{false};  // included in usable_count()
   bool failover_broken_ = false;
   uint32_t handover_end_ = 0;     // requests below it (and >= the agreed lo) were handed over
   uint32_t next_unfinished_ = 0;  // seq of the oldest request not yet completed here

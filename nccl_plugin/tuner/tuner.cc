@@ -5,10 +5,11 @@
 namespace conflux::tuner {
 
 Choice decide(const TunerPolicy& p, int coll_type, size_t nbytes, bool collnet_offered,
-              bool collnet_live) {
+              bool collnet_live, bool aggregators_usable) {
   if (coll_type != abi::kNcclFuncAllReduce || p.nnodes < 2 || !collnet_offered || !collnet_live) {
     return Choice::kLeave;
   }
+  if (!aggregators_usable) return Choice::kNotCollNet;
   const bool in_range = nbytes >= p.min_bytes && (p.max_bytes == 0 || nbytes <= p.max_bytes);
   return in_range ? Choice::kCollNetChain : Choice::kNotCollNet;
 }

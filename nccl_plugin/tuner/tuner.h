@@ -26,9 +26,12 @@ struct TunerPolicy {
 enum class Choice { kLeave, kCollNetChain, kNotCollNet };
 
 // Pure decision (tested directly): `collnet_offered` is whether NCCL's table has
-// CollNetChain/Simple available, `collnet_live` whether a Conflux CollNet comm is connected.
+// CollNetChain/Simple available, `collnet_live` whether a Conflux CollNet comm is connected,
+// `aggregators_usable` whether one of them still has aggregator capacity (not failed over,
+// ring fraction below 1). Connected CollNet without capacity would only run our worker ring,
+// so AllReduce is steered away from it (NCCL's own Ring over the p2p net pipelines better).
 Choice decide(const TunerPolicy& p, int coll_type, size_t nbytes, bool collnet_offered,
-              bool collnet_live);
+              bool collnet_live, bool aggregators_usable);
 
 // Applies the decision to NCCL's cost table (float[numAlgo][numProto]).
 void apply(Choice c, float** cost_table, int num_algo, int num_proto);

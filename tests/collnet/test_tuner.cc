@@ -24,22 +24,33 @@ struct Table {
 
 TEST(Tuner, PicksCollNetInsideTheRange) {
   TunerPolicy p{1024, 1 << 20, 4};
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 4096, true, true), Choice::kCollNetChain);
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 1024, true, true), Choice::kCollNetChain);
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 1 << 20, true, true), Choice::kCollNetChain);
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 512, true, true), Choice::kNotCollNet);
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, (1 << 20) + 1, true, true), Choice::kNotCollNet);
+  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 4096, true, true, true), Choice::kCollNetChain);
+  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 1024, true, true, true), Choice::kCollNetChain);
+  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 1 << 20, true, true, true), Choice::kCollNetChain);
+  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 512, true, true, true), Choice::kNotCollNet);
+  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, (1 << 20) + 1, true, true, true),
+            Choice::kNotCollNet);
   p.max_bytes = 0;  // unlimited
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, size_t(1) << 40, true, true), Choice::kCollNetChain);
+  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, size_t(1) << 40, true, true, true),
+            Choice::kCollNetChain);
 }
 
 TEST(Tuner, HarmlessWithoutCollNet) {
   const TunerPolicy p{0, 0, 4};
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 4096, false, true), Choice::kLeave);
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 4096, true, false), Choice::kLeave);
-  EXPECT_EQ(decide(p, 2 /* AllGather */, 4096, true, true), Choice::kLeave);
-  EXPECT_EQ(decide(TunerPolicy{0, 0, 1}, abi::kNcclFuncAllReduce, 4096, true, true),
+  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 4096, false, true, true), Choice::kLeave);
+  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 4096, true, false, true), Choice::kLeave);
+  EXPECT_EQ(decide(p, 2 /* AllGather */, 4096, true, true, true), Choice::kLeave);
+  EXPECT_EQ(decide(TunerPolicy{0, 0, 1}, abi::kNcclFuncAllReduce, 4096, true, true, true),
             Choice::kLeave);
+}
+
+TEST(Tuner, SteersAwayFromCollNetWithoutAggregatorCapacity) {
+  // Connected, but every comm failed over (or sends everything over the ring): CollNet would
+  // only run the worker ring, so NCCL's Ring is preferred, whatever the size.
+  const TunerPolicy p{0, 0, 4};
+  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 4096, true, true, false), Choice::kNotCollNet);
+  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 1 << 26, true, true, false), Choice::kNotCollNet);
+  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 4096, true, false, false), Choice::kLeave);
 }
 
 TEST(Tuner, ApplyEditsOnlyCollNetChainSimple) {
