@@ -194,43 +194,51 @@ std::vector<Worker*> DaemonTest::ptrs(const std::vector<std::unique_ptr<Worker>>
   return out;
 }
 
+namespace {
+
+// Stores d as one element of floating type dt at p; false for integer types.
+bool store_float(DType dt, double d, uint8_t* p) {
+  const float f = static_cast<float>(d);
+  switch (dt) {
+    case DType::kFloat32:
+      std::memcpy(p, &f, 4);
+      return true;
+    case DType::kFloat64:
+      std::memcpy(p, &d, 8);
+      return true;
+    case DType::kFloat16: {
+      const uint16_t h = reduce::float_to_half(f);
+      std::memcpy(p, &h, 2);
+      return true;
+    }
+    case DType::kBfloat16: {
+      const uint16_t h = reduce::float_to_bf16(f);
+      std::memcpy(p, &h, 2);
+      return true;
+    }
+    case DType::kFloat8e4m3:
+      *p = reduce::float_to_fp8e4m3(f);
+      return true;
+    case DType::kFloat8e5m2:
+      *p = reduce::float_to_fp8e5m2(f);
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 std::vector<uint8_t> exact_values(DType dt, size_t count, std::mt19937_64& rng) {
   static constexpr float kSet[] = {0.f,   0.5f, -0.5f, 1.f, -1.f, 1.5f,
                                    -1.5f, 2.f,  -2.f,  3.f, -3.f, 4.f};
   const size_t es = dtype_size(dt);
   std::vector<uint8_t> out(count * es);
   for (size_t i = 0; i < count; ++i) {
-    const float f = kSet[rng() % std::size(kSet)];
     uint8_t* p = out.data() + i * es;
-    switch (dt) {
-      case DType::kFloat32:
-        std::memcpy(p, &f, 4);
-        break;
-      case DType::kFloat64: {
-        const double d = f;
-        std::memcpy(p, &d, 8);
-        break;
-      }
-      case DType::kFloat16: {
-        const uint16_t h = reduce::float_to_half(f);
-        std::memcpy(p, &h, 2);
-        break;
-      }
-      case DType::kBfloat16: {
-        const uint16_t h = reduce::float_to_bf16(f);
-        std::memcpy(p, &h, 2);
-        break;
-      }
-      case DType::kFloat8e4m3:
-        *p = reduce::float_to_fp8e4m3(f);
-        break;
-      case DType::kFloat8e5m2:
-        *p = reduce::float_to_fp8e5m2(f);
-        break;
-      default: {
-        const uint64_t bits = rng();
-        std::memcpy(p, &bits, es);
-      }
+    if (!store_float(dt, kSet[rng() % std::size(kSet)], p)) {
+      const uint64_t bits = rng();  // integers: any bits (sums and products wrap exactly)
+      std::memcpy(p, &bits, es);
     }
   }
   return out;
@@ -242,34 +250,7 @@ std::vector<uint8_t> random_floats(DType dt, size_t count, std::mt19937_64& rng)
   std::vector<uint8_t> out(count * es);
   for (size_t i = 0; i < count; ++i) {
     const double d = dist(rng) * std::pow(2.0, static_cast<int>(rng() % 8) - 4);
-    const float f = static_cast<float>(d);
-    uint8_t* p = out.data() + i * es;
-    switch (dt) {
-      case DType::kFloat32:
-        std::memcpy(p, &f, 4);
-        break;
-      case DType::kFloat64:
-        std::memcpy(p, &d, 8);
-        break;
-      case DType::kFloat16: {
-        const uint16_t h = reduce::float_to_half(f);
-        std::memcpy(p, &h, 2);
-        break;
-      }
-      case DType::kBfloat16: {
-        const uint16_t h = reduce::float_to_bf16(f);
-        std::memcpy(p, &h, 2);
-        break;
-      }
-      case DType::kFloat8e4m3:
-        *p = reduce::float_to_fp8e4m3(f);
-        break;
-      case DType::kFloat8e5m2:
-        *p = reduce::float_to_fp8e5m2(f);
-        break;
-      default:
-        break;
-    }
+    store_float(dt, d, out.data() + i * es);  // integer types stay zero
   }
   return out;
 }
