@@ -39,37 +39,16 @@ ip netns exec $A "$confluxd" --listen $AGG_IP --control-port $CTL --data-port $D
     --dpdk-idle-sleep-us 50 --max-payload-bytes $payload --ready-file "$tmp/ready" \
     --log-level info >"$tmp/confluxd.log" 2>&1 &
 daemon_pid=$!
-for _ in $(seq 150); do [ -f "$tmp/ready" ] && break; kill -0 $daemon_pid 2>/dev/null || break; sleep 0.1; done
-[ -f "$tmp/ready" ] || fail "confluxd did not start"
-grep "dpdk dataplane" "$tmp/confluxd.log" || fail "not the dpdk dataplane"
-
-metrics() { inw curl -s --max-time 5 "http://$AGG_IP:$MET/metrics"; }
-metric() {  # metric NAME [LABEL_FILTER]: sum of matching samples
-  metrics | awk -v n="$1" -v f="${2:-}" '$1 ~ "^"n"({|$)" && index($1, f) { s += $2 } END { print s + 0 }'
-}
-# run_job KEY N ARGS...: N ranks of one job in the worker namespace; fails unless all verify.
-run_job() {
-  local key=$1 n=$2; shift 2
-  local pids=() r rc=0
-  for r in $(seq 0 $((n - 1))); do
-    inw "$worker" --aggregators $AGG_IP:$CTL --nranks $n --rank $r --bind $WRK_IP \
-        --job-key $key --payload $payload "$@" >"$tmp/w$r.log" 2>&1 &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait $p || rc=1; done
-  [ $rc = 0 ] || { for r in $(seq 0 $((n - 1))); do tail -n 5 "$tmp/w$r.log"; done; }
-  return $rc
-}
+wait_ready 150
 
 start_s=$(date +%s)
-run_job 21 3 --dtype all --op all --count 1,1000,70000 --iters 2 --warmup 1 --timeout-s 90 \
+run_job 21 3 --payload $payload --dtype all --op all --count 1,1000,70000 --iters 2 --warmup 1 --timeout-s 90 \
     || fail "all dtype x op"
-tail -n 3 "$tmp/w0.log"
 if [ $queues = 2 ]; then
   # Every worker process is a new UDP flow per data port: more jobs make it (all but) certain
   # that the flow hash puts some flows on the queue that does not own their slots.
   for key in 22 23 24; do
-    run_job $key 2 --dtype float,int32,bf16 --op sum,max --count 5000 --iters 1 --warmup 0 \
+    run_job $key 2 --payload $payload --dtype float,int32,bf16 --op sum,max --count 5000 --iters 1 --warmup 0 \
         --timeout-s 60 || fail "job $key"
   done
   steer=$(metric conflux_dpdk_software_steering)

@@ -30,28 +30,7 @@ ip netns exec $A "$confluxd" --listen $AGG_IP --control-port $CTL --data-port $D
     --threads $queues --dataplane dpdk --dpdk-eal-args "$eal" --dpdk-idle-sleep-us 50 \
     --fault-drop $fault --ready-file "$tmp/ready" --log-level info >"$tmp/confluxd.log" 2>&1 &
 daemon_pid=$!
-for _ in $(seq 100); do [ -f "$tmp/ready" ] && break; kill -0 $daemon_pid 2>/dev/null || break; sleep 0.1; done
-[ -f "$tmp/ready" ] || fail "confluxd did not start"
-grep -q "dpdk dataplane" "$tmp/confluxd.log" || fail "not the dpdk dataplane"
-
-metrics() { inw curl -s --max-time 5 "http://$AGG_IP:$MET/metrics"; }
-metric() {  # metric NAME [LABEL_FILTER]: sum of matching samples
-  metrics | awk -v n="$1" -v f="${2:-}" '$1 ~ "^"n"({|$)" && index($1, f) { s += $2 } END { print s + 0 }'
-}
-# run_job KEY N ARGS...: N ranks of one job in the worker namespace; fails unless all verify.
-run_job() {
-  local key=$1 n=$2; shift 2
-  local pids=() r rc=0
-  for r in $(seq 0 $((n - 1))); do
-    inw "$worker" --aggregators $AGG_IP:$CTL --nranks $n --rank $r --bind $WRK_IP \
-        --job-key $key "$@" >"$tmp/w$r.log" 2>&1 &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait $p || rc=1; done
-  cat "$tmp/w0.log"
-  [ $rc = 0 ] || { for r in $(seq 0 $((n - 1))); do tail -n 5 "$tmp/w$r.log"; done; }
-  return $rc
-}
+wait_ready 100
 
 case $scenario in
   all_types)

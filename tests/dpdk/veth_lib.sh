@@ -1,5 +1,6 @@
 # Shared by the DPDK veth test scripts (sourced, not run). The caller sets AGG_IP, WRK_IP,
-# DATA, MET and VETH_QUEUES; this defines skip/fail, checks root and tools, and
+# CTL, DATA, MET, VETH_QUEUES and `worker`; this defines skip/fail, wait_ready, metric and
+# run_job, checks root and tools, and
 # veth_setup builds (and the EXIT trap removes) this layout, names carrying the PID:
 #   netns cfxa<pid>: veth cfxd<pid>  $AGG_IP/24  <- DPDK af_packet vdev + kernel TCP control
 #   netns cfxw<pid>: veth cfxk<pid>  $WRK_IP/24  <- workers (kernel UDP)
@@ -54,4 +55,35 @@ table inet cfx {
   chain input { type filter hook input priority 0; udp dport $DATA-$((DATA + 3)) drop; }
 }
 NFT
+}
+
+# wait_ready TENTHS: waits that many 0.1 s for confluxd ($daemon_pid) to write its ready file
+# and checks that it runs the DPDK dataplane.
+wait_ready() {
+  for _ in $(seq "$1"); do
+    [ -f "$tmp/ready" ] && break
+    kill -0 $daemon_pid 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -f "$tmp/ready" ] || fail "confluxd did not start"
+  grep "dpdk dataplane" "$tmp/confluxd.log" || fail "not the dpdk dataplane"
+}
+
+metrics() { inw curl -s --max-time 5 "http://$AGG_IP:$MET/metrics"; }
+metric() {  # metric NAME [LABEL_FILTER]: sum of matching samples
+  metrics | awk -v n="$1" -v f="${2:-}" '$1 ~ "^"n"({|$)" && index($1, f) { s += $2 } END { print s + 0 }'
+}
+# run_job KEY N ARGS...: N ranks of one job in the worker namespace; fails unless all verify.
+run_job() {
+  local key=$1 n=$2; shift 2
+  local pids=() r rc=0
+  for r in $(seq 0 $((n - 1))); do
+    inw "$worker" --aggregators $AGG_IP:$CTL --nranks $n --rank $r --bind $WRK_IP \
+        --job-key $key "$@" >"$tmp/w$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait $p || rc=1; done
+  cat "$tmp/w0.log"
+  [ $rc = 0 ] || { for r in $(seq 0 $((n - 1))); do tail -n 5 "$tmp/w$r.log"; done; }
+  return $rc
 }

@@ -174,8 +174,11 @@ ParsedFrame parse_frame(const uint8_t* frame, size_t len, const LocalAddr& local
   return f;
 }
 
-size_t build_udp_headers(uint8_t* out, const LocalAddr& local, const UdpHeaderSpec& s) {
-  std::memcpy(out, s.dst_mac.b, 6);
+namespace {
+
+// Ethernet header from `local` to `dst` (VLAN-tagged when local.vlan != 0); returns its size.
+size_t build_eth(uint8_t* out, const LocalAddr& local, const MacAddr& dst, uint16_t ethertype) {
+  std::memcpy(out, dst.b, 6);
   std::memcpy(out + 6, local.mac.b, 6);
   size_t off = 12;
   if (local.vlan != 0) {
@@ -183,8 +186,14 @@ size_t build_udp_headers(uint8_t* out, const LocalAddr& local, const UdpHeaderSp
     wr16(out + off + 2, local.vlan);
     off += kVlanTag;
   }
-  wr16(out + off, kEtherIpv4);
-  off += 2;
+  wr16(out + off, ethertype);
+  return off + 2;
+}
+
+}  // namespace
+
+size_t build_udp_headers(uint8_t* out, const LocalAddr& local, const UdpHeaderSpec& s) {
+  const size_t off = build_eth(out, local, s.dst_mac, kEtherIpv4);
   uint8_t* ip = out + off;
   const uint32_t udp_len = s.payload_len + kUdpHeader;
   ip[0] = 0x45;
@@ -209,16 +218,8 @@ size_t build_udp_headers(uint8_t* out, const LocalAddr& local, const UdpHeaderSp
 size_t build_arp(uint8_t* out, const LocalAddr& local, uint16_t op, const MacAddr& target_mac,
                  uint32_t target_ip) {
   const MacAddr bcast{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
-  std::memcpy(out, (op == 1 ? bcast : target_mac).b, 6);
-  std::memcpy(out + 6, local.mac.b, 6);
-  size_t off = 12;
-  if (local.vlan != 0) {
-    wr16(out + off, kEtherVlan);
-    wr16(out + off + 2, local.vlan);
-    off += kVlanTag;
-  }
-  wr16(out + off, kEtherArp);
-  uint8_t* a = out + off + 2;
+  const size_t off = build_eth(out, local, op == 1 ? bcast : target_mac, kEtherArp);
+  uint8_t* a = out + off;
   wr16(a, 1);
   wr16(a + 2, kEtherIpv4);
   a[4] = 6;
@@ -228,7 +229,7 @@ size_t build_arp(uint8_t* out, const LocalAddr& local, uint16_t op, const MacAdd
   wr32(a + 14, local.ip);
   std::memcpy(a + 18, (op == 1 ? MacAddr{} : target_mac).b, 6);
   wr32(a + 24, target_ip);
-  const size_t len = off + 2 + kArpBody;
+  const size_t len = off + kArpBody;
   const size_t min = kMinFrame + (local.vlan != 0 ? kVlanTag : 0);
   if (len < min) std::memset(out + len, 0, min - len);
   return len < min ? min : len;
