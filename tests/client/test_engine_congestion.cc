@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "conflux/client/engine.h"
+#include "engine_fixture.h"
 #include "fake_aggregator.h"
 
 namespace conflux::client {
@@ -26,30 +27,12 @@ FakeOptions grant32() {
   return o;
 }
 
+// Engines on `agg` asking for a window of 32 (FakeAggregator grants up to its max_slots).
 std::vector<std::unique_ptr<Engine>> engines(FakeAggregator& agg, uint32_t n, Tweak tweak) {
-  std::vector<std::future<std::unique_ptr<Engine>>> fs;
-  for (uint32_t r = 0; r < n; ++r) {
-    ClientConfig c;
-    c.aggregators.push_back({"127.0.0.1", agg.control_port()});
-    c.job_key = 77;
-    c.n_workers = n;
-    c.rank = r;
+  return testing::make_engines({&agg}, n, [tweak](ClientConfig& c) {
     c.window_slots = 32;
-    c.payload_bytes = 64;  // 16 floats per packet
-    c.bind_addr = "127.0.0.1";
-    c.spin_us = 0;
-    c.join_timeout = 5s;
     tweak(c);
-    fs.push_back(std::async(std::launch::async, [c] {
-      std::string err;
-      auto e = Engine::create(c, &err);
-      EXPECT_NE(e, nullptr) << err;
-      return e;
-    }));
-  }
-  std::vector<std::unique_ptr<Engine>> out;
-  for (auto& f : fs) out.push_back(f.get());
-  return out;
+  });
 }
 
 // One float32 sum of `count` elements on every engine; checks the result.

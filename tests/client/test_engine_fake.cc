@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "conflux/client/engine.h"
+#include "engine_fixture.h"
 #include "fake_aggregator.h"
 
 namespace conflux::client {
@@ -18,44 +19,9 @@ using namespace std::chrono_literals;
 using testing::FakeAggregator;
 using testing::FakeOptions;
 
+using testing::make_engines;
 ClientConfig base_config(const std::vector<FakeAggregator*>& aggs, uint32_t n, uint32_t rank) {
-  ClientConfig c;
-  for (FakeAggregator* a : aggs) {
-    c.aggregators.push_back({"127.0.0.1", a->control_port()});
-  }
-  c.job_key = 42;
-  c.n_workers = n;
-  c.rank = rank;
-  c.window_slots = 4;
-  c.payload_bytes = 64;  // 16 floats per packet: many packets, window wraps often
-  c.bind_addr = "127.0.0.1";
-  c.spin_us = 0;
-  c.join_timeout = 5s;
-  return c;
-}
-
-// Creates n engines concurrently (create blocks until every rank joined).
-std::vector<std::unique_ptr<Engine>> make_engines(const std::vector<FakeAggregator*>& aggs,
-                                                  uint32_t n,
-                                                  void (*tweak)(ClientConfig&) = nullptr) {
-  std::vector<std::future<std::unique_ptr<Engine>>> fs;
-  for (uint32_t r = 0; r < n; ++r) {
-    ClientConfig c = base_config(aggs, n, r);
-    if (tweak) {
-      tweak(c);
-    }
-    fs.push_back(std::async(std::launch::async, [c] {
-      std::string err;
-      auto e = Engine::create(c, &err);
-      EXPECT_NE(e, nullptr) << err;
-      return e;
-    }));
-  }
-  std::vector<std::unique_ptr<Engine>> out;
-  for (auto& f : fs) {
-    out.push_back(f.get());
-  }
-  return out;
+  return testing::fake_engine_config(aggs, n, rank);
 }
 
 Status wait(Engine& e, uint64_t req, std::string* err, std::chrono::milliseconds limit = 10s) {
