@@ -18,6 +18,13 @@ std::atomic<int> g_usable_comms{0};
 
 constexpr int kNoticeTag = 0x3ffffff2;
 
+// Longest sleep between checks of a pending aggregator share (failover notice, close).
+constexpr std::chrono::microseconds kWaitSlice{1000};
+// The ring loop sleeps this long once it has polled this many times without progress: the
+// transport's helper threads move the bytes, so the poller only needs to be timely.
+constexpr std::chrono::microseconds kRingIdleSleep{20};
+constexpr int kRingIdlePolls = 16;
+
 int ring_tag(uint32_t seq, int phase) {
   return static_cast<int>(((seq << 1) | phase) & 0x3fffffff);
 }
@@ -246,6 +253,7 @@ bool CollComm::ring(CollRequest& r, net::SendComm* next, net::RecvComm* prev, co
                    ring_plan(r, lo, hi));
   auto last_progress = Clock::now();
   uint64_t last_blocks = 0;
+  int idle_polls = 0;
   for (;;) {
     bool done = false;
     const net::Status st = op.progress(&done);
@@ -262,13 +270,17 @@ bool CollComm::ring(CollRequest& r, net::SendComm* next, net::RecvComm* prev, co
     if (op.completed_blocks() != last_blocks) {
       last_blocks = op.completed_blocks();
       last_progress = now;
+      idle_polls = 0;
     } else if (now - last_progress > opts_.ring_timeout) {
       *error = std::string(main_ring ? "worker ring" : "failover ring") + " made no progress for " +
                std::to_string(opts_.ring_timeout.count()) + " ms";
       return false;
     }
-    // The transport's helper threads move the bytes; yield between checks.
-    sched_yield();
+    if (++idle_polls > kRingIdlePolls) {
+      std::this_thread::sleep_for(kRingIdleSleep);
+    } else {
+      sched_yield();
+    }
   }
 }
 
@@ -284,11 +296,13 @@ bool CollComm::notice_arrived() {
 }
 
 bool CollComm::wait_aggregators(CollRequest& r, std::string* why) {
-  for (uint64_t i = 0;; ++i) {
-    const client::Status s = engine_->test(r.agg_handle, why);
+  // Sleeps in the engine between checks: the engine's progress thread does the I/O, and on
+  // a machine with fewer cores than busy threads a spinning waiter slows everyone down.
+  for (;;) {
+    const client::Status s = engine_->wait(r.agg_handle, kWaitSlice, why);
     if (s == client::Status::kDone) return true;
     if (s == client::Status::kError) return false;
-    if ((i & 15) == 0 && notice_arrived()) {
+    if (notice_arrived()) {
       *why = "another rank failed over";
       return false;
     }
@@ -296,7 +310,6 @@ bool CollComm::wait_aggregators(CollRequest& r, std::string* why) {
       *why = "communicator closed";
       return false;
     }
-    sched_yield();
   }
 }
 

@@ -7,6 +7,7 @@
 #include <future>
 #include <numeric>
 #include <thread>
+#include <tuple>
 
 #include "conflux/client/engine.h"
 #include "engine_fixture.h"
@@ -129,6 +130,52 @@ TEST(EngineFake, ManyRequestsInFlightCompleteCorrectly) {
   std::string err;
   EXPECT_EQ(es[0]->test(ids[0], &err), Status::kError);  // released after kDone
   EXPECT_NE(err.find("unknown request"), std::string::npos);
+}
+
+TEST(EngineFake, WaitSleepsUntilTheRequestEndsOrTheLimit) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 2);
+  std::vector<float> in0(100, 1.0f), in1(100, 2.0f), out0(100), out1(100);
+  const uint64_t q0 = es[0]->allreduce(in0.data(), out0.data(), 100, DType::kFloat32, Op::kSum);
+  std::string err;
+  // Rank 1 has not contributed: the request cannot end, so wait() returns at its limit.
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(es[0]->wait(q0, 100ms, &err), Status::kPending);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 100ms);
+  // Rank 1 contributes later; the sleeping waiter is woken by the completion.
+  auto late = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(50ms);
+    const uint64_t q1 = es[1]->allreduce(in1.data(), out1.data(), 100, DType::kFloat32, Op::kSum);
+    std::string e;
+    return wait(*es[1], q1, &e);
+  });
+  const auto t1 = std::chrono::steady_clock::now();
+  ASSERT_EQ(es[0]->wait(q0, 20s, &err), Status::kDone) << err;
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, 10s);
+  EXPECT_EQ(late.get(), Status::kDone);
+  for (float v : out0) ASSERT_EQ(v, 3.0f);
+  // Released after kDone, like test().
+  EXPECT_EQ(es[0]->wait(q0, 10ms, &err), Status::kError);
+  EXPECT_NE(err.find("unknown request"), std::string::npos);
+}
+
+TEST(EngineFake, AbortWakesASleepingWaiter) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 2);
+  std::vector<float> in(64, 1.0f), out(64);
+  const uint64_t q = es[0]->allreduce(in.data(), out.data(), 64, DType::kFloat32, Op::kSum);
+  auto waiter = std::async(std::launch::async, [&] {
+    std::string e;
+    const auto t = std::chrono::steady_clock::now();
+    const Status s = es[0]->wait(q, 30s, &e);
+    return std::make_tuple(s, e, std::chrono::steady_clock::now() - t);
+  });
+  std::this_thread::sleep_for(50ms);
+  es[0]->abort("test abort");
+  const auto [st, why, took] = waiter.get();
+  EXPECT_EQ(st, Status::kError);
+  EXPECT_NE(why.find("test abort"), std::string::npos) << why;
+  EXPECT_LT(took, 10s);  // woken by the abort, not by the 30 s limit
 }
 
 TEST(EngineFake, RecoversFromDropDuplicationAndReordering) {

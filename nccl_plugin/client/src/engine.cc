@@ -178,9 +178,13 @@ uint64_t Engine::allreduce(const void* send, void* recv, size_t count, DType dty
 }
 
 Status Engine::test(uint64_t request, std::string* error) {
+  return wait(request, std::chrono::microseconds(0), error);
+}
+
+Status Engine::wait(uint64_t request, std::chrono::microseconds max_wait, std::string* error) {
   Shared& sh = impl_->sh;
   try {
-    std::lock_guard<std::mutex> lk(sh.mu);
+    std::unique_lock<std::mutex> lk(sh.mu);
     auto it = sh.requests.find(request);
     if (it == sh.requests.end()) {
       if (error != nullptr) {
@@ -188,14 +192,22 @@ Status Engine::test(uint64_t request, std::string* error) {
       }
       return Status::kError;
     }
-    const Status st = it->second->state.load(std::memory_order_acquire);
+    const std::shared_ptr<Request> r = it->second;
+    if (max_wait.count() > 0 && r->state.load(std::memory_order_seq_cst) == Status::kPending) {
+      sh.waiters.fetch_add(1, std::memory_order_seq_cst);
+      sh.done_cv.wait_for(lk, max_wait, [&] {
+        return r->state.load(std::memory_order_seq_cst) != Status::kPending;
+      });
+      sh.waiters.fetch_sub(1, std::memory_order_seq_cst);
+    }
+    const Status st = r->state.load(std::memory_order_acquire);
     if (st == Status::kPending) {
       return st;
     }
     if (st == Status::kError && error != nullptr) {
-      *error = it->second->error;
+      *error = r->error;
     }
-    sh.requests.erase(it);
+    sh.requests.erase(request);
     return st;
   } catch (...) {
     return Status::kError;  // out of memory copying the message

@@ -130,7 +130,12 @@ void Progress::finish(Request* r, Status st, const std::string& error) {
   }
   r->finished = true;
   r->error = error;
-  r->state.store(st, std::memory_order_release);
+  r->state.store(st, std::memory_order_seq_cst);
+  if (sh_->waiters.load(std::memory_order_seq_cst) > 0) {
+    // Taking the mutex orders this notify after a waiter's check of the state.
+    { std::lock_guard<std::mutex> lk(sh_->mu); }
+    sh_->done_cv.notify_all();
+  }
   Counters::add(st == Status::kDone ? sh_->ctr.requests_completed : sh_->ctr.requests_failed);
   // Drop finished requests from active_ once they are the majority.
   if (++finished_in_active_ > 64 && finished_in_active_ * 2 > active_.size()) {

@@ -32,6 +32,10 @@ struct Shared {
   std::string abort_reason;  // guarded by mu; set by abort(), consumed by progress
   uint64_t abort_requested = 0, abort_done = 0;  // guarded by mu
   std::condition_variable abort_cv;
+  // Engine::wait() callers sleep here; the progress thread notifies when it finishes a
+  // request while `waiters` > 0.
+  std::condition_variable done_cv;
+  std::atomic<int> waiters{0};
 
   std::atomic<bool> has_submissions{false};
   std::atomic<bool> failed{false};

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -96,6 +97,9 @@ class Engine {
   // Polls a request. kDone/kError are final and release the handle (a later test of the
   // same handle is kError "unknown request"). On kError, *error gets the reason.
   Status test(uint64_t request, std::string* error);
+  // As test(), but sleeps up to `max_wait` for the request to finish first (instead of
+  // spinning on test()); kPending only if it is still running after that.
+  Status wait(uint64_t request, std::chrono::microseconds max_wait, std::string* error);
 
   // Fails every incomplete request and every later one with `reason`; returns once the
   // progress thread no longer touches any user buffer. Idempotent.
