@@ -19,8 +19,11 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
+# Loopback's MTU is 64 KiB, so both sides use the largest payload the protocol allows (one
+# 61440-byte payload per datagram) instead of the 8 KiB default sized for 9000-byte jumbo frames.
+payload=${CONFLUX_PAYLOAD_BYTES:-61440}
 "$B/aggregator/confluxd" --listen 127.0.0.1 --control-port 0 --data-port 0 --metrics-port 0 \
-  --threads 2 --ready-file "$work/ready" --log-level warn &
+  --threads 2 --max-payload-bytes "$payload" --ready-file "$work/ready" --log-level warn &
 daemon_pid=$!
 for _ in $(seq 1 100); do [[ -s $work/ready ]] && break; sleep 0.05; done
 [[ -s $work/ready ]] || { echo "demo: confluxd did not start" >&2; exit 1; }
@@ -28,7 +31,7 @@ control=$(sed -n 's/^control_port=//p' "$work/ready")
 metrics=$(sed -n 's/^metrics_port=//p' "$work/ready")
 echo "# confluxd pid $daemon_pid: control 127.0.0.1:$control, metrics http://127.0.0.1:$metrics/metrics"
 
-export CONFLUX_AGGREGATORS=127.0.0.1:$control CONFLUX_SOCKET_IFNAME=lo
+export CONFLUX_AGGREGATORS=127.0.0.1:$control CONFLUX_SOCKET_IFNAME=lo CONFLUX_PAYLOAD_BYTES=$payload
 "$B/nccl_plugin/driver/conflux-nccl-driver" --plugin "$B/nccl_plugin/libnccl-net-conflux.so" \
   --nranks 4 --modes collnet,hybrid,ring --ring-fraction 0.5 -b 4 -e 64M -f 4 -n 10 -w 2 \
   --require-collnet --idle-sleep-us 20 "$@"
