@@ -49,6 +49,19 @@ CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client
       scratch_(opts.ring_block_bytes * static_cast<size_t>(opts.ring_inflight)),
       failover_scratch_(scratch_.size()),
       tails_(tail_window(engine_.get())) {
+  if (engine_ != nullptr) {
+    engine_live_ = true;
+    for (size_t i = 0; i < engine_->aggregators().size(); ++i) aggs_.push_back(i);
+    // The split of a request must not depend on the engine of the moment (it may be
+    // replaced on one rank before another): what the first engine reduces decides it.
+    for (int d = 0; d < kNumDTypes; ++d) {
+      for (int o = 0; o < kNumOps; ++o) {
+        if (engine_->supports(static_cast<DType>(d), static_cast<Op>(o))) {
+          support_mask_ |= uint64_t{1} << (d * kNumOps + o);
+        }
+      }
+    }
+  }
   ring_thread_ = std::thread([this] { run_ring(); });
   thread_ = std::thread([this] { run_completion(); });
   g_live_comms.fetch_add(1, std::memory_order_relaxed);
@@ -72,7 +85,10 @@ CollComm::~CollComm() {
   cv_.notify_all();
   // The engine may hold user buffers of unfinished requests; stop it touching them first.
   // (NCCL closes a communicator only once its requests are done; the queue is then empty.)
-  if (engine_ && pending) engine_->abort("CollNet communicator closed with requests pending");
+  {
+    std::lock_guard<std::mutex> lk(engine_mu_);
+    if (engine_ && pending) engine_->abort("CollNet communicator closed with requests pending");
+  }
   if (ring_thread_.joinable()) ring_thread_.join();
   if (thread_.joinable()) thread_.join();
   if (engine_) {
@@ -109,19 +125,24 @@ std::vector<std::pair<size_t, size_t>> owned_ranges(const CollWindow& w, int nra
 }
 
 void CollComm::submit(CollRequest* r, bool agg_capable) {
-  r->seq = next_seq_++;
+  r->seq = next_seq_.load(std::memory_order_relaxed);
+  next_seq_.store(r->seq + 1, std::memory_order_relaxed);
   // The split depends only on values every rank shares (count, dtype, op, the fraction and
   // the aggregators' capabilities agreed at connect), so it is identical on every rank.
-  const bool agg_ok = agg_capable && engine_ != nullptr && engine_->supports(r->dtype, r->op);
+  const unsigned bit = static_cast<unsigned>(r->dtype) * kNumOps + static_cast<unsigned>(r->op);
+  const bool agg_ok = agg_capable && ((support_mask_ >> bit) & 1) != 0;
   r->agg_count =
       agg_ok ? static_cast<size_t>(static_cast<double>(r->count) * (1.0 - opts_.ring_fraction)) : 0;
-  if (r->agg_count > 0 && !degraded()) {
-    const uint8_t* src = r->send;
-    if (r->send == r->recv) {
-      r->staging.assign(r->send, r->send + r->agg_count * dtype_size(r->dtype));
-      src = r->staging.data();
+  if (r->agg_count > 0) {
+    std::lock_guard<std::mutex> lk(engine_mu_);
+    if (!degraded()) {  // after a failover the completion thread feeds the engine, if any
+      const uint8_t* src = r->send;
+      if (r->send == r->recv) {
+        r->staging.assign(r->send, r->send + r->agg_count * dtype_size(r->dtype));
+        src = r->staging.data();
+      }
+      r->agg_handle = engine_->allreduce(src, r->recv, r->agg_count, r->dtype, r->op);
     }
-    r->agg_handle = engine_->allreduce(src, r->recv, r->agg_count, r->dtype, r->op);
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -362,12 +383,23 @@ bool CollComm::wait_ring_share(CollRequest& r, std::string* error) {
 }
 
 bool CollComm::aggregator_share(CollRequest& r, std::string* error) {
-  if (!failed_over_) {
-    std::string why = "engine unavailable";
-    if (opts_.fault_abort_at != 0 && r.seq == opts_.fault_abort_at) {
+  for (;;) {
+    if (failover_broken_) {
+      *error = "the failover ring failed earlier";
+      return false;
+    }
+    if (failed_over_ && r.seq < handover_end_) {
+      if (r.resolved == 1) return true;
+      *error = r.resolved == 2 ? r.resolve_error : "no aggregator result was handed over";
+      return false;
+    }
+    if (!engine_live_ || r.seq < engine_from_) break;  // redone over the failover ring
+    if (epoch_ > 0) feed_engine();
+    if (epoch_ == 0 && opts_.fault_abort_at != 0 && r.seq == opts_.fault_abort_at) {
       engine_->abort("fault injection (CONFLUX_FAULT_ABORT_AT)");
     }
-    if (r.agg_handle != 0) {
+    std::string why = "engine unavailable";
+    if (r.agg_handle != 0 && r.agg_epoch == epoch_) {
       if (wait_aggregators(r, &why)) {
         tails_.keep(r.seq, r.recv, r.agg_count * dtype_size(r.dtype));
         return true;
@@ -379,18 +411,34 @@ bool CollComm::aggregator_share(CollRequest& r, std::string* error) {
     }
     if (!fail_over(r.seq, why, error)) return false;
   }
-  if (failover_broken_) {
-    *error = "the failover ring failed earlier";
-    return false;
-  }
-  if (r.seq < handover_end_) {
-    if (r.resolved == 1) return true;
-    *error = r.resolved == 2 ? r.resolve_error : "no aggregator result was handed over";
-    return false;
-  }
   const uint8_t* src = r.staging.empty() ? r.send : r.staging.data();
   return ring(r, rings_.failover_next.get(), rings_.failover_prev.get(), src, 0, r.agg_count,
               ring_tag(r.seq, 1), error);
+}
+
+void CollComm::feed_engine() {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (CollRequest* p : queue_) {
+    if (p->seq < restripe_next_) continue;
+    restripe_next_ = p->seq + 1;
+    if (p->agg_count == 0) continue;
+    const uint8_t* src = p->staging.empty() ? p->send : p->staging.data();
+    p->agg_handle = engine_->allreduce(src, p->recv, p->agg_count, p->dtype, p->op);
+    p->agg_epoch = epoch_;
+  }
+}
+
+void CollComm::arm_notice() {
+  notice_req_ = nullptr;
+  notice_done_ = false;
+  if (nranks_ < 2) return;
+  void* dst = &notice_buf_;
+  size_t size = sizeof notice_buf_;
+  const int tag = kNoticeTag;
+  if (rings_.failover_prev->irecv(1, &dst, &size, &tag, &notice_req_) != net::Status::kOk) {
+    notice_req_ = nullptr;
+    notice_done_ = true;  // the failover ring is unusable: failing over will say so
+  }
 }
 
 namespace {
@@ -398,7 +446,8 @@ namespace {
 // What each rank says in the failover agreement.
 struct Vote {
   uint32_t first_incomplete = 0;
-  uint32_t reserved = 0;
+  uint32_t next_seq = 0;   // requests this rank has been given so far
+  uint64_t dead_mask = 0;  // original aggregator indices this rank's engine saw fail
 };
 
 // A handed-over result end: header, then the bytes.
@@ -413,13 +462,25 @@ struct TailHeader {
 
 bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std::string* error) {
   failed_over_ = true;
-  degraded_.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lk(engine_mu_);  // submit() stops handing requests to engine_
+    degraded_.store(true, std::memory_order_release);
+  }
+  engine_live_ = false;
   if (counted_usable_.exchange(false)) g_usable_comms.fetch_sub(1, std::memory_order_relaxed);
-  // No engine thread may write into a request's buffer once hand-overs start.
-  engine_->abort("failing over to the worker ring");
+  uint64_t my_dead = 0;
+  if (engine_ != nullptr) {
+    const int failed = engine_->failed_aggregator();
+    if (failed >= 0 && static_cast<size_t>(failed) < aggs_.size() &&
+        aggs_[static_cast<size_t>(failed)] < 64) {
+      my_dead = uint64_t{1} << aggs_[static_cast<size_t>(failed)];
+    }
+    // No engine thread may write into a request's buffer once hand-overs start.
+    engine_->abort("failing over to the worker ring");
+  }
   CFX_WARN(net::kLogColl,
-           "Conflux aggregators failed (%s); this and every later collective of this "
-           "communicator runs over the worker ring",
+           "Conflux aggregators failed (%s); the worker ring takes over their share of this "
+           "and every later collective of this communicator",
            why.c_str());
   const auto fail = [&](const std::string& what) {
     failover_broken_ = true;
@@ -427,7 +488,7 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
     return false;
   };
   std::vector<Vote> all(static_cast<size_t>(nranks_));
-  const Vote mine{first_incomplete, 0};
+  const Vote mine{first_incomplete, next_seq_.load(std::memory_order_relaxed), my_dead};
   if (nranks_ > 1) {
     // Tell the next rank, then wait for the previous rank's notice: every rank sends and
     // takes exactly one, so the failover ring's messages line up on every link.
@@ -450,6 +511,7 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
       if (Clock::now() > deadline) return fail("no failover notice from the previous rank");
       sched_yield();
     }
+    arm_notice();  // for the failover of a re-joined engine
     const net::Status st =
         ring_allgather(rings_.failover_next.get(), rings_.failover_prev.get(), rank_, nranks_,
                        &mine, all.data(), sizeof(Vote), opts_.ring_timeout);
@@ -460,10 +522,13 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
     all[0] = mine;
   }
   // Sequence numbers only grow within a communicator's life (2^32 requests).
-  uint32_t lo = all[0].first_incomplete, hi = lo;
+  uint32_t lo = all[0].first_incomplete, hi = lo, given = 0;
   int holder = 0;
+  uint64_t dead = dead_mask_;
   for (int i = 0; i < nranks_; ++i) {
     const uint32_t fi = all[static_cast<size_t>(i)].first_incomplete;
+    given = std::max(given, all[static_cast<size_t>(i)].next_seq);
+    dead |= all[static_cast<size_t>(i)].dead_mask;
     lo = std::min(lo, fi);
     if (fi > hi) {
       hi = fi;
@@ -526,19 +591,66 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
     std::memcpy(r->recv + h.offset, msg.data() + sizeof h, n);
     r->resolved = 1;
   }
+  return rejoin_survivors(dead, std::max(hi, given), error);
+}
+
+bool CollComm::rejoin_survivors(uint64_t dead, uint32_t from, std::string* error) {
+  const uint64_t newly_dead = dead & ~dead_mask_;
+  dead_mask_ = dead;
+  std::vector<size_t> survivors;
+  for (size_t i : aggs_) {
+    if (i >= 64 || ((dead >> i) & 1) == 0) survivors.push_back(i);
+  }
+  // Only when some rank named a failed aggregator of this engine and others are left; the
+  // decision uses agreed values only, so every rank takes the same branch.
+  if (!opts_.rejoin || newly_dead == 0 || survivors.empty() || survivors.size() == aggs_.size()) {
+    return true;
+  }
+  std::unique_ptr<client::Engine> old;
+  {
+    std::lock_guard<std::mutex> lk(engine_mu_);
+    old = std::move(engine_);
+  }
+  old.reset();  // leaves the old job, which frees its slots on the survivors
+  ++epoch_;
+  std::string why;
+  std::unique_ptr<client::Engine> fresh = opts_.rejoin(survivors, epoch_, &why);
+  std::vector<uint32_t> joined(static_cast<size_t>(nranks_), 0);
+  const uint32_t ok = fresh != nullptr ? 1 : 0;
+  if (nranks_ > 1) {
+    const net::Status st =
+        ring_allgather(rings_.failover_next.get(), rings_.failover_prev.get(), rank_, nranks_, &ok,
+                       joined.data(), sizeof ok, 2 * opts_.ring_timeout);
+    if (st != net::Status::kOk) {
+      failover_broken_ = true;
+      *error = std::string("re-join agreement over the worker ring: ") + net::toString(st);
+      return false;
+    }
+  } else {
+    joined[0] = ok;
+  }
+  for (int i = 0; i < nranks_; ++i) {
+    if (joined[static_cast<size_t>(i)] != 0) continue;
+    CFX_WARN(net::kLogColl,
+             "CollNet: rank %d could not join the %zu surviving aggregator(s)%s%s; the worker "
+             "ring keeps every aggregator share",
+             i, survivors.size(), i == rank_ ? ": " : "", i == rank_ ? why.c_str() : "");
+    return true;
+  }
+  engine_ = std::move(fresh);
+  aggs_ = std::move(survivors);
+  engine_live_ = true;
+  engine_from_ = from;
+  restripe_next_ = from;
+  if (!counted_usable_.exchange(true)) g_usable_comms.fetch_add(1, std::memory_order_relaxed);
+  CFX_WARN(net::kLogColl,
+           "CollNet rank %d: re-striped over %zu surviving aggregator(s) from request #%u on",
+           rank_, aggs_.size(), from);
   return true;
 }
 
 void CollComm::run_completion() {
-  if (engine_ != nullptr && nranks_ > 1) {
-    void* dst = &notice_buf_;
-    size_t size = sizeof notice_buf_;
-    const int tag = kNoticeTag;
-    if (rings_.failover_prev->irecv(1, &dst, &size, &tag, &notice_req_) != net::Status::kOk) {
-      notice_req_ = nullptr;
-      notice_done_ = true;  // the failover ring is unusable: failing over will say so
-    }
-  }
+  if (engine_ != nullptr) arm_notice();
   for (;;) {
     CollRequest* r = nullptr;
     {
@@ -547,8 +659,7 @@ void CollComm::run_completion() {
       // in the failover at once, since ranks with work pending wait for this one.
       while (!stop_ && queue_.empty()) {
         cv_.wait_for(lk, std::chrono::milliseconds(20));
-        if (!stop_ && queue_.empty() && engine_ && !failed_over_ &&
-            (!engine_->healthy() || notice_arrived())) {
+        if (!stop_ && queue_.empty() && engine_live_ && (!engine_->healthy() || notice_arrived())) {
           break;
         }
       }

@@ -20,6 +20,12 @@
 //   requests from hi on: their aggregator share is redone over the failover ring from the
 //     send buffer (a staging copy for in-place requests), in request order on every rank.
 // One warning is logged. Nothing hangs: every wait is bounded by ring_timeout.
+// Re-striping: each rank also says which aggregator its engine saw fail and how many
+// requests it has been given. If the engine had several aggregators and some were seen by
+// no rank to fail, every rank joins a new job on those survivors; once all joined, requests
+// from S = max(hi, most requests given to any rank) on send their aggregator share there
+// (requests in [hi, S) are redone over the ring as above). A later failure of the new
+// engine fails over the same way.
 //
 // ReduceScatter and AllGather (CollNetDirect) work on a window [offset, offset + bytes) of
 // the nranks * bytes_per_rank buffer; rank k owns the part of the window inside
@@ -38,6 +44,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -60,6 +67,12 @@ struct CollOptions {
   int ring_inflight = 8;
   std::chrono::milliseconds ring_timeout{30000};  // no ring progress this long = error
   uint32_t fault_abort_at = 0;  // tests: > 0, abort the engine at this request (a local failure)
+  // Joins a new job on the aggregators of the original list at `survivors` (indices into it);
+  // `epoch` (1, 2, ...) makes the job distinct from the earlier ones. Blocks up to the join
+  // timeout. Empty: a failover never re-stripes.
+  std::function<std::unique_ptr<client::Engine>(const std::vector<size_t>& survivors,
+                                                uint32_t epoch, std::string* why)>
+      rejoin;
 };
 
 // A window of a ReduceScatter / AllGather (CollNetDirect), in bytes.
@@ -97,6 +110,7 @@ struct CollRequest {
   uint32_t seq = 0;
   size_t agg_count = 0;
   uint64_t agg_handle = 0;       // 0: the aggregator part is not in the engine
+  uint32_t agg_epoch = 0;        // the engine generation agg_handle belongs to
   std::vector<uint8_t> staging;  // in-place requests: copy of the aggregator part's input
 
   // ReduceScatter / AllGather: `recv` is `work` (or the only receive part); per-rank owned
@@ -148,7 +162,6 @@ class CollComm {
   static int usable_count();
 
   bool degraded() const { return degraded_.load(std::memory_order_acquire); }
-  client::Engine* engine() const { return engine_.get(); }
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
 
@@ -176,6 +189,14 @@ class CollComm {
   // Failover agreement and hand-overs (see the file comment); `first_incomplete` is this
   // rank's fi. False if the failover ring failed (every later request then fails).
   bool fail_over(uint32_t first_incomplete, const std::string& why, std::string* error);
+  // After a failover's hand-overs: joins a new job on the aggregators no rank saw fail, if
+  // any are left, and (when every rank joined) carries aggregator shares from request
+  // `from` on through it. False if the failover ring failed.
+  bool rejoin_survivors(uint64_t dead_mask, uint32_t from, std::string* error);
+  // Hands every queued request from restripe_next_ on to the re-joined engine, in order.
+  void feed_engine();
+  // Posts the receive for the previous rank's next failover notice.
+  void arm_notice();
   // True once the previous rank's failover notice has arrived (or its link failed).
   bool notice_arrived();
   // Waits until the ring thread is done with r; false if its ring share failed.
@@ -188,9 +209,11 @@ class CollComm {
   CollRings rings_;
   std::unique_ptr<client::Engine> engine_;
   const CollOptions opts_;
+  uint64_t support_mask_ = 0;              // bit dtype * kNumOps + op: the first engine reduces it
   std::vector<uint8_t> scratch_;           // ring thread
   std::vector<uint8_t> failover_scratch_;  // completion thread
 
+  std::mutex engine_mu_;  // engine_ swaps (completion thread) against submit() (proxy thread)
   std::mutex mu_;
   std::condition_variable cv_;
   std::mutex ring_mu_;  // ring shares completing: CollRequest::ring_state
@@ -198,14 +221,24 @@ class CollComm {
   std::deque<CollRequest*> queue_;       // submission order; popped by the completion thread
   std::deque<CollRequest*> ring_queue_;  // submission order; popped by the ring thread
   bool stop_ = false;
-  uint32_t next_seq_ = 0;  // proxy thread
+  std::atomic<uint32_t> next_seq_{0};  // written by the proxy thread only
   std::atomic<bool> degraded_{false};
   std::atomic<bool> ring_failed_{false};
   std::atomic<bool> stopping_{false};  // set by the destructor; ends waits on the rings
 
   // Completion thread only.
   ResultTails tails_;
-  bool failed_over_ = false;
+  bool failed_over_ = false;  // at least once
+  // The engine carries the aggregator shares of requests from engine_from_ on while
+  // engine_live_; epoch_ counts re-joins. After a re-join the completion thread submits
+  // (restripe_next_: the next request to hand it). aggs_: original indices of engine_'s
+  // aggregators; dead_mask_: original indices seen failing so far.
+  bool engine_live_ = false;
+  uint32_t engine_from_ = 0;
+  uint32_t epoch_ = 0;
+  uint32_t restripe_next_ = 0;
+  std::vector<size_t> aggs_;
+  uint64_t dead_mask_ = 0;
   std::atomic<bool> counted_usable_{false};  // included in usable_count()
   bool failover_broken_ = false;
   uint32_t handover_end_ = 0;     // requests below it (and >= the agreed lo) were handed over

@@ -282,6 +282,20 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   if (cfg.faultRank < 0 || cfg.faultRank == rank) {
     opts.fault_abort_at = static_cast<uint32_t>(cfg.faultAbortAt);
   }
+  {
+    std::string unused;
+    client::ClientConfig base = engine_config(cfg, job_key(handles, nranks), nranks, rank, &unused);
+    base.faults = {};  // test faults are for the first engine only
+    opts.rejoin = [base](const std::vector<size_t>& survivors, uint32_t epoch,
+                         std::string* why) -> std::unique_ptr<client::Engine> {
+      client::ClientConfig c = base;
+      c.aggregators.clear();
+      for (size_t i : survivors) c.aggregators.push_back(base.aggregators.at(i));
+      // A job of its own on each survivor, the same on every rank.
+      c.job_key = base.job_key ^ (0x9e3779b97f4a7c15ULL * epoch);
+      return client::Engine::create(c, why);
+    };
+  }
   if (rank == 0) {
     CFX_INFO(kLogColl | kLogInit,
              "CollNet connected: %d ranks, %zu aggregator(s), ring fraction %.2f%s%s", nranks,

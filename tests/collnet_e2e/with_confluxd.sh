@@ -1,27 +1,31 @@
 #!/usr/bin/env bash
 # Runs a command with a fresh confluxd on loopback (ephemeral ports) and checks the result.
-#   with_confluxd.sh CONFLUXD EXPECT REGEX [--kill-after S] [--no-daemon] -- CMD ARGS...
+#   with_confluxd.sh CONFLUXD EXPECT REGEX [--kill-after S] [--daemons N] [--no-daemon]
+#                    [--daemon-arg ARG]... -- CMD ARGS...
 # EXPECT is zero|nonzero (the command's exit code); REGEX (several may be joined by " && ")
 # must each match a line of its output.
-# CONFLUX_AGGREGATORS is set to the daemon (or to a port nobody listens on with --no-daemon).
-# --kill-after S sends SIGKILL to the daemon S seconds after the command starts.
+# CONFLUX_AGGREGATORS is set to the daemons, comma-separated (or to a port nobody listens on
+# with --no-daemon). --daemons N starts N daemons (default 1).
+# --kill-after S sends SIGKILL, S seconds after the command starts, to the daemon (with
+# several: to the last one only).
 set -uo pipefail
 confluxd=$1 expect=$2 regex=$3
 shift 3
-kill_after="" no_daemon=0 daemon_args=()
+kill_after="" no_daemon=0 daemon_args=() n_daemons=1
 while [[ $# -gt 0 && $1 != "--" ]]; do
   case $1 in
     --kill-after) kill_after=$2; shift 2 ;;
     --no-daemon) no_daemon=1; shift ;;
+    --daemons) n_daemons=$2; shift 2 ;;
     --daemon-arg) daemon_args+=("$2"); shift 2 ;;
     *) echo "with_confluxd: unknown option $1" >&2; exit 2 ;;
   esac
 done
 shift  # --
 work=$(mktemp -d)
-daemon_pid=""
+daemon_pids=()
 cleanup() {
-  [[ -n $daemon_pid ]] && kill -KILL "$daemon_pid" 2>/dev/null
+  for p in "${daemon_pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -31,22 +35,28 @@ if [[ $no_daemon -eq 1 ]]; then
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   export CONFLUX_AGGREGATORS=127.0.0.1:$port
 else
-  "$confluxd" --listen 127.0.0.1 --control-port 0 --data-port 0 --metrics-port 0 \
-    --ready-file "$work/ready" --log-level warn "${daemon_args[@]}" >"$work/daemon.log" 2>&1 &
-  daemon_pid=$!
-  for _ in $(seq 1 100); do [[ -s $work/ready ]] && break; sleep 0.05; done
-  if [[ ! -s $work/ready ]]; then
-    echo "with_confluxd: confluxd did not become ready"; cat "$work/daemon.log"; exit 1
-  fi
-  export CONFLUX_AGGREGATORS=127.0.0.1:$(sed -n 's/^control_port=//p' "$work/ready")
+  endpoints=()
+  for i in $(seq 1 "$n_daemons"); do
+    "$confluxd" --listen 127.0.0.1 --control-port 0 --data-port 0 --metrics-port 0 \
+      --ready-file "$work/ready$i" --log-level warn "${daemon_args[@]}" >"$work/daemon$i.log" 2>&1 &
+    daemon_pids+=($!)
+    for _ in $(seq 1 100); do [[ -s $work/ready$i ]] && break; sleep 0.05; done
+    if [[ ! -s $work/ready$i ]]; then
+      echo "with_confluxd: confluxd $i did not become ready"; cat "$work/daemon$i.log"; exit 1
+    fi
+    endpoints+=("127.0.0.1:$(sed -n 's/^control_port=//p' "$work/ready$i")")
+  done
+  CONFLUX_AGGREGATORS=$(IFS=,; echo "${endpoints[*]}")
+  export CONFLUX_AGGREGATORS
 fi
 
 "$@" >"$work/out" 2>&1 &
 cmd_pid=$!
-if [[ -n $kill_after && -n $daemon_pid ]]; then
+if [[ -n $kill_after && ${#daemon_pids[@]} -gt 0 ]]; then
   sleep "$kill_after"
-  echo "with_confluxd: SIGKILL to confluxd (pid $daemon_pid) at +${kill_after}s" >>"$work/out"
-  kill -KILL "$daemon_pid" 2>/dev/null
+  victim=${daemon_pids[-1]}
+  echo "with_confluxd: SIGKILL to confluxd (pid $victim) at +${kill_after}s" >>"$work/out"
+  kill -KILL "$victim" 2>/dev/null
 fi
 wait "$cmd_pid"
 rc=$?
