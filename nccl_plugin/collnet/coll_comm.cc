@@ -46,8 +46,9 @@ CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client
       rings_(std::move(rings)),
       engine_(std::move(engine)),
       opts_(opts),
-      scratch_(opts.ring_block_bytes * static_cast<size_t>(opts.ring_inflight)),
-      failover_scratch_(scratch_.size()),
+      scratch_(rings_.next.size(), std::vector<uint8_t>(opts.ring_block_bytes *
+                                                        static_cast<size_t>(opts.ring_inflight))),
+      failover_scratch_(opts.ring_block_bytes * static_cast<size_t>(opts.ring_inflight)),
       tails_(tail_window(engine_.get())) {
   if (engine_ != nullptr) {
     engine_live_ = true;
@@ -257,51 +258,88 @@ void CollComm::finish(CollRequest& r, bool ok, const std::string& error) {
   r.state.store(ok ? 1 : 2, std::memory_order_release);
 }
 
-bool CollComm::ring(CollRequest& r, net::SendComm* next, net::RecvComm* prev, const uint8_t* send,
-                    size_t lo, size_t hi, int tag, std::string* error) {
-  if (hi <= lo) return true;
-  const size_t esize = dtype_size(r.dtype), count = hi - lo;
-  const uint8_t* src = send + lo * esize;
-  uint8_t* dst = r.recv + lo * esize;
-  if (nranks_ == 1) {
-    if (src != dst) std::memmove(dst, src, count * esize);
+struct CollComm::RingRun {
+  CollRequest* r = nullptr;
+  std::unique_ptr<RingAllreduce> op;
+  const char* what = "";
+  Clock::time_point last_progress;
+  uint64_t last_blocks = 0;
+  bool progressed = false;  // by the last step_ring
+};
+
+std::unique_ptr<CollComm::RingRun> CollComm::start_ring(CollRequest& r, const RingLinks& links,
+                                                        const uint8_t* send, size_t lo, size_t hi,
+                                                        int tag, uint8_t* scratch,
+                                                        const char* what) const {
+  const size_t esize = dtype_size(r.dtype);
+  auto run = std::make_unique<RingRun>();
+  run->r = &r;
+  run->what = what;
+  run->last_progress = Clock::now();
+  run->op = std::make_unique<RingAllreduce>(links, send + lo * esize, r.recv + lo * esize, hi - lo,
+                                            r.dtype, r.op, tag, opts_.ring_block_bytes,
+                                            opts_.ring_inflight, scratch, ring_plan(r, lo, hi));
+  return run;
+}
+
+bool CollComm::step_ring(RingRun& run, bool* ok, std::string* error) {
+  bool done = false;
+  const net::Status st = run.op->progress(&done);
+  *ok = false;
+  if (st != net::Status::kOk) {
+    *error = std::string(run.what) + ": " + net::toString(st);
     return true;
   }
-  const bool main_ring = next == rings_.next.get();
-  RingLinks links{rank_, nranks_, next, prev};
-  RingAllreduce op(links, src, dst, count, r.dtype, r.op, tag, opts_.ring_block_bytes,
-                   opts_.ring_inflight, main_ring ? scratch_.data() : failover_scratch_.data(),
-                   ring_plan(r, lo, hi));
-  auto last_progress = Clock::now();
-  uint64_t last_blocks = 0;
-  int idle_polls = 0;
-  for (;;) {
-    bool done = false;
-    const net::Status st = op.progress(&done);
-    if (st != net::Status::kOk) {
-      *error = std::string(main_ring ? "worker ring: " : "failover ring: ") + net::toString(st);
-      return false;
-    }
-    if (done) return true;
-    if (stopped()) {
-      *error = "communicator closed";
-      return false;
-    }
-    const auto now = Clock::now();
-    if (op.completed_blocks() != last_blocks) {
-      last_blocks = op.completed_blocks();
-      last_progress = now;
-      idle_polls = 0;
-    } else if (now - last_progress > opts_.ring_timeout) {
-      *error = std::string(main_ring ? "worker ring" : "failover ring") + " made no progress for " +
-               std::to_string(opts_.ring_timeout.count()) + " ms";
-      return false;
-    }
-    if (++idle_polls > kRingIdlePolls) {
-      std::this_thread::sleep_for(kRingIdleSleep);
-    } else {
-      sched_yield();
-    }
+  if (done) {
+    *ok = true;
+    return true;
+  }
+  if (stopped()) {
+    *error = "communicator closed";
+    return true;
+  }
+  const auto now = Clock::now();
+  run.progressed = run.op->completed_blocks() != run.last_blocks;
+  if (run.progressed) {
+    run.last_blocks = run.op->completed_blocks();
+    run.last_progress = now;
+  } else if (now - run.last_progress > opts_.ring_timeout) {
+    *error = std::string(run.what) + " made no progress for " +
+             std::to_string(opts_.ring_timeout.count()) + " ms";
+    return true;
+  }
+  return false;
+}
+
+namespace {
+
+// Between polls that found nothing to do: yield a few times, then sleep.
+void idle_pause(bool progressed, int* idle_polls) {
+  if (progressed) {
+    *idle_polls = 0;
+  } else if (++*idle_polls > kRingIdlePolls) {
+    std::this_thread::sleep_for(kRingIdleSleep);
+  } else {
+    sched_yield();
+  }
+}
+
+}  // namespace
+
+bool CollComm::failover_ring(CollRequest& r, const uint8_t* send, size_t lo, size_t hi, int tag,
+                             std::string* error) {
+  if (hi <= lo) return true;
+  if (nranks_ == 1) {
+    const size_t esize = dtype_size(r.dtype);
+    if (send != r.recv) std::memmove(r.recv + lo * esize, send + lo * esize, (hi - lo) * esize);
+    return true;
+  }
+  const RingLinks links{rank_, nranks_, rings_.failover_next.get(), rings_.failover_prev.get()};
+  auto run = start_ring(r, links, send, lo, hi, tag, failover_scratch_.data(), "failover ring");
+  for (int idle = 0;;) {
+    bool ok = false;
+    if (step_ring(*run, &ok, error)) return ok;
+    idle_pause(run->progressed, &idle);
   }
 }
 
@@ -335,33 +373,76 @@ bool CollComm::wait_aggregators(CollRequest& r, std::string* why) {
   }
 }
 
+void CollComm::ring_share_done(CollRequest* r, bool ok, const std::string& error) {
+  if (!ok) r->ring_error = error;
+  {
+    std::lock_guard<std::mutex> lk(ring_mu_);
+    r->ring_state.store(ok ? 1 : 2, std::memory_order_release);
+  }
+  ring_cv_.notify_all();  // after this the completion thread may free r
+}
+
 void CollComm::run_ring() {
+  const size_t lanes = rings_.next.size();
+  std::vector<std::unique_ptr<RingRun>> active(lanes);
+  std::vector<std::pair<CollRequest*, size_t>> taken;  // request, lane (lanes: no ring op)
+  uint64_t started = 0;  // ring operations started: the next one goes to lane started % lanes
+  int idle = 0;
   for (;;) {
-    CollRequest* r = nullptr;
+    taken.clear();
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [this] { return stop_ || !ring_queue_.empty(); });
+      const bool busy =
+          std::any_of(active.begin(), active.end(), [](const auto& a) { return a != nullptr; });
+      if (!busy) cv_.wait(lk, [this] { return stop_ || !ring_queue_.empty(); });
       if (stop_) return;
-      r = ring_queue_.front();
-      ring_queue_.pop_front();
+      // Start in request order: stop at the first request whose lane is still busy.
+      std::vector<bool> claimed(lanes, false);
+      while (!ring_queue_.empty()) {
+        CollRequest* r = ring_queue_.front();
+        const bool op = r->agg_count < r->count && nranks_ > 1 && lanes > 0 &&
+                        !ring_failed_.load(std::memory_order_relaxed);
+        const size_t lane = op ? static_cast<size_t>(started % lanes) : lanes;
+        if (op && (active[lane] || claimed[lane])) break;
+        ring_queue_.pop_front();
+        if (op) {
+          claimed[lane] = true;
+          ++started;
+        }
+        taken.emplace_back(r, lane);
+      }
     }
-    std::string error;
-    bool ok;
-    if (ring_failed_.load(std::memory_order_relaxed)) {
-      ok = false;
-      error = "the worker ring failed earlier";
-    } else {
-      ok = ring(*r, rings_.next.get(), rings_.prev.get(), r->send, r->agg_count, r->count,
-                ring_tag(r->seq, 0), &error);
-      if (!ok) ring_failed_ = true;
+    for (const auto& [r, lane] : taken) {
+      if (lane < lanes) {
+        const RingLinks links{rank_, nranks_, rings_.next[lane].get(), rings_.prev[lane].get()};
+        active[lane] = start_ring(*r, links, r->send, r->agg_count, r->count, ring_tag(r->seq, 0),
+                                  scratch_[lane].data(), "worker ring");
+      } else if (ring_failed_.load(std::memory_order_relaxed) && r->agg_count < r->count) {
+        ring_share_done(r, false, "the worker ring failed earlier");
+      } else {
+        if (r->agg_count < r->count && r->send != r->recv) {  // one rank: the share is a copy
+          const size_t esize = dtype_size(r->dtype);
+          std::memmove(r->recv + r->agg_count * esize, r->send + r->agg_count * esize,
+                       (r->count - r->agg_count) * esize);
+        }
+        ring_share_done(r, true, "");
+      }
     }
-    // After this store the completion thread may free r.
-    if (!ok) r->ring_error = error;
-    {
-      std::lock_guard<std::mutex> lk(ring_mu_);
-      r->ring_state.store(ok ? 1 : 2, std::memory_order_release);
+    bool progressed = !taken.empty();
+    for (auto& run : active) {
+      if (!run) continue;
+      bool ok = false;
+      std::string error;
+      if (step_ring(*run, &ok, &error)) {
+        if (!ok) ring_failed_ = true;
+        ring_share_done(run->r, ok, error);
+        run.reset();
+        progressed = true;
+      } else {
+        progressed |= run->progressed;
+      }
     }
-    ring_cv_.notify_all();
+    idle_pause(progressed, &idle);
   }
 }
 
@@ -413,8 +494,7 @@ bool CollComm::aggregator_share(CollRequest& r, std::string* error) {
     if (!fail_over(r.seq, why, error)) return false;
   }
   const uint8_t* src = r.staging.empty() ? r.send : r.staging.data();
-  return ring(r, rings_.failover_next.get(), rings_.failover_prev.get(), src, 0, r.agg_count,
-              ring_tag(r.seq, 1), error);
+  return failover_ring(r, src, 0, r.agg_count, ring_tag(r.seq, 1), error);
 }
 
 void CollComm::feed_engine() {

@@ -34,7 +34,8 @@
 // its ring share runs the reduce-scatter phase only. AllGather runs over the ring.
 //
 // Threads: iallreduce() and test() are called by NCCL's proxy thread and never block. The
-// ring thread runs the ring shares on the main ring in request order; the completion thread
+// ring thread runs the ring shares on the main ring's lanes, up to one per lane at a time,
+// started in request order; the completion thread
 // waits for the aggregator shares (and runs failover on the failover ring), waits for the
 // ring share, delivers and completes each request in order. Destruction joins both.
 #pragma once
@@ -65,6 +66,8 @@ struct CollOptions {
   double ring_fraction = 0.0;  // share of every AllReduce that goes over the ring, 0..1
   size_t ring_block_bytes = 1 << 20;
   int ring_inflight = 8;
+  // Ring shares of consecutive requests run at the same time, one per lane (CollRings::next
+  // and prev hold one connection per lane); 1 = one at a time.
   std::chrono::milliseconds ring_timeout{30000};  // no ring progress this long = error
   uint32_t fault_abort_at = 0;  // tests: > 0, abort the engine at this request (a local failure)
   // Joins a new job on the aggregators of the original list at `survivors` (indices into it);
@@ -129,10 +132,15 @@ struct CollRequest {
   std::string resolve_error;
 };
 
-// The two rings a CollComm owns (each: send to rank + 1, receive from rank - 1).
+// The rings a CollComm owns (each: send to rank + 1, receive from rank - 1): the main ring,
+// one connection per lane (the i-th request with a ring share uses lane i mod lanes on every
+// rank, so each lane carries its requests in the same order everywhere), and the failover
+// ring.
 struct CollRings {
-  std::unique_ptr<net::SendComm> next, failover_next;
-  std::unique_ptr<net::RecvComm> prev, failover_prev;
+  std::vector<std::unique_ptr<net::SendComm>> next;
+  std::vector<std::unique_ptr<net::RecvComm>> prev;
+  std::unique_ptr<net::SendComm> failover_next;
+  std::unique_ptr<net::RecvComm> failover_prev;
 };
 
 class CollComm {
@@ -176,10 +184,19 @@ class CollComm {
   // The ring plan for r's elements [lo, hi): AllReduce, or the phase r's kind needs with
   // the owned ranges clipped to [lo, hi).
   RingPlan ring_plan(const CollRequest& r, size_t lo, size_t hi) const;
-  // Runs one ring operation on r's elements [lo, hi) over (next, prev) to completion on the
-  // calling thread; false on error.
-  bool ring(CollRequest& r, net::SendComm* next, net::RecvComm* prev, const uint8_t* send,
-            size_t lo, size_t hi, int tag, std::string* error);
+  // Runs one ring operation on r's elements [lo, hi) over the failover ring to completion on
+  // the calling thread; false on error.
+  bool failover_ring(CollRequest& r, const uint8_t* send, size_t lo, size_t hi, int tag,
+                     std::string* error);
+  // One ring operation and its watchdog (no progress for ring_timeout = error).
+  struct RingRun;
+  std::unique_ptr<RingRun> start_ring(CollRequest& r, const RingLinks& links, const uint8_t* send,
+                                      size_t lo, size_t hi, int tag, uint8_t* scratch,
+                                      const char* what) const;
+  // Advances `run`; true once it ended (*ok says how, *error why not).
+  bool step_ring(RingRun& run, bool* ok, std::string* error);
+  // The ring thread: its share done (or failed), r may be freed by the completion thread.
+  void ring_share_done(CollRequest* r, bool ok, const std::string& error);
   // ReduceScatter / AllGather: moves the result where NCCL wants it.
   void deliver(CollRequest& r) const;
   // Waits for the request's aggregator part; false if it failed (error in *why).
@@ -209,9 +226,9 @@ class CollComm {
   CollRings rings_;
   std::unique_ptr<client::Engine> engine_;
   const CollOptions opts_;
-  uint64_t support_mask_ = 0;              // bit dtype * kNumOps + op: the first engine reduces it
-  std::vector<uint8_t> scratch_;           // ring thread
-  std::vector<uint8_t> failover_scratch_;  // completion thread
+  uint64_t support_mask_ = 0;  // bit dtype * kNumOps + op: the first engine reduces it
+  std::vector<std::vector<uint8_t>> scratch_;  // ring thread, one per lane
+  std::vector<uint8_t> failover_scratch_;      // completion thread
 
   std::mutex engine_mu_;  // engine_ swaps (completion thread) against submit() (proxy thread)
   std::mutex mu_;

@@ -201,19 +201,28 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   const Config& cfg = s->config();
   const auto timeout = std::chrono::milliseconds(cfg.joinTimeoutMs);
 
-  // 1. The worker rings (main, then failover): connect to rank+1 twice (each completes
-  //    without the peer's accept), then accept rank-1's two connections, in the same order.
+  // 1. The worker rings (the main ring's lanes, then the failover ring): connect to rank+1
+  //    lanes + 1 times (each completes without the peer's accept), then accept rank-1's
+  //    connections, in the same order.
   collnet::CollRings rings;
+  const int lanes = cfg.ringLanes;
   if (nranks > 1) {
     CollHandle peer;
     std::memcpy(&peer, handles[(rank + 1) % nranks], sizeof peer);
     net::ConnectHandle ring;
     std::memcpy(ring.bytes, peer.ring, sizeof ring.bytes);
-    Status st = s->transport().connectBlocking(l->dev, ring, timeout, &rings.next);
+    Status st = Status::kOk;
+    for (int i = 0; i < lanes && st == Status::kOk; ++i) {
+      rings.next.emplace_back();
+      st = s->transport().connectBlocking(l->dev, ring, timeout, &rings.next.back());
+    }
     if (st == Status::kOk) {
       st = s->transport().connectBlocking(l->dev, ring, timeout, &rings.failover_next);
     }
-    if (st == Status::kOk) st = net::TcpTransport::acceptBlocking(*l->ring, timeout, &rings.prev);
+    for (int i = 0; i < lanes && st == Status::kOk; ++i) {
+      rings.prev.emplace_back();
+      st = net::TcpTransport::acceptBlocking(*l->ring, timeout, &rings.prev.back());
+    }
     if (st == Status::kOk) {
       st = net::TcpTransport::acceptBlocking(*l->ring, timeout, &rings.failover_prev);
     }
@@ -223,8 +232,8 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
       return st;
     }
   }
-  net::SendComm* next = rings.next.get();
-  net::RecvComm* prev = rings.prev.get();
+  net::SendComm* next = nranks > 1 ? rings.next.front().get() : nullptr;
+  net::RecvComm* prev = nranks > 1 ? rings.prev.front().get() : nullptr;
 
   // 2. The aggregators.
   Verdict mine;

@@ -12,7 +12,7 @@
 namespace conflux::plugin {
 namespace {
 
-const std::array<ParamSpec, 26> kParams{{
+const std::array<ParamSpec, 27> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -71,6 +71,10 @@ const std::array<ParamSpec, 26> kParams{{
      "Message size of the worker ring.", &Config::ringBlockBytes},
     {"CONFLUX_RING_INFLIGHT", ParamType::kInt, "8", 1, 32, "Ring messages in flight per direction.",
      &Config::ringInflight},
+    {"CONFLUX_RING_LANES", ParamType::kInt, "2", 1, 8,
+     "Worker-ring connections per CollNet communicator: the ring shares of that many "
+     "consecutive requests run at the same time.",
+     &Config::ringLanes},
     {"CONFLUX_RING_TIMEOUT_MS", ParamType::kInt, "30000", 100, 3600000,
      "A ring collective that makes no progress this long fails with an error.",
      &Config::ringTimeoutMs},

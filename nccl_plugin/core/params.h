@@ -49,6 +49,7 @@ struct Config {
   int joinTimeoutMs = 0;
   size_t ringBlockBytes = 0;
   int ringInflight = 0;
+  int ringLanes = 0;
   int ringTimeoutMs = 0;
   // Tuner.
   size_t tunerCollnetMinBytes = 0;
