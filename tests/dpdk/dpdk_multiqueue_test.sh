@@ -75,9 +75,5 @@ slots=$(metric conflux_dataplane_slots_completed_total)
 [ "$slots" -gt 0 ] || fail "no slot completed"
 echo "ok: $scenario: every dtype x op exact, $slots slots, $(($(date +%s) - start_s)) s of jobs"
 
-kill -TERM $daemon_pid
-for _ in $(seq 50); do kill -0 $daemon_pid 2>/dev/null || break; sleep 0.1; done
-kill -0 $daemon_pid 2>/dev/null && fail "confluxd still running 5 s after SIGTERM"
-wait $daemon_pid; rc=$?; daemon_pid=
-[ $rc = 0 ] || fail "confluxd exited $rc after SIGTERM"
+stop_daemon
 exit 0

@@ -89,9 +89,5 @@ EOF
   *) echo "unknown scenario $scenario"; exit 2 ;;
 esac
 # SIGTERM: lcores stop, the port stops, exit 0 (within the daemon's ~0.5 s budget, give 5 s).
-kill -TERM $daemon_pid
-for _ in $(seq 50); do kill -0 $daemon_pid 2>/dev/null || break; sleep 0.1; done
-kill -0 $daemon_pid 2>/dev/null && fail "confluxd still running 5 s after SIGTERM"
-wait $daemon_pid; rc=$?; daemon_pid=
-[ $rc = 0 ] || fail "confluxd exited $rc after SIGTERM"
+stop_daemon
 exit 0

@@ -1,6 +1,6 @@
 # Shared by the DPDK veth test scripts (sourced, not run). The caller sets AGG_IP, WRK_IP,
-# CTL, DATA, MET, VETH_QUEUES and `worker`; this defines skip/fail, wait_ready, metric and
-# run_job, checks root and tools, and
+# CTL, DATA, MET, VETH_QUEUES and `worker`; this defines skip/fail, wait_ready, metric,
+# run_job and stop_daemon, checks root and tools, and
 # veth_setup builds (and the EXIT trap removes) this layout, names carrying the PID:
 #   netns cfxa<pid>: veth cfxd<pid>  $AGG_IP/24  <- DPDK af_packet vdev + kernel TCP control
 #   netns cfxw<pid>: veth cfxk<pid>  $WRK_IP/24  <- workers (kernel UDP)
@@ -86,4 +86,14 @@ run_job() {
   cat "$tmp/w0.log"
   [ $rc = 0 ] || { for r in $(seq 0 $((n - 1))); do tail -n 5 "$tmp/w$r.log"; done; }
   return $rc
+}
+# stop_daemon: SIGTERM to confluxd ($daemon_pid); it must exit 0 within 5 s (its lcores and
+# port stop in ~0.5 s).
+stop_daemon() {
+  kill -TERM $daemon_pid
+  for _ in $(seq 50); do kill -0 $daemon_pid 2>/dev/null || break; sleep 0.1; done
+  kill -0 $daemon_pid 2>/dev/null && fail "confluxd still running 5 s after SIGTERM"
+  local rc
+  wait $daemon_pid; rc=$?; daemon_pid=
+  [ $rc = 0 ] || fail "confluxd exited $rc after SIGTERM"
 }
