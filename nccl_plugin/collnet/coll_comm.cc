@@ -358,10 +358,10 @@ bool CollComm::wait_aggregators(CollRequest& r, std::string* why) {
   // Sleeps in the engine between checks: the engine's progress thread does the I/O, and on
   // a machine with fewer cores than busy threads a spinning waiter slows everyone down.
   for (;;) {
-    if (epoch_ > 0) feed_engine();  // keep the re-joined engine's pipeline full
     const client::Status s = engine_->wait(r.agg_handle, kWaitSlice, why);
     if (s == client::Status::kDone) return true;
     if (s == client::Status::kError) return false;
+    if (epoch_ > 0) feed_engine();  // requests that arrived meanwhile: keep the pipeline full
     if (notice_arrived()) {
       *why = "another rank failed over";
       return false;
