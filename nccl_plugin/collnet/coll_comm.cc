@@ -386,6 +386,7 @@ void CollComm::run_ring() {
   const size_t lanes = rings_.next.size();
   std::vector<std::unique_ptr<RingRun>> active(lanes);
   std::vector<std::pair<CollRequest*, size_t>> taken;  // request, lane (lanes: no ring op)
+  std::vector<bool> claimed(lanes);                    // lanes given out by this pass
   uint64_t started = 0;  // ring operations started: the next one goes to lane started % lanes
   int idle = 0;
   for (;;) {
@@ -397,7 +398,7 @@ void CollComm::run_ring() {
       if (!busy) cv_.wait(lk, [this] { return stop_ || !ring_queue_.empty(); });
       if (stop_) return;
       // Start in request order: stop at the first request whose lane is still busy.
-      std::vector<bool> claimed(lanes, false);
+      std::fill(claimed.begin(), claimed.end(), false);
       while (!ring_queue_.empty()) {
         CollRequest* r = ring_queue_.front();
         const bool op = r->agg_count < r->count && nranks_ > 1 && lanes > 0 &&
