@@ -1,7 +1,8 @@
 // RESULT datagrams produced by the SlotEngine while it handles one receive batch, handed to
 // the backend to transmit (sendmmsg, DPDK tx burst, ...). Owned by one dataplane thread.
 // Each entry is a complete datagram (48-byte header + payload) in the batch's arena plus its
-// destination: every worker of the job (fan-out) or one rank (a re-served result).
+// destination: every worker of the job (fan-out), every worker but one (acknowledgements of
+// an owned result), or one rank (a re-served result, an owned result).
 // Job pointers stay valid until the owning thread's next JobTable::quiescent(), so the
 // backend must transmit and clear() the batch before calling it.
 #pragma once
@@ -24,6 +25,7 @@ class ResultBatch final {
     uint32_t len;
     int32_t rank;  // kAllRanks or a single rank
     Job* job;
+    int32_t except;  // with kAllRanks: this rank is skipped (-1: none)
   };
 
   // Room for `max_results` datagrams of up to `max_datagram` bytes each.
@@ -39,8 +41,8 @@ class ResultBatch final {
     return entries_.size() < capacity_ ? arena_.get() + entries_.size() * max_datagram_ : nullptr;
   }
   // Appends the datagram written at the last reserve().
-  void commit(uint32_t len, Job* job, int32_t rank) {
-    entries_.push_back({reserve(), len, rank, job});
+  void commit(uint32_t len, Job* job, int32_t rank, int32_t except = -1) {
+    entries_.push_back({reserve(), len, rank, job, except});
   }
 
   size_t size() const { return entries_.size(); }

@@ -13,8 +13,9 @@ namespace conflux::agg {
 
 class RxPipeline final {
  public:
-  // Results one received datagram can produce at most (a duplicate plus a released delay).
-  static constexpr size_t kMaxResultsPerDatagram = 3;
+  // Results one received datagram can produce at most: it, a duplicate and a released
+  // delayed datagram are handled, each adding up to SlotEngine::kMaxResultsPerContrib.
+  static constexpr size_t kMaxResultsPerDatagram = 3 * SlotEngine::kMaxResultsPerContrib;
 
   // `faults` may be null (no injection).
   RxPipeline(SlotEngine& engine, std::unique_ptr<FaultInjector> faults)

@@ -40,6 +40,7 @@ struct Bank {
   Op op = Op::kSum;
   uint32_t count = 0;
   uint64_t offset = 0;
+  int32_t owner = -1;            // the rank that gets the result (OWNED), or -1: every rank
   uint32_t arrived = 0;          // contributors added so far
   std::vector<uint64_t> bitmap;  // bit c = contributor c added (n_workers bits)
   LazyBuffer accum;   // accumulator (count * accum_size); deterministic mode: reduce_n scratch

@@ -12,8 +12,11 @@ using proto::DropReason;
 
 namespace {
 
+int32_t owner_of(const DataHeader& h) { return h.owned() ? int32_t{h.owner} : -1; }
+
 bool same_shape(const Bank& b, const DataHeader& h) {
-  return b.dtype == h.dtype && b.op == h.op && b.count == h.count && b.offset == h.offset;
+  return b.dtype == h.dtype && b.op == h.op && b.count == h.count && b.offset == h.offset &&
+         b.owner == owner_of(h);
 }
 
 }  // namespace
@@ -51,6 +54,7 @@ DropReason SlotEngine::on_contrib(const DataHeader& h, const uint8_t* payload, R
   if (h.slot >= p.slots) return DropReason::kSlotOutOfRange;
   if (h.slot % n_queues_ != queue_) return DropReason::kWrongQueue;
   if (h.contributor >= p.n_workers) return DropReason::kBadContributor;
+  if (h.owned() && h.owner >= p.n_workers) return DropReason::kBadContributor;
 
   Bank& b = job->slot(h.slot).banks[h.generation & 1];
   if (b.state == BankState::kEmpty) {
@@ -64,8 +68,10 @@ DropReason SlotEngine::on_contrib(const DataHeader& h, const uint8_t* payload, R
   if (ahead == 0) {
     if (!same_shape(b, h)) return DropReason::kSlotMismatch;
     if (b.state == BankState::kComplete) {
-      // The contributor lost its result: serve it again, to that rank only.
-      emit(*job, b, h, h.contributor, proto::kFlagRetransmit, out);
+      // The contributor lost its result: serve it again, to that rank only (an owned
+      // result's other ranks get their acknowledgement again).
+      const bool ack = b.owner >= 0 && b.owner != int32_t{h.contributor};
+      emit(*job, b, h, h.contributor, proto::kFlagRetransmit | (ack ? proto::kFlagAck : 0), out);
       counters_.retransmits_served.inc();
       return DropReason::kOk;
     }
@@ -86,6 +92,7 @@ DropReason SlotEngine::start_bank(Job& job, Bank& b, const DataHeader& h, const 
   b.op = h.op;
   b.count = h.count;
   b.offset = h.offset;
+  b.owner = owner_of(h);
   b.arrived = 0;
   b.result_data = nullptr;
   b.clear_bits();
@@ -134,11 +141,16 @@ void SlotEngine::complete(Job& job, Bank& b, const DataHeader& h, ResultBatch& o
   b.state = BankState::kComplete;
   counters_.slots_completed.inc();
   job.counters(queue_).slots_completed.inc();
-  emit(job, b, h, ResultBatch::kAllRanks, 0, out);
+  if (b.owner < 0) {
+    emit(job, b, h, ResultBatch::kAllRanks, 0, out);
+  } else {
+    emit(job, b, h, b.owner, 0, out);
+    if (p.n_workers > 1) emit(job, b, h, ResultBatch::kAllRanks, proto::kFlagAck, out, b.owner);
+  }
 }
 
 void SlotEngine::emit(Job& job, const Bank& b, const DataHeader& h, int32_t rank, uint16_t flags,
-                      ResultBatch& out) {
+                      ResultBatch& out, int32_t except) {
   uint8_t* buf = out.reserve();
   if (buf == nullptr) {  // cannot happen with a correctly sized batch; the worker will resend
     counters_.send_errors.inc();
@@ -157,9 +169,9 @@ void SlotEngine::emit(Job& job, const Bank& b, const DataHeader& h, int32_t rank
   r.dtype = b.dtype;
   r.op = b.op;
   proto::encode_data_header(r, buf);
-  const size_t bytes = size_t{b.count} * dtype_size(b.dtype);
-  std::memcpy(buf + proto::kDataHeaderSize, b.result_data, bytes);
-  out.commit(static_cast<uint32_t>(proto::kDataHeaderSize + bytes), &job, rank);
+  const size_t bytes = r.wire_payload_bytes();
+  if (bytes > 0) std::memcpy(buf + proto::kDataHeaderSize, b.result_data, bytes);
+  out.commit(static_cast<uint32_t>(proto::kDataHeaderSize + bytes), &job, rank, except);
 }
 
 }  // namespace conflux::agg

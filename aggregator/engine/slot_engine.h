@@ -18,6 +18,10 @@ namespace conflux::agg {
 
 class SlotEngine final {
  public:
+  // RESULT datagrams one contribution can add to the batch: an owned result and the
+  // acknowledgement for the other ranks.
+  static constexpr size_t kMaxResultsPerContrib = 2;
+
   // `queue` of `n_queues`: this engine serves slots s with s % n_queues == queue.
   // `max_payload_bytes`: the daemon-wide payload limit used by the stateless parser.
   SlotEngine(JobTable& jobs, unsigned queue, unsigned n_queues, uint32_t max_payload_bytes,
@@ -40,8 +44,10 @@ class SlotEngine final {
                                const uint8_t* payload, ResultBatch& out);
   void add(Job& job, Bank& b, const proto::DataHeader& h, const uint8_t* payload, ResultBatch& out);
   void complete(Job& job, Bank& b, const proto::DataHeader& h, ResultBatch& out);
+  // Appends bank b's RESULT (or, with kFlagAck in `flags`, its payload-less acknowledgement)
+  // for `rank` (kAllRanks: every rank but `except`).
   void emit(Job& job, const Bank& b, const proto::DataHeader& h, int32_t rank, uint16_t flags,
-            ResultBatch& out);
+            ResultBatch& out, int32_t except = -1);
 
   JobTable& jobs_;
   unsigned queue_;

@@ -15,7 +15,7 @@ enum : size_t {
   kOffFlags = 6,
   kOffJobId = 8,
   kOffContributor = 12,
-  kOffReserved0 = 14,
+  kOffOwner = 14,  // reserved (0) unless the CONTRIB carries kFlagOwned
   kOffToken = 16,
   kOffSlot = 24,
   kOffGeneration = 28,
@@ -85,7 +85,7 @@ void encode_data_header(const DataHeader& h, uint8_t* out) {
   store_be<uint16_t>(out + kOffFlags, h.flags);
   store_be<uint32_t>(out + kOffJobId, h.job_id);
   store_be<uint16_t>(out + kOffContributor, h.contributor);
-  store_be<uint16_t>(out + kOffReserved0, 0);
+  store_be<uint16_t>(out + kOffOwner, h.owner);
   store_be<uint64_t>(out + kOffToken, h.job_token);
   store_be<uint32_t>(out + kOffSlot, h.slot);
   store_be<uint32_t>(out + kOffGeneration, h.generation);
@@ -109,7 +109,10 @@ DropReason parse_data(std::span<const uint8_t> d, uint32_t max_payload_bytes, Da
   }
   const uint16_t flags = load_be<uint16_t>(p + kOffFlags);
   if ((flags & ~kFlagKnownFlags) != 0) return DropReason::kBadFlags;
-  if (load_be<uint16_t>(p + kOffReserved0) != 0 || load_be<uint16_t>(p + kOffReserved1) != 0) {
+  const bool contrib = type == static_cast<uint8_t>(PacketType::kContrib);
+  if ((flags & (contrib ? kFlagAck : kFlagOwned)) != 0) return DropReason::kBadFlags;
+  const uint16_t owner = load_be<uint16_t>(p + kOffOwner);
+  if ((owner != 0 && (flags & kFlagOwned) == 0) || load_be<uint16_t>(p + kOffReserved1) != 0) {
     return DropReason::kReservedNonZero;
   }
   if (!valid_dtype(p[kOffDtype])) return DropReason::kBadDtype;
@@ -119,12 +122,15 @@ DropReason parse_data(std::span<const uint8_t> d, uint32_t max_payload_bytes, Da
   if (count == 0) return DropReason::kZeroCount;
   const uint64_t bytes = uint64_t{count} * dtype_size(dtype);
   if (bytes > max_payload_bytes || bytes > kMaxPayloadBytes) return DropReason::kOversized;
-  if (d.size() != kDataHeaderSize + bytes) return DropReason::kLengthMismatch;
+  if (d.size() != kDataHeaderSize + ((flags & kFlagAck) != 0 ? 0 : bytes)) {
+    return DropReason::kLengthMismatch;
+  }
 
   out->type = static_cast<PacketType>(type);
   out->flags = flags;
   out->job_id = load_be<uint32_t>(p + kOffJobId);
   out->contributor = load_be<uint16_t>(p + kOffContributor);
+  out->owner = owner;
   out->job_token = load_be<uint64_t>(p + kOffToken);
   out->slot = load_be<uint32_t>(p + kOffSlot);
   out->generation = load_be<uint32_t>(p + kOffGeneration);
@@ -138,12 +144,13 @@ DropReason parse_data(std::span<const uint8_t> d, uint32_t max_payload_bytes, Da
 
 std::string DataHeader::to_string() const {
   char buf[256];
-  std::snprintf(buf, sizeof(buf),
-                "%s job=%u contrib=%u slot=%u gen=%u off=%llu count=%u %.*s/%.*s flags=0x%x",
-                type == PacketType::kContrib ? "CONTRIB" : "RESULT", job_id, contributor, slot,
-                generation, static_cast<unsigned long long>(offset), count,
-                static_cast<int>(dtype_name(dtype).size()), dtype_name(dtype).data(),
-                static_cast<int>(op_name(op).size()), op_name(op).data(), flags);
+  std::snprintf(
+      buf, sizeof(buf),
+      "%s job=%u contrib=%u owner=%u slot=%u gen=%u off=%llu count=%u %.*s/%.*s flags=0x%x",
+      type == PacketType::kContrib ? "CONTRIB" : "RESULT", job_id, contributor, owner, slot,
+      generation, static_cast<unsigned long long>(offset), count,
+      static_cast<int>(dtype_name(dtype).size()), dtype_name(dtype).data(),
+      static_cast<int>(op_name(op).size()), op_name(op).data(), flags);
   return buf;
 }
 

@@ -135,6 +135,61 @@ TEST_P(DataplaneReduce, LostResultIsServedAgainToTheAskerOnly) {
   EXPECT_EQ(metric_sum(m, "conflux_job_results_sent_total"), 3u);
 }
 
+// Owned results (SPEC.md §4): the owner alone gets the payload, every other rank a 48-byte
+// acknowledgement, on both the completion fan-out and a re-served result.
+TEST_P(DataplaneReduce, OwnedResultReachesOnlyItsOwner) {
+  start();
+  JoinSpec spec;
+  spec.job_key = 10;
+  auto workers = join_job(spec, 3);
+  const std::vector<int32_t> in[3] = {{1, 2, 3, 4}, {10, 20, 30, 40}, {100, 200, 300, 400}};
+  for (uint32_t slot : {2u, 3u}) {  // both queues of a two-queue daemon
+    const int owner = static_cast<int>(slot) - 1;
+    for (int r = 0; r < 3; ++r) {
+      const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(in[r].data()), 16);
+      ASSERT_TRUE(
+          workers[r]->send_contrib(slot, 0, 0, DType::kInt32, Op::kSum, bytes, false, owner));
+    }
+    for (int r = 0; r < 3; ++r) {
+      auto d = workers[r]->udp.recv(2000);
+      ASSERT_TRUE(d.has_value()) << "slot " << slot << " rank " << r;
+      proto::DataHeader h;
+      const uint8_t* p = nullptr;
+      ASSERT_EQ(proto::parse_data(*d, 61440, &h, &p), proto::DropReason::kOk);
+      EXPECT_EQ(h.slot, slot);
+      EXPECT_EQ(h.count, 4u);
+      if (r == owner) {
+        ASSERT_EQ(d->size(), 48u + 16);
+        EXPECT_EQ(h.flags, 0);
+        int32_t v[4];
+        std::memcpy(v, p, 16);
+        EXPECT_EQ(v[0], 111);
+        EXPECT_EQ(v[3], 444);
+      } else {
+        EXPECT_EQ(d->size(), 48u);
+        EXPECT_EQ(h.flags, proto::kFlagAck);
+      }
+    }
+  }
+  // Rank 2 lost its acknowledgement of slot 2 (owner 1): it gets the acknowledgement again.
+  const std::span<const uint8_t> b2(reinterpret_cast<const uint8_t*>(in[2].data()), 16);
+  ASSERT_TRUE(workers[2]->send_contrib(2, 0, 0, DType::kInt32, Op::kSum, b2, true, 1));
+  auto again = workers[2]->udp.recv(2000);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->size(), 48u);
+  // A contribution naming no rank of the job is dropped.
+  ASSERT_TRUE(workers[0]->send_contrib(4, 0, 0, DType::kInt32, Op::kSum, b2, false, 3));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (drops("bad_contributor") != 1 && std::chrono::steady_clock::now() < deadline) {
+  }
+  EXPECT_EQ(drops("bad_contributor"), 1u);
+  for (auto& w : workers) EXPECT_FALSE(w->udp.recv(100).has_value());
+  const std::string m = metrics();
+  EXPECT_EQ(metric_sum(m, "conflux_dataplane_slots_completed_total"), 2u);
+  // Two slots x (one result + two acknowledgements), plus the re-served acknowledgement.
+  EXPECT_EQ(metric_sum(m, "conflux_job_results_sent_total"), 7u);
+}
+
 // A daemon dropping, duplicating and reordering received datagrams: results stay exact
 // thanks to the workers' retransmissions, the bitmap and the COMPLETE bank.
 TEST_P(DataplaneReduce, ExactUnderInjectedFaults) {

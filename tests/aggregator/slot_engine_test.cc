@@ -105,6 +105,77 @@ TEST_F(SlotEngineTest, CompleteBankResendsToTheAskerOnly) {
   EXPECT_EQ(counters_.slots_completed.get(), 1u);
 }
 
+DataHeader owned_by(DataHeader h, uint16_t owner) {
+  h.flags |= proto::kFlagOwned;
+  h.owner = owner;
+  return h;
+}
+
+TEST_F(SlotEngineTest, OwnedResultGoesToTheOwnerAndAcksToTheOthers) {
+  make_job(3, 4);
+  EXPECT_EQ(contrib(owned_by(hdr(0, 0, 0), 2), {1, 2, 3, 4}), DropReason::kOk);
+  EXPECT_EQ(contrib(owned_by(hdr(2, 0, 0), 2), {10, 20, 30, 40}), DropReason::kOk);
+  EXPECT_TRUE(out_.empty());
+  EXPECT_EQ(contrib(owned_by(hdr(1, 0, 0), 2), {100, 200, 300, 400}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 2u);
+  // The owner gets the payload ...
+  EXPECT_EQ(out_[0].rank, 2);
+  EXPECT_EQ(out_[0].len, proto::kDataHeaderSize + 16);
+  EXPECT_EQ(result_of(0), (std::vector<int32_t>{111, 222, 333, 444}));
+  EXPECT_EQ(header_of(0).flags, 0);
+  EXPECT_EQ(header_of(0).owner, 0);  // results name no owner
+  // ... every other rank one 48-byte acknowledgement that echoes the slot.
+  EXPECT_EQ(out_[1].rank, ResultBatch::kAllRanks);
+  EXPECT_EQ(out_[1].except, 2);
+  EXPECT_EQ(out_[1].len, proto::kDataHeaderSize);
+  const DataHeader ack = header_of(1);
+  EXPECT_EQ(ack.flags, proto::kFlagAck);
+  EXPECT_EQ(ack.count, 4u);
+  EXPECT_EQ(ack.slot, 0u);
+  EXPECT_EQ(ack.generation, 0u);
+  EXPECT_EQ(counters_.slots_completed.get(), 1u);
+
+  // A lost acknowledgement is served again as one; a lost result as the result.
+  EXPECT_EQ(contrib(owned_by(hdr(0, 0, 0), 2), {1, 2, 3, 4}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 3u);
+  EXPECT_EQ(out_[2].rank, 0);
+  EXPECT_EQ(out_[2].len, proto::kDataHeaderSize);
+  EXPECT_EQ(header_of(2).flags, proto::kFlagAck | proto::kFlagRetransmit);
+  EXPECT_EQ(contrib(owned_by(hdr(2, 0, 0), 2), {10, 20, 30, 40}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 4u);
+  EXPECT_EQ(out_[3].rank, 2);
+  EXPECT_EQ(header_of(3).flags, proto::kFlagRetransmit);
+  EXPECT_EQ(result_of(3), (std::vector<int32_t>{111, 222, 333, 444}));
+  EXPECT_EQ(counters_.retransmits_served.get(), 2u);
+}
+
+TEST_F(SlotEngineTest, OwnerIsPartOfTheShapeAndMustBeARank) {
+  make_job(2, 4);
+  EXPECT_EQ(contrib(owned_by(hdr(0, 0, 0), 2), {1, 1, 1, 1}), DropReason::kBadContributor);
+  EXPECT_EQ(contrib(owned_by(hdr(0, 0, 0), 1), {1, 1, 1, 1}), DropReason::kOk);
+  // Another owner, or none, for the same generation: the ranks disagree; nothing is added.
+  EXPECT_EQ(contrib(owned_by(hdr(1, 0, 0), 0), {2, 2, 2, 2}), DropReason::kSlotMismatch);
+  EXPECT_EQ(contrib(hdr(1, 0, 0), {2, 2, 2, 2}), DropReason::kSlotMismatch);
+  EXPECT_TRUE(out_.empty());
+  EXPECT_EQ(contrib(owned_by(hdr(1, 0, 0), 1), {2, 2, 2, 2}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 2u);
+  EXPECT_EQ(result_of(0), (std::vector<int32_t>{3, 3, 3, 3}));
+  // The next generation on the other bank may be shared again.
+  EXPECT_EQ(contrib(hdr(0, 0, 2), {5, 5, 5, 5}), DropReason::kOk);
+  EXPECT_EQ(contrib(hdr(1, 0, 2), {5, 5, 5, 5}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 3u);
+  EXPECT_EQ(out_[2].rank, ResultBatch::kAllRanks);
+  EXPECT_EQ(out_[2].except, -1);
+}
+
+TEST_F(SlotEngineTest, OneRankOwnsItsOwnResultWithoutAcks) {
+  make_job(1, 2);
+  EXPECT_EQ(contrib(owned_by(hdr(0, 0, 0), 0), {4, 3, 2, 1}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(out_[0].rank, 0);
+  EXPECT_EQ(result_of(0), (std::vector<int32_t>{4, 3, 2, 1}));
+}
+
 TEST_F(SlotEngineTest, TwoBanksReuseAndStaleGenerations) {
   make_job(2, 2);  // slot 0 is queue 0's
   for (uint32_t g = 0; g < 6; ++g) {

@@ -193,10 +193,14 @@ std::vector<uint8_t> make_datagram(const proto::DataHeader& h, std::span<const u
 }
 
 bool Worker::send_contrib(uint32_t slot, uint32_t generation, uint64_t offset, DType dt, Op op,
-                          std::span<const uint8_t> payload, bool retransmit) {
+                          std::span<const uint8_t> payload, bool retransmit, int owner) {
   proto::DataHeader h;
   h.type = proto::PacketType::kContrib;
   h.flags = retransmit ? proto::kFlagRetransmit : 0;
+  if (owner >= 0) {
+    h.flags |= proto::kFlagOwned;
+    h.owner = static_cast<uint16_t>(owner);
+  }
   h.job_id = ack.job_id;
   h.contributor = contributor;
   h.job_token = ack.job_token;

@@ -95,9 +95,10 @@ struct Worker {
   bool start_join(uint16_t control_port, const JoinSpec& spec);
   // Waits for the JoinAck; returns its status (kInternal on timeout).
   proto::Status finish_join(int timeout_ms);
-  // Sends one CONTRIB for (slot, generation) to the port serving the slot.
+  // Sends one CONTRIB for (slot, generation) to the port serving the slot; owner >= 0 sets
+  // flag OWNED with that owner.
   bool send_contrib(uint32_t slot, uint32_t generation, uint64_t offset, DType dt, Op op,
-                    std::span<const uint8_t> payload, bool retransmit = false);
+                    std::span<const uint8_t> payload, bool retransmit = false, int owner = -1);
   uint16_t port_for(uint32_t slot) const { return ack.ports[slot % ack.ports.size()]; }
 };
 

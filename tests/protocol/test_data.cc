@@ -68,6 +68,7 @@ TEST(DataHeader, RoundTripEveryDtypeAndOp) {
       EXPECT_EQ(got.flags, h.flags);
       EXPECT_EQ(got.job_id, h.job_id);
       EXPECT_EQ(got.contributor, h.contributor);
+      EXPECT_EQ(got.owner, 0);
       EXPECT_EQ(got.job_token, h.job_token);
       EXPECT_EQ(got.slot, h.slot);
       EXPECT_EQ(got.generation, h.generation);
@@ -101,7 +102,10 @@ TEST(DataHeader, EveryStatelessReasonIsDetected) {
   d[6] = 0x80;
   EXPECT_EQ(parse(d), DropReason::kBadFlags);
   d = good;
-  d[14] = 1;
+  d[7] = 0x08;  // the first bit after RETRANSMIT, OWNED and ACK
+  EXPECT_EQ(parse(d), DropReason::kBadFlags);
+  d = good;
+  d[14] = 1;  // an owner without the OWNED flag
   EXPECT_EQ(parse(d), DropReason::kReservedNonZero);
   d = good;
   d[47] = 1;
@@ -127,6 +131,65 @@ TEST(DataHeader, EveryStatelessReasonIsDetected) {
   d = good;
   d.pop_back();
   EXPECT_EQ(parse(d), DropReason::kLengthMismatch);
+}
+
+TEST(DataHeader, OwnedContributionCarriesItsOwner) {
+  DataHeader h = sample();
+  h.flags = kFlagOwned | kFlagRetransmit;
+  h.owner = 0x0a0b;
+  const auto d = datagram(h);
+  EXPECT_EQ(d[14], 0x0a);  // the owner sits in the field that is reserved otherwise
+  EXPECT_EQ(d[15], 0x0b);
+  DataHeader got;
+  ASSERT_EQ(parse(d, &got), DropReason::kOk);
+  EXPECT_TRUE(got.owned());
+  EXPECT_FALSE(got.ack());
+  EXPECT_EQ(got.owner, 0x0a0b);
+  EXPECT_NE(got.to_string().find("owner=2571"), std::string::npos);
+
+  h.owner = 0;  // rank 0 may own a result too: the flag, not the value, says so
+  ASSERT_EQ(parse(datagram(h), &got), DropReason::kOk);
+  EXPECT_TRUE(got.owned());
+  EXPECT_EQ(got.owner, 0);
+
+  h.flags = kFlagAck;  // an acknowledgement never goes up
+  EXPECT_EQ(parse(datagram(h)), DropReason::kBadFlags);
+}
+
+TEST(DataHeader, AcknowledgementIsAHeaderWithoutPayload) {
+  DataHeader h = sample();
+  h.type = PacketType::kResult;
+  h.flags = kFlagAck;
+  h.count = 1000;  // echoed: the acknowledged slot's elements
+  std::vector<uint8_t> d(kDataHeaderSize);
+  encode_data_header(h, d.data());
+  DataHeader got;
+  ASSERT_EQ(parse(d, &got), DropReason::kOk);
+  EXPECT_TRUE(got.ack());
+  EXPECT_EQ(got.count, 1000u);
+  EXPECT_EQ(got.payload_bytes(), 4000u);
+  EXPECT_EQ(got.wire_payload_bytes(), 0u);
+
+  h.flags = kFlagAck | kFlagRetransmit;  // a re-served acknowledgement
+  encode_data_header(h, d.data());
+  EXPECT_EQ(parse(d), DropReason::kOk);
+
+  auto longer = d;  // an acknowledgement with a payload is malformed
+  longer.resize(kDataHeaderSize + 4000);
+  EXPECT_EQ(parse(longer), DropReason::kLengthMismatch);
+  h.flags = 0;  // a full result without its payload is malformed too
+  encode_data_header(h, d.data());
+  EXPECT_EQ(parse(d), DropReason::kLengthMismatch);
+  h.flags = kFlagAck;
+  h.count = kDefaultPayloadBytes / 4 + 1;  // the echoed count is still bounded
+  encode_data_header(h, d.data());
+  EXPECT_EQ(parse(d), DropReason::kOversized);
+
+  h = sample();
+  h.type = PacketType::kResult;
+  h.flags = kFlagOwned;  // results name no owner
+  h.owner = 1;
+  EXPECT_EQ(parse(datagram(h)), DropReason::kBadFlags);
 }
 
 TEST(DataHeader, PayloadLimitIsTheCallersLimit) {

@@ -187,7 +187,9 @@ void DpdkQueue::transmit_results() {
     const uint32_t psum = s_.tx_udp_csum ? 0 : csum_add(e.data, e.len, 0);
     const auto& workers = e.job->params().workers;
     if (e.rank == ResultBatch::kAllRanks) {
-      for (const sockaddr_in& to : workers) send_result(payload, psum, to, e.job);
+      for (size_t w = 0; w < workers.size(); ++w) {
+        if (static_cast<int32_t>(w) != e.except) send_result(payload, psum, workers[w], e.job);
+      }
     } else {
       send_result(payload, psum, workers[static_cast<size_t>(e.rank)], e.job);
     }

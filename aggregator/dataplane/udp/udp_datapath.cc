@@ -84,7 +84,9 @@ void UdpQueue::transmit() {
     const ResultBatch::Entry& e = results_[i];
     const auto& workers = e.job->params().workers;
     if (e.rank == ResultBatch::kAllRanks) {
-      for (const sockaddr_in& to : workers) queue_tx(e.data, e.len, &to, e.job);
+      for (size_t w = 0; w < workers.size(); ++w) {
+        if (static_cast<int32_t>(w) != e.except) queue_tx(e.data, e.len, &workers[w], e.job);
+      }
     } else {
       queue_tx(e.data, e.len, &workers[static_cast<size_t>(e.rank)], e.job);
     }

@@ -23,7 +23,13 @@ enum class PacketType : uint8_t { kContrib = 1, kResult = 2 };
 
 // Flag bits of DataHeader::flags. Unknown bits are rejected (kBadFlags).
 inline constexpr uint16_t kFlagRetransmit = 1u << 0;  // a sender's repeat of this packet
-inline constexpr uint16_t kFlagKnownFlags = kFlagRetransmit;
+// CONTRIB: only rank `owner` needs this slot's result (a Reduce / a ReduceScatter shard); the
+// aggregator sends the result to the owner and an acknowledgement to every other rank.
+inline constexpr uint16_t kFlagOwned = 1u << 1;
+// RESULT: an acknowledgement without payload (the slot completed; the result went to its
+// owner). The header echoes the slot's offset, count, dtype and op; the datagram is 48 bytes.
+inline constexpr uint16_t kFlagAck = 1u << 2;
+inline constexpr uint16_t kFlagKnownFlags = kFlagRetransmit | kFlagOwned | kFlagAck;
 
 // Decoded (host order) view of the header. Field meaning and ranges: SPEC.md.
 struct DataHeader {
@@ -31,6 +37,7 @@ struct DataHeader {
   uint16_t flags = 0;
   uint32_t job_id = 0;
   uint16_t contributor = 0;
+  uint16_t owner = 0;  // CONTRIB with kFlagOwned: the rank that gets the result; else 0
   uint64_t job_token = 0;
   uint32_t slot = 0;
   uint32_t generation = 0;
@@ -39,7 +46,11 @@ struct DataHeader {
   DType dtype = DType::kFloat32;
   Op op = Op::kSum;
 
+  bool owned() const { return (flags & kFlagOwned) != 0; }
+  bool ack() const { return (flags & kFlagAck) != 0; }
+  // Bytes of the elements the header describes (an acknowledgement carries none of them).
   size_t payload_bytes() const { return size_t{count} * dtype_size(dtype); }
+  size_t wire_payload_bytes() const { return ack() ? 0 : payload_bytes(); }
   std::string to_string() const;
 };
 
@@ -76,8 +87,10 @@ std::string_view drop_reason_name(DropReason r);  // "truncated", "bad_magic", .
 void encode_data_header(const DataHeader& h, uint8_t* out);
 
 // Validates a whole datagram (header + payload) against everything that can be
-// checked without state: magic, version, type, flags, reserved bytes, dtype, op,
-// count in 1..max_payload_bytes/dtype_size, and datagram length == 48 + payload.
+// checked without state: magic, version, type, flags (OWNED on CONTRIB only, ACK on RESULT
+// only), reserved bytes (the owner field is reserved without OWNED), dtype, op,
+// count in 1..max_payload_bytes/dtype_size, and datagram length == 48 + payload (48 for an
+// ACK).
 // On kOk, *out holds the header and *payload points into `datagram`.
 DropReason parse_data(std::span<const uint8_t> datagram, uint32_t max_payload_bytes,
                       DataHeader* out, const uint8_t** payload);
