@@ -99,14 +99,18 @@ void FakeAggregator::run() {
   // Distinct per instance, as a real daemon's random job token (job ids may coincide).
   const uint64_t token = 0xABCDEF0000000000ull ^ (uint64_t{control_port_} << 16);
   std::vector<uint8_t> buf(70000);
-  auto send_result = [&](int fd, const Bank& b, const sockaddr_in& to, bool resend) {
+  auto send_result = [&](int fd, const Bank& b, uint32_t rank, bool resend) {
+    const sockaddr_in& to = s.workers[rank];
     proto::DataHeader h = b.first;
+    const bool ack = h.owned() && (opt_.owned == FakeOptions::Owned::kAckToAll ||
+                                   (opt_.owned == FakeOptions::Owned::kSpec && h.owner != rank));
     h.type = proto::PacketType::kResult;
-    h.flags = resend ? proto::kFlagRetransmit : 0;
+    h.flags = (resend ? proto::kFlagRetransmit : 0) | (ack ? proto::kFlagAck : 0);
     h.contributor = 0;
-    std::vector<uint8_t> d(proto::kDataHeaderSize + b.acc.size());
+    h.owner = 0;
+    std::vector<uint8_t> d(proto::kDataHeaderSize + (ack ? 0 : b.acc.size()));
     proto::encode_data_header(h, d.data());
-    std::memcpy(d.data() + proto::kDataHeaderSize, b.acc.data(), b.acc.size());
+    if (!ack) std::memcpy(d.data() + proto::kDataHeaderSize, b.acc.data(), b.acc.size());
     ::sendto(fd, d.data(), d.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to);
   };
   auto on_control = [&](Conn& c, const proto::ControlMsg& m) {
@@ -184,7 +188,7 @@ void FakeAggregator::run() {
     }
     if (b.complete) {
       ++resent_;
-      send_result(fd, b, s.workers[h.contributor], true);
+      send_result(fd, b, h.contributor, true);
       return;
     }
     if (b.bitmap & bit) {
@@ -213,7 +217,7 @@ void FakeAggregator::run() {
     b.bitmap |= bit;
     if (static_cast<uint32_t>(std::popcount(b.bitmap)) == s.job.n_workers) {
       b.complete = true;
-      for (const sockaddr_in& w : s.workers) {
+      for (uint32_t w = 0; w < s.workers.size(); ++w) {
         send_result(fd, b, w, false);
       }
     }

@@ -22,6 +22,11 @@ struct FakeOptions {
   proto::Status join_status = proto::Status::kOk;
   bool auth_required = false;
   std::string secret;
+  // Owned contributions (Reduce): the owner gets the result and the other ranks an ACK,
+  // as SPEC.md says; or every rank gets the full result (an aggregator that ignores owners);
+  // or every rank, the owner too, gets an ACK (a broken aggregator).
+  enum class Owned : uint8_t { kSpec, kFullToAll, kAckToAll };
+  Owned owned = Owned::kSpec;
 };
 
 class FakeAggregator {

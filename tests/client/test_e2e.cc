@@ -104,6 +104,34 @@ TEST_F(E2E, InPlaceAndMultiplePayloadSizes) {
   expect_all_ok(rs, "verified: all 18 results correct");
 }
 
+// Reduce (owned results): the root verifies the sum; the other ranks verify that their
+// receive buffer stayed untouched, and they receive acknowledgements only (48 bytes per
+// packet, against the whole result at the root).
+TEST_F(E2E, ReduceSendsTheResultToTheRootOnly) {
+  start_daemon({"--fault-drop", "0.02"});  // re-served results and acknowledgements too
+  auto rs = run(3, {"--root", "1", "--rto-us", "1000", "--rto-max-ms", "20", "--dtype",
+                    "float,int32", "--op", "sum,max", "--count", "1,1023,262147"});
+  expect_all_ok(rs, "verified: all 12 results correct");
+  EXPECT_NE(rs[0].out.find("Reduce to rank 1"), std::string::npos) << rs[0].out;
+  const double root_in = json_number(rs[1].json, "bytes_received");
+  EXPECT_GT(root_in, 2.0 * 4 * (262147 + 1023 + 1) * 4) << "2 runs x 4 (dtype, op) x bytes";
+  for (int r : {0, 2}) {
+    const double in = json_number(rs[static_cast<size_t>(r)].json, "bytes_received");
+    const double packets = json_number(rs[static_cast<size_t>(r)].json, "packets_received");
+    EXPECT_GT(packets, 0);
+    EXPECT_EQ(in, 48 * packets) << "rank " << r << " received payload: " << rs[r].json;
+  }
+}
+
+TEST_F(E2E, ReduceRootOutsideTheJobIsAUsageError) {
+  start_daemon();
+  auto rs = run(2, {"--root", "2"});
+  for (const WorkerResult& w : rs) {
+    EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 2) << w.err;
+    EXPECT_NE(w.err.find("--root 2 is not a rank (--nranks 2)"), std::string::npos) << w.err;
+  }
+}
+
 class E2ELoss : public E2E, public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(E2ELoss, ExactResultsDespiteDropDuplicationAndReordering) {

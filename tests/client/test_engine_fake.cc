@@ -233,6 +233,85 @@ TEST(EngineFake, CountZeroIsDoneAndUnsupportedFailsAtOnce) {
   check_sum(es, 100);
 }
 
+// Reduce to each root in turn: the root gets the sum, the others get acknowledgements and
+// pass no receive buffer; in place on the others as well.
+void check_reduce(std::vector<std::unique_ptr<Engine>>& es, size_t count) {
+  const size_t n = es.size();
+  for (uint32_t root = 0; root < n; ++root) {
+    std::vector<std::vector<int32_t>> in(n, std::vector<int32_t>(count));
+    std::vector<int32_t> out(count, -1);
+    std::vector<uint64_t> reqs;
+    for (size_t r = 0; r < n; ++r) {
+      std::iota(in[r].begin(), in[r].end(), static_cast<int32_t>(r * 1000));
+      void* dst = r == root ? out.data() : (r % 2 ? in[r].data() : nullptr);
+      reqs.push_back(es[r]->reduce(in[r].data(), dst, count, DType::kInt32, Op::kSum, root));
+    }
+    for (size_t r = 0; r < n; ++r) {
+      std::string err;
+      ASSERT_EQ(wait(*es[r], reqs[r], &err), Status::kDone) << "rank " << r << ": " << err;
+      if (r != root) {  // nothing written, in place or not
+        for (size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(in[r][i], static_cast<int32_t>(r * 1000 + i)) << "rank " << r;
+        }
+      }
+    }
+    for (size_t i = 0; i < count; ++i) {
+      const auto want = static_cast<int32_t>(n * i + 1000 * n * (n - 1) / 2);
+      ASSERT_EQ(out[i], want) << "root " << root << " element " << i;
+    }
+  }
+}
+
+TEST(EngineFake, ReduceDeliversToTheRootOnly) {
+  FakeAggregator a{FakeOptions{}}, b{FakeOptions{}};
+  auto es = make_engines({&a, &b}, 3);
+  check_reduce(es, 1000);  // 63 packets of 16 elements, striped over both
+  const EngineStats root = es[2]->stats(), other = es[0]->stats();
+  EXPECT_EQ(root.drops[static_cast<int>(proto::DropReason::kSlotMismatch)], 0u);
+  EXPECT_EQ(other.drops[static_cast<int>(proto::DropReason::kSlotMismatch)], 0u);
+  check_sum(es, 1000);  // the same engines still AllReduce
+}
+
+TEST(EngineFake, ReduceWorksWithAnAggregatorThatSendsEveryoneTheResult) {
+  FakeOptions o;
+  o.owned = FakeOptions::Owned::kFullToAll;
+  FakeAggregator agg(o);
+  auto es = make_engines({&agg}, 2);
+  check_reduce(es, 100);
+}
+
+TEST(EngineFake, AnAcknowledgementNeverCompletesTheRootsPacket) {
+  FakeOptions o;
+  o.owned = FakeOptions::Owned::kAckToAll;
+  FakeAggregator agg(o);
+  auto es = make_engines({&agg}, 2);
+  std::vector<int32_t> in0(8, 1), in1(8, 2), out(8, -1);
+  const uint64_t r0 = es[0]->reduce(in0.data(), out.data(), 8, DType::kInt32, Op::kSum, 0);
+  const uint64_t r1 = es[1]->reduce(in1.data(), nullptr, 8, DType::kInt32, Op::kSum, 0);
+  std::string err;
+  EXPECT_EQ(wait(*es[1], r1, &err), Status::kDone) << err;
+  EXPECT_EQ(wait(*es[0], r0, &err, 500ms), Status::kPending);
+  EXPECT_GT(es[0]->stats().drops[static_cast<int>(proto::DropReason::kSlotMismatch)], 0u);
+  EXPECT_EQ(out, std::vector<int32_t>(8, -1));
+}
+
+TEST(EngineFake, ReduceRejectsARootOutsideTheJobAndAMissingRootBuffer) {
+  FakeAggregator agg{FakeOptions{}};
+  auto es = make_engines({&agg}, 1);
+  int32_t x = 1, y = 0;
+  std::string err;
+  EXPECT_EQ(es[0]->test(es[0]->reduce(&x, &y, 1, DType::kInt32, Op::kSum, 1), &err),
+            Status::kError);
+  EXPECT_NE(err.find("reduce root 1 is not a rank of the 1-rank job"), std::string::npos) << err;
+  EXPECT_EQ(es[0]->test(es[0]->reduce(&x, nullptr, 1, DType::kInt32, Op::kSum, 0), &err),
+            Status::kError);
+  EXPECT_NE(err.find("null buffer"), std::string::npos) << err;
+  EXPECT_TRUE(es[0]->healthy());
+  EXPECT_EQ(wait(*es[0], es[0]->reduce(&x, &y, 1, DType::kInt32, Op::kSum, 0), &err),
+            Status::kDone);
+  EXPECT_EQ(y, 1);
+}
+
 TEST(EngineFake, RefusedJoinNamesTheAggregatorAndStatus) {
   FakeOptions o;
   o.join_status = proto::Status::kJobMismatch;

@@ -43,6 +43,10 @@ bool Progress::send_new(int64_t now) {
       next_timer_ns_ = std::min(next_timer_ns_, e.deadline_ns);
       proto::DataHeader h;
       h.type = proto::PacketType::kContrib;
+      if (r->root >= 0) {
+        h.flags = proto::kFlagOwned;
+        h.owner = static_cast<uint16_t>(r->root);
+      }
       h.job_id = g.j.info.job_id;
       h.contributor = rank;
       h.job_token = g.j.job_token;
@@ -156,7 +160,17 @@ void Progress::on_result(const uint8_t* data, size_t len, bool truncated, int64_
   }
   SlotEntry& e = g->window.entry(slot);
   Request* r = e.req;
-  std::memcpy(r->recv + e.offset * dtype_size(e.dtype), payload, h.payload_bytes());
+  // Only the payload completes a packet whose result this rank receives; a rank that does not
+  // receive it takes the acknowledgement (or, from an aggregator that sends every rank the
+  // result, ignores the payload).
+  const bool receiver = r->root < 0 || r->root == static_cast<int32_t>(sh_->cfg.rank);
+  if (h.ack() && receiver) {
+    c.drop(proto::DropReason::kSlotMismatch);
+    return;
+  }
+  if (receiver) {
+    std::memcpy(r->recv + e.offset * dtype_size(e.dtype), payload, h.payload_bytes());
+  }
   // Round-trip sample from the first send. A result without the RETRANSMIT flag is the
   // aggregator's completion broadcast, not an answer to one of our resends, so it is a
   // valid sample even if we resent meanwhile (skipping those, as Karn's rule would, biases

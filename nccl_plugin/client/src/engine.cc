@@ -135,6 +135,16 @@ std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string
 }
 
 uint64_t Engine::allreduce(const void* send, void* recv, size_t count, DType dtype, Op op) {
+  return submit(send, recv, count, dtype, op, -1);
+}
+
+uint64_t Engine::reduce(const void* send, void* recv, size_t count, DType dtype, Op op,
+                        uint32_t root) {
+  return submit(send, recv, count, dtype, op, root > INT32_MAX ? INT32_MAX : int32_t(root));
+}
+
+uint64_t Engine::submit(const void* send, void* recv, size_t count, DType dtype, Op op,
+                        int32_t root) {
   try {
     Shared& sh = impl_->sh;
     auto r = std::make_shared<Request>();
@@ -142,9 +152,14 @@ uint64_t Engine::allreduce(const void* send, void* recv, size_t count, DType dty
     r->recv = static_cast<uint8_t*>(recv);
     r->dtype = dtype;
     r->op = op;
+    r->root = root;
+    const bool receiver = root < 0 || root == static_cast<int32_t>(sh.cfg.rank);
     if (!valid_dtype(static_cast<uint32_t>(dtype)) || !valid_op(static_cast<uint32_t>(op))) {
       r->early_error = "invalid dtype or op";
-    } else if (count > 0 && (send == nullptr || recv == nullptr)) {
+    } else if (root >= 0 && static_cast<uint32_t>(root) >= sh.cfg.n_workers) {
+      r->early_error = "reduce root " + std::to_string(root) + " is not a rank of the " +
+                       std::to_string(sh.cfg.n_workers) + "-rank job";
+    } else if (count > 0 && (send == nullptr || (receiver && recv == nullptr))) {
       r->early_error = "null buffer";
     } else if (!supports(dtype, op)) {
       r->early_error = "the aggregators do not support " + std::string(dtype_name(dtype)) + " " +

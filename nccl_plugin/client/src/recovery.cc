@@ -54,7 +54,8 @@ void Progress::fast_retransmit(Agg& g, int64_t now) {
 
 void Progress::retransmit(Agg& g, uint32_t slot, int64_t now) {
   SlotEntry& e = g.window.entry(slot);
-  proto::store_be<uint16_t>(e.header + kFlagsOffset, proto::kFlagRetransmit);
+  const uint16_t flags = proto::load_be<uint16_t>(e.header + kFlagsOffset);  // keeps OWNED
+  proto::store_be<uint16_t>(e.header + kFlagsOffset, flags | proto::kFlagRetransmit);
   ++e.retransmits;
   e.sent_ns = now;
   e.last_tx = ++g.tx_stamp;

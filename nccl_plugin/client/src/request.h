@@ -21,6 +21,9 @@ struct Request {
   uint8_t* recv = nullptr;
   DType dtype = DType::kFloat32;
   Op op = Op::kSum;
+  // Reduce: the rank that receives the result (the others get acknowledgements and may have
+  // no receive buffer); -1: every rank (AllReduce).
+  int32_t root = -1;
   PacketPlan plan;
   std::string early_error;  // set at submission: the request fails at once with this
 

@@ -1,5 +1,6 @@
 #include "worker_data.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -251,5 +252,10 @@ size_t verify(const DataSpec& s, const void* got_v, size_t count, std::string* f
 }
 
 void poison(void* buf, size_t bytes) { std::memset(buf, 0xA5, bytes); }
+
+size_t poisoned_mismatches(const void* buf, size_t bytes) {
+  const auto* p = static_cast<const uint8_t*>(buf);
+  return static_cast<size_t>(std::count_if(p, p + bytes, [](uint8_t b) { return b != 0xA5; }));
+}
 
 }  // namespace conflux::tools

@@ -37,5 +37,7 @@ size_t verify(const DataSpec& s, const void* got, size_t count, std::string* fir
 // Fills a buffer with a byte pattern that is no valid result of the exact inputs, so an
 // element the engine never wrote is caught.
 void poison(void* buf, size_t bytes);
+// Bytes of `buf` that no longer hold poison()'s pattern.
+size_t poisoned_mismatches(const void* buf, size_t bytes);
 
 }  // namespace conflux::tools

@@ -53,13 +53,19 @@ std::string wait_for(client::Engine& e, uint64_t id, double timeout_s) {
 
 std::string run_once(client::Engine& e, const void* send, void* recv, uint64_t count,
                      const DataSpec& spec, const WorkerOptions& o) {
-  return wait_for(e, e.allreduce(send, recv, count, spec.dtype, spec.op), o.timeout_s);
+  if (o.root < 0) {
+    return wait_for(e, e.allreduce(send, recv, count, spec.dtype, spec.op), o.timeout_s);
+  }
+  const auto root = static_cast<uint32_t>(o.root);
+  void* out = root == o.client.rank ? recv : nullptr;  // only the root has a receive buffer
+  return wait_for(e, e.reduce(send, out, count, spec.dtype, spec.op, root), o.timeout_s);
 }
 
 void print_header(const WorkerOptions& o) {
-  std::printf("# conflux-allreduce-worker: %u ranks, %s, %s inputs, %d iters\n", o.client.n_workers,
-              o.client.deterministic ? "deterministic" : "arrival order",
-              o.inputs == InputKind::kExact ? "exact" : "random", o.iters);
+  std::printf("# conflux-allreduce-worker: %u ranks, %s, %s inputs, %d iters%s\n",
+              o.client.n_workers, o.client.deterministic ? "deterministic" : "arrival order",
+              o.inputs == InputKind::kExact ? "exact" : "random", o.iters,
+              o.root < 0 ? "" : (", Reduce to rank " + std::to_string(o.root)).c_str());
   std::printf("#%13s %12s %8s %6s %11s %12s %12s %8s\n", "size(B)", "count", "type", "redop",
               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
 }
@@ -94,6 +100,7 @@ void write_json(const WorkerOptions& o, const std::vector<Row>& rows, const clie
     const client::EngineStats s = e->stats();
     j.key("stats").begin_object();
     j.field("packets_sent", s.packets_sent).field("packets_received", s.packets_received);
+    j.field("bytes_sent", s.bytes_sent).field("bytes_received", s.bytes_received);
     j.field("retransmits", s.retransmits)
         .field("fast_retransmits", s.fast_retransmits)
         .field("results_accepted", s.results_accepted);
@@ -153,7 +160,15 @@ std::string run_size(client::Engine& e, const WorkerOptions& o, const DataSpec& 
   if (!err.empty()) {
     return err;
   }
-  row->wrong = verify(spec, recv, count, first_wrong);
+  if (o.root >= 0 && static_cast<uint32_t>(o.root) != o.client.rank) {
+    // Not the root: the result is not ours, and the engine must not have written it.
+    row->wrong = o.in_place ? 0 : poisoned_mismatches(recv, row->bytes);
+    if (row->wrong > 0 && first_wrong != nullptr) {
+      *first_wrong = "a non-root rank's receive buffer was written";
+    }
+  } else {
+    row->wrong = verify(spec, recv, count, first_wrong);
+  }
   row->checked = true;
   return "";
 }

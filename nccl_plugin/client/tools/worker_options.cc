@@ -63,6 +63,10 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
       ->check(CLI::IsMember({"exact", "random"}));
   app.add_option("--seed", o->seed, "input seed");
   app.add_flag("--in-place", o->in_place, "send buffer == receive buffer");
+  app.add_option("--root", o->root,
+                 "Reduce to this rank instead of AllReduce: only it receives results, the "
+                 "other ranks get acknowledgements and pass no receive buffer")
+      ->check(CLI::Range(0, 1023));
   app.add_option("--window", c.window_slots, "requested window slots per aggregator");
   app.add_option("--payload", c.payload_bytes, "requested payload bytes per packet");
   app.add_option("--secret", c.secret, "shared secret")->envname("CONFLUX_SECRET");
@@ -140,6 +144,11 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
   c.join_timeout = std::chrono::milliseconds(join_ms);
   c.connect_timeout = std::chrono::milliseconds(connect_ms);
   o->table = !no_table && (all_tables || c.rank == 0);
+  if (o->root >= 0 && static_cast<uint32_t>(o->root) >= c.n_workers) {
+    *message = "--root " + std::to_string(o->root) + " is not a rank (--nranks " +
+               std::to_string(c.n_workers) + ")";
+    return 2;
+  }
   const std::string v = client::validate(c);
   if (!v.empty()) {
     *message = v;

@@ -24,6 +24,7 @@ struct WorkerOptions {
   InputKind inputs = InputKind::kExact;  // kRandom applies to float dtypes only
   uint64_t seed = 1;
   bool in_place = false;
+  int root = -1;  // >= 0: Reduce to this rank (owned results) instead of AllReduce
   std::string json_path;
   bool table = true;  // print the table (default: rank 0 only)
   double timeout_s = 300;

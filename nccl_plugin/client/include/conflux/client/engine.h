@@ -93,6 +93,11 @@ class Engine {
   // aggregator, so every rank must submit the same sequence of (count, dtype, op).
   // Unsupported dtype/op or a failed engine gives a handle whose test() reports kError.
   uint64_t allreduce(const void* send, void* recv, size_t count, DType dtype, Op op);
+  // Starts a Reduce to rank `root`: as allreduce, but the aggregators send the result to
+  // `root` only and a payload-less acknowledgement to every other rank (SPEC.md §4, "Owned
+  // results"). Only `root` writes `recv`; the other ranks may pass recv == nullptr. Every
+  // rank must submit the same root. A root outside the job gives a kError handle.
+  uint64_t reduce(const void* send, void* recv, size_t count, DType dtype, Op op, uint32_t root);
 
   // Polls a request. kDone/kError are final and release the handle (a later test of the
   // same handle is kError "unknown request"). On kError, *error gets the reason.
@@ -125,6 +130,7 @@ class Engine {
 
  private:
   explicit Engine(std::unique_ptr<Impl> impl);
+  uint64_t submit(const void* send, void* recv, size_t count, DType dtype, Op op, int32_t root);
   std::unique_ptr<Impl> impl_;
 };
 
