@@ -137,12 +137,10 @@ void CollComm::submit(CollRequest* r, bool agg_capable) {
   if (r->agg_count > 0) {
     std::lock_guard<std::mutex> lk(engine_mu_);
     if (!degraded()) {  // after a failover the completion thread feeds the engine, if any
-      const uint8_t* src = r->send;
       if (r->send == r->recv) {
         r->staging.assign(r->send, r->send + r->agg_count * dtype_size(r->dtype));
-        src = r->staging.data();
       }
-      r->agg_handle = engine_->allreduce(src, r->recv, r->agg_count, r->dtype, r->op);
+      hand_to_engine(*r);
     }
   }
   {
@@ -357,9 +355,12 @@ bool CollComm::notice_arrived() {
 bool CollComm::wait_aggregators(CollRequest& r, std::string* why) {
   // Sleeps in the engine between checks: the engine's progress thread does the I/O, and on
   // a machine with fewer cores than busy threads a spinning waiter slows everyone down.
-  for (;;) {
-    const client::Status s = engine_->wait(r.agg_handle, kWaitSlice, why);
-    if (s == client::Status::kDone) return true;
+  while (r.agg_waited < r.agg_handles.size()) {
+    const client::Status s = engine_->wait(r.agg_handles[r.agg_waited], kWaitSlice, why);
+    if (s == client::Status::kDone) {
+      ++r.agg_waited;
+      continue;
+    }
     if (s == client::Status::kError) return false;
     if (epoch_ > 0) feed_engine();  // requests that arrived meanwhile: keep the pipeline full
     if (notice_arrived()) {
@@ -371,6 +372,7 @@ bool CollComm::wait_aggregators(CollRequest& r, std::string* why) {
       return false;
     }
   }
+  return true;
 }
 
 void CollComm::ring_share_done(CollRequest* r, bool ok, const std::string& error) {
@@ -482,9 +484,14 @@ bool CollComm::aggregator_share(CollRequest& r, std::string* error) {
       engine_->abort("fault injection (CONFLUX_FAULT_ABORT_AT)");
     }
     std::string why = "engine unavailable";
-    if (r.agg_handle != 0 && r.agg_epoch == epoch_) {
+    if (!r.agg_handles.empty() && r.agg_epoch == epoch_) {
       if (wait_aggregators(r, &why)) {
-        tails_.keep(r.seq, r.recv, r.agg_count * dtype_size(r.dtype));
+        const size_t total = r.agg_count * dtype_size(r.dtype);
+        if (r.kind == CollKind::kReduceScatter) {
+          tails_.keep_input(r.seq, r.send, total, r.dtype, r.op, r.owned);
+        } else {
+          tails_.keep(r.seq, r.recv, total);
+        }
         return true;
       }
       if (stopped()) {
@@ -504,9 +511,28 @@ void CollComm::feed_engine() {
     if (p->seq < restripe_next_) continue;
     restripe_next_ = p->seq + 1;
     if (p->agg_count == 0) continue;
-    const uint8_t* src = p->staging.empty() ? p->send : p->staging.data();
-    p->agg_handle = engine_->allreduce(src, p->recv, p->agg_count, p->dtype, p->op);
+    hand_to_engine(*p);
     p->agg_epoch = epoch_;
+  }
+}
+
+void CollComm::hand_to_engine(CollRequest& r) {
+  // In-place AllReduce and every ReduceScatter read their input from the staging copy.
+  const uint8_t* src = r.staging.empty() ? r.send : r.staging.data();
+  r.agg_handles.clear();
+  r.agg_waited = 0;
+  if (r.kind != CollKind::kReduceScatter) {
+    r.agg_handles.push_back(engine_->allreduce(src, r.recv, r.agg_count, r.dtype, r.op));
+    return;
+  }
+  // One Reduce per owner, in rank order on every rank; only this rank's lands in r.recv.
+  const size_t esize = dtype_size(r.dtype);
+  for (size_t k = 0; k < r.owned.size(); ++k) {
+    const size_t lo = r.owned[k].first, hi = std::min(r.owned[k].second, r.agg_count);
+    if (lo >= hi) continue;
+    uint8_t* dst = k == static_cast<size_t>(rank_) ? r.recv + lo * esize : nullptr;
+    r.agg_handles.push_back(
+        engine_->reduce(src + lo * esize, dst, hi - lo, r.dtype, r.op, static_cast<uint32_t>(k)));
   }
 }
 
@@ -538,6 +564,8 @@ struct TailHeader {
   uint32_t kept = 0;  // 0: the holder no longer has it
   uint64_t total = 0;
   uint64_t offset = 0;
+  uint32_t input = 0;  // 1: a ReduceScatter, whose input ends are reduced again (no bytes)
+  uint32_t pad = 0;
 };
 
 }  // namespace
@@ -624,7 +652,8 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
   if (hi > lo) {
     CFX_WARN(net::kLogColl,
              "CollNet failover: rank %d completed requests #%u..#%u that other ranks did not; "
-             "it hands their results over the ring",
+             "it hands their results over the ring (for a ReduceScatter, every rank "
+             "reduce-scatters its input's end over it)",
              holder, lo, hi - 1);
   }
   const size_t max_msg = sizeof(TailHeader) + tails_.window_bytes();
@@ -638,10 +667,11 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
         h.kept = 1;
         h.total = t->total;
         h.offset = t->offset;
+        h.input = t->input ? 1 : 0;
       }
       msg.resize(sizeof h);
       std::memcpy(msg.data(), &h, sizeof h);
-      if (t != nullptr) msg.insert(msg.end(), t->bytes.begin(), t->bytes.end());
+      if (t != nullptr && !t->input) msg.insert(msg.end(), t->bytes.begin(), t->bytes.end());
     }
     const net::Status st =
         ring_broadcast(rings_.failover_next.get(), rings_.failover_prev.get(), rank_, nranks_,
@@ -652,6 +682,10 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
     TailHeader h;
     if (msg.size() < sizeof h) return fail("failover hand-over: malformed message");
     std::memcpy(&h, msg.data(), sizeof h);
+    if (h.seq == q && h.kept != 0 && h.input != 0) {
+      if (!reduce_input_tails(q, h.total, h.offset, error)) return false;
+      continue;
+    }
     CollRequest* r = nullptr;
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -674,6 +708,87 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
     r->resolved = 1;
   }
   return rejoin_survivors(dead, std::max(hi, given), error);
+}
+
+bool CollComm::reduce_input_tails(uint32_t q, size_t total, size_t offset, std::string* error) {
+  CollRequest* r = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (CollRequest* p : queue_) {
+      if (p->seq == q) r = p;
+    }
+  }
+  // This rank's input end and where its reduction goes: the request itself while it is
+  // queued here, else the kept input end (the result is then not needed here).
+  CollRequest tmp;
+  tmp.kind = CollKind::kReduceScatter;
+  const uint8_t* src = nullptr;
+  const std::vector<std::pair<size_t, size_t>>* owned = nullptr;
+  std::vector<uint8_t> sink;
+  const ResultTails::Tail* t = r == nullptr ? tails_.find(q) : nullptr;
+  if (r != nullptr && r->kind == CollKind::kReduceScatter &&
+      r->agg_count * dtype_size(r->dtype) == total && offset <= total) {
+    tmp.dtype = r->dtype;
+    tmp.op = r->op;
+    owned = &r->owned;
+    src = r->send + offset;
+    tmp.recv = r->recv + offset;
+  } else if (t != nullptr && t->input && t->total == total && t->offset == offset) {
+    tmp.dtype = t->dtype;
+    tmp.op = t->op;
+    owned = &t->owned;
+    src = t->bytes.data();
+    sink.resize(total - offset);
+    tmp.recv = sink.data();
+  }
+  const uint32_t have = src != nullptr ? 1 : 0;
+  std::vector<uint32_t> all(static_cast<size_t>(nranks_), have);
+  if (nranks_ > 1) {
+    const net::Status st =
+        ring_allgather(rings_.failover_next.get(), rings_.failover_prev.get(), rank_, nranks_,
+                       &have, all.data(), sizeof have, opts_.ring_timeout);
+    if (st != net::Status::kOk) {
+      failover_broken_ = true;
+      *error = std::string("failover hand-over over the worker ring: ") + net::toString(st);
+      return false;
+    }
+  }
+  for (int i = 0; i < nranks_; ++i) {
+    if (all[static_cast<size_t>(i)] != 0) continue;
+    if (r != nullptr) {
+      r->resolved = 2;
+      r->resolve_error = "rank " + std::to_string(i) +
+                         " no longer holds its input of "
+                         "ReduceScatter #" +
+                         std::to_string(q) + ", whose shard this rank lacks";
+    }
+    return true;
+  }
+  // Every rank has its input end [offset, total): reduce-scatter it by owner.
+  const size_t esize = dtype_size(tmp.dtype);
+  const size_t e0 = offset / esize;
+  tmp.count = (total - offset) / esize;
+  tmp.owned.assign(owned->size(), {0, 0});
+  for (size_t k = 0; k < owned->size(); ++k) {
+    const size_t a = std::max((*owned)[k].first, e0);
+    const size_t b = std::min((*owned)[k].second, e0 + tmp.count);
+    if (a < b) tmp.owned[k] = {a - e0, b - e0};
+  }
+  std::string why;
+  if (!failover_ring(tmp, src, 0, tmp.count, ring_tag(q, 1), &why)) {
+    failover_broken_ = true;
+    *error =
+        "failover reduce-scatter of ReduceScatter #" + std::to_string(q) + "'s input ends: " + why;
+    return false;
+  }
+  if (r != nullptr) {
+    r->resolved = 1;
+    CFX_WARN(net::kLogColl,
+             "CollNet failover: rank %d took its shard of ReduceScatter #%u from the ranks' input "
+             "ends, reduced over the ring",
+             rank_, q);
+  }
+  return true;
 }
 
 bool CollComm::rejoin_survivors(uint64_t dead, uint32_t from, std::string* error) {

@@ -29,9 +29,13 @@
 //
 // ReduceScatter and AllGather (CollNetDirect) work on a window [offset, offset + bytes) of
 // the nranks * bytes_per_rank buffer; rank k owns the part of the window inside
-// [k * bytes_per_rank, (k + 1) * bytes_per_rank). ReduceScatter is an AllReduce of the
-// window (aggregators and ring split as above) after which each rank keeps its own part;
-// its ring share runs the reduce-scatter phase only. AllGather runs over the ring.
+// [k * bytes_per_rank, (k + 1) * bytes_per_rank). ReduceScatter splits the window as above;
+// its aggregator share goes to the engine as one Reduce per owner (the aggregators send
+// each rank only its own shard and acknowledgements for the rest), its ring share runs the
+// reduce-scatter phase only. Since no rank holds another's shard, a failover hands over
+// input ends instead of result ends: for a ReduceScatter in [lo, hi) every rank
+// reduce-scatters the end of its input (kept, or still queued) over the failover ring.
+// AllGather runs over the ring.
 //
 // Threads: iallreduce() and test() are called by NCCL's proxy thread and never block. The
 // ring thread runs the ring shares on the main ring's lanes, up to one per lane at a time,
@@ -112,8 +116,11 @@ struct CollRequest {
   Op op = Op::kSum;
   uint32_t seq = 0;
   size_t agg_count = 0;
-  uint64_t agg_handle = 0;       // 0: the aggregator part is not in the engine
-  uint32_t agg_epoch = 0;        // the engine generation agg_handle belongs to
+  // Engine requests of the aggregator part (empty: not in the engine): one AllReduce, or for
+  // a ReduceScatter one Reduce per owner; agg_waited of them have completed.
+  std::vector<uint64_t> agg_handles;
+  size_t agg_waited = 0;
+  uint32_t agg_epoch = 0;        // the engine generation agg_handles belong to
   std::vector<uint8_t> staging;  // in-place requests: copy of the aggregator part's input
 
   // ReduceScatter / AllGather: `recv` is `work` (or the only receive part); per-rank owned
@@ -212,6 +219,13 @@ class CollComm {
   bool rejoin_survivors(uint64_t dead_mask, uint32_t from, std::string* error);
   // Hands every queued request from restripe_next_ on to the re-joined engine, in order.
   void feed_engine();
+  // Submits r's aggregator share to engine_ (the caller holds engine_mu_ or is the completion
+  // thread after a re-join).
+  void hand_to_engine(CollRequest& r);
+  // Failover hand-over of ReduceScatter request q (an input end, see the file comment):
+  // every rank reduce-scatters its kept or queued input end [offset, total) over the
+  // failover ring. False if the failover ring failed.
+  bool reduce_input_tails(uint32_t q, size_t total, size_t offset, std::string* error);
   // Posts the receive for the previous rank's next failover notice.
   void arm_notice();
   // True once the previous rank's failover notice has arrived (or its link failed).

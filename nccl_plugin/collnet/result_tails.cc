@@ -5,13 +5,29 @@
 namespace conflux::collnet {
 
 void ResultTails::keep(uint32_t seq, const uint8_t* result, size_t total) {
-  if (window_ == 0 || total == 0) return;
   Tail t;
+  add(seq, result, total, std::move(t));
+}
+
+void ResultTails::keep_input(uint32_t seq, const uint8_t* input, size_t total, DType dtype, Op op,
+                             const std::vector<std::pair<size_t, size_t>>& owned) {
+  Tail t;
+  t.input = true;
+  t.dtype = dtype;
+  t.op = op;
+  t.owned = owned;
+  add(seq, input, total, std::move(t));
+}
+
+void ResultTails::add(uint32_t seq, const uint8_t* data, size_t total, Tail t) {
+  if (window_ == 0 || total == 0) return;
   t.seq = seq;
   t.total = total;
-  const size_t n = std::min(total, window_);
+  // Whole elements: an input end is reduced again element by element.
+  const size_t esize = t.input ? dtype_size(t.dtype) : 1;
+  const size_t n = std::min(total, window_ / esize * esize);
   t.offset = total - n;
-  t.bytes.assign(result + t.offset, result + total);
+  t.bytes.assign(data + t.offset, data + total);
   if (!tails_.empty()) newer_total_ += total;
   tails_.push_back(std::move(t));
   // The oldest tail can go once the newer ones alone cover the window.

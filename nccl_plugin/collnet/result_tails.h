@@ -9,13 +9,20 @@
 // granted slots), and only requests within the last A x W packets of the result stream can
 // be missing anywhere. `window_bytes` is that amount (with a safety factor).
 //
+// ReduceScatter requests send each rank only its own shard (owned results), so no rank holds
+// the result another one misses; for them a rank keeps the end of its *input* instead, with
+// what it takes to reduce it again: a failover reduce-scatters those ends over the ring.
+//
 // Threads: used by CollComm's completion thread only.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <utility>
 #include <vector>
+
+#include "conflux/common/dtype.h"
 
 namespace conflux::collnet {
 
@@ -26,6 +33,12 @@ class ResultTails {
     size_t total = 0;   // bytes of the whole aggregator result
     size_t offset = 0;  // where `bytes` starts inside it
     std::vector<uint8_t> bytes;
+    // An input end (ReduceScatter): its element type, op and the owners' element ranges
+    // (relative to the whole request) decide the reduction.
+    bool input = false;
+    DType dtype = DType::kFloat32;
+    Op op = Op::kSum;
+    std::vector<std::pair<size_t, size_t>> owned;
   };
 
   explicit ResultTails(size_t window_bytes) : window_(window_bytes) {}
@@ -33,10 +46,15 @@ class ResultTails {
   // Keeps the last min(total, window) bytes of request seq's result; forgets tails that are
   // older than the last `window` bytes of results.
   void keep(uint32_t seq, const uint8_t* result, size_t total);
+  // Keeps the end of request seq's ReduceScatter input the same way.
+  void keep_input(uint32_t seq, const uint8_t* input, size_t total, DType dtype, Op op,
+                  const std::vector<std::pair<size_t, size_t>>& owned);
   const Tail* find(uint32_t seq) const;
   size_t window_bytes() const { return window_; }
 
  private:
+  void add(uint32_t seq, const uint8_t* data, size_t total, Tail t);
+
   const size_t window_;
   std::deque<Tail> tails_;
   size_t newer_total_ = 0;  // sum of `total` over every tail but the oldest

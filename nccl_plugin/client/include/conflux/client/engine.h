@@ -59,7 +59,7 @@ struct EngineStats {
   uint64_t bytes_received = 0;
   uint64_t retransmits = 0;         // contributions resent (timeouts + fast retransmits)
   uint64_t fast_retransmits = 0;    // of which resent early because later results overtook them
-  uint64_t results_accepted = 0;    // results written into a receive buffer
+  uint64_t results_accepted = 0;    // results (and acknowledgements) that completed a packet
   uint64_t results_duplicated = 0;  // == drops[kDuplicate]
   uint64_t send_errors = 0;         // sendmmsg failures (the packet is retransmitted later)
   uint64_t fault_dropped = 0;       // datagrams the fault injector discarded (both ways)
