@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "collnet/ring_exchange.h"
+#include "collnet/split.h"
 #include "net/log.h"
 
 namespace conflux::collnet {
@@ -132,8 +133,9 @@ void CollComm::submit(CollRequest* r, bool agg_capable) {
   // the aggregators' capabilities agreed at connect), so it is identical on every rank.
   const unsigned bit = static_cast<unsigned>(r->dtype) * kNumOps + static_cast<unsigned>(r->op);
   const bool agg_ok = agg_capable && ((support_mask_ >> bit) & 1) != 0;
-  r->agg_count =
-      agg_ok ? static_cast<size_t>(static_cast<double>(r->count) * (1.0 - opts_.ring_fraction)) : 0;
+  r->agg_count = agg_ok ? aggregator_elements(r->count, dtype_size(r->dtype), opts_.ring_fraction,
+                                              opts_.ring_min_bytes)
+                        : 0;
   if (r->agg_count > 0) {
     std::lock_guard<std::mutex> lk(engine_mu_);
     if (!degraded()) {  // after a failover the completion thread feeds the engine, if any

@@ -68,6 +68,7 @@ namespace conflux::collnet {
 
 struct CollOptions {
   double ring_fraction = 0.0;  // share of every AllReduce that goes over the ring, 0..1
+  size_t ring_min_bytes = 0;   // a smaller ring share goes through the aggregators (split.h)
   size_t ring_block_bytes = 1 << 20;
   int ring_inflight = 8;
   // Ring shares of consecutive requests run at the same time, one per lane (CollRings::next

@@ -49,7 +49,8 @@ struct CollListen {
 struct Verdict {
   uint8_t ok = 0;
   char reason[127] = {};
-  double ring_fraction = 0;  // CONFLUX_RING_FRACTION here (kAutoFraction: auto)
+  double ring_fraction = 0;     // CONFLUX_RING_FRACTION here (kAutoFraction: auto)
+  uint64_t ring_min_bytes = 0;  // CONFLUX_RING_MIN_BYTES here (rank 0's is used)
   double link_mbps = 0;
   double capacity_mbps = 0;
 };
@@ -242,6 +243,7 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   mine.ok = engine != nullptr;
   std::snprintf(mine.reason, sizeof mine.reason, "%s", why.c_str());
   mine.ring_fraction = cfg.ringFraction;
+  mine.ring_min_bytes = static_cast<uint64_t>(cfg.ringMinBytes);
   NetProperties props;
   if (netGetProperties(l->dev, &props) == Status::kOk) mine.link_mbps = props.speed;
   if (engine != nullptr) {
@@ -285,6 +287,7 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
 
   collnet::CollOptions opts;
   opts.ring_fraction = agreed_ring_fraction(all, nranks);
+  opts.ring_min_bytes = static_cast<size_t>(all[0].ring_min_bytes);
   opts.ring_block_bytes = cfg.ringBlockBytes;
   opts.ring_inflight = cfg.ringInflight;
   opts.ring_timeout = std::chrono::milliseconds(cfg.ringTimeoutMs);

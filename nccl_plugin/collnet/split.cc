@@ -26,4 +26,11 @@ double auto_ring_fraction(int nranks, double link_mbps, double capacity_mbps) {
   return std::clamp(1.0 - agg_share, 0.0, 1.0);
 }
 
+size_t aggregator_elements(size_t count, size_t esize, double ring_fraction,
+                           size_t min_ring_bytes) {
+  const auto agg = static_cast<size_t>(static_cast<double>(count) * (1.0 - ring_fraction));
+  if (ring_fraction < 1.0 && (count - agg) * esize < min_ring_bytes) return count;
+  return agg;
+}
+
 }  // namespace conflux::collnet

@@ -13,6 +13,7 @@
 // connect), so the split is the same on every rank.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -30,5 +31,12 @@ double aggregator_capacity_mbps(int nranks, double link_mbps, double agg_mbps,
 
 // The ring fraction in [0, 1] for n workers with link L and aggregator capacity R.
 double auto_ring_fraction(int nranks, double link_mbps, double capacity_mbps);
+
+// Elements of a request of `count` elements of `esize` bytes that go through the
+// aggregators: count * (1 - ring_fraction), rounded down, the ring taking the rest; but all
+// of them when the ring's share would be under `min_ring_bytes` and ring_fraction < 1. A
+// small ring share saves little bandwidth and costs the ring's 2(n-1) latency steps, which
+// then decide the request's time (1 forces everything over the ring, for experiments).
+size_t aggregator_elements(size_t count, size_t esize, double ring_fraction, size_t min_ring_bytes);
 
 }  // namespace conflux::collnet

@@ -12,7 +12,7 @@
 namespace conflux::plugin {
 namespace {
 
-const std::array<ParamSpec, 27> kParams{{
+const std::array<ParamSpec, 28> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -41,6 +41,11 @@ const std::array<ParamSpec, 27> kParams{{
      "goes through the aggregators. auto: from the aggregators' grants and line rate "
      "(CONFLUX_AGGREGATOR_MBPS) against the workers' link.",
      &Config::ringFraction},
+    {"CONFLUX_RING_MIN_BYTES", ParamType::kSize, "64K", 0, 1LL << 40,
+     "A request whose ring share would be smaller than this goes wholly through the "
+     "aggregators (unless CONFLUX_RING_FRACTION is 1): a small ring share costs the ring's "
+     "latency for little bandwidth. 0: always split.",
+     &Config::ringMinBytes},
     {"CONFLUX_AGGREGATOR_MBPS", ParamType::kInt, "0", 0, 100000000,
      "Line rate of each aggregator for the auto split. 0: unknown, the aggregators are taken "
      "to keep up with every worker, so only a cut grant moves work to the ring.",

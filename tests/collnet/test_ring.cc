@@ -285,6 +285,26 @@ TEST(ResultTails, KeepsTheEndsOfTheLastWindowOfResults) {
   EXPECT_EQ(tails.find(4), nullptr);
 }
 
+TEST(ResultTails, KeepsWholeElementsOfAnInputWithWhatReducesIt) {
+  ResultTails tails(102);  // not a multiple of 8: the end is cut to 96 bytes, 12 doubles
+  std::vector<uint8_t> in(800);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = uint8_t(i * 7);
+  const std::vector<std::pair<size_t, size_t>> owned{{0, 40}, {40, 100}};
+  tails.keep_input(5, in.data(), in.size(), DType::kFloat64, Op::kMax, owned);
+  const auto* t = tails.find(5);
+  ASSERT_NE(t, nullptr);
+  EXPECT_TRUE(t->input);
+  EXPECT_EQ(t->total, 800u);
+  EXPECT_EQ(t->offset, 704u);
+  EXPECT_EQ(t->bytes, std::vector<uint8_t>(in.begin() + 704, in.end()));
+  EXPECT_EQ(t->dtype, DType::kFloat64);
+  EXPECT_EQ(t->op, Op::kMax);
+  EXPECT_EQ(t->owned, owned);
+  tails.keep(6, in.data(), 102);  // a result end next to it keeps the byte granularity
+  EXPECT_FALSE(tails.find(6)->input);
+  EXPECT_EQ(tails.find(6)->offset, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, RingTest, ::testing::Values(2, 3, 4));
 
 }  // namespace

@@ -41,5 +41,20 @@ TEST(AutoSplit, DegenerateInputs) {
   EXPECT_DOUBLE_EQ(auto_ring_fraction(4, 1000, 1000, {{0, 64}}), 1.0);   // nothing granted
 }
 
+TEST(Split, SmallRingSharesGoThroughTheAggregators) {
+  // 1 MiB of float at fraction 0.3: 78 644 floats (307 KiB) on the ring, the rest not.
+  EXPECT_EQ(aggregator_elements(262144, 4, 0.3, 64 << 10), 183500u);
+  // 64 KiB of float at 0.3: a 19.2 KiB ring share is under 64 KiB, so none.
+  EXPECT_EQ(aggregator_elements(16384, 4, 0.3, 64 << 10), 16384u);
+  // The boundary: a ring share of exactly min_ring_bytes stays on the ring.
+  EXPECT_EQ(aggregator_elements(32768, 4, 0.5, 64 << 10), 16384u);
+  EXPECT_EQ(aggregator_elements(32766, 4, 0.5, 64 << 10), 32766u);
+  // 0 always splits; fraction 0 never has a ring share; fraction 1 is everything on the ring.
+  EXPECT_EQ(aggregator_elements(10, 4, 0.5, 0), 5u);
+  EXPECT_EQ(aggregator_elements(10, 4, 0.0, 64 << 10), 10u);
+  EXPECT_EQ(aggregator_elements(10, 4, 1.0, 64 << 10), 0u);
+  EXPECT_EQ(aggregator_elements(0, 4, 0.5, 64 << 10), 0u);
+}
+
 }  // namespace
 }  // namespace conflux::collnet
