@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
 # Runs a command with a fresh confluxd on loopback (ephemeral ports) and checks the result.
 #   with_confluxd.sh CONFLUXD EXPECT REGEX [--kill-after S] [--daemons N] [--no-daemon]
-#                    [--daemon-arg ARG]... -- CMD ARGS...
+#                    [--daemon-arg ARG]... [--max-out-ratio R] [--min-out-ratio R]
+#                    -- CMD ARGS...
 # EXPECT is zero|nonzero (the command's exit code); REGEX (several may be joined by " && ")
 # must each match a line of its output.
 # CONFLUX_AGGREGATORS is set to the daemons, comma-separated (or to a port nobody listens on
 # with --no-daemon). --daemons N starts N daemons (default 1).
 # --kill-after S sends SIGKILL, S seconds after the command starts, to the daemon (with
 # several: to the last one only).
+# After the command, the first daemon's dataplane bytes in and out are printed; with
+# --max-out-ratio R (--min-out-ratio R) the test fails if it sent more (less) than R times
+# the bytes it received.
 set -uo pipefail
 confluxd=$1 expect=$2 regex=$3
 shift 3
-kill_after="" no_daemon=0 daemon_args=() n_daemons=1
+kill_after="" no_daemon=0 daemon_args=() n_daemons=1 max_out_ratio="" min_out_ratio=""
 while [[ $# -gt 0 && $1 != "--" ]]; do
   case $1 in
     --kill-after) kill_after=$2; shift 2 ;;
     --no-daemon) no_daemon=1; shift ;;
     --daemons) n_daemons=$2; shift 2 ;;
     --daemon-arg) daemon_args+=("$2"); shift 2 ;;
+    --max-out-ratio) max_out_ratio=$2; shift 2 ;;
+    --min-out-ratio) min_out_ratio=$2; shift 2 ;;
     *) echo "with_confluxd: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -61,6 +67,24 @@ fi
 wait "$cmd_pid"
 rc=$?
 cat "$work/out"
+if [[ $no_daemon -eq 0 && -z $kill_after ]]; then
+  metrics=$(sed -n 's/^metrics_port=//p' "$work/ready1")
+  read -r bytes_in bytes_out < <(curl -s "http://127.0.0.1:$metrics/metrics" | awk '
+    /^conflux_dataplane_bytes_in_total/ { i += $2 }
+    /^conflux_dataplane_bytes_out_total/ { o += $2 }
+    END { printf "%.0f %.0f\n", i, o }')
+  echo "with_confluxd: confluxd 1 dataplane bytes in $bytes_in, out $bytes_out"
+  if [[ -n $max_out_ratio ]] &&
+     ! awk -v i="$bytes_in" -v o="$bytes_out" -v r="$max_out_ratio" 'BEGIN { exit !(i > 0 && o <= r * i) }'; then
+    echo "FAIL: confluxd sent $bytes_out bytes for $bytes_in received (more than $max_out_ratio times)"
+    exit 1
+  fi
+  if [[ -n $min_out_ratio ]] &&
+     ! awk -v i="$bytes_in" -v o="$bytes_out" -v r="$min_out_ratio" 'BEGIN { exit !(i > 0 && o >= r * i) }'; then
+    echo "FAIL: confluxd sent $bytes_out bytes for $bytes_in received (less than $min_out_ratio times)"
+    exit 1
+  fi
+fi
 if [[ $expect == zero && $rc -ne 0 ]]; then echo "FAIL: exit code $rc, expected 0"; exit 1; fi
 if [[ $expect == nonzero && $rc -eq 0 ]]; then echo "FAIL: exit code 0, expected non-zero"; exit 1; fi
 rest=$regex
