@@ -10,6 +10,8 @@
 #   mpirun -np 4 -x NCCL_NET_PLUGIN=conflux -x NCCL_COLLNET_ENABLE=1 -x CONFLUX_AGGREGATORS \
 #     -x NCCL_TESTS_DEVICE=0 sh -c 'NCCL_HOSTID=node$OMPI_COMM_WORLD_RANK exec \
 #     ./build/all_reduce_perf -b 4 -e 256M -f 4 -g 1'
+# and reduce_scatter_perf / all_gather_perf with the same arguments (CollNetDirect's
+# ireducescatter / iallgather, where NCCL's tuning picks CollNet for them).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 MAX=${1:-256M}

@@ -272,6 +272,25 @@ TEST(EngineFake, ReduceDeliversToTheRootOnly) {
   check_sum(es, 1000);  // the same engines still AllReduce
 }
 
+TEST(EngineFake, AStripeStartContinuesAnEarlierRequestsStriping) {
+  FakeAggregator a{FakeOptions{}}, b{FakeOptions{}};
+  auto es = make_engines({&a, &b}, 2);
+  // 48 int32 = 3 packets of 16 elements, starting at the second aggregator: b a b.
+  std::vector<int32_t> in(48, 1), out(48, 0);
+  std::vector<uint64_t> reqs;
+  for (uint32_t r = 0; r < 2; ++r) {
+    reqs.push_back(es[r]->reduce(in.data(), r == 0 ? out.data() : nullptr, 48, DType::kInt32,
+                                 Op::kSum, 0, /*stripe_start=*/1));
+  }
+  for (uint32_t r = 0; r < 2; ++r) {
+    std::string err;
+    ASSERT_EQ(wait(*es[r], reqs[r], &err), Status::kDone) << err;
+  }
+  EXPECT_EQ(out, std::vector<int32_t>(48, 2));
+  EXPECT_EQ(a.contributions(), 2u);  // one packet from each of the 2 ranks
+  EXPECT_EQ(b.contributions(), 4u);
+}
+
 TEST(EngineFake, ReduceWorksWithAnAggregatorThatSendsEveryoneTheResult) {
   FakeOptions o;
   o.owned = FakeOptions::Owned::kFullToAll;

@@ -76,6 +76,31 @@ TEST(Packetizer, StripingIsRoundRobinAndCountsAddUp) {
   EXPECT_EQ(packet_aggregator(7, 3), 1u);
 }
 
+TEST(Packetizer, AStripeStartShiftsTheRoundRobin) {
+  for (uint32_t A : {1u, 2u, 3u, 5u}) {
+    for (uint32_t start : {0u, 1u, 4u, 7u}) {
+      for (uint64_t n : {0ul, 1ul, 2ul, 7ul, 100ul}) {
+        uint64_t total = 0;
+        for (uint32_t a = 0; a < A; ++a) {
+          const uint32_t pos = stripe_position(a, A, start);
+          const uint64_t m = packets_on_aggregator(n, A, pos);
+          total += m;
+          for (uint64_t j = 0; j < m; ++j) {
+            const uint64_t k = aggregator_packet(pos, j, A);
+            ASSERT_LT(k, n);
+            ASSERT_EQ(packet_aggregator(k, A, start), a) << "A=" << A << " start=" << start;
+          }
+        }
+        EXPECT_EQ(total, n);
+      }
+    }
+  }
+  // Two requests of 3 and 2 packets over 2 aggregators, the second starting where the first
+  // stopped: aggregators 0 1 0 | 1 0, as one request of 5 packets would be.
+  EXPECT_EQ(packet_aggregator(0, 2, 3), 1u);
+  EXPECT_EQ(packet_aggregator(1, 2, 3), 0u);
+}
+
 TEST(Packetizer, SlotAndGenerationOfSequenceNumbers) {
   EXPECT_EQ(slot_of(0, 64), 0u);
   EXPECT_EQ(generation_of(0, 64), 0u);

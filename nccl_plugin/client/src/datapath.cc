@@ -26,7 +26,8 @@ bool Progress::send_new(int64_t now) {
     const uint32_t rto = g.rto_us;
     while (!g.send_queue.empty() && g.window.can_send() && g.cwnd.allows(g.window.outstanding())) {
       Request* r = g.send_queue.front();
-      const uint64_t k = aggregator_packet(a, r->next_j[a], n_aggs);
+      const uint32_t pos = stripe_position(a, n_aggs, r->stripe_start);
+      const uint64_t k = aggregator_packet(pos, r->next_j[a], n_aggs);
       const size_t esize = dtype_size(r->dtype);
       const uint32_t slot = g.window.claim();
       SlotEntry& e = g.window.entry(slot);
@@ -60,7 +61,7 @@ bool Progress::send_new(int64_t now) {
       tx_.push_back({g.port_addrs[slot % g.port_addrs.size()], e.header, e.src,
                      static_cast<uint32_t>(e.count * esize)});
       ++r->next_j[a];
-      if (aggregator_packet(a, r->next_j[a], n_aggs) >= r->plan.n_packets) {
+      if (aggregator_packet(pos, r->next_j[a], n_aggs) >= r->plan.n_packets) {
         g.send_queue.pop_front();
       }
       any = true;

@@ -135,16 +135,17 @@ std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string
 }
 
 uint64_t Engine::allreduce(const void* send, void* recv, size_t count, DType dtype, Op op) {
-  return submit(send, recv, count, dtype, op, -1);
+  return submit(send, recv, count, dtype, op, -1, 0);
 }
 
 uint64_t Engine::reduce(const void* send, void* recv, size_t count, DType dtype, Op op,
-                        uint32_t root) {
-  return submit(send, recv, count, dtype, op, root > INT32_MAX ? INT32_MAX : int32_t(root));
+                        uint32_t root, uint32_t stripe_start) {
+  return submit(send, recv, count, dtype, op, root > INT32_MAX ? INT32_MAX : int32_t(root),
+                stripe_start);
 }
 
 uint64_t Engine::submit(const void* send, void* recv, size_t count, DType dtype, Op op,
-                        int32_t root) {
+                        int32_t root, uint32_t stripe_start) {
   try {
     Shared& sh = impl_->sh;
     auto r = std::make_shared<Request>();
@@ -153,6 +154,7 @@ uint64_t Engine::submit(const void* send, void* recv, size_t count, DType dtype,
     r->dtype = dtype;
     r->op = op;
     r->root = root;
+    r->stripe_start = stripe_start;
     const bool receiver = root < 0 || root == static_cast<int32_t>(sh.cfg.rank);
     if (!valid_dtype(static_cast<uint32_t>(dtype)) || !valid_op(static_cast<uint32_t>(op))) {
       r->early_error = "invalid dtype or op";

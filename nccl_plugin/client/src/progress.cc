@@ -109,7 +109,8 @@ bool Progress::take_submissions() {
     r->results_pending = r->plan.n_packets;
     r->next_j.assign(n_aggs, 0);
     for (uint32_t a = 0; a < n_aggs; ++a) {
-      if (packets_on_aggregator(r->plan.n_packets, n_aggs, a) > 0) {
+      const uint32_t pos = stripe_position(a, n_aggs, r->stripe_start);
+      if (packets_on_aggregator(r->plan.n_packets, n_aggs, pos) > 0) {
         aggs_[a].send_queue.push_back(r.get());
       }
     }

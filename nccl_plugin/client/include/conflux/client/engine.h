@@ -97,7 +97,11 @@ class Engine {
   // `root` only and a payload-less acknowledgement to every other rank (SPEC.md §4, "Owned
   // results"). Only `root` writes `recv`; the other ranks may pass recv == nullptr. Every
   // rank must submit the same root. A root outside the job gives a kError handle.
-  uint64_t reduce(const void* send, void* recv, size_t count, DType dtype, Op op, uint32_t root);
+  // `stripe_start`: packet k goes to aggregator (k + stripe_start) mod A instead of k mod A,
+  // so that consecutive requests (a ReduceScatter's per-owner pieces) stripe as one; every
+  // rank must pass the same value.
+  uint64_t reduce(const void* send, void* recv, size_t count, DType dtype, Op op, uint32_t root,
+                  uint32_t stripe_start = 0);
 
   // Polls a request. kDone/kError are final and release the handle (a later test of the
   // same handle is kError "unknown request"). On kError, *error gets the reason.
@@ -130,7 +134,8 @@ class Engine {
 
  private:
   explicit Engine(std::unique_ptr<Impl> impl);
-  uint64_t submit(const void* send, void* recv, size_t count, DType dtype, Op op, int32_t root);
+  uint64_t submit(const void* send, void* recv, size_t count, DType dtype, Op op, int32_t root,
+                  uint32_t stripe_start);
   std::unique_ptr<Impl> impl_;
 };
 
