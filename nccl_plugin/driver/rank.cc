@@ -135,11 +135,15 @@ struct RankRun {
                        (o.inplace ? ", in-place" : ", out-of-place") +
                        (o.deterministic ? ", deterministic: bitwise check" : "");
     if (mode == Mode::kReduceScatter) {
-      m.inputs = InputKind::kExact;
+      // Deterministic with no ring share: the aggregators reduce every shard in rank order,
+      // so it is checked bitwise on random inputs; a ring share is exact inputs only.
+      const bool bitwise = o.deterministic && o.rs_ring_fraction == 0.0;
+      m.inputs = bitwise ? InputKind::kRandom : InputKind::kExact;
       m.run = [&cs, this](void* s, void* r, size_t n, DType t, Op op) {
         return cs.reducescatter(s, r, n, t, op, o.chunk_bytes, o.inflight);
       };
-      what = "CollNetDirect ireducescatter, size = nranks blocks" + how;
+      what = "CollNetDirect ireducescatter, size = nranks blocks" + how +
+             (bitwise ? ", deterministic: bitwise check" : "");
     } else if (mode == Mode::kAllGather) {
       m.inputs = InputKind::kExact;
       m.run = [&cs, this](void* s, void* r, size_t n, DType t, Op) {
