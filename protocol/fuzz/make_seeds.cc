@@ -44,6 +44,25 @@ int main(int argc, char** argv) {
     encode_data_header(h, d.data());
     ok &= write_file(data_dir + "/seed_" + std::to_string(n++), d);
   }
+  {  // An owned contribution and the acknowledgement a non-owner gets for it.
+    DataHeader h;
+    h.flags = kFlagOwned;
+    h.owner = 3;
+    h.job_id = 7;
+    h.contributor = 1;
+    h.job_token = 0x1122334455667788ULL;
+    h.count = 16;
+    std::vector<uint8_t> d(kDataHeaderSize + h.payload_bytes(), 0x5a);
+    encode_data_header(h, d.data());
+    ok &= write_file(data_dir + "/seed_" + std::to_string(n++), d);
+    h.type = PacketType::kResult;
+    h.flags = kFlagAck;
+    h.owner = 0;
+    h.contributor = 0;
+    std::vector<uint8_t> ack(kDataHeaderSize);
+    encode_data_header(h, ack.data());
+    ok &= write_file(data_dir + "/seed_" + std::to_string(n++), ack);
+  }
   const std::vector<ControlMsg> msgs = {
       ServerHello{42, (1ULL << 48) - 1, 8192, 512, 1},
       Join{0xabcdef, 4, 1, 0x7f000001, 40000, kJoinFlagDeterministic, 64, 8192, 10000, 99},
