@@ -49,8 +49,8 @@ struct CollListen {
 struct Verdict {
   uint8_t ok = 0;
   char reason[127] = {};
-  double ring_fraction = 0;     // CONFLUX_RING_FRACTION here (kAutoFraction: auto)
-  uint64_t ring_min_bytes = 0;  // CONFLUX_RING_MIN_BYTES here (rank 0's is used)
+  double ring_fraction = 0;  // CONFLUX_RING_FRACTION here (kAutoFraction: auto)
+  int64_t ring_min_us = 0;   // CONFLUX_RING_MIN_US here (rank 0's is used)
   double link_mbps = 0;
   double capacity_mbps = 0;
 };
@@ -63,6 +63,13 @@ double agreed_ring_fraction(const std::vector<Verdict>& all, int nranks) {
     capacity = std::min(capacity, v.capacity_mbps);
   }
   return collnet::auto_ring_fraction(nranks, link, capacity);
+}
+
+// CONFLUX_RING_MIN_US (rank 0's) in bytes at the slowest link any rank reported.
+size_t ring_min_bytes(const std::vector<Verdict>& all) {
+  double link = all[0].link_mbps;
+  for (const Verdict& v : all) link = std::min(link, v.link_mbps);
+  return static_cast<size_t>(static_cast<double>(all[0].ring_min_us) * std::max(link, 0.0) / 8);
 }
 
 // Identical on every rank: derived from every rank's handle, unique per communicator.
@@ -243,7 +250,7 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   mine.ok = engine != nullptr;
   std::snprintf(mine.reason, sizeof mine.reason, "%s", why.c_str());
   mine.ring_fraction = cfg.ringFraction;
-  mine.ring_min_bytes = static_cast<uint64_t>(cfg.ringMinBytes);
+  mine.ring_min_us = cfg.ringMinUs;
   NetProperties props;
   if (netGetProperties(l->dev, &props) == Status::kOk) mine.link_mbps = props.speed;
   if (engine != nullptr) {
@@ -287,7 +294,7 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
 
   collnet::CollOptions opts;
   opts.ring_fraction = agreed_ring_fraction(all, nranks);
-  opts.ring_min_bytes = static_cast<size_t>(all[0].ring_min_bytes);
+  opts.ring_min_bytes = ring_min_bytes(all);
   opts.ring_block_bytes = cfg.ringBlockBytes;
   opts.ring_inflight = cfg.ringInflight;
   opts.ring_timeout = std::chrono::milliseconds(cfg.ringTimeoutMs);
@@ -310,9 +317,10 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   }
   if (rank == 0) {
     CFX_INFO(kLogColl | kLogInit,
-             "CollNet connected: %d ranks, %zu aggregator(s), ring fraction %.2f%s%s", nranks,
-             engine->aggregators().size(), opts.ring_fraction,
-             all[0].ring_fraction == kAutoFraction ? " (auto)" : "",
+             "CollNet connected: %d ranks, %zu aggregator(s), ring fraction %.2f%s (ring shares "
+             "under %zu bytes go through the aggregators)%s",
+             nranks, engine->aggregators().size(), opts.ring_fraction,
+             all[0].ring_fraction == kAutoFraction ? " (auto)" : "", opts.ring_min_bytes,
              engine->aggregators().front().deterministic ? ", deterministic" : "");
   }
   *collComm = new collnet::CollComm(rank, nranks, std::move(rings), std::move(engine), opts);

@@ -41,11 +41,11 @@ const std::array<ParamSpec, 28> kParams{{
      "goes through the aggregators. auto: from the aggregators' grants and line rate "
      "(CONFLUX_AGGREGATOR_MBPS) against the workers' link.",
      &Config::ringFraction},
-    {"CONFLUX_RING_MIN_BYTES", ParamType::kSize, "64K", 0, 1LL << 40,
-     "A request whose ring share would be smaller than this goes wholly through the "
-     "aggregators (unless CONFLUX_RING_FRACTION is 1): a small ring share costs the ring's "
-     "latency for little bandwidth. 0: always split.",
-     &Config::ringMinBytes},
+    {"CONFLUX_RING_MIN_US", ParamType::kInt, "50", 0, 1000000,
+     "A request whose ring share would take less than this many microseconds on the "
+     "workers' link goes wholly through the aggregators (unless CONFLUX_RING_FRACTION is 1): "
+     "a small ring share costs the ring's latency for little bandwidth. 0: always split.",
+     &Config::ringMinUs},
     {"CONFLUX_AGGREGATOR_MBPS", ParamType::kInt, "0", 0, 100000000,
      "Line rate of each aggregator for the auto split. 0: unknown, the aggregators are taken "
      "to keep up with every worker, so only a cut grant moves work to the ring.",

@@ -35,7 +35,7 @@ struct Config {
   std::string aggregators;
   bool requireAggregators = false;
   double ringFraction = kAutoFraction;  // kAutoFraction: collnet/split.h decides
-  size_t ringMinBytes = 0;              // smaller ring shares go through the aggregators
+  int ringMinUs = 0;  // ring shares shorter than this on the link go through the aggregators
   int aggregatorMbps = 0;
   bool congestionControl = true;
   double faultDrop = 0;  // tests only

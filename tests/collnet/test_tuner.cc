@@ -93,10 +93,10 @@ TEST(CollNetParams, DefaultsAndValues) {
   EXPECT_EQ(c.aggregatorMbps, 0);
   EXPECT_EQ(c.windowSlots, 64);
   EXPECT_EQ(c.payloadBytes, 8192u);
-  EXPECT_EQ(c.ringMinBytes, 64u * 1024);
+  EXPECT_EQ(c.ringMinUs, 50);
   ASSERT_EQ(loadConfig(&c, &err,
                        envOf({{"CONFLUX_RING_FRACTION", "0.3"},
-                              {"CONFLUX_RING_MIN_BYTES", "0"},
+                              {"CONFLUX_RING_MIN_US", "0"},
                               {"CONFLUX_AGGREGATORS", "10.0.0.1:7470,10.0.0.2:7470"},
                               {"CONFLUX_DETERMINISTIC", "yes"},
                               {"CONFLUX_RING_BLOCK_BYTES", "256K"}})),
@@ -106,7 +106,7 @@ TEST(CollNetParams, DefaultsAndValues) {
   EXPECT_EQ(c.aggregators, "10.0.0.1:7470,10.0.0.2:7470");
   EXPECT_TRUE(c.deterministic);
   EXPECT_EQ(c.ringBlockBytes, 256u * 1024);
-  EXPECT_EQ(c.ringMinBytes, 0u);
+  EXPECT_EQ(c.ringMinUs, 0);
   ASSERT_EQ(loadConfig(&c, &err, envOf({{"CONFLUX_RING_FRACTION", "AUTO"}})), Status::kOk);
   EXPECT_EQ(c.ringFraction, kAutoFraction);
 }
@@ -121,7 +121,7 @@ TEST(CollNetParams, BadValuesNameTheVariable) {
                                                         {"CONFLUX_PAYLOAD_BYTES", "64K"},
                                                         {"CONFLUX_REQUIRE_AGGREGATORS", "maybe"},
                                                         {"CONFLUX_RING_INFLIGHT", "33"},
-                                                        {"CONFLUX_RING_MIN_BYTES", "-1"}}) {
+                                                        {"CONFLUX_RING_MIN_US", "-1"}}) {
     Config c;
     std::string err;
     EXPECT_EQ(loadConfig(&c, &err, envOf({{name, value}})), Status::kInvalidArgument)
