@@ -41,7 +41,7 @@ const std::array<ParamSpec, 28> kParams{{
      "goes through the aggregators. auto: from the aggregators' grants and line rate "
      "(CONFLUX_AGGREGATOR_MBPS) against the workers' link.",
      &Config::ringFraction},
-    {"CONFLUX_RING_MIN_US", ParamType::kInt, "50", 0, 1000000,
+    {"CONFLUX_RING_MIN_US", ParamType::kInt, "10", 0, 1000000,
      "A request whose ring share would take less than this many microseconds on the "
      "workers' link goes wholly through the aggregators (unless CONFLUX_RING_FRACTION is 1): "
      "a small ring share costs the ring's latency for little bandwidth. 0: always split.",

@@ -93,7 +93,7 @@ TEST(CollNetParams, DefaultsAndValues) {
   EXPECT_EQ(c.aggregatorMbps, 0);
   EXPECT_EQ(c.windowSlots, 64);
   EXPECT_EQ(c.payloadBytes, 8192u);
-  EXPECT_EQ(c.ringMinUs, 50);
+  EXPECT_EQ(c.ringMinUs, 10);
   ASSERT_EQ(loadConfig(&c, &err,
                        envOf({{"CONFLUX_RING_FRACTION", "0.3"},
                               {"CONFLUX_RING_MIN_US", "0"},
