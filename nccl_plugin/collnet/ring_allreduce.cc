@@ -23,15 +23,16 @@ RingAllreduce::RingAllreduce(const RingLinks& links, const void* send, void* rec
                              uint8_t* scratch, RingPlan plan)
     : links_(links),
       recv_(static_cast<uint8_t*>(recv)),
-      count_(count),
       dtype_(dtype),
       op_(op),
       tag_(tag),
       esize_(dtype_size(dtype)),
       block_elems_(std::max<size_t>(1, block_bytes / dtype_size(dtype))),
-      max_inflight_(max_inflight),
+      window_(static_cast<size_t>(std::max(1, max_inflight))),
       scratch_(scratch),
-      segs_(std::move(plan.segs)) {
+      segs_(std::move(plan.segs)),
+      sreq_(window_, nullptr),
+      rreq_(window_, nullptr) {
   const int n = links_.nranks;
   if (segs_.empty()) {
     for (int j = 0; j < n; ++j) {
@@ -39,131 +40,113 @@ RingAllreduce::RingAllreduce(const RingLinks& links, const void* send, void* rec
                          count * static_cast<size_t>(j + 1) / static_cast<size_t>(n));
     }
   }
-  for (const auto& [lo, hi] : segs_) longest_ = std::max(longest_, hi > lo ? hi - lo : 0);
+  size_t longest = 0;
+  for (const auto& [lo, hi] : segs_) longest = std::max(longest, hi > lo ? hi - lo : 0);
   if (send != recv && count > 0) std::memmove(recv_, send, count * esize_);
-  for (int i = max_inflight_ - 1; i >= 0; --i) free_scratch_.push_back(i);
-  step_ = plan.reduce_scatter ? 0 : n - 1;
-  end_step_ = plan.all_gather ? 2 * (n - 1) : n - 1;
-  if (n > 1 && step_ < end_step_) plan_step();
+  if (n < 2) return;
+  // Every rank must post the same number of messages, so the block count comes from the
+  // longest segment (the same on every rank); blocks past the end of a shorter segment
+  // carry zero bytes.
+  nb_ = std::max<size_t>(1, (longest + block_elems_ - 1) / block_elems_);
+  start_step_ = plan.reduce_scatter ? 0 : n - 1;
+  const int end_step = plan.all_gather ? 2 * (n - 1) : n - 1;
+  if (end_step > start_step_) items_ = static_cast<size_t>(end_step - start_step_) * nb_;
+  rs_items_ = plan.reduce_scatter ? std::min(items_, static_cast<size_t>(n - 1) * nb_) : 0;
 }
 
-void RingAllreduce::plan_step() {
-  // Reduce-scatter step s: send segment r-s, receive (and reduce) segment r-s-1.
-  // All-gather step s: send segment r+1-s, receive segment r-s (final values).
+// Reduce-scatter step s: send segment r-s, receive (and reduce) segment r-s-1.
+// All-gather step s (a = s - (n-1)): send segment r+1-a, receive segment r-a (final values).
+// So step s sends what step s-1 received.
+int RingAllreduce::send_seg(int step) const {
   const int n = links_.nranks, r = links_.rank;
-  const bool rs = in_reduce_scatter();
-  const int s = rs ? step_ : step_ - (n - 1);
-  const int send_seg = rs ? r - s : r + 1 - s;
-  const int recv_seg = rs ? r - s - 1 : r - s;
-  // Every rank must post the same number of messages per step, so the block count comes
-  // from the longest segment (the same on every rank); blocks past the end of a shorter
-  // segment carry zero bytes.
-  const size_t slo = seg_lo(send_seg), rlo = seg_lo(recv_seg);
-  const size_t nb = std::max<size_t>(1, (longest_ + block_elems_ - 1) / block_elems_);
-  blocks_.assign(nb, Block{});
-  for (size_t i = 0; i < nb; ++i) {
-    Block& b = blocks_[i];
-    b.send_off = slo + i * block_elems_;
-    b.recv_off = rlo + i * block_elems_;
-    b.elems = block_elems_;
-  }
-  next_to_post_ = 0;
-  finished_ = 0;
+  return step < n - 1 ? r - step : r + 1 - (step - (n - 1));
 }
 
-net::Status RingAllreduce::post(Block& b) {
-  const bool rs = in_reduce_scatter();
+int RingAllreduce::recv_seg(int step) const {
   const int n = links_.nranks, r = links_.rank;
-  const int s = rs ? step_ : step_ - (n - 1);
-  const int send_seg = rs ? r - s : r + 1 - s;
-  const int recv_seg = rs ? r - s - 1 : r - s;
-  const size_t send_end = seg_hi(send_seg), recv_end = seg_hi(recv_seg);
-  const size_t send_elems = b.send_off < send_end ? std::min(b.elems, send_end - b.send_off) : 0;
-  const size_t recv_elems = b.recv_off < recv_end ? std::min(b.elems, recv_end - b.recv_off) : 0;
-
-  if (b.send_req == nullptr && !b.sent) {
-    CFX_RETURN_IF_ERROR(
-        links_.next->isend(recv_ + b.send_off * esize_, send_elems * esize_, tag_, &b.send_req));
-  }
-  if (b.recv_req == nullptr && !b.received) {
-    void* dst;
-    if (rs) {
-      if (b.scratch_index < 0) {
-        if (free_scratch_.empty()) return net::Status::kOk;
-        b.scratch_index = free_scratch_.back();
-        free_scratch_.pop_back();
-      }
-      dst = scratch_ + static_cast<size_t>(b.scratch_index) * block_elems_ * esize_;
-    } else {
-      dst = recv_ + b.recv_off * esize_;
-    }
-    const size_t size = recv_elems * esize_;
-    CFX_RETURN_IF_ERROR(links_.prev->irecv(1, &dst, &size, &tag_, &b.recv_req));
-  }
-  return net::Status::kOk;
+  return step < n - 1 ? r - step - 1 : r - (step - (n - 1));
 }
 
-net::Status RingAllreduce::poll(Block& b) {
-  size_t size = 0;
-  bool done = false;
-  if (b.send_req != nullptr) {
-    CFX_RETURN_IF_ERROR(net::test(b.send_req, &done, &size));
-    if (done) {
-      b.send_req = nullptr;
-      b.sent = true;
-    }
-  }
-  if (b.recv_req != nullptr) {
-    CFX_RETURN_IF_ERROR(net::test(b.recv_req, &done, &size));
-    if (done) {
-      b.recv_req = nullptr;
-      b.received = true;
-      if (in_reduce_scatter()) {
-        const size_t elems = size / esize_;
-        const uint8_t* src =
-            scratch_ + static_cast<size_t>(b.scratch_index) * block_elems_ * esize_;
-        reduce::reduce_inplace(dtype_, op_, recv_ + b.recv_off * esize_, src, elems);
-        free_scratch_.push_back(b.scratch_index);
-        b.scratch_index = -1;
-      }
-    }
-  }
-  return net::Status::kOk;
+RingAllreduce::Range RingAllreduce::block(int seg, size_t i) const {
+  const size_t lo = seg_lo(seg) + i * block_elems_, hi = seg_hi(seg);
+  if (lo >= hi) return {0, 0};
+  return {lo, std::min(block_elems_, hi - lo)};
+}
+
+RingAllreduce::Range RingAllreduce::send_range(size_t x) const {
+  return block(send_seg(step_of(x)), x % nb_);
+}
+
+RingAllreduce::Range RingAllreduce::recv_range(size_t x) const {
+  return block(recv_seg(step_of(x)), x % nb_);
 }
 
 net::Status RingAllreduce::progress(bool* done) {
   *done = false;
-  const int steps = links_.nranks > 1 ? end_step_ : 0;
-  while (step_ < steps) {
-    // Post new blocks while the window allows.
-    while (next_to_post_ < blocks_.size() &&
-           next_to_post_ - finished_ < static_cast<size_t>(max_inflight_)) {
-      Block& b = blocks_[next_to_post_];
-      CFX_RETURN_IF_ERROR(post(b));
-      if ((b.send_req == nullptr && !b.sent) || (b.recv_req == nullptr && !b.received)) break;
-      ++next_to_post_;
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    // Sends, in item order, once their data is final: item x sends what item x - nb_ (the
+    // same block, one step earlier) received, and receives complete in order.
+    while (s_posted_ < items_ && s_posted_ - s_done_ < window_) {
+      const size_t x = s_posted_;
+      if (x >= nb_ && r_done_ < x - nb_ + 1) break;
+      const Range b = send_range(x);
+      net::Request* req = nullptr;
+      CFX_RETURN_IF_ERROR(links_.next->isend(recv_ + b.off * esize_, b.elems * esize_, tag_, &req));
+      if (req == nullptr) break;  // the transport is busy: later
+      sreq_[x % window_] = req;
+      ++s_posted_;
+      progressed = true;
     }
-    bool progressed = false;
-    for (size_t i = finished_; i < next_to_post_; ++i) {
-      Block& b = blocks_[i];
-      if (b.sent && b.received) continue;
-      CFX_RETURN_IF_ERROR(poll(b));
-      if (b.sent && b.received) {
-        progressed = true;
-        ++completed_blocks_;
+    // Receives into scratch slots, in item order, up to the window.
+    while (r_posted_ < items_ && r_posted_ - r_done_ < window_) {
+      const size_t x = r_posted_;
+      const Range b = recv_range(x);
+      void* dst = scratch_ + (x % window_) * block_elems_ * esize_;
+      const size_t size = b.elems * esize_;
+      net::Request* req = nullptr;
+      CFX_RETURN_IF_ERROR(links_.prev->irecv(1, &dst, &size, &tag_, &req));
+      if (req == nullptr) break;
+      rreq_[x % window_] = req;
+      ++r_posted_;
+      progressed = true;
+    }
+    while (s_done_ < s_posted_) {
+      bool ok = false;
+      size_t size = 0;
+      CFX_RETURN_IF_ERROR(net::test(sreq_[s_done_ % window_], &ok, &size));
+      if (!ok) break;
+      sreq_[s_done_ % window_] = nullptr;
+      ++s_done_;
+      ++completed_blocks_;
+      progressed = true;
+    }
+    while (r_done_ < r_posted_) {
+      const size_t x = r_done_;
+      // An all-gather block lands where the reduce-scatter sent from, one phase earlier
+      // (item x - rs_items_): wait until that send is done.
+      if (x >= rs_items_ && rs_items_ > 0 && s_done_ < x - rs_items_ + 1) break;
+      bool ok = false;
+      size_t size = 0;
+      CFX_RETURN_IF_ERROR(net::test(rreq_[x % window_], &ok, &size));
+      if (!ok) break;
+      rreq_[x % window_] = nullptr;
+      const Range b = recv_range(x);
+      if (size != b.elems * esize_) return net::Status::kInternalError;  // peers disagree
+      const uint8_t* src = scratch_ + (x % window_) * block_elems_ * esize_;
+      if (b.elems > 0) {
+        if (x < rs_items_) {
+          reduce::reduce_inplace(dtype_, op_, recv_ + b.off * esize_, src, b.elems);
+        } else {
+          std::memcpy(recv_ + b.off * esize_, src, b.elems * esize_);
+        }
       }
+      ++r_done_;
+      ++completed_blocks_;
+      progressed = true;
     }
-    while (finished_ < next_to_post_ && blocks_[finished_].sent && blocks_[finished_].received) {
-      ++finished_;
-    }
-    if (finished_ < blocks_.size()) {
-      if (!progressed) return net::Status::kOk;  // come back later
-      continue;
-    }
-    ++step_;
-    if (step_ < steps) plan_step();
   }
-  *done = true;
+  *done = s_done_ == items_ && r_done_ == items_;
   return net::Status::kOk;
 }
 

@@ -4,9 +4,12 @@
 //
 // The range is cut into nranks segments; at each of the 2(n-1) steps every rank sends one
 // segment to the next rank and receives one from the previous rank, in blocks of at most
-// `block_bytes` with up to `max_inflight` blocks outstanding. After the reduce-scatter
-// phase rank r holds the final value of segment r+1 (mod n); the all-gather phase starts
-// from there. All messages of one
+// `block_bytes`. After the reduce-scatter phase rank r holds the final value of segment r+1
+// (mod n); the all-gather phase starts from there. The steps are not synchronous: the
+// blocks of every step form one stream, with up to `max_inflight` sends and as many
+// receives (into scratch slots) posted ahead; a block is sent as soon as its data is final
+// (its block of the previous step received), and a received all-gather block is copied in
+// once nothing still being sent reads that region. All messages of one
 // operation carry `tag`; every rank must run the same operations in the same order (the
 // transport matches messages in posting order), which CollComm guarantees.
 //
@@ -64,44 +67,38 @@ class RingAllreduce {
   uint64_t completed_blocks() const { return completed_blocks_; }
 
  private:
-  struct Block {
-    size_t send_off = 0;  // element offsets into recv_
-    size_t recv_off = 0;
+  // Item x of the operation is block x % nb_ of step start_step_ + x / nb_.
+  struct Range {
+    size_t off = 0;  // element offset into recv_
     size_t elems = 0;
-    net::Request* send_req = nullptr;
-    net::Request* recv_req = nullptr;
-    int scratch_index = -1;
-    bool sent = false;
-    bool received = false;
   };
-
-  void plan_step();
-  net::Status post(Block& b);
-  net::Status poll(Block& b);
+  Range send_range(size_t x) const;
+  Range recv_range(size_t x) const;
+  Range block(int seg, size_t i) const;
+  int step_of(size_t x) const { return start_step_ + static_cast<int>(x / nb_); }
+  int send_seg(int step) const;
+  int recv_seg(int step) const;
   size_t seg_lo(int seg) const { return segs_[static_cast<size_t>(mod(seg))].first; }
   size_t seg_hi(int seg) const { return segs_[static_cast<size_t>(mod(seg))].second; }
-  bool in_reduce_scatter() const { return step_ < links_.nranks - 1; }
   int mod(int v) const { return ((v % links_.nranks) + links_.nranks) % links_.nranks; }
 
   const RingLinks links_;
   uint8_t* const recv_;
-  const size_t count_;
   const DType dtype_;
   const Op op_;
   const int tag_;
   const size_t esize_;
   const size_t block_elems_;
-  const int max_inflight_;
+  const size_t window_;  // max_inflight: sends and receives outstanding, each
   uint8_t* const scratch_;
   std::vector<std::pair<size_t, size_t>> segs_;
-  size_t longest_ = 0;  // elements in the longest segment
 
-  int step_ = 0;  // 0..n-2 reduce-scatter, n-1..2n-3 all-gather
-  int end_step_ = 0;
-  std::vector<Block> blocks_;
-  size_t next_to_post_ = 0;
-  size_t finished_ = 0;
-  std::vector<int> free_scratch_;
+  int start_step_ = 0;   // 0: reduce-scatter first; n - 1: all-gather only
+  size_t nb_ = 1;        // blocks per step (from the longest segment: the same on every rank)
+  size_t items_ = 0;     // steps x nb_
+  size_t rs_items_ = 0;  // of which in the reduce-scatter phase
+  size_t s_posted_ = 0, s_done_ = 0, r_posted_ = 0, r_done_ = 0;
+  std::vector<net::Request*> sreq_, rreq_;  // by item % window_
   uint64_t completed_blocks_ = 0;
 };
 
