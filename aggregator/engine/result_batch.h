@@ -26,6 +26,19 @@ class ResultBatch final {
     int32_t rank;  // kAllRanks or a single rank
     Job* job;
     int32_t except;  // with kAllRanks: this rank is skipped (-1: none)
+
+    // Calls f(const sockaddr_in&) with the address of every worker the entry goes to.
+    template <class F>
+    void for_each_destination(F&& f) const {
+      const auto& workers = job->params().workers;
+      if (rank != kAllRanks) {
+        f(workers[static_cast<size_t>(rank)]);
+        return;
+      }
+      for (size_t w = 0; w < workers.size(); ++w) {
+        if (static_cast<int32_t>(w) != except) f(workers[w]);
+      }
+    }
   };
 
   // Room for `max_results` datagrams of up to `max_datagram` bytes each.

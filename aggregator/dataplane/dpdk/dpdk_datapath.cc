@@ -185,14 +185,7 @@ void DpdkQueue::transmit_results() {
     }
     std::memcpy(p, e.data, e.len);
     const uint32_t psum = s_.tx_udp_csum ? 0 : csum_add(e.data, e.len, 0);
-    const auto& workers = e.job->params().workers;
-    if (e.rank == ResultBatch::kAllRanks) {
-      for (size_t w = 0; w < workers.size(); ++w) {
-        if (static_cast<int32_t>(w) != e.except) send_result(payload, psum, workers[w], e.job);
-      }
-    } else {
-      send_result(payload, psum, workers[static_cast<size_t>(e.rank)], e.job);
-    }
+    e.for_each_destination([&](const sockaddr_in& to) { send_result(payload, psum, to, e.job); });
     rte_pktmbuf_free(payload);  // drops our reference; the clones keep the data alive
   }
   results_.clear();

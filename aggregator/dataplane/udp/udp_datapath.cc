@@ -82,14 +82,7 @@ void UdpQueue::wait_readable() {
 void UdpQueue::transmit() {
   for (size_t i = 0; i < results_.size(); ++i) {
     const ResultBatch::Entry& e = results_[i];
-    const auto& workers = e.job->params().workers;
-    if (e.rank == ResultBatch::kAllRanks) {
-      for (size_t w = 0; w < workers.size(); ++w) {
-        if (static_cast<int32_t>(w) != e.except) queue_tx(e.data, e.len, &workers[w], e.job);
-      }
-    } else {
-      queue_tx(e.data, e.len, &workers[static_cast<size_t>(e.rank)], e.job);
-    }
+    e.for_each_destination([&](const sockaddr_in& to) { queue_tx(e.data, e.len, &to, e.job); });
   }
   flush_tx();
   results_.clear();
