@@ -164,7 +164,7 @@ void Progress::on_result(const uint8_t* data, size_t len, bool truncated, int64_
   // Only the payload completes a packet whose result this rank receives; a rank that does not
   // receive it takes the acknowledgement (or, from an aggregator that sends every rank the
   // result, ignores the payload).
-  const bool receiver = r->root < 0 || r->root == static_cast<int32_t>(sh_->cfg.rank);
+  const bool receiver = r->receives_result(sh_->cfg.rank);
   if (h.ack() && receiver) {
     c.drop(proto::DropReason::kSlotMismatch);
     return;

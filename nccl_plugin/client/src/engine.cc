@@ -155,13 +155,13 @@ uint64_t Engine::submit(const void* send, void* recv, size_t count, DType dtype,
     r->op = op;
     r->root = root;
     r->stripe_start = stripe_start;
-    const bool receiver = root < 0 || root == static_cast<int32_t>(sh.cfg.rank);
     if (!valid_dtype(static_cast<uint32_t>(dtype)) || !valid_op(static_cast<uint32_t>(op))) {
       r->early_error = "invalid dtype or op";
     } else if (root >= 0 && static_cast<uint32_t>(root) >= sh.cfg.n_workers) {
       r->early_error = "reduce root " + std::to_string(root) + " is not a rank of the " +
                        std::to_string(sh.cfg.n_workers) + "-rank job";
-    } else if (count > 0 && (send == nullptr || (receiver && recv == nullptr))) {
+    } else if (count > 0 &&
+               (send == nullptr || (r->receives_result(sh.cfg.rank) && recv == nullptr))) {
       r->early_error = "null buffer";
     } else if (!supports(dtype, op)) {
       r->early_error = "the aggregators do not support " + std::string(dtype_name(dtype)) + " " +

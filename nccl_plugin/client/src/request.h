@@ -24,6 +24,7 @@ struct Request {
   // Reduce: the rank that receives the result (the others get acknowledgements and may have
   // no receive buffer); -1: every rank (AllReduce).
   int32_t root = -1;
+  bool receives_result(uint32_t rank) const { return root < 0 || root == int32_t(rank); }
   uint32_t stripe_start = 0;  // packet k goes to aggregator (k + stripe_start) mod A
   PacketPlan plan;
   std::string early_error;  // set at submission: the request fails at once with this
