@@ -228,15 +228,21 @@ void CollComm::deliver(CollRequest& r) const {
   }
 }
 
-RingPlan CollComm::ring_plan(const CollRequest& r, size_t lo, size_t hi) const {
-  if (r.kind == CollKind::kAllReduce) return {};
-  std::vector<std::pair<size_t, size_t>> clipped(r.owned.size(), {0, 0});
-  for (size_t k = 0; k < r.owned.size(); ++k) {
-    const size_t a = std::max(r.owned[k].first, lo), b = std::min(r.owned[k].second, hi);
+std::vector<std::pair<size_t, size_t>> clip_ranges(
+    const std::vector<std::pair<size_t, size_t>>& ranges, size_t lo, size_t hi) {
+  std::vector<std::pair<size_t, size_t>> clipped(ranges.size(), {0, 0});
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    const size_t a = std::max(ranges[k].first, lo), b = std::min(ranges[k].second, hi);
     if (a < b) clipped[k] = {a - lo, b - lo};
   }
+  return clipped;
+}
+
+RingPlan CollComm::ring_plan(const CollRequest& r, size_t lo, size_t hi) const {
+  if (r.kind == CollKind::kAllReduce) return {};
   const bool rs = r.kind == CollKind::kReduceScatter;
-  return RingPlan::by_owner(clipped, /*reduce_scatter=*/rs, /*all_gather=*/!rs);
+  return RingPlan::by_owner(clip_ranges(r.owned, lo, hi), /*reduce_scatter=*/rs,
+                            /*all_gather=*/!rs);
 }
 
 net::Status CollComm::test(CollRequest* req, bool* done, size_t* bytes) {
@@ -696,13 +702,7 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
       if (!reduce_input_tails(q, h.total, h.offset, error)) return false;
       continue;
     }
-    CollRequest* r = nullptr;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      for (CollRequest* p : queue_) {
-        if (p->seq == q) r = p;
-      }
-    }
+    CollRequest* r = queued(q);
     if (r == nullptr || r->agg_count == 0 || rank_ == holder) continue;  // done here, or none
     const size_t total = r->agg_count * dtype_size(r->dtype);
     const size_t n = msg.size() - sizeof h;
@@ -720,14 +720,16 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
   return rejoin_survivors(dead, std::max(hi, given), error);
 }
 
-bool CollComm::reduce_input_tails(uint32_t q, size_t total, size_t offset, std::string* error) {
-  CollRequest* r = nullptr;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    for (CollRequest* p : queue_) {
-      if (p->seq == q) r = p;
-    }
+CollRequest* CollComm::queued(uint32_t seq) {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (CollRequest* p : queue_) {
+    if (p->seq == seq) return p;
   }
+  return nullptr;
+}
+
+bool CollComm::reduce_input_tails(uint32_t q, size_t total, size_t offset, std::string* error) {
+  CollRequest* r = queued(q);
   // This rank's input end and where its reduction goes: the request itself while it is
   // queued here, else the kept input end (the result is then not needed here).
   CollRequest tmp;
@@ -778,12 +780,7 @@ bool CollComm::reduce_input_tails(uint32_t q, size_t total, size_t offset, std::
   const size_t esize = dtype_size(tmp.dtype);
   const size_t e0 = offset / esize;
   tmp.count = (total - offset) / esize;
-  tmp.owned.assign(owned->size(), {0, 0});
-  for (size_t k = 0; k < owned->size(); ++k) {
-    const size_t a = std::max((*owned)[k].first, e0);
-    const size_t b = std::min((*owned)[k].second, e0 + tmp.count);
-    if (a < b) tmp.owned[k] = {a - e0, b - e0};
-  }
+  tmp.owned = clip_ranges(*owned, e0, e0 + tmp.count);
   std::string why;
   if (!failover_ring(tmp, src, 0, tmp.count, ring_tag(q, 1), &why)) {
     failover_broken_ = true;

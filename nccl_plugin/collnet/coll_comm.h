@@ -101,6 +101,9 @@ enum class CollKind : uint8_t { kAllReduce, kReduceScatter, kAllGather };
 // Element ranges, relative to the window, that each of `nranks` ranks owns; empty where a
 // rank's block lies outside the window. Window bytes must be a multiple of esize.
 std::vector<std::pair<size_t, size_t>> owned_ranges(const CollWindow& w, int nranks, size_t esize);
+// The ranges clipped to [lo, hi) and made relative to lo; empty where nothing is left.
+std::vector<std::pair<size_t, size_t>> clip_ranges(
+    const std::vector<std::pair<size_t, size_t>>& ranges, size_t lo, size_t hi);
 
 // A request as NCCL sees it (void*). Completed and freed through CollComm::test.
 struct CollRequest {
@@ -231,6 +234,8 @@ class CollComm {
   void arm_notice();
   // True once the previous rank's failover notice has arrived (or its link failed).
   bool notice_arrived();
+  // The queued request with this sequence number, or nullptr (completed here, or none).
+  CollRequest* queued(uint32_t seq);
   // Waits until the ring thread is done with r; false if its ring share failed.
   bool wait_ring_share(CollRequest& r, std::string* error);
   void finish(CollRequest& r, bool ok, const std::string& error);
