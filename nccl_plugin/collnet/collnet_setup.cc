@@ -55,21 +55,23 @@ struct Verdict {
   double capacity_mbps = 0;
 };
 
+// The smallest value of a Verdict field over every rank.
+double smallest(const std::vector<Verdict>& all, double Verdict::*field) {
+  double m = all[0].*field;
+  for (const Verdict& v : all) m = std::min(m, v.*field);
+  return m;
+}
+
 double agreed_ring_fraction(const std::vector<Verdict>& all, int nranks) {
   if (all[0].ring_fraction != kAutoFraction) return all[0].ring_fraction;
-  double link = all[0].link_mbps, capacity = all[0].capacity_mbps;
-  for (const Verdict& v : all) {
-    link = std::min(link, v.link_mbps);
-    capacity = std::min(capacity, v.capacity_mbps);
-  }
-  return collnet::auto_ring_fraction(nranks, link, capacity);
+  return collnet::auto_ring_fraction(nranks, smallest(all, &Verdict::link_mbps),
+                                     smallest(all, &Verdict::capacity_mbps));
 }
 
 // CONFLUX_RING_MIN_US (rank 0's) in bytes at the slowest link any rank reported.
 size_t ring_min_bytes(const std::vector<Verdict>& all) {
-  double link = all[0].link_mbps;
-  for (const Verdict& v : all) link = std::min(link, v.link_mbps);
-  return static_cast<size_t>(static_cast<double>(all[0].ring_min_us) * std::max(link, 0.0) / 8);
+  const double link = std::max(smallest(all, &Verdict::link_mbps), 0.0);
+  return static_cast<size_t>(static_cast<double>(all[0].ring_min_us) * link / 8);
 }
 
 // Identical on every rank: derived from every rank's handle, unique per communicator.

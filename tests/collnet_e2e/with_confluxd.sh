@@ -74,16 +74,17 @@ if [[ $no_daemon -eq 0 && -z $kill_after ]]; then
     /^conflux_dataplane_bytes_out_total/ { o += $2 }
     END { printf "%.0f %.0f\n", i, o }')
   echo "with_confluxd: confluxd 1 dataplane bytes in $bytes_in, out $bytes_out"
-  if [[ -n $max_out_ratio ]] &&
-     ! awk -v i="$bytes_in" -v o="$bytes_out" -v r="$max_out_ratio" 'BEGIN { exit !(i > 0 && o <= r * i) }'; then
-    echo "FAIL: confluxd sent $bytes_out bytes for $bytes_in received (more than $max_out_ratio times)"
+  # check_ratio max|min R: out <= R x in, or out >= R x in (nothing received fails both).
+  check_ratio() {
+    [[ -z $2 ]] && return 0
+    awk -v i="$bytes_in" -v o="$bytes_out" -v r="$2" -v k="$1" \
+      'BEGIN { exit !(i > 0 && (k == "max" ? o <= r * i : o >= r * i)) }' && return 0
+    echo "FAIL: confluxd sent $bytes_out bytes for $bytes_in received" \
+         "($([[ $1 == max ]] && echo more || echo less) than $2 times)"
     exit 1
-  fi
-  if [[ -n $min_out_ratio ]] &&
-     ! awk -v i="$bytes_in" -v o="$bytes_out" -v r="$min_out_ratio" 'BEGIN { exit !(i > 0 && o >= r * i) }'; then
-    echo "FAIL: confluxd sent $bytes_out bytes for $bytes_in received (less than $min_out_ratio times)"
-    exit 1
-  fi
+  }
+  check_ratio max "$max_out_ratio"
+  check_ratio min "$min_out_ratio"
 fi
 if [[ $expect == zero && $rc -ne 0 ]]; then echo "FAIL: exit code $rc, expected 0"; exit 1; fi
 if [[ $expect == nonzero && $rc -eq 0 ]]; then echo "FAIL: exit code 0, expected non-zero"; exit 1; fi
