@@ -40,6 +40,7 @@ struct Config {
   double fault_reorder = 0.0;
   int64_t batch = 32;
   int64_t socket_buffer_bytes = 8 << 20;
+  bool udp_offload = true;
   std::string dpdk_eal_args = "";
   int64_t dpdk_port = 0;
   std::string dpdk_ipv4 = "";

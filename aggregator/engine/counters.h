@@ -36,6 +36,8 @@ struct alignas(64) QueueCounters {
   Counter retransmits_served;  // results re-sent from a COMPLETE bank
   Counter slots_completed;
   Counter send_errors;                    // datagrams the kernel refused to send
+  Counter gso_sends;                      // sends of several datagrams at once (UDP GSO)
+  Counter gro_receives;                   // received buffers of several datagrams (UDP GRO)
   Counter drops[proto::kNumDropReasons];  // index = DropReason; [0] unused
   Counter faults[kNumFaultKinds];         // injected faults (test builds)
 

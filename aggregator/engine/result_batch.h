@@ -59,6 +59,7 @@ class ResultBatch final {
   }
 
   size_t size() const { return entries_.size(); }
+  size_t room() const { return capacity_ - entries_.size(); }
   bool empty() const { return entries_.empty(); }
   const Entry& operator[](size_t i) const { return entries_[i]; }
   void clear() { entries_.clear(); }

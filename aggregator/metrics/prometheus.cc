@@ -65,6 +65,12 @@ void dataplane_metrics(Writer& w, const Dataplane& dp) {
   queue_family(w, dp, "conflux_dataplane_send_errors_total",
                "Result datagrams the kernel refused to send.",
                [](const QueueCounters& c) { return c.send_errors.get(); });
+  queue_family(w, dp, "conflux_dataplane_gso_sends_total",
+               "Sends that carried several RESULT datagrams to one worker (UDP GSO).",
+               [](const QueueCounters& c) { return c.gso_sends.get(); });
+  queue_family(w, dp, "conflux_dataplane_gro_receives_total",
+               "Received buffers that held several coalesced datagrams (UDP GRO).",
+               [](const QueueCounters& c) { return c.gro_receives.get(); });
   const std::string_view drops = "conflux_dataplane_drops_total";
   w.family(drops, "counter", "Datagrams dropped, by reason (protocol/SPEC.md section 5).");
   for (unsigned q = 0; q < dp.n_queues(); ++q) {

@@ -105,12 +105,17 @@ def run_system(runner, rows, fabric_name, label, kind, bnds, a, aggs=(), fractio
     print(f"# running {label} ...", flush=True)
     t0 = time.monotonic()
     mine = []
+    busy_s, gbytes = 0.0, 0.0
     for b in bnds:
         tmo = est_timeout(b, a.rate)
         for attempt in (1, 2):
             try:
+                busy0 = fabric_run.cpu_busy_seconds()
                 text = (runner.run_gloo(b, tmo) if kind == "gloo"
                         else runner.run_driver(kind, b, list(aggs), fraction, tmo))
+                busy_s += fabric_run.cpu_busy_seconds() - busy0
+                gbytes += sum(r["bytes"] for r in fabric_run.parse_rows(text, a.workers)) * \
+                    (b["iters"] + b["warmup"]) / 1e9
                 break
             except fabric_run.RunError as e:
                 first = str(e).splitlines()[0]
@@ -122,8 +127,14 @@ def run_system(runner, rows, fabric_name, label, kind, bnds, a, aggs=(), fractio
         for r in fabric_run.parse_rows(text, a.workers):
             r.update({"fabric": fabric_name, "system": label})
             mine.append(r)
+    if gbytes > 0:
+        for r in mine:
+            r["cpu_s_per_gb"] = busy_s / gbytes
     rows.extend(mine)
     print(fabric_report.table(mine, f"{label} [{fabric_name}]"))
+    if gbytes > 0:
+        print(f"# {label}: {busy_s / gbytes:.2f} CPU-s per GB AllReduced ({busy_s:.1f} busy "
+              f"CPU-s over {gbytes:.2f} GB, whole machine, /proc/stat)", flush=True)
     print(f"# {label}: {len(mine)} rows verified ({time.monotonic() - t0:.0f} s)\n", flush=True)
 
 

@@ -22,6 +22,15 @@ class RunError(RuntimeError):
     pass
 
 
+def cpu_busy_seconds():
+    """Busy CPU seconds of the whole machine so far (/proc/stat: user, nice, system, irq,
+    softirq, steal), the cost of a run on a machine that runs nothing else."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def parse_rows(text, nranks):
     """Rows of an nccl-tests-style table. algbw/busbw are recomputed from bytes and time
     (the programs print them with only 3 decimals, too coarse for small messages)."""

@@ -100,6 +100,7 @@ client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, in
   cfg.secret = c.secret;
   cfg.aggregator_timeout = std::chrono::milliseconds(c.aggregatorTimeoutMs);
   cfg.congestion.enabled = c.congestionControl;
+  cfg.udp_offload = c.udpOffload;
   // A request without results for this long fails the engine too, so a rank that stops
   // hearing the aggregator (while its control channel lives) starts the failover.
   cfg.stall_timeout = 4 * cfg.aggregator_timeout;

@@ -12,7 +12,7 @@
 namespace conflux::plugin {
 namespace {
 
-const std::array<ParamSpec, 28> kParams{{
+const std::array<ParamSpec, 29> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -65,6 +65,10 @@ const std::array<ParamSpec, 28> kParams{{
      "1: a congestion window per aggregator (slow start, halved on loss) keeps incast from "
      "overflowing the aggregator's link; 0: always the granted window.",
      &Config::congestionControl},
+    {"CONFLUX_UDP_OFFLOAD", ParamType::kBool, "1", 0, 0,
+     "1: UDP segmentation offload on the aggregation socket where the kernel has it (GSO "
+     "sends of many datagrams at once, GRO-coalesced receives); 0: one datagram per call.",
+     &Config::udpOffload},
     {"CONFLUX_AGGREGATOR_TIMEOUT_MS", ParamType::kInt, "5000", 100, 3600000,
      "An aggregator silent this long is dead: its collectives move to the ring. A request "
      "with no result for 4x this long does the same.",

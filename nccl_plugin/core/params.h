@@ -38,6 +38,7 @@ struct Config {
   int ringMinUs = 0;  // ring shares shorter than this on the link go through the aggregators
   int aggregatorMbps = 0;
   bool congestionControl = true;
+  bool udpOffload = true;
   double faultDrop = 0;  // tests only
   int faultRank = -1;
   int faultRxBlackout = 0;  // tests only

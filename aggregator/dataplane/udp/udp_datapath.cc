@@ -3,8 +3,10 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <tuple>
 
 #include "aggregator/dataplane/dataplane.h"
 #include "aggregator/dataplane/udp/udp_queue.h"
@@ -26,12 +28,20 @@ UdpQueue::UdpQueue(int fd, uint16_t port, unsigned queue, unsigned n_queues, Job
       rx_arena_(std::make_unique<uint8_t[]>(batch_ * kRxBufBytes)),
       rx_msgs_(batch_),
       rx_iov_(batch_),
+      rx_control_(batch_),
       tx_msgs_(batch_),
-      tx_iov_(batch_),
-      tx_jobs_(batch_) {
+      tx_iov_(batch_ * udp_offload::kMaxSegments),
+      tx_control_(batch_),
+      tx_jobs_(batch_),
+      tx_segments_(batch_) {
   for (size_t i = 0; i < batch_; ++i) {
     rx_iov_[i] = {rx_arena_.get() + i * kRxBufBytes, kRxBufBytes};
   }
+  if (cfg.udp_offload) {
+    gso_ = udp_offload::gso_supported(fd_);
+    gro_ = udp_offload::enable_gro(fd_);
+  }
+  spdlog::debug("udp queue {}: GSO {}, GRO {}", queue_, gso_ ? "on" : "off", gro_ ? "on" : "off");
 }
 
 UdpQueue::~UdpQueue() { close(fd_); }
@@ -41,10 +51,7 @@ void UdpQueue::run(const std::atomic<bool>& stop) {
   while (!stop.load(std::memory_order_acquire)) {
     const int n = receive();
     if (n > 0) {
-      for (int i = 0; i < n; ++i) {
-        pipeline_.on_datagram({rx_arena_.get() + size_t(i) * kRxBufBytes, rx_msgs_[i].msg_len},
-                              results_);
-      }
+      for (int i = 0; i < n; ++i) process(i);
     } else {
       pipeline_.flush(results_);  // idle: release a datagram held by fault injection
     }
@@ -60,6 +67,10 @@ int UdpQueue::receive() {
     std::memset(&rx_msgs_[i].msg_hdr, 0, sizeof(msghdr));
     rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
     rx_msgs_[i].msg_hdr.msg_iovlen = 1;
+    if (gro_) {
+      rx_msgs_[i].msg_hdr.msg_control = rx_control_[i].data();
+      rx_msgs_[i].msg_hdr.msg_controllen = rx_control_[i].size();
+    }
   }
   const int n =
       recvmmsg(fd_, rx_msgs_.data(), static_cast<unsigned>(batch_), MSG_DONTWAIT, nullptr);
@@ -74,30 +85,78 @@ int UdpQueue::receive() {
   return 0;
 }
 
+void UdpQueue::process(int i) {
+  const uint8_t* data = rx_arena_.get() + size_t(i) * kRxBufBytes;
+  const size_t len = rx_msgs_[i].msg_len;
+  size_t segment = gro_ ? udp_offload::gro_segment(rx_msgs_[i].msg_hdr) : 0;
+  if (segment == 0 || segment >= len) {
+    segment = len;  // one datagram
+  } else {
+    counters_.gro_receives.inc();
+  }
+  size_t at = 0;
+  do {
+    // A GRO batch yields a result per datagram: send what is pending before the batch fills.
+    if (results_.room() < RxPipeline::kMaxResultsPerDatagram) transmit();
+    const size_t n = std::min(segment, len - at);
+    pipeline_.on_datagram({data + at, n}, results_);
+    at += n;
+  } while (at < len);
+}
+
 void UdpQueue::wait_readable() {
   pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
   (void)poll(fds, 2, 100);
 }
 
 void UdpQueue::transmit() {
+  tx_order_.clear();
   for (size_t i = 0; i < results_.size(); ++i) {
-    const ResultBatch::Entry& e = results_[i];
-    e.for_each_destination([&](const sockaddr_in& to) { queue_tx(e.data, e.len, &to, e.job); });
+    results_[i].for_each_destination([&](const sockaddr_in& to) {
+      tx_order_.push_back({&to, static_cast<uint32_t>(i)});
+    });
+  }
+  if (gso_) {
+    // Each worker's results side by side (in their order), so they can share GSO sends.
+    std::stable_sort(tx_order_.begin(), tx_order_.end(), [](const TxItem& a, const TxItem& b) {
+      return std::tie(a.to->sin_addr.s_addr, a.to->sin_port) <
+             std::tie(b.to->sin_addr.s_addr, b.to->sin_port);
+    });
+  }
+  const auto len = [&](size_t k) { return size_t{results_[tx_order_[k].entry].len}; };
+  for (size_t k = 0; k < tx_order_.size();) {
+    const size_t n = gso_ ? udp_offload::run_length(k, tx_order_.size(), len,
+                                                    [&](size_t j) {
+                                                      return udp_offload::same_destination(
+                                                          *tx_order_[j].to, *tx_order_[k].to);
+                                                    })
+                          : 1;
+    queue_tx(k, n);
+    k += n;
   }
   flush_tx();
   results_.clear();
 }
 
-void UdpQueue::queue_tx(const uint8_t* data, uint32_t len, const sockaddr_in* to, Job* job) {
+void UdpQueue::queue_tx(size_t first, size_t n) {
   if (tx_n_ == batch_) flush_tx();
-  tx_iov_[tx_n_] = {const_cast<uint8_t*>(data), len};
+  iovec* iov = &tx_iov_[tx_n_ * udp_offload::kMaxSegments];
+  for (size_t k = 0; k < n; ++k) {
+    const ResultBatch::Entry& e = results_[tx_order_[first + k].entry];
+    iov[k] = {const_cast<uint8_t*>(e.data), e.len};
+  }
   msghdr& h = tx_msgs_[tx_n_].msg_hdr;
   std::memset(&h, 0, sizeof(h));
-  h.msg_name = const_cast<sockaddr_in*>(to);
+  h.msg_name = const_cast<sockaddr_in*>(tx_order_[first].to);
   h.msg_namelen = sizeof(sockaddr_in);
-  h.msg_iov = &tx_iov_[tx_n_];
-  h.msg_iovlen = 1;
-  tx_jobs_[tx_n_] = job;
+  h.msg_iov = iov;
+  h.msg_iovlen = n;
+  if (n > 1)
+    udp_offload::set_segment(h, tx_control_[tx_n_].data(), static_cast<uint16_t>(iov[0].iov_len));
+  // Every entry of one transmit() belongs to jobs held until quiescent(); a GSO run goes to
+  // one worker, so one job.
+  tx_jobs_[tx_n_] = results_[tx_order_[first].entry].job;
+  tx_segments_[tx_n_] = static_cast<uint32_t>(n);
   ++tx_n_;
 }
 
@@ -106,17 +165,29 @@ void UdpQueue::flush_tx() {
   while (done < tx_n_) {
     const int n = sendmmsg(fd_, tx_msgs_.data() + done, static_cast<unsigned>(tx_n_ - done), 0);
     if (n > 0) {
-      for (size_t i = done; i < done + static_cast<size_t>(n); ++i) {
-        counters_.packets_out.inc();
-        counters_.bytes_out.add(tx_iov_[i].iov_len);
-        tx_jobs_[i]->counters(queue_).results_sent.inc();
+      for (size_t m = done; m < done + static_cast<size_t>(n); ++m) {
+        const msghdr& h = tx_msgs_[m].msg_hdr;
+        uint64_t bytes = 0;
+        for (size_t k = 0; k < h.msg_iovlen; ++k) bytes += h.msg_iov[k].iov_len;
+        counters_.packets_out.add(tx_segments_[m]);
+        counters_.bytes_out.add(bytes);
+        if (tx_segments_[m] > 1) counters_.gso_sends.inc();
+        tx_jobs_[m]->counters(queue_).results_sent.add(tx_segments_[m]);
       }
       done += static_cast<size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    // The datagram at `done` failed: count it, skip it (its worker will ask again).
-    counters_.send_errors.inc();
+    if (n < 0 && tx_segments_[done] > 1 && udp_offload::gso_refused(errno)) {
+      // The route cannot take GSO sends: plain datagrams from now on.
+      spdlog::warn("udp queue {}: GSO send refused ({}); sending plain datagrams", queue_,
+                   std::strerror(errno));
+      gso_ = false;
+      send_plain(done++);
+      continue;
+    }
+    // The message at `done` failed: count it, skip it (its worker will ask again).
+    counters_.send_errors.add(tx_segments_[done]);
     uint64_t suppressed = 0;
     if (warn_limit_.allow(&suppressed)) {
       spdlog::warn("udp queue {}: sendmmsg: {} ({} similar suppressed)", queue_,
@@ -125,6 +196,25 @@ void UdpQueue::flush_tx() {
     ++done;
   }
   tx_n_ = 0;
+}
+
+void UdpQueue::send_plain(size_t m) {
+  msghdr h = tx_msgs_[m].msg_hdr;
+  const iovec* iov = h.msg_iov;
+  const size_t n = h.msg_iovlen;
+  h.msg_control = nullptr;
+  h.msg_controllen = 0;
+  h.msg_iovlen = 1;
+  for (size_t k = 0; k < n; ++k) {
+    h.msg_iov = const_cast<iovec*>(&iov[k]);
+    if (sendmsg(fd_, &h, 0) >= 0) {
+      counters_.packets_out.inc();
+      counters_.bytes_out.add(iov[k].iov_len);
+      tx_jobs_[m]->counters(queue_).results_sent.inc();
+    } else {
+      counters_.send_errors.inc();
+    }
+  }
 }
 
 }  // namespace conflux::agg

@@ -1,9 +1,13 @@
 // One queue of the kernel-UDP dataplane: a UDP socket and the thread state that serves it.
 // Setup lives in udp_dataplane.cc, the per-packet loop (run) in udp_datapath.cc.
+// With `udp_offload` (and a kernel that has them) received buffers may hold several
+// coalesced datagrams (UDP GRO), cut apart here, and the results of one batch to one worker
+// leave as GSO sends (one sendmmsg message for up to 64 same-size datagrams).
 #pragma once
 
 #include <sys/socket.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -13,6 +17,7 @@
 #include "aggregator/engine/rx_pipeline.h"
 #include "aggregator/engine/slot_engine.h"
 #include "aggregator/util/rate_limit.h"
+#include "conflux/common/udp_offload.h"
 
 namespace conflux::agg {
 
@@ -34,11 +39,20 @@ class UdpQueue final {
  private:
   static constexpr size_t kRxBufBytes = 65536;  // > any UDP datagram
 
-  int receive();    // one recvmmsg; returns datagrams received (0 if none)
-  void transmit();  // sends and clears results_
-  void queue_tx(const uint8_t* data, uint32_t len, const sockaddr_in* to, Job* job);
+  // One result datagram to one worker, in transmit order.
+  struct TxItem {
+    const sockaddr_in* to;
+    uint32_t entry;  // index into results_
+  };
+
+  int receive();        // one recvmmsg; returns buffers received (0 if none)
+  void process(int i);  // feeds received buffer i (one datagram or a GRO batch) to the pipeline
+  void transmit();      // sends and clears results_
+  // Queues tx_order_[first, first + n) as one message (a GSO send when n > 1).
+  void queue_tx(size_t first, size_t n);
   void flush_tx();
-  void wait_readable();  // poll on fd and stop_fd, 100 ms at most
+  void send_plain(size_t msg);  // the datagrams of one message one by one (GSO refused)
+  void wait_readable();         // poll on fd and stop_fd, 100 ms at most
 
   int fd_;
   uint16_t port_;
@@ -53,10 +67,16 @@ class UdpQueue final {
   std::unique_ptr<uint8_t[]> rx_arena_;
   std::vector<mmsghdr> rx_msgs_;
   std::vector<iovec> rx_iov_;
+  std::vector<std::array<char, udp_offload::kControlBytes>> rx_control_;
+  std::vector<TxItem> tx_order_;
   std::vector<mmsghdr> tx_msgs_;
-  std::vector<iovec> tx_iov_;
+  std::vector<iovec> tx_iov_;  // kMaxSegments per message
+  std::vector<std::array<char, udp_offload::kControlBytes>> tx_control_;
   std::vector<Job*> tx_jobs_;
+  std::vector<uint32_t> tx_segments_;
   size_t tx_n_ = 0;
+  bool gso_ = false;
+  bool gro_ = false;
   RateLimiter warn_limit_;
 };
 

@@ -83,7 +83,7 @@ std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string
     }
     err = impl->udp.open(cfg.bind_addr, cfg.socket_buffer_bytes,
                          proto::kDataHeaderSize + cfg.payload_bytes, cfg.faults, cfg.rank,
-                         &impl->sh.ctr);
+                         &impl->sh.ctr, cfg.udp_offload);
     if (!err.empty()) {
       return fail(err);
     }
@@ -124,6 +124,8 @@ std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string
                std::to_string(a.granted_slots) + " slots, " + std::to_string(a.payload_bytes) +
                " B" + (a.deterministic ? ", deterministic)" : ")");
       }
+      msg += std::string("; UDP GSO ") + (impl->udp.gso() ? "on" : "off") + ", GRO " +
+             (impl->udp.gro() ? "on" : "off");
       cfg.log(LogLevel::kInfo, msg);
     }
     return std::unique_ptr<Engine>(new Engine(std::move(impl)));

@@ -6,11 +6,41 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
+#include "conflux/common/udp_offload.h"
 #include "errno_text.h"
 
 namespace conflux::client {
+
+namespace {
+
+size_t wire_len(const OutDatagram& d) { return proto::kDataHeaderSize + d.payload_len; }
+
+// Applies one fault decision to a datagram: `pass` delivers it, `hold` keeps it for later.
+template <typename Pass, typename Hold>
+void apply_fault(FaultAction action, Counters* ctr, Pass&& pass, Hold&& hold) {
+  switch (action) {
+    case FaultAction::kPass:
+      pass();
+      break;
+    case FaultAction::kDrop:
+      Counters::add(ctr->fault_dropped);
+      break;
+    case FaultAction::kDuplicate:
+      Counters::add(ctr->fault_duplicated);
+      pass();
+      pass();
+      break;
+    case FaultAction::kReorder:
+      Counters::add(ctr->fault_reordered);
+      hold();
+      break;
+  }
+}
+
+}  // namespace
 
 UdpChannel::~UdpChannel() {
   if (fd_ >= 0) {
@@ -19,7 +49,8 @@ UdpChannel::~UdpChannel() {
 }
 
 std::string UdpChannel::open(const std::string& bind_addr, int buf_bytes, size_t max_datagram,
-                             const FaultInjection& faults, uint32_t rank, Counters* counters) {
+                             const FaultInjection& faults, uint32_t rank, Counters* counters,
+                             bool offload) {
   ctr_ = counters;
   max_datagram_ = max_datagram;
   tx_faults_ = FaultInjector(faults, 2ull * rank);
@@ -50,41 +81,79 @@ std::string UdpChannel::open(const std::string& bind_addr, int buf_bytes, size_t
   socklen_t len = sizeof a;
   ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
   port_ = ntohs(a.sin_port);
-  rx_buf_.resize(size_t{kBatch} * max_datagram_);
+  if (offload) {
+    // GSO is chosen per send (a control message); the probe tells whether the kernel has it.
+    gso_ = udp_offload::gso_supported(fd_);
+    gro_ = udp_offload::enable_gro(fd_);
+  }
+  rx_buf_.resize(std::max(size_t{kBatch} * max_datagram_, size_t{kGroBatch} * kGroBufBytes));
   rx_out_.reserve(size_t{2} * kBatch);
   return "";
 }
 
 void UdpChannel::send_raw(std::span<const OutDatagram> batch) {
   mmsghdr msgs[kBatch];
-  iovec iov[kBatch][2];
+  iovec iov[2 * kBatch];  // header and payload of each datagram
+  size_t segments[kBatch];
+  alignas(cmsghdr) char control[kBatch][udp_offload::kControlBytes];
   size_t done = 0;
   int stalls = 0;
   while (done < batch.size()) {
-    const size_t n = std::min<size_t>(kBatch, batch.size() - done);
-    for (size_t i = 0; i < n; ++i) {
-      const OutDatagram& d = batch[done + i];
-      iov[i][0] = {const_cast<uint8_t*>(d.header), proto::kDataHeaderSize};
-      iov[i][1] = {const_cast<uint8_t*>(d.payload), d.payload_len};
-      msgs[i] = {};
-      msgs[i].msg_hdr.msg_name = const_cast<sockaddr_in*>(&d.dst);
-      msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
-      msgs[i].msg_hdr.msg_iov = iov[i];
-      msgs[i].msg_hdr.msg_iovlen = 2;
-    }
-    const int r = ::sendmmsg(fd_, msgs, static_cast<unsigned>(n), 0);
-    if (r > 0) {
-      uint64_t bytes = 0;
-      for (int i = 0; i < r; ++i) {
-        bytes += proto::kDataHeaderSize + batch[done + i].payload_len;
+    // Up to kBatch datagrams per sendmmsg, as one message each or as GSO runs.
+    const size_t end = done + std::min<size_t>(kBatch, batch.size() - done);
+    unsigned n_msgs = 0;
+    for (size_t i = done; i < end; ++n_msgs) {
+      const size_t run =
+          gso_ ? udp_offload::run_length(
+                     i, end, [&](size_t k) { return wire_len(batch[k]); },
+                     [&](size_t k) {
+                       return udp_offload::same_destination(batch[k].dst, batch[i].dst);
+                     })
+               : 1;
+      iovec* v = &iov[2 * (i - done)];
+      for (size_t k = 0; k < run; ++k) {
+        v[2 * k] = {const_cast<uint8_t*>(batch[i + k].header), proto::kDataHeaderSize};
+        v[2 * k + 1] = {const_cast<uint8_t*>(batch[i + k].payload), batch[i + k].payload_len};
       }
-      Counters::add(ctr_->packets_sent, static_cast<uint64_t>(r));
+      msgs[n_msgs] = {};
+      msghdr& h = msgs[n_msgs].msg_hdr;
+      h.msg_name = const_cast<sockaddr_in*>(&batch[i].dst);
+      h.msg_namelen = sizeof(sockaddr_in);
+      h.msg_iov = v;
+      h.msg_iovlen = 2 * run;
+      if (run > 1) {
+        udp_offload::set_segment(h, control[n_msgs], static_cast<uint16_t>(wire_len(batch[i])));
+      }
+      segments[n_msgs] = run;
+      i += run;
+    }
+    const int r = ::sendmmsg(fd_, msgs, n_msgs, 0);
+    if (r > 0) {
+      uint64_t datagrams = 0;
+      uint64_t bytes = 0;
+      for (int m = 0; m < r; ++m) {
+        for (size_t k = 0; k < segments[m]; ++k) {
+          bytes += wire_len(batch[done + datagrams + k]);
+        }
+        datagrams += segments[m];
+        if (segments[m] > 1) {
+          Counters::add(ctr_->gso_sends);
+        }
+      }
+      Counters::add(ctr_->packets_sent, datagrams);
       Counters::add(ctr_->bytes_sent, bytes);
-      done += static_cast<size_t>(r);
+      done += datagrams;
       stalls = 0;
       continue;
     }
     if (r < 0 && errno == EINTR) {
+      continue;
+    }
+    if (r < 0 && segments[0] > 1 && udp_offload::gso_refused(errno)) {
+      // The route cannot take GSO sends (a device without checksum offload, or datagrams
+      // above its MTU): plain datagrams from now on.
+      gso_ = false;
+      Counters::add(ctr_->gso_fallbacks);
       continue;
     }
     if (r < 0 && (errno == EAGAIN || errno == ENOBUFS) && stalls++ < 3) {
@@ -92,10 +161,10 @@ void UdpChannel::send_raw(std::span<const OutDatagram> batch) {
       ::poll(&p, 1, 1);
       continue;
     }
-    // Refused (e.g. ECONNREFUSED from an earlier ICMP, or a full buffer): skip this one;
-    // its retransmission timer will send it again.
-    Counters::add(ctr_->send_errors);
-    ++done;
+    // Refused (e.g. ECONNREFUSED from an earlier ICMP, or a full buffer): skip the first
+    // message; the retransmission timer sends its datagrams again.
+    Counters::add(ctr_->send_errors, segments[0]);
+    done += segments[0];
   }
 }
 
@@ -107,28 +176,15 @@ void UdpChannel::send(std::span<const OutDatagram> batch) {
   const size_t held_before = tx_held_.size();
   tx_scratch_.clear();
   for (const OutDatagram& d : batch) {
-    switch (tx_faults_.next()) {
-      case FaultAction::kPass:
-        tx_scratch_.push_back(d);
-        break;
-      case FaultAction::kDrop:
-        Counters::add(ctr_->fault_dropped);
-        break;
-      case FaultAction::kDuplicate:
-        Counters::add(ctr_->fault_duplicated);
-        tx_scratch_.push_back(d);
-        tx_scratch_.push_back(d);
-        break;
-      case FaultAction::kReorder: {
-        Counters::add(ctr_->fault_reordered);
-        Held h;
-        h.dst = d.dst;
-        h.bytes.assign(d.header, d.header + proto::kDataHeaderSize);
-        h.bytes.insert(h.bytes.end(), d.payload, d.payload + d.payload_len);
-        tx_held_.push_back(std::move(h));
-        break;
-      }
-    }
+    apply_fault(
+        tx_faults_.next(), ctr_, [&] { tx_scratch_.push_back(d); },
+        [&] {
+          Held h;
+          h.dst = d.dst;
+          h.bytes.assign(d.header, d.header + proto::kDataHeaderSize);
+          h.bytes.insert(h.bytes.end(), d.payload, d.payload + d.payload_len);
+          tx_held_.push_back(std::move(h));
+        });
   }
   send_raw(tx_scratch_);
   // Datagrams held on an earlier call now go out behind this batch.
@@ -175,46 +231,27 @@ std::span<const InDatagram> UdpChannel::receive() {
 
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
-  for (int i = 0; i < kBatch; ++i) {
-    iov[i] = {rx_buf_.data() + i * max_datagram_, max_datagram_};
+  alignas(cmsghdr) char control[kGroBatch][udp_offload::kControlBytes];
+  const int n_bufs = gro_ ? kGroBatch : kBatch;
+  const size_t buf_len = gro_ ? kGroBufBytes : max_datagram_;
+  for (int i = 0; i < n_bufs; ++i) {
+    iov[i] = {rx_buf_.data() + i * buf_len, buf_len};
     msgs[i] = {};
     msgs[i].msg_hdr.msg_iov = &iov[i];
     msgs[i].msg_hdr.msg_iovlen = 1;
+    if (gro_) {
+      msgs[i].msg_hdr.msg_control = control[i];
+      msgs[i].msg_hdr.msg_controllen = sizeof control[i];
+    }
   }
-  int r = ::recvmmsg(fd_, msgs, kBatch, MSG_DONTWAIT, nullptr);
+  int r = ::recvmmsg(fd_, msgs, static_cast<unsigned>(n_bufs), MSG_DONTWAIT, nullptr);
   if (r < 0) {
     r = 0;
   }
-  uint64_t bytes = 0;
   for (int i = 0; i < r; ++i) {
-    InDatagram d{rx_buf_.data() + i * max_datagram_, msgs[i].msg_len,
-                 (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0};
-    bytes += d.len;
-    if (rx_blackout_after_ > 0 && ++rx_seen_ > rx_blackout_after_) {
-      Counters::add(ctr_->fault_dropped);
-      continue;
-    }
-    switch (rx_faults_.next()) {
-      case FaultAction::kPass:
-        rx_out_.push_back(d);
-        break;
-      case FaultAction::kDrop:
-        Counters::add(ctr_->fault_dropped);
-        break;
-      case FaultAction::kDuplicate:
-        Counters::add(ctr_->fault_duplicated);
-        rx_out_.push_back(d);
-        rx_out_.push_back(d);
-        break;
-      case FaultAction::kReorder:
-        Counters::add(ctr_->fault_reordered);
-        rx_held_.emplace_back(d.data, d.data + d.len);
-        break;
-    }
-  }
-  if (r > 0) {
-    Counters::add(ctr_->packets_received, static_cast<uint64_t>(r));
-    Counters::add(ctr_->bytes_received, bytes);
+    const msghdr& h = msgs[i].msg_hdr;
+    take_received(rx_buf_.data() + i * buf_len, msgs[i].msg_len, (h.msg_flags & MSG_TRUNC) != 0,
+                  gro_ ? udp_offload::gro_segment(h) : 0);
   }
   if (deliver_held && (r > 0 || rx_release_)) {
     for (const auto& h : rx_delivering_) {
@@ -229,6 +266,32 @@ std::span<const InDatagram> UdpChannel::receive() {
     rx_delivering_.clear();
   }
   return rx_out_;
+}
+
+void UdpChannel::take_received(const uint8_t* data, size_t len, bool truncated, size_t segment) {
+  if (segment == 0 || segment >= len) {
+    segment = std::max<size_t>(len, 1);  // one datagram
+  } else {
+    Counters::add(ctr_->gro_receives);
+  }
+  uint64_t datagrams = 0;
+  size_t at = 0;
+  do {
+    const size_t n = std::min(segment, len - at);
+    // A datagram larger than the engine's own limit is refused as with plain receives.
+    const InDatagram d{data + at, n, truncated || n > max_datagram_};
+    at += n;
+    ++datagrams;
+    if (rx_blackout_after_ > 0 && ++rx_seen_ > rx_blackout_after_) {
+      Counters::add(ctr_->fault_dropped);
+      continue;
+    }
+    apply_fault(
+        rx_faults_.next(), ctr_, [&] { rx_out_.push_back(d); },
+        [&] { rx_held_.emplace_back(d.data, d.data + d.len); });
+  } while (at < len);
+  Counters::add(ctr_->packets_received, datagrams);
+  Counters::add(ctr_->bytes_received, len);
 }
 
 }  // namespace conflux::client

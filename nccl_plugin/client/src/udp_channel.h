@@ -1,6 +1,12 @@
 // The engine's one UDP socket (kernel UDP, IPv4), batched with sendmmsg/recvmmsg, with
 // the test-time fault injector applied to every datagram in both directions.
 // Owned and used by the progress thread only (open() runs in Engine::create).
+//
+// Segmentation offload (when open() is asked for it and the kernel has it): consecutive
+// same-size datagrams to one destination leave as one UDP GSO send (UDP_SEGMENT: one skb
+// through the stack, cut into wire datagrams at the device or not at all on loopback), and
+// the socket takes coalesced datagrams (UDP_GRO) that receive() cuts apart again. The wire
+// format is unchanged: every datagram is exactly what a plain send would have produced.
 #pragma once
 
 #include <netinet/in.h>
@@ -39,12 +45,17 @@ class UdpChannel {
 
   // Binds a non-blocking socket to bind_addr:0 with socket buffers of buf_bytes.
   // max_datagram sizes the receive buffers. Returns "" or what failed.
+  // offload: try UDP GSO and GRO (either is dropped quietly where the kernel lacks it).
   std::string open(const std::string& bind_addr, int buf_bytes, size_t max_datagram,
-                   const FaultInjection& faults, uint32_t rank, Counters* counters);
+                   const FaultInjection& faults, uint32_t rank, Counters* counters,
+                   bool offload = false);
   int fd() const { return fd_; }
   uint16_t port() const { return port_; }
   // Effective SO_RCVBUF (the kernel reports twice the usable payload space).
   int rcvbuf_bytes() const { return rcvbuf_; }
+  // Whether sends are segmented by the kernel (UDP GSO) / receives may be coalesced (GRO).
+  bool gso() const { return gso_; }
+  bool gro() const { return gro_; }
 
   // Sends every datagram (minus injected drops). A datagram the kernel refuses is
   // counted in send_errors and left to the retransmission timer.
@@ -67,8 +78,15 @@ class UdpChannel {
   void send_raw(std::span<const OutDatagram> batch);
   void send_held_tx();
 
+  // Appends the datagrams of one received buffer (several when the kernel coalesced them).
+  void take_received(const uint8_t* data, size_t len, bool truncated, size_t segment);
+
   static constexpr int kBatch = 64;
+  static constexpr int kGroBatch = 16;           // receive buffers when GRO is on
+  static constexpr size_t kGroBufBytes = 65536;  // > any coalesced UDP payload
   int fd_ = -1;
+  bool gso_ = false;
+  bool gro_ = false;
   uint16_t port_ = 0;
   int rcvbuf_ = 0;
   size_t max_datagram_ = 0;

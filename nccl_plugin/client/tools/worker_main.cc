@@ -107,6 +107,8 @@ void write_json(const WorkerOptions& o, const std::vector<Row>& rows, const clie
     j.field("results_duplicated", s.results_duplicated).field("send_errors", s.send_errors);
     j.field("fault_dropped", s.fault_dropped).field("fault_duplicated", s.fault_duplicated);
     j.field("fault_reordered", s.fault_reordered);
+    j.field("gso_sends", s.gso_sends).field("gso_fallbacks", s.gso_fallbacks);
+    j.field("gro_receives", s.gro_receives);
     j.key("drops").begin_object();
     for (int i = 1; i < proto::kNumDropReasons; ++i) {
       if (s.drops[i] != 0) {

@@ -72,6 +72,7 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
   app.add_option("--secret", c.secret, "shared secret")->envname("CONFLUX_SECRET");
   app.add_option("--bind", c.bind_addr, "local IPv4 address for UDP");
   app.add_option("--spin-us", c.spin_us, "progress thread busy-poll time");
+  app.add_option("--udp-offload", c.udp_offload, "UDP GSO/GRO where the kernel has them (1/0)");
   app.add_option("--rto-us", rto_us, "initial retransmission timeout (us)");
   app.add_option("--rto-max-ms", rto_max_ms, "maximum retransmission timeout (ms)");
   app.add_option("--aggregator-timeout-ms", agg_timeout_ms, "aggregator silence limit (ms)");

@@ -87,6 +87,10 @@ struct ClientConfig {
   std::string bind_addr = "0.0.0.0";  // local IPv4 address of the UDP socket
   uint32_t spin_us = 50;              // busy-poll this long after the last activity
   int socket_buffer_bytes = 8 << 20;  // SO_RCVBUF / SO_SNDBUF request
+  // UDP segmentation offload: same-size datagrams to one aggregator leave as one GSO send
+  // and coalesced receives (GRO) are taken, where the kernel has them; false: one datagram
+  // per send and per receive. The wire format is the same either way.
+  bool udp_offload = true;
   FaultInjection faults;
   LogFn log;  // may be empty (no logging)
 };

@@ -73,6 +73,9 @@ struct EngineStats {
   uint64_t spurious_retransmits = 0;
   uint64_t cwnd_decreases = 0;     // multiplicative decreases of the congestion window
   uint64_t congestion_window = 0;  // now: sum over aggregators of the window in packets
+  uint64_t gso_sends = 0;          // sends of several datagrams as one (UDP GSO)
+  uint64_t gso_fallbacks = 0;      // 1 when the route refused GSO and sends went plain
+  uint64_t gro_receives = 0;       // receives that the kernel coalesced (UDP GRO)
   std::array<uint64_t, proto::kNumDropReasons> drops{};  // by proto::DropReason
 };
 
