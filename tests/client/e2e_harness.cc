@@ -79,10 +79,12 @@ std::string DaemonProcess::stop() {
   return out;
 }
 
-double DaemonProcess::packets_in() const {
+double DaemonProcess::packets_in() const { return metric("conflux_dataplane_packets_in_total"); }
+
+double DaemonProcess::metric(const std::string& name) const {
   std::string err;
   const std::string m = tools::http_get(metrics_port, "/metrics", &err);
-  return m.empty() ? -1 : tools::prometheus_sum(m, "conflux_dataplane_packets_in_total");
+  return m.empty() ? -1 : tools::prometheus_sum(m, name);
 }
 
 std::vector<pid_t> start_workers(const std::string& dir, const std::string& aggregators, uint32_t n,

@@ -28,6 +28,8 @@ struct DaemonProcess {
   std::string stop();
   // Sum of conflux_dataplane_packets_in_total (-1 if unreadable).
   double packets_in() const;
+  // Sum over labels of one metric of /metrics (-1 if unreadable).
+  double metric(const std::string& name) const;
 };
 
 struct WorkerResult {

@@ -87,6 +87,41 @@ TEST_P(E2ESizes, Float32AndBf16SumSizeSweep) {
 }
 INSTANTIATE_TEST_SUITE_P(Ranks, E2ESizes, ::testing::Values(2u, 3u, 8u));
 
+// UDP segmentation offload on both sides (the default) and off on both: the same exact
+// results, through loss, duplication and reordering; with it on, the daemon and the workers
+// really sent GSO batches and took GRO-coalesced ones (loopback carries GSO skbs whole).
+class E2EOffload : public E2E, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(E2EOffload, EveryDtypeAndOpExactWithAndWithoutGsoGro) {
+  const bool on = GetParam();
+  start_daemon({on ? "--udp-offload=true" : "--udp-offload=false"});
+  auto rs = run(4, {"--udp-offload", on ? "1" : "0", "--dtype", "all", "--op", "all", "--count",
+                    "1,1023,70000", "--fault-drop", "0.01", "--fault-dup", "0.01",
+                    "--fault-reorder", "0.01"});
+  expect_all_ok(rs, "verified: all 144 results correct");
+  const double daemon_gso = d_.metric("conflux_dataplane_gso_sends_total");
+  const double daemon_gro = d_.metric("conflux_dataplane_gro_receives_total");
+  double worker_gso = 0, worker_gro = 0;
+  for (const WorkerResult& w : rs) {
+    EXPECT_EQ(json_number(w.json, "gso_fallbacks"), 0) << w.json;
+    worker_gso += json_number(w.json, "gso_sends");
+    worker_gro += json_number(w.json, "gro_receives");
+  }
+  if (on) {
+    EXPECT_GT(daemon_gso, 0);
+    EXPECT_GT(daemon_gro, 0);
+    EXPECT_GT(worker_gso, 0);
+    EXPECT_GT(worker_gro, 0);
+  } else {
+    EXPECT_EQ(daemon_gso, 0);
+    EXPECT_EQ(daemon_gro, 0);
+    EXPECT_EQ(worker_gso, 0);
+    EXPECT_EQ(worker_gro, 0);
+  }
+}
+INSTANTIATE_TEST_SUITE_P(UdpOffload, E2EOffload, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "on" : "off"; });
+
 TEST_F(E2E, DeterministicModeIsBitwiseTheRankOrderReference) {
   // Random float inputs: any other summation order would differ in the last bits. The
   // daemon reorders its input to make arrival order differ from rank order.
