@@ -101,6 +101,7 @@ client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, in
   cfg.aggregator_timeout = std::chrono::milliseconds(c.aggregatorTimeoutMs);
   cfg.congestion.enabled = c.congestionControl;
   cfg.udp_offload = c.udpOffload;
+  cfg.spin_us = static_cast<uint32_t>(c.busyPollUs);
   // A request without results for this long fails the engine too, so a rank that stops
   // hearing the aggregator (while its control channel lives) starts the failover.
   cfg.stall_timeout = 4 * cfg.aggregator_timeout;

@@ -12,7 +12,7 @@
 namespace conflux::plugin {
 namespace {
 
-const std::array<ParamSpec, 29> kParams{{
+const std::array<ParamSpec, 30> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -69,6 +69,11 @@ const std::array<ParamSpec, 29> kParams{{
      "1: UDP segmentation offload on the aggregation socket where the kernel has it (GSO "
      "sends of many datagrams at once, GRO-coalesced receives); 0: one datagram per call.",
      &Config::udpOffload},
+    {"CONFLUX_BUSY_POLL_US", ParamType::kInt, "50", 0, 1000000,
+     "The aggregation progress thread spins this long after its last packet before it "
+     "sleeps in poll(); 0: sleep at once (hosts with no spare core), larger: lower latency "
+     "for one busy core.",
+     &Config::busyPollUs},
     {"CONFLUX_AGGREGATOR_TIMEOUT_MS", ParamType::kInt, "5000", 100, 3600000,
      "An aggregator silent this long is dead: its collectives move to the ring. A request "
      "with no result for 4x this long does the same.",

@@ -39,6 +39,7 @@ struct Config {
   int aggregatorMbps = 0;
   bool congestionControl = true;
   bool udpOffload = true;
+  int busyPollUs = 50;
   double faultDrop = 0;  // tests only
   int faultRank = -1;
   int faultRxBlackout = 0;  // tests only
