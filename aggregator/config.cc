@@ -4,7 +4,10 @@
 #include <arpa/inet.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -60,6 +63,16 @@ std::optional<std::string> process_env(const std::string& name) {
 }
 
 std::string apply_toml_file(Config& cfg, const std::string& path) {
+  // toml++ reads a directory (or an unreadable path) as an empty file: the daemon would run
+  // on defaults, its secret included. Refuse anything but a readable regular file.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return fmt::format("config file '{}' is not a regular file{}", path,
+                       std::filesystem::exists(path, ec) ? "" : " (no such file)");
+  }
+  if (!std::ifstream(path).good()) {
+    return fmt::format("config file '{}' cannot be read: {}", path, std::strerror(errno));
+  }
   toml::table tbl;
   try {
     tbl = toml::parse_file(path);

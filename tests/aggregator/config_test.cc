@@ -132,6 +132,24 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheSource) {
   }
 }
 
+TEST(ConfigTest, ConfigPathThatIsNotAReadableFileFailsNamingIt) {
+  // A directory used to load as an empty file: defaults, no secret, no error.
+  char dir[] = "/tmp/confluxd_cfgdir_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  Loaded l = load({"--config", dir});
+  EXPECT_EQ(l.status, LoadStatus::kError);
+  EXPECT_NE(l.message.find(dir), std::string::npos) << l.message;
+  EXPECT_NE(l.message.find("not a regular file"), std::string::npos) << l.message;
+  rmdir(dir);
+  l = load({"--config", "/nonexistent/confluxd.toml"});
+  EXPECT_EQ(l.status, LoadStatus::kError);
+  EXPECT_NE(l.message.find("/nonexistent/confluxd.toml"), std::string::npos) << l.message;
+  EXPECT_NE(l.message.find("no such file"), std::string::npos) << l.message;
+  l = load({}, {{"CONFLUX_CONFIG", "/tmp"}});
+  EXPECT_EQ(l.status, LoadStatus::kError);
+  EXPECT_NE(l.message.find("'/tmp'"), std::string::npos) << l.message;
+}
+
 TEST(ConfigTest, SecretFileIsReadAndTrimmed) {
   const std::string file = temp_file("s3cret\n");
   const Loaded l = load({"--secret-file", file});
