@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -32,8 +33,30 @@ void epoll_add(int epfd, int fd, ConnId id, uint32_t events) {
 
 void ControlPlane::run() {
   epoll_event evs[64];
+  // A loop turn normally takes the 50 ms wait at most; a gap this long is the daemon's own.
+  const auto stall = std::min<Clock::duration>(
+      std::chrono::seconds(1), std::chrono::milliseconds(cfg_.worker_timeout_ms) / 2);
+  Clock::time_point last_seen = Clock::now();
+  // The time now, after forgiving any gap since the loop last looked (the daemon may be
+  // stopped anywhere in a turn, so it looks before and after the handlers).
+  const auto look = [&] {
+    const Clock::time_point now = Clock::now();
+    if (now - last_seen > stall) forgive_stall(now, now - last_seen);
+    last_seen = now;
+    return now;
+  };
   while (!stopping_.load(std::memory_order_acquire)) {
     const int n = epoll_wait(epfd_, evs, 64, 50);
+    look();
+    if (n < 0) {
+      // EINTR (SIGCONT after SIGSTOP, among others): wait again, so that input already
+      // pending is read before any connection is judged silent.
+      uint64_t suppressed = 0;
+      if (errno != EINTR && loop_warn_limit_.allow(&suppressed)) {
+        spdlog::warn("epoll_wait: {} ({} similar suppressed)", std::strerror(errno), suppressed);
+      }
+      continue;
+    }
     for (int i = 0; i < n; ++i) {
       const ConnId id = evs[i].data.u64;
       if (id == kStopEvent) continue;  // stopping_ is already set
@@ -50,7 +73,7 @@ void ControlPlane::run() {
       if (evs[i].events & EPOLLOUT) on_writable(it->second);
       if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) on_readable(it->second);
     }
-    tick(Clock::now());
+    tick(look());
     reap();
   }
   shutdown_all();
@@ -174,6 +197,14 @@ void ControlPlane::reap() {
     }
     it = conns_.erase(it);
   }
+}
+
+void ControlPlane::forgive_stall(Clock::time_point now, Clock::duration gap) {
+  spdlog::warn(
+      "control loop did not run for {} ms (daemon stopped or paused): restarting the "
+      "silence timers of {} connection(s)",
+      std::chrono::duration_cast<std::chrono::milliseconds>(gap).count(), conns_.size());
+  for (auto& [id, c] : conns_) c.last_rx = now;
 }
 
 void ControlPlane::tick(Clock::time_point now) {

@@ -17,6 +17,7 @@
 #include "aggregator/control/control_counters.h"
 #include "aggregator/control/job_manager.h"
 #include "aggregator/dataplane/dataplane.h"
+#include "aggregator/util/rate_limit.h"
 
 namespace conflux::agg {
 
@@ -47,6 +48,9 @@ class ControlPlane final : private JoinOutbox {
   void close_later(Connection& c);
   void reap();
   void tick(Clock::time_point now);
+  // After a gap in the loop itself (SIGSTOP, a VM pause, a debugger), restarts every
+  // connection's silence timer: the daemon, not its peers, was silent.
+  void forgive_stall(Clock::time_point now, Clock::duration gap);
   void shutdown_all();
   void watch_write(Connection& c, bool on);
 
@@ -76,6 +80,7 @@ class ControlPlane final : private JoinOutbox {
   uint16_t control_port_ = 0;
   int metrics_port_ = -1;
   std::atomic<bool> stopping_{false};
+  RateLimiter loop_warn_limit_;
 };
 
 }  // namespace conflux::agg

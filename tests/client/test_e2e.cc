@@ -253,6 +253,30 @@ TEST_F(E2E, FrozenDaemonIsDetectedAfterTheAggregatorTimeout) {
   }
 }
 
+// The daemon itself stops (SIGSTOP) for twice its worker timeout while the workers keep
+// heartbeating: on SIGCONT it must read their pending input and forgive its own gap, not
+// close every member as silent; the job then finishes exactly.
+TEST_F(E2E, PausedDaemonKeepsItsHeartbeatingWorkers) {
+  start_daemon({"--worker-timeout-ms", "1000"});
+  auto pids = start_workers(dir_, d_.endpoint(), 2,
+                            args({"--aggregator-timeout-ms", "20000", "--heartbeat-ms", "200",
+                                  "--count", "65536", "--iters", "400", "--timeout-s", "60"}));
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (d_.packets_in() < 1000 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_GE(d_.packets_in(), 1000) << "workers did not start";
+  ASSERT_EQ(::kill(d_.pid, SIGSTOP), 0);
+  std::this_thread::sleep_for(2000ms);
+  ASSERT_EQ(::kill(d_.pid, SIGCONT), 0);
+  auto rs = wait_workers(dir_, pids, 60s);
+  expect_all_ok(rs, "verified: all 1 results correct");
+  EXPECT_EQ(d_.stop(), "exit 0");
+  const std::string log = tools::read_file(d_.log);
+  EXPECT_EQ(log.find("silent for"), std::string::npos) << log;
+  EXPECT_NE(log.find("control loop did not run for"), std::string::npos) << log;
+}
+
 TEST_F(E2E, NoAggregatorReachableFailsQuickly) {
   uint16_t port;
   {
