@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # The packages built by package_build.sh (in OUT): names, dependencies, conffiles, the files
 # where cmake/ConfluxInstall.cmake and the README say they are, and the installed programs
-# run: confluxd --help, confluxd --print-config on the installed config, and a
+# run: confluxd --help, confluxd --print-config on the installed config, conflux --help, and a
 # dlopen(RTLD_NOW) of the installed plugin that finds NCCL's entry symbols.
 #   package_install_test.sh OUT
 set -euo pipefail
 out=$1 root=$1/root
 fail() { echo "FAILED: $*"; exit 1; }
 
-for f in /usr/bin/confluxd /usr/lib/libnccl-net-conflux.so \
+for f in /usr/bin/confluxd /usr/bin/conflux /usr/lib/libnccl-net-conflux.so \
   /usr/lib/systemd/system/confluxd.service /etc/conflux/confluxd.toml \
-  /usr/share/doc/conflux/README.md /usr/share/doc/conflux/confluxd.example.toml; do
+  /usr/share/doc/conflux/README.md /usr/share/doc/conflux/confluxd.example.toml \
+  /usr/share/doc/conflux/grafana-dashboard.json; do
   [ -f "$root$f" ] || fail "$f not installed"
 done
-[ -x "$root/usr/bin/confluxd" ] || fail "confluxd not executable"
+for p in confluxd conflux; do [ -x "$root/usr/bin/$p" ] || fail "$p not executable"; done
 cmp -s "$root/etc/conflux/confluxd.toml" "$root/usr/share/doc/conflux/confluxd.example.toml" ||
   fail "/etc/conflux/confluxd.toml is not the example config"
 
@@ -51,6 +52,8 @@ grep -q -- "--config" "$out/help.txt" || fail "confluxd --help does not mention 
 "$root/usr/bin/confluxd" --config "$root/etc/conflux/confluxd.toml" --print-config >"$out/cfg.txt" ||
   fail "confluxd rejects the installed config"
 grep -q "control_port" "$out/cfg.txt" || fail "--print-config printed no control_port"
+"$root/usr/bin/conflux" --help >"$out/cli.txt" || fail "conflux --help exited $?"
+grep -q "status" "$out/cli.txt" || fail "conflux --help lists no status subcommand"
 
 # NCCL's view of the plugin: dlopen with RTLD_NOW (every symbol resolves), entry points found.
 python3 - "$root/usr/lib/libnccl-net-conflux.so" <<'PY' || fail "dlopen of the installed plugin"
