@@ -1,11 +1,15 @@
 #include "aggregator/metrics/prometheus.h"
 
+#include <chrono>
 #include <functional>
 
 #include "fmt/format.h"
 
 namespace conflux::agg {
 namespace {
+
+// When this process started (static initialisation), for conflux_uptime_seconds.
+const std::chrono::steady_clock::time_point kProcessStart = std::chrono::steady_clock::now();
 
 class Writer {
  public:
@@ -147,10 +151,24 @@ void control_metrics(Writer& w, const ControlCounters& cc) {
       cc.metrics_requests);
 }
 
+// What `conflux status` shows of the daemon itself: version, backend, threads, uptime.
+void daemon_metrics(Writer& w, const Dataplane& dp) {
+  w.family("conflux_build_info", "gauge", "Always 1; the labels name the version and dataplane.");
+  w.sample("conflux_build_info",
+           fmt::format("version=\"{}\",dataplane=\"{}\"", CONFLUX_VERSION, dp.name()), 1);
+  w.family("conflux_dataplane_threads", "gauge", "Dataplane threads (queues).");
+  w.sample("conflux_dataplane_threads", "", dp.n_queues());
+  w.family("conflux_uptime_seconds", "gauge", "Seconds since the confluxd process started.");
+  const auto up = std::chrono::steady_clock::now() - kProcessStart;
+  w.sample("conflux_uptime_seconds", "",
+           std::chrono::duration_cast<std::chrono::seconds>(up).count());
+}
+
 }  // namespace
 
 std::string render_metrics(const Dataplane& dp, const JobTable& jobs, const ControlCounters& cc) {
   Writer w;
+  daemon_metrics(w, dp);
   dataplane_metrics(w, dp);
   job_metrics(w, jobs);
   control_metrics(w, cc);

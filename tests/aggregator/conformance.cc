@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "conflux/common/reduce.h"
+#include "tests/common/ci_skip.h"
 
 namespace conflux::agg::testing {
 namespace {
@@ -68,11 +69,12 @@ std::vector<std::string> runnable_backends() { return {"udp"}; }
 void DaemonTest::SetUp() {
   if (GetParam() != "dpdk") return;
 #ifndef CONFLUX_HAVE_DPDK_DATAPLANE
-  GTEST_SKIP() << "confluxd built without the DPDK dataplane (libdpdk not found by pkg-config, "
-                  "or CONFLUX_WITH_DPDK=OFF)";
+  CONFLUX_SKIP_UNLESS_CI()
+      << "confluxd built without the DPDK dataplane (libdpdk not found by pkg-config, "
+         "or CONFLUX_WITH_DPDK=OFF)";
 #endif
   if (const std::string why = VethTopology::unavailable_reason(); !why.empty()) {
-    GTEST_SKIP() << "dpdk backend on a veth pair: " << why;
+    CONFLUX_SKIP_UNLESS_CI() << "dpdk backend on a veth pair: " << why;
   }
   std::string err;
   wire_ = dpdk_wire(&err);

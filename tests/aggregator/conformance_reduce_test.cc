@@ -3,6 +3,7 @@
 
 #include "conflux/common/reduce.h"
 #include "conformance.h"
+#include "tests/common/ci_skip.h"
 
 namespace conflux::agg::testing {
 namespace {
@@ -194,7 +195,7 @@ TEST_P(DataplaneReduce, OwnedResultReachesOnlyItsOwner) {
 // thanks to the workers' retransmissions, the bitmap and the COMPLETE bank.
 TEST_P(DataplaneReduce, ExactUnderInjectedFaults) {
 #ifndef CONFLUX_FAULT_INJECTION
-  GTEST_SKIP() << "built without CONFLUX_FAULT_INJECTION";
+  CONFLUX_SKIP_UNLESS_CI() << "built without CONFLUX_FAULT_INJECTION";
 #endif
   Config cfg = base_config();
   cfg.fault_drop = 0.05;
@@ -227,7 +228,7 @@ TEST_P(DataplaneReduce, ExactUnderInjectedFaults) {
 // (root), with every backend: dpdk runs on one anyway, udp gets its own.
 TEST_P(DataplaneReduce, ExactUnderRandomLossOnTheWorkersInput) {
   if (const std::string why = use_wire(); !why.empty())
-    GTEST_SKIP() << "needs a veth pair: " << why;
+    CONFLUX_SKIP_UNLESS_CI() << "needs a veth pair: " << why;
   start();
   const std::string nft = "nft add ";
   ASSERT_TRUE(wire()->run_in_worker(nft + "table inet cfxloss"));

@@ -1,0 +1,172 @@
+#include "aggregator/cli/status.h"
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "aggregator/cli/http_get.h"
+#include "aggregator/cli/prom_text.h"
+#include "fmt/format.h"
+
+namespace conflux::cli {
+namespace {
+
+constexpr int kDefaultMetricsPort = 9470;
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", c);
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// Per-job sums of `name` from a scrape.
+std::map<std::string, double> by_job(const std::vector<Sample>& s, std::string_view name) {
+  std::map<std::string, double> out;
+  for (const Sample& x : s) {
+    if (x.name == name && x.labels.count("job")) out[x.labels.at("job")] += x.value;
+  }
+  return out;
+}
+
+std::optional<std::vector<Sample>> scrape(const std::string& host, int port, int timeout_ms,
+                                          std::string* err) {
+  auto body = http_get(host, port, "/metrics", timeout_ms, err);
+  if (!body) return std::nullopt;
+  return parse_prom_text(*body, err);
+}
+
+}  // namespace
+
+DaemonStatus query_status(const std::string& address, int interval_ms, int timeout_ms) {
+  DaemonStatus d;
+  d.address = address;
+  std::string host = address;
+  int port = kDefaultMetricsPort;
+  if (const size_t colon = address.rfind(':'); colon != std::string::npos) {
+    host = address.substr(0, colon);
+    try {
+      port = std::stoi(address.substr(colon + 1));
+    } catch (const std::exception&) {
+      port = -1;
+    }
+    if (port <= 0 || port > 65535) {
+      d.error = fmt::format("bad port in '{}'", address);
+      return d;
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto first = scrape(host, port, timeout_ms, &d.error);
+  if (!first) return d;
+  std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+  const auto t1 = std::chrono::steady_clock::now();
+  auto second = scrape(host, port, timeout_ms, &d.error);
+  if (!second) return d;
+  auto health = http_get(host, port, "/healthz", timeout_ms, &d.error);
+  d.health = health ? (health->starts_with("ok") ? "ok" : *health) : "unreachable";
+  if (!health) return d;
+  const double dt = std::chrono::duration<double>(t1 - t0).count();
+  const auto& m = *second;
+  for (const Sample& s : m) {
+    if (s.name == "conflux_build_info") {
+      d.version = s.labels.count("version") ? s.labels.at("version") : "";
+      d.dataplane = s.labels.count("dataplane") ? s.labels.at("dataplane") : "";
+    }
+  }
+  d.threads = static_cast<uint64_t>(sum(m, "conflux_dataplane_threads"));
+  d.uptime_s = static_cast<uint64_t>(sum(m, "conflux_uptime_seconds"));
+  d.jobs_active = static_cast<uint64_t>(sum(m, "conflux_jobs_active"));
+  d.slots_in_use = static_cast<uint64_t>(sum(m, "conflux_slots_in_use"));
+  d.drops = static_cast<uint64_t>(sum(m, "conflux_dataplane_drops_total"));
+  d.retransmits = static_cast<uint64_t>(sum(m, "conflux_dataplane_retransmits_served_total"));
+  d.connections = static_cast<uint64_t>(sum(m, "conflux_control_connections"));
+  d.packets_per_s = (sum(m, "conflux_dataplane_packets_in_total") -
+                     sum(*first, "conflux_dataplane_packets_in_total")) /
+                    dt;
+  d.bytes_per_s = (sum(m, "conflux_dataplane_bytes_in_total") -
+                   sum(*first, "conflux_dataplane_bytes_in_total")) /
+                  dt;
+  const auto workers = by_job(m, "conflux_job_workers"), slots = by_job(m, "conflux_job_slots");
+  const auto p0 = by_job(*first, "conflux_job_packets_in_total");
+  const auto p1 = by_job(m, "conflux_job_packets_in_total");
+  const auto b0 = by_job(*first, "conflux_job_bytes_in_total");
+  const auto b1 = by_job(m, "conflux_job_bytes_in_total");
+  for (const auto& [id, w] : workers) {
+    JobStatus j;
+    j.id = id;
+    j.workers = static_cast<uint64_t>(w);
+    j.slots = slots.count(id) ? static_cast<uint64_t>(slots.at(id)) : 0;
+    // A job that joined between the scrapes counts from 0.
+    j.packets_per_s = (p1.count(id) ? p1.at(id) : 0) - (p0.count(id) ? p0.at(id) : 0);
+    j.bytes_per_s = (b1.count(id) ? b1.at(id) : 0) - (b0.count(id) ? b0.at(id) : 0);
+    j.packets_per_s /= dt;
+    j.bytes_per_s /= dt;
+    d.jobs.push_back(j);
+  }
+  d.ok = d.health == "ok";
+  if (!d.ok) d.error = "unhealthy: /healthz says " + d.health;
+  return d;
+}
+
+std::string status_table(const std::vector<DaemonStatus>& all) {
+  std::string out = fmt::format(
+      "{:<22} {:<8} {:<8} {:<9} {:>7} {:>8} {:>5} {:>6} {:>11} {:>12} "
+      "{:>8} {:>8}\n",
+      "DAEMON", "HEALTH", "VERSION", "DATAPLANE", "THREADS", "UPTIME", "JOBS", "SLOTS", "PKT/S",
+      "BYTES/S", "DROPS", "RETRANS");
+  for (const DaemonStatus& d : all) {
+    if (!d.ok && d.version.empty()) {
+      out += fmt::format("{:<22} {:<8} {}\n", d.address, "DOWN", d.error);
+      continue;
+    }
+    out += fmt::format(
+        "{:<22} {:<8} {:<8} {:<9} {:>7} {:>7}s {:>5} {:>6} {:>11.0f} {:>12.0f} {:>8} {:>8}\n",
+        d.address, d.ok ? "ok" : d.health, d.version, d.dataplane, d.threads, d.uptime_s,
+        d.jobs_active, d.slots_in_use, d.packets_per_s, d.bytes_per_s, d.drops, d.retransmits);
+    for (const JobStatus& j : d.jobs) {
+      out += fmt::format("  job {:<10} workers {:>4}  slots {:>5}  {:>11.0f} pkt/s {:>12.0f} B/s\n",
+                         j.id, j.workers, j.slots, j.packets_per_s, j.bytes_per_s);
+    }
+  }
+  return out;
+}
+
+std::string status_json(const std::vector<DaemonStatus>& all) {
+  std::string out = "{\"daemons\": [";
+  for (size_t i = 0; i < all.size(); ++i) {
+    const DaemonStatus& d = all[i];
+    out += i ? ",\n  {" : "\n  {";
+    out += fmt::format("\"address\": {}, \"ok\": {}", json_string(d.address), d.ok);
+    if (!d.ok) out += fmt::format(", \"error\": {}", json_string(d.error));
+    if (!d.version.empty()) {
+      out += fmt::format(
+          ", \"health\": {}, \"version\": {}, \"dataplane\": {}, \"threads\": {}, "
+          "\"uptime_seconds\": {}, \"jobs_active\": {}, \"slots_in_use\": {}, "
+          "\"control_connections\": {}, \"packets_per_second\": {:.1f}, "
+          "\"bytes_per_second\": {:.1f}, \"drops\": {}, \"retransmits_served\": {}, \"jobs\": [",
+          json_string(d.health), json_string(d.version), json_string(d.dataplane), d.threads,
+          d.uptime_s, d.jobs_active, d.slots_in_use, d.connections, d.packets_per_s, d.bytes_per_s,
+          d.drops, d.retransmits);
+      for (size_t k = 0; k < d.jobs.size(); ++k) {
+        const JobStatus& j = d.jobs[k];
+        out += fmt::format(
+            "{}{{\"id\": {}, \"workers\": {}, \"slots\": {}, \"packets_per_second\": {:.1f}, "
+            "\"bytes_per_second\": {:.1f}}}",
+            k ? ", " : "", json_string(j.id), j.workers, j.slots, j.packets_per_s, j.bytes_per_s);
+      }
+      out += "]";
+    }
+    out += "}";
+  }
+  return out + "\n]}\n";
+}
+
+}  // namespace conflux::cli

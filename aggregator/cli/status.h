@@ -1,0 +1,35 @@
+// `conflux status`: what each daemon's /metrics and /healthz say, and rates over an interval.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace conflux::cli {
+
+struct JobStatus {
+  std::string id;
+  uint64_t workers = 0;
+  uint64_t slots = 0;
+  double packets_per_s = 0;
+  double bytes_per_s = 0;
+};
+
+struct DaemonStatus {
+  std::string address;  // host:metrics_port as asked
+  bool ok = false;      // answered /metrics and /healthz
+  std::string error;    // why not, when !ok
+  std::string version, dataplane, health;
+  uint64_t threads = 0, uptime_s = 0, jobs_active = 0, slots_in_use = 0;
+  uint64_t drops = 0, retransmits = 0, connections = 0;
+  double packets_per_s = 0, bytes_per_s = 0;
+  std::vector<JobStatus> jobs;
+};
+
+// Scrapes host[:port] (default port 9470, the metrics port) twice, `interval_ms` apart.
+DaemonStatus query_status(const std::string& address, int interval_ms, int timeout_ms);
+// The human table, and the JSON document ({"daemons": [...]}).
+std::string status_table(const std::vector<DaemonStatus>& all);
+std::string status_json(const std::vector<DaemonStatus>& all);
+
+}  // namespace conflux::cli

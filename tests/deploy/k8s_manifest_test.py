@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""The Kubernetes files of deploy/kubernetes, parsed (python3-yaml) and checked for what makes
+the deployment work: the DaemonSet runs confluxd on the host network (workers reach the node
+address, no NAT) with the control and metrics ports of the example config declared, readiness
+and liveness probes on the metrics port's /healthz, and CONFLUX_SECRET from the Secret the file
+defines; the training-job fragment loads the plugin and takes the same secret.
+Usage: k8s_manifest_test.py SOURCE_DIR"""
+import os
+import sys
+import tomllib
+
+import yaml
+
+
+def fail(msg):
+    print(f"FAILED: {msg}")
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def env_map(container):
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def main():
+    src = sys.argv[1]
+    kdir = os.path.join(src, "deploy", "kubernetes")
+    cfg = tomllib.load(open(os.path.join(src, "deploy", "confluxd.example.toml"), "rb"))
+    control_port, metrics_port = cfg.get("control_port", 7470), cfg.get("metrics_port", 9470)
+
+    docs = [d for d in yaml.safe_load_all(open(os.path.join(kdir, "confluxd-daemonset.yaml"))) if d]
+    kinds = {d["kind"]: d for d in docs}
+    check(set(kinds) >= {"Secret", "DaemonSet"}, f"kinds {sorted(kinds)}")
+    secret = kinds["Secret"]
+    secret_keys = set(secret.get("stringData", {})) | set(secret.get("data", {}))
+    ds = kinds["DaemonSet"]
+    check(ds["apiVersion"] == "apps/v1", "DaemonSet apiVersion")
+    check(ds["spec"]["selector"]["matchLabels"].items() <=
+          ds["spec"]["template"]["metadata"]["labels"].items(), "selector does not match the pods")
+    pod = ds["spec"]["template"]["spec"]
+    check(pod.get("hostNetwork") is True, "hostNetwork is not true")
+    check(pod.get("dnsPolicy") == "ClusterFirstWithHostNet", "dnsPolicy with hostNetwork")
+    (c,) = [c for c in pod["containers"] if c["name"] == "confluxd"]
+    ports = {p["name"]: p for p in c["ports"]}
+    check(ports["control"]["containerPort"] == control_port and
+          ports["control"].get("protocol", "TCP") == "TCP", f"control port {ports.get('control')}")
+    check(ports["metrics"]["containerPort"] == metrics_port, f"metrics port {ports.get('metrics')}")
+    for probe in ("readinessProbe", "livenessProbe"):
+        get = c.get(probe, {}).get("httpGet")
+        check(get is not None, f"no {probe}")
+        check(get["path"] == "/healthz" and get["port"] in (metrics_port, "metrics"),
+              f"{probe} {get}")
+    ann = ds["spec"]["template"]["metadata"].get("annotations", {})
+    check(ann.get("prometheus.io/port") == str(metrics_port), "prometheus.io/port annotation")
+    ref = env_map(c)["CONFLUX_SECRET"]["valueFrom"]["secretKeyRef"]
+    check(ref["name"] == secret["metadata"]["name"] and ref["key"] in secret_keys,
+          f"CONFLUX_SECRET references {ref}, the Secret is {secret['metadata']['name']}:{secret_keys}")
+    check("--config" in c.get("args", []), "confluxd args name no --config")
+
+    job = yaml.safe_load(open(os.path.join(kdir, "training-job-env.yaml")))
+    env = {e["name"]: e for e in job["env"]}
+    check(env["NCCL_NET_PLUGIN"]["value"] == "conflux", "NCCL_NET_PLUGIN")
+    check(env["NCCL_COLLNET_ENABLE"]["value"] == "1", "NCCL_COLLNET_ENABLE")
+    for a in env["CONFLUX_AGGREGATORS"]["value"].split(","):
+        check(a.rsplit(":", 1)[1] == str(control_port), f"aggregator {a} not on the control port")
+    jref = env["CONFLUX_SECRET"]["valueFrom"]["secretKeyRef"]
+    check(jref == ref, f"the job's secret reference {jref} differs from the daemon's {ref}")
+    print("kubernetes manifests: host network, ports, probes and secret reference as expected")
+
+
+if __name__ == "__main__":
+    main()
