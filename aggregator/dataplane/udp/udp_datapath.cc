@@ -68,8 +68,8 @@ int UdpQueue::receive() {
     rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
     rx_msgs_[i].msg_hdr.msg_iovlen = 1;
     if (gro_) {
-      rx_msgs_[i].msg_hdr.msg_control = rx_control_[i].data();
-      rx_msgs_[i].msg_hdr.msg_controllen = rx_control_[i].size();
+      rx_msgs_[i].msg_hdr.msg_control = rx_control_[i].bytes;
+      rx_msgs_[i].msg_hdr.msg_controllen = sizeof rx_control_[i].bytes;
     }
   }
   const int n =
@@ -152,7 +152,7 @@ void UdpQueue::queue_tx(size_t first, size_t n) {
   h.msg_iov = iov;
   h.msg_iovlen = n;
   if (n > 1)
-    udp_offload::set_segment(h, tx_control_[tx_n_].data(), static_cast<uint16_t>(iov[0].iov_len));
+    udp_offload::set_segment(h, tx_control_[tx_n_].bytes, static_cast<uint16_t>(iov[0].iov_len));
   // Every entry of one transmit() belongs to jobs held until quiescent(); a GSO run goes to
   // one worker, so one job.
   tx_jobs_[tx_n_] = results_[tx_order_[first].entry].job;

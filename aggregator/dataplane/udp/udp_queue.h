@@ -67,11 +67,11 @@ class UdpQueue final {
   std::unique_ptr<uint8_t[]> rx_arena_;
   std::vector<mmsghdr> rx_msgs_;
   std::vector<iovec> rx_iov_;
-  std::vector<std::array<char, udp_offload::kControlBytes>> rx_control_;
+  std::vector<udp_offload::ControlBuffer> rx_control_;
   std::vector<TxItem> tx_order_;
   std::vector<mmsghdr> tx_msgs_;
   std::vector<iovec> tx_iov_;  // kMaxSegments per message
-  std::vector<std::array<char, udp_offload::kControlBytes>> tx_control_;
+  std::vector<udp_offload::ControlBuffer> tx_control_;
   std::vector<Job*> tx_jobs_;
   std::vector<uint32_t> tx_segments_;
   size_t tx_n_ = 0;

@@ -21,6 +21,10 @@ inline constexpr size_t kMaxSegments = 64;
 inline constexpr size_t kMaxBytes = 65507;
 // Room for the control message of either option.
 inline constexpr size_t kControlBytes = CMSG_SPACE(sizeof(int));
+// One message's control buffer, aligned as the kernel's cmsghdr needs.
+struct alignas(cmsghdr) ControlBuffer {
+  char bytes[kControlBytes];
+};
 
 inline bool same_destination(const sockaddr_in& a, const sockaddr_in& b) {
   return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
