@@ -114,8 +114,6 @@ def run_system(runner, rows, fabric_name, label, kind, bnds, a, aggs=(), fractio
                 text = (runner.run_gloo(b, tmo) if kind == "gloo"
                         else runner.run_driver(kind, b, list(aggs), fraction, tmo))
                 busy_s += fabric_run.cpu_busy_seconds() - busy0
-                gbytes += sum(r["bytes"] for r in fabric_run.parse_rows(text, a.workers)) * \
-                    (b["iters"] + b["warmup"]) / 1e9
                 break
             except fabric_run.RunError as e:
                 first = str(e).splitlines()[0]
@@ -124,7 +122,9 @@ def run_system(runner, rows, fabric_name, label, kind, bnds, a, aggs=(), fractio
                 failures.append({"fabric": fabric_name, "system": label, "min": b["min"],
                                  "max": b["max"], "attempt": attempt, "error": str(e)[:4000]})
                 text = ""
-        for r in fabric_run.parse_rows(text, a.workers):
+        band = fabric_run.parse_rows(text, a.workers)  # none when both attempts failed
+        gbytes += sum(r["bytes"] for r in band) * (b["iters"] + b["warmup"]) / 1e9
+        for r in band:
             r.update({"fabric": fabric_name, "system": label})
             mine.append(r)
     if gbytes > 0:

@@ -12,15 +12,7 @@ import os
 import re
 import sys
 
-
-def fail(msg):
-    print(f"FAILED: {msg}")
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
+from procs import check, fail
 
 
 def instructions(path):

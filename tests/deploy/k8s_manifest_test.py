@@ -11,15 +11,7 @@ import tomllib
 
 import yaml
 
-
-def fail(msg):
-    print(f"FAILED: {msg}")
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
+from procs import check, fail
 
 
 def env_map(container):

@@ -1,10 +1,22 @@
-"""Real confluxd and worker processes on 127.0.0.1 for the deploy and CLI tests."""
+"""Real confluxd and worker processes on 127.0.0.1 for the deploy and CLI tests, and the
+fail/check helpers every deploy test reports through."""
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
+
+
+def fail(msg):
+    print(f"FAILED: {msg}")
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
 
 
 class Daemon:
