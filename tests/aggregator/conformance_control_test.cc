@@ -266,7 +266,7 @@ TEST_P(ControlPlane, MetricsEndpoints) {
   EXPECT_NE(m.find("# TYPE conflux_dataplane_drops_total counter"), std::string::npos);
   const std::string last_thread = std::to_string(daemon().dataplane().n_queues() - 1);
   EXPECT_NE(m.find("conflux_dataplane_drops_total{thread=\"" + last_thread +
-                   "\",reason=\"wrong_queue\"} 0"),
+                   "\",reason=\"wrong_source\"} 0"),
             std::string::npos);
   // Every metric family is documented in the README.
   const std::string readme = [] {

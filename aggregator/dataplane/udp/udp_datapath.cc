@@ -26,6 +26,7 @@ UdpQueue::UdpQueue(int fd, uint16_t port, unsigned queue, unsigned n_queues, Job
       rx_arena_(std::make_unique<uint8_t[]>(batch_ * kRxBufBytes)),
       rx_msgs_(batch_),
       rx_iov_(batch_),
+      rx_addr_(batch_),
       tx_msgs_(batch_),
       tx_iov_(batch_),
       tx_jobs_(batch_) {
@@ -42,7 +43,11 @@ void UdpQueue::run(const std::atomic<bool>& stop) {
     const int n = receive();
     if (n > 0) {
       for (int i = 0; i < n; ++i) {
-        pipeline_.on_datagram({rx_arena_.get() + size_t(i) * kRxBufBytes, rx_msgs_[i].msg_len},
+        const msghdr& m = rx_msgs_[i].msg_hdr;
+        // Not IPv4 (cannot happen on this AF_INET socket): a source no contributor has.
+        const Source src =
+            m.msg_namelen == sizeof(sockaddr_in) ? Source::of(rx_addr_[i]) : Source{};
+        pipeline_.on_datagram({rx_arena_.get() + size_t(i) * kRxBufBytes, rx_msgs_[i].msg_len}, src,
                               results_);
       }
     } else {
@@ -58,6 +63,8 @@ void UdpQueue::run(const std::atomic<bool>& stop) {
 int UdpQueue::receive() {
   for (size_t i = 0; i < batch_; ++i) {
     std::memset(&rx_msgs_[i].msg_hdr, 0, sizeof(msghdr));
+    rx_msgs_[i].msg_hdr.msg_name = &rx_addr_[i];  // the sender: source binding (SPEC.md §4)
+    rx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
     rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
     rx_msgs_[i].msg_hdr.msg_iovlen = 1;
   }

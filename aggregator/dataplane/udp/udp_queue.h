@@ -53,6 +53,7 @@ class UdpQueue final {
   std::unique_ptr<uint8_t[]> rx_arena_;
   std::vector<mmsghdr> rx_msgs_;
   std::vector<iovec> rx_iov_;
+  std::vector<sockaddr_in> rx_addr_;  // source of each received datagram
   std::vector<mmsghdr> tx_msgs_;
   std::vector<iovec> tx_iov_;
   std::vector<Job*> tx_jobs_;
