@@ -132,6 +132,25 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheSource) {
   }
 }
 
+// A --config path that is not a regular readable file fails at start-up, naming the path
+// (issue 14: a directory used to be read as an empty document, i.e. defaults, secret lost).
+TEST(ConfigTest, ConfigPathMustBeARegularReadableFile) {
+  char dir[] = "/tmp/confluxd_cfgdir_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  for (const std::string& path :
+       {std::string(dir), std::string(dir) + "/missing.toml", std::string("/dev/null")}) {
+    Loaded l = load({"--config", path});
+    EXPECT_EQ(l.status, LoadStatus::kError) << path;
+    EXPECT_NE(l.message.find("'" + path + "'"), std::string::npos) << l.message;
+    l = load({}, {{"CONFLUX_CONFIG", path}});
+    EXPECT_EQ(l.status, LoadStatus::kError) << path;
+    EXPECT_NE(l.message.find("'" + path + "'"), std::string::npos) << l.message;
+  }
+  EXPECT_NE(load({"--config", dir}).message.find("not a regular file (a directory)"),
+            std::string::npos);
+  rmdir(dir);
+}
+
 TEST(ConfigTest, SecretFileIsReadAndTrimmed) {
   const std::string file = temp_file("s3cret\n");
   const Loaded l = load({"--secret-file", file});

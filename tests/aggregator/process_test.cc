@@ -132,6 +132,13 @@ TEST_P(Process, ConfigurationErrorsExitWithCode2) {
   const pid_t b = spawn({"--config", dir_ + "/bad.toml"}, dir_ + "/b");
   EXPECT_EQ(wait_exit(b, 5000), 2);
   EXPECT_NE(slurp(dir_ + "/b").find("contro_port"), std::string::npos);
+  // A directory given as the config file (issue 14: it used to run on defaults).
+  const pid_t c =
+      spawn({"--config", dir_, "--control-port", "0", "--data-port", "0", "--metrics-port", "-1"},
+            dir_ + "/c");
+  EXPECT_EQ(wait_exit(c, 5000), 2);
+  EXPECT_NE(slurp(dir_ + "/c").find("'" + dir_ + "' is not a regular file"), std::string::npos)
+      << slurp(dir_ + "/c");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Process, ::testing::ValuesIn(runnable_backends()),
