@@ -40,7 +40,7 @@ struct ControlCounters {
   Counter worker_timeouts;       // connections closed for silence
   Counter join_deadline_closes;  // connections closed without a Join by control_join_timeout_ms
   Counter refused[static_cast<int>(RefuseReason::kCount)];  // closed at accept, by reason
-  Counter loop_stalls;  // control loop gaps >= worker_timeout_ms / 2 (timers restarted)
+  Counter loop_stalls;  // control loop gaps >= max(worker_timeout_ms / 2, 250 ms)
   Counter jobs_created;
   Counter jobs_deleted;
   Counter jobs_active;       // gauge

@@ -24,6 +24,8 @@ namespace {
 
 constexpr auto kHttpTimeout = std::chrono::seconds(5);
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+constexpr int kWaitMs = 50;  // longest epoll_wait of one turn of the control loop
+constexpr auto kMinStall = std::chrono::milliseconds(250);
 
 void epoll_add(int epfd, int fd, ConnId id, uint32_t events) {
   epoll_event ev{};
@@ -38,10 +40,13 @@ void ControlPlane::run() {
   constexpr int kMaxEvents = 64;
   constexpr int kMaxDrainRounds = 16;  // bounds one turn under a flood, so ticks still run
   epoll_event evs[kMaxEvents];
-  const auto stall = std::chrono::milliseconds(std::max<int64_t>(1, cfg_.worker_timeout_ms / 2));
-  Clock::time_point last_turn = Clock::now();
+  // A turn longer than this (beyond its wait) is a stall of this thread, not of the workers.
+  // The floor keeps ordinary turns from counting when worker_timeout_ms is tiny.
+  const Clock::duration stall =
+      std::max<Clock::duration>(std::chrono::milliseconds(cfg_.worker_timeout_ms / 2), kMinStall);
   while (!stopping_.load(std::memory_order_acquire)) {
-    int n = epoll_wait(epfd_, evs, kMaxEvents, 50);
+    const Clock::time_point turn = Clock::now();
+    int n = epoll_wait(epfd_, evs, kMaxEvents, kWaitMs);
     // EINTR: a signal, or a stop (SIGSTOP, a debugger) followed by SIGCONT, which interrupts
     // epoll_wait even without a handler (signal(7)). Either way: read what is waiting below.
     if (n < 0 && errno != EINTR) {
@@ -61,10 +66,10 @@ void ControlPlane::run() {
       if (n <= 0) break;
     }
     const Clock::time_point now = Clock::now();
-    if (now - last_turn >= stall) on_stall(now - last_turn, now);
+    const Clock::duration gap = now - turn - std::chrono::milliseconds(kWaitMs);
+    if (gap >= stall) on_stall(gap, now);
     tick(now);
     reap();
-    last_turn = Clock::now();
   }
   shutdown_all();
 }

@@ -143,7 +143,7 @@ void control_metrics(Writer& w, const ControlCounters& cc) {
              cc.refused[r].get());
   }
   one("conflux_control_loop_stalls_total", "counter",
-      "Gaps of the control loop of at least worker_timeout_ms / 2 (timers restarted).",
+      "Gaps of the control loop of at least max(worker_timeout_ms / 2, 250 ms) (timers restarted).",
       cc.loop_stalls);
   one("conflux_jobs_created_total", "counter", "Jobs created.", cc.jobs_created);
   one("conflux_jobs_deleted_total", "counter", "Jobs deleted (every rank gone).", cc.jobs_deleted);
