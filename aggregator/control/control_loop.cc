@@ -317,6 +317,7 @@ void ControlPlane::reap() {
 
 void ControlPlane::tick(Clock::time_point now) {
   if (listeners_paused_ && now >= resume_listeners_) pause_listeners(false);
+  if (reserve_fd_ < 0) reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);  // lost in a race
   manager_.on_tick(now, *this);
   const auto silence = std::chrono::milliseconds(cfg_.worker_timeout_ms);
   const auto heartbeat = std::chrono::milliseconds(cfg_.heartbeat_ms);
@@ -330,7 +331,7 @@ void ControlPlane::tick(Clock::time_point now) {
       if (now - c.last_rx > kHttpTimeout) c.dead = true;
     } else if (c.state == S::kHello && now - c.accepted > join_deadline) {
       counters_.join_deadline_closes.inc();
-      if (uint64_t s = 0; may_log(LogKind::kTimeout, &s)) {
+      if (uint64_t s = 0; may_log(LogKind::kNoJoin, &s)) {
         spdlog::warn(
             "control connection {}: no Join within {} ms (control_join_timeout_ms): closing ({} "
             "similar suppressed)",
@@ -339,7 +340,7 @@ void ControlPlane::tick(Clock::time_point now) {
       close_later(c);
     } else if (c.state != S::kPending && now - c.last_rx > silence) {
       counters_.worker_timeouts.inc();
-      if (uint64_t s = 0; may_log(LogKind::kTimeout, &s)) {
+      if (uint64_t s = 0; may_log(LogKind::kSilent, &s)) {
         spdlog::warn(
             "control connection {} (job {} rank {}) silent for {} ms: closing ({} similar "
             "suppressed)",

@@ -49,7 +49,16 @@ class ControlPlane final : private JoinOutbox {
 
   // Classes of log lines, each rate-limited on its own (one line per second with the count of
   // the lines held back), so that no client can flood the log and one flood hides no other.
-  enum class LogKind : uint8_t { kAccept, kRefused, kProtocol, kJoin, kTimeout, kLoop, kCount };
+  enum class LogKind : uint8_t {
+    kAccept,    // accept() failures, out of descriptors
+    kRefused,   // connection limits
+    kProtocol,  // malformed frames, unexpected messages
+    kJoin,      // failed authentication, Join answers
+    kNoJoin,    // no Join by control_join_timeout_ms
+    kSilent,    // worker timeouts (kept apart so that floods of the above never hide them)
+    kLoop,      // epoll_wait errors, stalls
+    kCount
+  };
 
   // control_loop.cc: sockets and event loop
   void handle_events(const epoll_event* evs, int n);
