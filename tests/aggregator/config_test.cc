@@ -115,6 +115,9 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheSource) {
       {{"--secret", "a", "--secret-file", "/nonexistent"}, {}, "", {"secret_file"}},
       {{"--secret-file", "/nonexistent/secret"}, {}, "", {"secret_file"}},
       {{"--no-such-flag"}, {}, "", {"no-such-flag"}},
+      {{"--control-join-timeout-ms", "0"}, {}, "", {"control_join_timeout_ms", "[1, 3600000]"}},
+      {{}, {{"CONFLUX_MAX_CONTROL_CONNECTIONS", "-3"}}, "", {"max_control_connections"}},
+      {{}, {}, "max_control_connections_per_addr = 0\n", {"max_control_connections_per_addr"}},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;
