@@ -32,6 +32,9 @@ struct Config {
   int64_t join_timeout_ms = 30000;
   int64_t worker_timeout_ms = 10000;
   int64_t heartbeat_ms = 1000;
+  int64_t control_join_timeout_ms = 5000;
+  int64_t max_control_connections = 4096;
+  int64_t max_control_connections_per_addr = 256;
   std::string log_level = "info";
   std::string ready_file;
   std::string dataplane = "udp";

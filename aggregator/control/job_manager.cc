@@ -29,7 +29,10 @@ void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
   if (auto it = active_.find(join.job_key); it != active_.end()) {
     // The job already runs: a second connection for a live rank, or a late/rejoining rank.
     const bool live = join.rank < it->second.conns.size() && it->second.conns[join.rank] != 0;
-    spdlog::warn("join for running job key {:016x} rank {} rejected", join.job_key, join.rank);
+    if (uint64_t s = 0; log_limit_.allow(&s)) {
+      spdlog::warn("join for running job key {:016x} rank {} rejected ({} similar suppressed)",
+                   join.job_key, join.rank, s);
+    }
     return reject(conn, live ? Status::kRankInUse : Status::kJobMismatch, out);
   }
   sockaddr_in addr = peer;
@@ -45,15 +48,22 @@ void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
                            : std::min<int64_t>(join.join_timeout_ms, cfg_.join_timeout_ms);
     p.deadline = now + std::chrono::milliseconds(ms);
     p.ranks.resize(join.n_workers);
-    spdlog::info("rendezvous for job key {:016x} opened: {} workers, {} slots, {} bytes{}",
-                 join.job_key, join.n_workers, join.requested_slots, join.payload_bytes,
-                 (join.flags & proto::kJoinFlagDeterministic) ? ", deterministic" : "");
+    if (uint64_t s = 0; log_limit_.allow(&s)) {
+      spdlog::info(
+          "rendezvous for job key {:016x} opened: {} workers, {} slots, {} bytes{} ({} similar "
+          "suppressed)",
+          join.job_key, join.n_workers, join.requested_slots, join.payload_bytes,
+          (join.flags & proto::kJoinFlagDeterministic) ? ", deterministic" : "", s);
+    }
   } else {
     const Join& f = p.first;
     if (join.n_workers != f.n_workers || join.flags != f.flags ||
         join.payload_bytes != f.payload_bytes || join.requested_slots != f.requested_slots) {
-      spdlog::warn("job key {:016x}: rank {} disagrees with the first Join", join.job_key,
-                   join.rank);
+      if (uint64_t s = 0; log_limit_.allow(&s)) {
+        spdlog::warn(
+            "job key {:016x}: rank {} disagrees with the first Join ({} similar suppressed)",
+            join.job_key, join.rank, s);
+      }
       return reject(conn, Status::kJobMismatch, out);
     }
     if (p.ranks[join.rank].has_value()) return reject(conn, Status::kRankInUse, out);
@@ -74,8 +84,12 @@ void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
       {f.requested_slots, static_cast<uint64_t>(cfg_.max_slots_per_job), free_slots}));
   const uint32_t id = granted == 0 ? 0 : jobs_.allocate_id();
   if (id == 0) {
-    spdlog::warn("job key {:016x}: no capacity ({} jobs live, {} of {} slots used)", key,
-                 jobs_.live(), slots_used_, cfg_.total_slots);
+    if (uint64_t s = 0; log_limit_.allow(&s)) {
+      spdlog::warn(
+          "job key {:016x}: no capacity ({} jobs live, {} of {} slots used; {} similar "
+          "suppressed)",
+          key, jobs_.live(), slots_used_, cfg_.total_slots, s);
+    }
     for (auto& w : p.ranks) reject(w->conn, Status::kNoCapacity, out);
     return;
   }
@@ -144,8 +158,10 @@ void JobManager::on_tick(Clock::time_point now, JoinOutbox& out) {
       ++it;
       continue;
     }
-    spdlog::warn("job key {:016x}: join timeout with {} of {} ranks", it->first, it->second.joined,
-                 it->second.first.n_workers);
+    if (uint64_t s = 0; log_limit_.allow(&s)) {
+      spdlog::warn("job key {:016x}: join timeout with {} of {} ranks ({} similar suppressed)",
+                   it->first, it->second.joined, it->second.first.n_workers, s);
+    }
     Pending p = std::move(it->second);
     it = pending_.erase(it);
     for (auto& w : p.ranks) {
@@ -153,6 +169,10 @@ void JobManager::on_tick(Clock::time_point now, JoinOutbox& out) {
     }
   }
   jobs_.reclaim();
+}
+
+void JobManager::postpone(Clock::duration by) {
+  for (auto& [key, p] : pending_) p.deadline += by;
 }
 
 void JobManager::cancel_pending(Status status, JoinOutbox& out) {

@@ -30,23 +30,29 @@ SlotEngine::SlotEngine(JobTable& jobs, unsigned queue, unsigned n_queues,
       counters_(counters),
       srcs_(proto::kMaxWorkersPerJob) {}
 
-DropReason SlotEngine::on_datagram(std::span<const uint8_t> datagram, ResultBatch& out) {
+DropReason SlotEngine::on_datagram(std::span<const uint8_t> datagram, Source src,
+                                   ResultBatch& out) {
   counters_.packets_in.inc();
   counters_.bytes_in.add(datagram.size());
   DataHeader h;
   const uint8_t* payload = nullptr;
   DropReason r = proto::parse_data(datagram, max_payload_bytes_, &h, &payload);
-  if (r == DropReason::kOk) r = on_contrib(h, payload, out);
+  if (r == DropReason::kOk) r = on_contrib(h, payload, src, out);
   if (r != DropReason::kOk) counters_.drop(r);
   return r;
 }
 
-DropReason SlotEngine::on_contrib(const DataHeader& h, const uint8_t* payload, ResultBatch& out) {
+DropReason SlotEngine::on_contrib(const DataHeader& h, const uint8_t* payload, Source src,
+                                  ResultBatch& out) {
   if (h.type != proto::PacketType::kContrib) return DropReason::kWrongDirection;
   Job* job = jobs_.find(h.job_id);
   if (job == nullptr) return DropReason::kUnknownJob;
   const JobParams& p = job->params();
   if (h.job_token != p.token) return DropReason::kBadToken;
+  // Source binding (SPEC.md §4): a sniffed token is not enough to speak for a contributor.
+  if (h.contributor < p.n_workers && !src.is(p.workers[h.contributor])) {
+    return DropReason::kWrongSource;
+  }
   JobQueueCounters& jc = job->counters(queue_);
   jc.packets_in.inc();
   jc.bytes_in.add(proto::kDataHeaderSize + h.payload_bytes());

@@ -142,6 +142,19 @@ void control_metrics(Writer& w, const ControlCounters& cc) {
   }
   one("conflux_control_worker_timeouts_total", "counter",
       "Control connections closed after worker_timeout_ms of silence.", cc.worker_timeouts);
+  one("conflux_control_join_deadline_closes_total", "counter",
+      "Control connections closed without a Join after control_join_timeout_ms.",
+      cc.join_deadline_closes);
+  w.family("conflux_control_refused_total", "counter",
+           "Control connections closed at accept, by reason.");
+  for (int r = 0; r < static_cast<int>(RefuseReason::kCount); ++r) {
+    w.sample("conflux_control_refused_total",
+             fmt::format("reason=\"{}\"", refuse_reason_name(static_cast<RefuseReason>(r))),
+             cc.refused[r].get());
+  }
+  one("conflux_control_loop_stalls_total", "counter",
+      "Gaps of the control loop of at least max(worker_timeout_ms / 2, 250 ms) (timers restarted).",
+      cc.loop_stalls);
   one("conflux_jobs_created_total", "counter", "Jobs created.", cc.jobs_created);
   one("conflux_jobs_deleted_total", "counter", "Jobs deleted (every rank gone).", cc.jobs_deleted);
   one("conflux_jobs_active", "gauge", "Jobs currently served.", cc.jobs_active);

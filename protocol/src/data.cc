@@ -74,6 +74,8 @@ std::string_view drop_reason_name(DropReason r) {
       return "duplicate";
     case DropReason::kWrongQueue:
       return "wrong_queue";
+    case DropReason::kWrongSource:
+      return "wrong_source";
   }
   return "unknown";
 }

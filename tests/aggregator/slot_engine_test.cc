@@ -31,9 +31,19 @@ class SlotEngineTest : public ::testing::Test {
     p.slots = slots;
     p.payload_bytes = payload;
     p.deterministic = deterministic;
-    p.workers.resize(n_workers);
+    for (uint32_t r = 0; r < n_workers; ++r) p.workers.push_back(worker_addr(r));
     jobs_.publish(std::make_unique<Job>(std::move(p), kQueues));
   }
+
+  // Where rank r registered at join (10.0.0.1:5000+r).
+  static sockaddr_in worker_addr(uint32_t r) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(0x0a000001);
+    a.sin_port = htons(static_cast<uint16_t>(5000 + r));
+    return a;
+  }
+  static Source src_of(uint32_t r) { return Source::of(worker_addr(r)); }
 
   DataHeader hdr(uint16_t c, uint32_t slot, uint32_t gen, uint32_t count = 4,
                  DType dt = DType::kInt32) {
@@ -51,7 +61,8 @@ class SlotEngineTest : public ::testing::Test {
   }
 
   DropReason contrib(const DataHeader& h, std::vector<int32_t> v) {
-    return engine_.on_contrib(h, reinterpret_cast<const uint8_t*>(v.data()), out_);
+    return engine_.on_contrib(h, reinterpret_cast<const uint8_t*>(v.data()), src_of(h.contributor),
+                              out_);
   }
 
   std::vector<int32_t> result_of(size_t i) const {
@@ -252,16 +263,60 @@ TEST_F(SlotEngineTest, StatelessRejections) {
   EXPECT_TRUE(out_.empty());
 }
 
+// Source binding (SPEC.md §4): a contribution with the right job id, token and contributor
+// from any other address or port is dropped as wrong_source, before it touches the slot, and
+// does not displace the real contribution or serve a result to the forger.
+TEST_F(SlotEngineTest, ContributionsAreBoundToTheRegisteredSource) {
+  make_job(2, 4);
+  const std::vector<int32_t> garbage{-7, -7, -7, -7};
+  auto forged = [&](uint16_t c, uint32_t gen, Source from, bool retransmit = false) {
+    DataHeader h = hdr(c, 0, gen);
+    if (retransmit) h.flags = proto::kFlagRetransmit;
+    return engine_.on_contrib(h, reinterpret_cast<const uint8_t*>(garbage.data()), from, out_);
+  };
+  Source other_port = src_of(0);
+  other_port.port = htons(6000);
+  Source other_ip = src_of(1);
+  other_ip.ip = htonl(0x0a000002);
+  // Forgeries for both ranks, from another port, another address, the other rank's address
+  // and no address at all: none counts as the contribution.
+  EXPECT_EQ(forged(0, 0, other_port), DropReason::kWrongSource);
+  EXPECT_EQ(forged(1, 0, other_ip), DropReason::kWrongSource);
+  EXPECT_EQ(forged(1, 0, src_of(0)), DropReason::kWrongSource);
+  EXPECT_EQ(forged(0, 0, Source{}), DropReason::kWrongSource);
+  EXPECT_EQ(jobs_.find(id_)->counters(0).packets_in.get(), 0u);  // not accepted for the job
+  EXPECT_EQ(contrib(hdr(0, 0, 0), {1, 2, 3, 4}), DropReason::kOk);
+  EXPECT_EQ(forged(1, 0, other_port), DropReason::kWrongSource);  // mid-slot
+  EXPECT_EQ(contrib(hdr(1, 0, 0), {10, 20, 30, 40}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(result_of(0), (std::vector<int32_t>{11, 22, 33, 44}));
+  out_.clear();
+  // A resend from a foreign source is not served; from the rank's own source it is.
+  EXPECT_EQ(forged(1, 0, other_port, true), DropReason::kWrongSource);
+  EXPECT_TRUE(out_.empty());
+  EXPECT_EQ(counters_.retransmits_served.get(), 0u);
+  // Bad tokens are still bad tokens, whatever the source (the token is checked first), and
+  // an out-of-range contributor is bad_contributor.
+  DataHeader h = hdr(0, 0, 0);
+  h.job_token ^= 1;
+  EXPECT_EQ(
+      engine_.on_contrib(h, reinterpret_cast<const uint8_t*>(garbage.data()), other_port, out_),
+      DropReason::kBadToken);
+  EXPECT_EQ(forged(2, 0, other_port), DropReason::kBadContributor);
+}
+
 TEST_F(SlotEngineTest, OnDatagramCountsEveryDrop) {
   make_job(1, 2);
   const std::vector<uint8_t> junk(20, 0xab);
-  EXPECT_EQ(engine_.on_datagram(junk, out_), DropReason::kTruncated);
+  EXPECT_EQ(engine_.on_datagram(junk, src_of(0), out_), DropReason::kTruncated);
   std::vector<int32_t> v{1, 2, 3, 4};
   auto d = testing::make_datagram(hdr(0, 0, 0), {reinterpret_cast<uint8_t*>(v.data()), 16});
-  EXPECT_EQ(engine_.on_datagram(d, out_), DropReason::kOk);
-  EXPECT_EQ(counters_.packets_in.get(), 2u);
-  EXPECT_EQ(counters_.bytes_in.get(), 20u + 48 + 16);
+  EXPECT_EQ(engine_.on_datagram(d, src_of(0), out_), DropReason::kOk);
+  EXPECT_EQ(engine_.on_datagram(d, src_of(1), out_), DropReason::kWrongSource);
+  EXPECT_EQ(counters_.packets_in.get(), 3u);
+  EXPECT_EQ(counters_.bytes_in.get(), 20u + 2 * (48 + 16));
   EXPECT_EQ(counters_.drops[int(DropReason::kTruncated)].get(), 1u);
+  EXPECT_EQ(counters_.drops[int(DropReason::kWrongSource)].get(), 1u);
   EXPECT_EQ(jobs_.find(id_)->counters(0).packets_in.get(), 1u);
 }
 
@@ -308,7 +363,7 @@ TEST_F(SlotEngineTest, DeterministicModeIsOrderIndependent) {
       out_.clear();
       for (uint32_t r : order) {
         DataHeader h = hdr(static_cast<uint16_t>(r), 0, gen, kCount, dt);
-        ASSERT_EQ(engine_.on_contrib(h, in[r].data(), out_), DropReason::kOk);
+        ASSERT_EQ(engine_.on_contrib(h, in[r].data(), src_of(r), out_), DropReason::kOk);
       }
       ASSERT_EQ(out_.size(), 1u);
       ASSERT_EQ(0, std::memcmp(out_[0].data + 48, expect.data(), expect.size()))

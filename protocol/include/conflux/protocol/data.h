@@ -79,8 +79,9 @@ enum class DropReason : uint8_t {
   kWrongDirection = 18,
   kDuplicate = 19,
   kWrongQueue = 20,
+  kWrongSource = 21,
 };
-inline constexpr int kNumDropReasons = 21;
+inline constexpr int kNumDropReasons = 22;
 std::string_view drop_reason_name(DropReason r);  // "truncated", "bad_magic", ...
 
 // Writes the 48-byte header for `h` at `out`. The payload follows at out + 48.
