@@ -110,6 +110,9 @@ std::string finalize_config(Config& cfg) {
       return err;
     }
   }
+  if (cfg.data_mac && cfg.secret.empty()) {
+    return "'data_mac' needs a shared secret: set 'secret' or 'secret_file'";
+  }
 #ifndef CONFLUX_FAULT_INJECTION
   for (auto [key, v] :
        {std::pair{"fault_drop", cfg.fault_drop}, std::pair{"fault_dup", cfg.fault_dup},

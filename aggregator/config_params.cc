@@ -68,6 +68,10 @@ const std::array kRows = {
     Row{{"secret_file", ParamType::kString,
          "file holding the shared secret (trailing newline ignored); excludes `secret`"},
         &Config::secret_file},
+    Row{{"data_mac", ParamType::kBool,
+         "every data packet of every job carries an AES-128-GMAC keyed per job from the secret "
+         "(untrusted fabrics; needs `secret`)"},
+        &Config::data_mac},
     Row{{"deterministic", ParamType::kBool,
          "run every job in deterministic mode (bitwise reproducible results)"},
         &Config::deterministic},

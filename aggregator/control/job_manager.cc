@@ -26,6 +26,11 @@ void JobManager::reject(ConnId conn, Status s, JoinOutbox& out) {
 void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
                          Clock::time_point now, JoinOutbox& out) {
   if (join.rank >= join.n_workers) return reject(conn, Status::kBadRank, out);
+  // With the data MAC a packet is 28 bytes longer than its payload: the grant takes them from
+  // the payload the worker asked for, which must leave room for at least 32 bytes of elements.
+  if (cfg_.data_mac && join.payload_bytes < proto::kMinMacPayloadBytes) {
+    return reject(conn, Status::kUnsupported, out);
+  }
   if (auto it = active_.find(join.job_key); it != active_.end()) {
     // The job already runs: a second connection for a live rank, or a late/rejoining rank.
     const bool live = join.rank < it->second.conns.size() && it->second.conns[join.rank] != 0;
@@ -101,6 +106,11 @@ void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
   jp.slots = granted;
   jp.payload_bytes =
       std::min<uint32_t>(f.payload_bytes, static_cast<uint32_t>(cfg_.max_payload_bytes));
+  if (cfg_.data_mac) {
+    // Same datagram size as the worker planned for; elements stay 8-byte aligned.
+    jp.payload_bytes = (jp.payload_bytes - static_cast<uint32_t>(proto::kMacTrailerSize)) & ~7u;
+    jp.mac_key = proto::derive_data_key(cfg_.secret, id, jp.token);
+  }
   jp.deterministic = cfg_.deterministic || (f.flags & proto::kJoinFlagDeterministic) != 0;
   Active a{id, granted, {}, f.n_workers};
   for (auto& w : p.ranks) {
@@ -113,7 +123,8 @@ void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
   ack.job_token = jp.token;
   ack.granted_slots = granted;
   ack.payload_bytes = jp.payload_bytes;
-  ack.flags = jp.deterministic ? proto::kJoinFlagDeterministic : 0;
+  ack.flags = (jp.deterministic ? proto::kJoinFlagDeterministic : 0) |
+              (cfg_.data_mac ? proto::kJoinFlagDataMac : 0);
   ack.ports = ports_;
   jobs_.publish(std::make_unique<Job>(std::move(jp), static_cast<unsigned>(ports_.size())));
   slots_used_ += granted;
@@ -121,8 +132,10 @@ void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
   counters_.jobs_created.inc();
   counters_.jobs_active.set(active_.size());
   counters_.slots_in_use.set(slots_used_);
-  spdlog::info("job {} (key {:016x}) created: {} workers, {} slots, {} bytes/packet{}", id, key,
-               f.n_workers, granted, ack.payload_bytes, ack.flags ? ", deterministic" : "");
+  spdlog::info("job {} (key {:016x}) created: {} workers, {} slots, {} bytes/packet{}{}", id, key,
+               f.n_workers, granted, ack.payload_bytes,
+               (ack.flags & proto::kJoinFlagDeterministic) ? ", deterministic" : "",
+               cfg_.data_mac ? ", data MAC" : "");
   for (auto& w : p.ranks) out.deliver(w->conn, ack);
 }
 

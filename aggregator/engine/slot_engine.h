@@ -15,6 +15,7 @@
 #include "aggregator/engine/job_table.h"
 #include "aggregator/engine/result_batch.h"
 #include "conflux/protocol/data.h"
+#include "conflux/protocol/data_mac.h"
 
 namespace conflux::agg {
 
@@ -64,6 +65,10 @@ class SlotEngine final {
   // for `rank` (kAllRanks: every rank but `except`).
   void emit(Job& job, const Bank& b, const proto::DataHeader& h, int32_t rank, uint16_t flags,
             ResultBatch& out, int32_t except = -1);
+  // The data MAC context keyed for `job` (re-keyed only when the job changes).
+  proto::DataMac& mac_for(const Job& job);
+  // A contribution to a job with a data key: signed by its contributor with that key.
+  bool mac_ok(const Job& job, const proto::DataHeader& h, const uint8_t* payload);
 
   JobTable& jobs_;
   unsigned queue_;
@@ -71,6 +76,8 @@ class SlotEngine final {
   uint32_t max_payload_bytes_;
   QueueCounters& counters_;
   std::vector<const void*> srcs_;  // deterministic mode: contributions in rank order
+  proto::DataMac mac_;
+  uint32_t mac_job_ = 0;  // the job mac_ is keyed for (0: none)
 };
 
 }  // namespace conflux::agg

@@ -41,11 +41,11 @@ using conflux::agg::Daemon;
 constexpr char kSecret[] = "fuzz-session-secret";
 constexpr int kConnections = 3;
 
-#define CHECK(cond)   \
-  do {                \
-    if (!(cond)) {    \
-      std::abort();   \
-    }                 \
+#define CHECK(cond) \
+  do {              \
+    if (!(cond)) {  \
+      std::abort(); \
+    }               \
   } while (false)
 
 class Reader {

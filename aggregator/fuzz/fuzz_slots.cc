@@ -54,11 +54,11 @@ namespace proto = conflux::proto;
 constexpr uint32_t kMaxCount = 8;  // elements per contribution
 constexpr uint32_t kPayloadBytes = kMaxCount * sizeof(int32_t);
 
-#define CHECK(cond)   \
-  do {                \
-    if (!(cond)) {    \
-      std::abort();   \
-    }                 \
+#define CHECK(cond) \
+  do {              \
+    if (!(cond)) {  \
+      std::abort(); \
+    }               \
   } while (false)
 
 class Reader {
@@ -248,8 +248,8 @@ class Harness {
         }
       }
       for (uint32_t r = 0; r < n_; ++r) {
-        const bool to_r = e.rank == ResultBatch::kAllRanks ? int32_t(r) != e.except
-                                                           : e.rank == int32_t(r);
+        const bool to_r =
+            e.rank == ResultBatch::kAllRanks ? int32_t(r) != e.except : e.rank == int32_t(r);
         // The owner of an owned result must get the payload, everyone else an acknowledgement.
         if (to_r && owned_) CHECK(h.ack() == (want.owner != r));
         if (to_r && !lost_[r] && gen_[r][h.slot] == h.generation) ++gen_[r][h.slot];

@@ -154,6 +154,18 @@ TEST(ConfigTest, ConfigPathMustBeARegularReadableFile) {
   rmdir(dir);
 }
 
+TEST(ConfigTest, DataMacNeedsASecret) {
+  Loaded l = load({"--data-mac"});
+  EXPECT_EQ(l.status, LoadStatus::kError);
+  EXPECT_NE(l.message.find("'data_mac'"), std::string::npos) << l.message;
+  l = load({"--data-mac=true", "--secret", "s3cret"});
+  ASSERT_EQ(l.status, LoadStatus::kOk) << l.message;
+  EXPECT_TRUE(l.cfg.data_mac);
+  l = load({}, {{"CONFLUX_DATA_MAC", "true"}, {"CONFLUX_SECRET", "s3cret"}});
+  ASSERT_EQ(l.status, LoadStatus::kOk) << l.message;
+  EXPECT_TRUE(l.cfg.data_mac);
+}
+
 TEST(ConfigTest, SecretFileIsReadAndTrimmed) {
   const std::string file = temp_file("s3cret\n");
   const Loaded l = load({"--secret-file", file});

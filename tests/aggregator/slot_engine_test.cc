@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "aggregator/engine/job_table.h"
@@ -318,6 +319,89 @@ TEST_F(SlotEngineTest, OnDatagramCountsEveryDrop) {
   EXPECT_EQ(counters_.drops[int(DropReason::kTruncated)].get(), 1u);
   EXPECT_EQ(counters_.drops[int(DropReason::kWrongSource)].get(), 1u);
   EXPECT_EQ(jobs_.find(id_)->counters(0).packets_in.get(), 1u);
+}
+
+// Data MAC (SPEC.md §6): a job with a key takes only contributions its contributor signed
+// with it, and signs every result (sender kAggSender | queue, a fresh sequence number each).
+TEST_F(SlotEngineTest, DataMacJobTakesOnlySignedContributionsAndSignsResults) {
+  make_job(2, 4);
+  jobs_.retire(id_);
+  id_ = jobs_.allocate_id();
+  const proto::DataKey key = proto::derive_data_key("secret", id_, 0xfeedULL);
+  JobParams p;
+  p.id = id_;
+  p.token = 0xfeedULL;
+  p.n_workers = 2;
+  p.slots = 4;
+  p.payload_bytes = 64;
+  p.workers = {worker_addr(0), worker_addr(1)};
+  p.mac_key = key;
+  jobs_.publish(std::make_unique<Job>(std::move(p), kQueues));
+  proto::DataMac mac;
+  ASSERT_TRUE(mac.set_key(key));
+  // A CONTRIB of rank c signed as `sender` (nullopt: no trailer); `tamper` flips a payload bit.
+  auto datagram = [&](uint16_t c, std::optional<uint32_t> sender, bool tamper = false,
+                      uint64_t seq = 1, proto::DataMac* signer = nullptr) {
+    DataHeader h = hdr(c, 0, 0);
+    if (sender) h.flags |= proto::kFlagMac;
+    std::vector<int32_t> v{1 + c, 2, 3, 4};
+    std::vector<uint8_t> d = testing::make_datagram(h, {reinterpret_cast<uint8_t*>(v.data()), 16});
+    if (sender) {
+      d.resize(d.size() + proto::kMacTrailerSize);
+      EXPECT_TRUE((signer != nullptr ? *signer : mac)
+                      .sign(d.data(), d.data() + proto::kDataHeaderSize, 16, *sender, seq,
+                            d.data() + proto::kDataHeaderSize + 16));
+    }
+    if (tamper) d[proto::kDataHeaderSize] ^= 1;
+    return d;
+  };
+  EXPECT_EQ(engine_.on_datagram(datagram(0, std::nullopt), src_of(0), out_), DropReason::kBadMac);
+  EXPECT_EQ(engine_.on_datagram(datagram(0, 1), src_of(0), out_),
+            DropReason::kBadMac);  // as rank 1
+  EXPECT_EQ(engine_.on_datagram(datagram(0, 0, true), src_of(0), out_), DropReason::kBadMac);
+  proto::DataMac other;
+  ASSERT_TRUE(other.set_key(proto::derive_data_key("secret", id_, 0xbeefULL)));
+  // Signed with another job's key.
+  EXPECT_EQ(engine_.on_datagram(datagram(0, 0, false, 1, &other), src_of(0), out_),
+            DropReason::kBadMac);
+  EXPECT_EQ(counters_.drops[int(DropReason::kBadMac)].get(), 4u);
+  EXPECT_EQ(jobs_.find(id_)->counters(0).packets_in.get(), 0u);
+  // Signed right but from a foreign source: source binding still holds.
+  Source other_port = src_of(0);
+  other_port.port = htons(6000);
+  EXPECT_EQ(engine_.on_datagram(datagram(0, 0), other_port, out_), DropReason::kWrongSource);
+  EXPECT_EQ(engine_.on_datagram(datagram(0, 0), src_of(0), out_), DropReason::kOk);
+  EXPECT_EQ(engine_.on_datagram(datagram(1, 1, false, 5), src_of(1), out_), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  // The result: flag, trailer, a tag the workers' key verifies, the queue's sender id.
+  const ResultBatch::Entry& r = out_[0];
+  ASSERT_EQ(r.len, proto::kDataHeaderSize + 16 + proto::kMacTrailerSize);
+  EXPECT_TRUE(header_of(0).mac());
+  const uint8_t* trailer = r.data + proto::kDataHeaderSize + 16;
+  EXPECT_EQ(proto::DataMac::sender_of(trailer), proto::kAggSender | 0u);
+  EXPECT_TRUE(mac.verify(r.data, r.data + proto::kDataHeaderSize, 16, trailer));
+  std::vector<int32_t> sum(4);
+  std::memcpy(sum.data(), r.data + proto::kDataHeaderSize, 16);
+  EXPECT_EQ(sum, (std::vector<int32_t>{3, 4, 6, 8}));
+  // A resend is signed again under a new sequence number.
+  const std::vector<uint8_t> first_trailer(trailer, trailer + proto::kMacTrailerSize);
+  out_.clear();
+  EXPECT_EQ(engine_.on_datagram(datagram(1, 1, false, 6), src_of(1), out_), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  const uint8_t* trailer2 = out_[0].data + proto::kDataHeaderSize + 16;
+  EXPECT_TRUE(mac.verify(out_[0].data, out_[0].data + proto::kDataHeaderSize, 16, trailer2));
+  EXPECT_NE(std::memcmp(first_trailer.data() + 4, trailer2 + 4, 8), 0);
+}
+
+TEST_F(SlotEngineTest, MacOnAJobWithoutAKeyIsDropped) {
+  make_job(1, 2);
+  DataHeader h = hdr(0, 0, 0);
+  h.flags = proto::kFlagMac;
+  std::vector<int32_t> v{1, 2, 3, 4};
+  auto d = testing::make_datagram(h, {reinterpret_cast<uint8_t*>(v.data()), 16});
+  d.resize(d.size() + proto::kMacTrailerSize);
+  EXPECT_EQ(engine_.on_datagram(d, src_of(0), out_), DropReason::kBadMac);
+  EXPECT_TRUE(out_.empty());
 }
 
 // Deterministic mode: every arrival order gives the same bits, equal to the rank-order
