@@ -1,5 +1,7 @@
 #include "aggregator/metrics/prometheus.h"
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <functional>
 
@@ -16,6 +18,9 @@ class Writer {
   void family(std::string_view name, std::string_view type, std::string_view help) {
     fmt::format_to(std::back_inserter(out_), "# HELP {} {}\n# TYPE {} {}\n", name, help, name,
                    type);
+  }
+  void sample(std::string_view name, double v) {
+    fmt::format_to(std::back_inserter(out_), "{} {:.6f}\n", name, v);
   }
   void sample(std::string_view name, std::string_view labels, uint64_t v) {
     if (labels.empty()) {
@@ -175,6 +180,13 @@ void daemon_metrics(Writer& w, const Dataplane& dp) {
   const auto up = std::chrono::steady_clock::now() - kProcessStart;
   w.sample("conflux_uptime_seconds", "",
            std::chrono::duration_cast<std::chrono::seconds>(up).count());
+  // The Prometheus convention (client libraries export it as well): user + system CPU time of
+  // every thread of the process, for CPU per byte next to the byte counters.
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const auto secs = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  w.family("process_cpu_seconds_total", "counter", "User and system CPU time of confluxd.");
+  w.sample("process_cpu_seconds_total", secs(ru.ru_utime) + secs(ru.ru_stime));
 }
 
 }  // namespace

@@ -344,8 +344,12 @@ TEST_P(ControlPlane, MetricsEndpoints) {
   EXPECT_NE(m.find("# TYPE conflux_dataplane_drops_total counter"), std::string::npos);
   const std::string last_thread = std::to_string(daemon().dataplane().n_queues() - 1);
   EXPECT_NE(m.find("conflux_dataplane_drops_total{thread=\"" + last_thread +
-                   "\",reason=\"wrong_source\"} 0"),
+                   "\",reason=\"bad_mac\"} 0"),
             std::string::npos);
+  // The process's CPU time: started threads have used some.
+  const size_t cpu = m.find("\nprocess_cpu_seconds_total ");
+  ASSERT_NE(cpu, std::string::npos);
+  EXPECT_GT(std::stod(m.substr(cpu + 27)), 0.0);
   // Every metric family is documented in the README.
   const std::string readme = [] {
     std::ifstream in(std::string(CONFLUX_SOURCE_DIR) + "/aggregator/README.md");
