@@ -343,9 +343,9 @@ TEST_P(ControlPlane, MetricsEndpoints) {
   EXPECT_EQ(status, 200);
   EXPECT_NE(m.find("# TYPE conflux_dataplane_drops_total counter"), std::string::npos);
   const std::string last_thread = std::to_string(daemon().dataplane().n_queues() - 1);
-  EXPECT_NE(m.find("conflux_dataplane_drops_total{thread=\"" + last_thread +
-                   "\",reason=\"bad_mac\"} 0"),
-            std::string::npos);
+  EXPECT_NE(
+      m.find("conflux_dataplane_drops_total{thread=\"" + last_thread + "\",reason=\"bad_mac\"} 0"),
+      std::string::npos);
   // The process's CPU time: started threads have used some.
   const size_t cpu = m.find("\nprocess_cpu_seconds_total ");
   ASSERT_NE(cpu, std::string::npos);
