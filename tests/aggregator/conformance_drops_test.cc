@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "conflux/protocol/byteorder.h"
+#include "conflux/protocol/data_mac.h"
 #include "conformance.h"
 
 namespace conflux::agg::testing {
@@ -392,6 +393,67 @@ TEST_P(DataplaneDrops, HostileTrafficDuringAnExactRun) {
   int status = 0;
   EXPECT_EQ(http_get(static_cast<uint16_t>(d.metrics_port()), "/healthz", &status), "ok\n");
   EXPECT_EQ(status, 200);
+}
+
+// The data MAC (SPEC.md §6) through this backend: the JoinAck grants it (payload less the
+// trailer), an unsigned or tampered contribution is bad_mac and changes nothing, signed ones
+// complete the slot, and each rank's RESULT carries the aggregator's tag over the exact sum.
+TEST_P(DataplaneDrops, DataMacBothWays) {
+  Config cfg = base_config();
+  cfg.secret = "conformance-secret";
+  cfg.data_mac = true;
+  start(cfg);
+  JoinSpec spec;
+  spec.job_key = 43;
+  spec.payload_bytes = 256;
+  spec.secret = cfg.secret;
+  auto workers = join_job(spec, 2);
+  const proto::JoinAck& ack = workers[0]->ack;
+  ASSERT_NE(ack.flags & proto::kJoinFlagDataMac, 0);
+  EXPECT_EQ(ack.payload_bytes, (256u - proto::kMacTrailerSize) & ~7u);
+  proto::DataMac mac;
+  ASSERT_TRUE(mac.set_key(proto::derive_data_key(cfg.secret, ack.job_id, ack.job_token)));
+  uint64_t seq = 0;
+  // Rank r's contribution to slot 0 (16 int32), signed unless `sign` is false.
+  auto contrib = [&](Worker& w, int32_t v, bool sign, bool tamper = false) {
+    proto::DataHeader h;
+    h.flags = sign ? proto::kFlagMac : 0;
+    h.job_id = ack.job_id;
+    h.job_token = ack.job_token;
+    h.contributor = w.contributor;
+    h.count = 16;
+    h.dtype = DType::kInt32;
+    h.op = Op::kSum;
+    std::vector<int32_t> vals(16, v);
+    auto d = make_datagram(h, {reinterpret_cast<uint8_t*>(vals.data()), 64});
+    if (sign) {
+      d.resize(d.size() + proto::kMacTrailerSize);
+      EXPECT_TRUE(mac.sign(d.data(), d.data() + proto::kDataHeaderSize, 64, w.contributor, ++seq,
+                           d.data() + proto::kDataHeaderSize + 64));
+    }
+    if (tamper) d[proto::kDataHeaderSize] ^= 0x40;
+    ASSERT_TRUE(w.udp.send_to(w.port_for(0), d));
+  };
+  contrib(*workers[0], 1000, false);
+  contrib(*workers[0], 1000, true, true);
+  EXPECT_EQ(wait_metric("conflux_dataplane_drops_total", 2), 2u);
+  EXPECT_EQ(drops("bad_mac"), 2u);
+  contrib(*workers[0], 1, true);
+  contrib(*workers[1], 2, true);
+  for (auto& w : workers) {
+    auto r = w->udp.recv(3000);
+    ASSERT_TRUE(r.has_value());
+    proto::DataHeader h;
+    const uint8_t* payload = nullptr;
+    ASSERT_EQ(proto::parse_data(*r, 61440, &h, &payload), DropReason::kOk);
+    ASSERT_TRUE(h.mac());
+    const uint8_t* trailer = payload + 64;
+    EXPECT_NE(proto::DataMac::sender_of(trailer) & proto::kAggSender, 0u);
+    EXPECT_TRUE(mac.verify(r->data(), payload, 64, trailer));
+    std::vector<int32_t> sum(16);
+    std::memcpy(sum.data(), payload, 64);
+    EXPECT_EQ(sum, std::vector<int32_t>(16, 3));  // the forgeries changed nothing
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DataplaneDrops, ::testing::ValuesIn(conformance_backends()),
