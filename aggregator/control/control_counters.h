@@ -45,6 +45,7 @@ struct ControlCounters {
   Counter jobs_deleted;
   Counter jobs_active;       // gauge
   Counter slots_in_use;      // gauge
+  Counter draining;          // gauge: 1 while drained (conflux drain)
   Counter metrics_requests;  // HTTP requests served
 };
 

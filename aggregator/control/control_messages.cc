@@ -127,7 +127,7 @@ void ControlPlane::handle_join(Connection& c, const proto::Join& j) {
   counters_.joins_total.inc();
   c.job_key = j.job_key;
   c.rank = j.rank;
-  if (stopping_.load(std::memory_order_relaxed)) {
+  if (stopping_.load(std::memory_order_relaxed) || draining_) {
     proto::JoinAck ack;
     ack.status = proto::Status::kShuttingDown;
     deliver(c.id, ack);
@@ -189,6 +189,30 @@ void ControlPlane::fail(Connection& c, proto::Status s, ControlErrorReason why,
   c.state = Connection::State::kClosing;
   c.close_deadline = Clock::now() + kCloseGrace;
   send(c, proto::Error{s, text});
+}
+
+size_t ControlPlane::set_draining(bool on) {
+  const bool was = draining_;
+  draining_ = on;
+  counters_.draining.set(on ? 1 : 0);
+  if (!on) {
+    if (was) spdlog::info("undrained: taking Joins again");
+    return 0;
+  }
+  manager_.cancel_pending(proto::Status::kShuttingDown, *this);
+  size_t told = 0;
+  for (auto& [id, c] : conns_) {
+    if (c.dead || c.kind != Connection::Kind::kControl || c.state != Connection::State::kMember) {
+      continue;
+    }
+    forget_membership(c);
+    c.state = Connection::State::kClosing;
+    c.close_deadline = Clock::now() + kCloseGrace;
+    send(c, proto::Shutdown{1});
+    ++told;
+  }
+  spdlog::info("drained: refusing Joins; Shutdown{{drain}} to {} member(s)", told);
+  return told;
 }
 
 void ControlPlane::forget_membership(Connection& c) {

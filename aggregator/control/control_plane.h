@@ -89,6 +89,13 @@ class ControlPlane final : private JoinOutbox {
 
   // metrics/metrics_http.cc
   void serve_http(Connection& c);
+  // POST /admin/drain and /admin/undrain: the HTTP answer.
+  std::string serve_admin(const Connection& c, std::string_view request, std::string_view path);
+  // Drained: Joins are refused with shutting_down, ranks waiting in a rendezvous get that
+  // answer at once, and every member is told Shutdown{1} and closed (its job ends; the plugin
+  // goes on over its other aggregators or the ring). Undrained: Joins are taken again.
+  // Returns how many members were told to leave.
+  size_t set_draining(bool on);
 
   const Config& cfg_;
   JobTable& jobs_;
@@ -109,6 +116,7 @@ class ControlPlane final : private JoinOutbox {
   uint16_t control_port_ = 0;
   int metrics_port_ = -1;
   std::atomic<bool> stopping_{false};
+  bool draining_ = false;
 };
 
 }  // namespace conflux::agg

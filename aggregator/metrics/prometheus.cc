@@ -163,6 +163,8 @@ void control_metrics(Writer& w, const ControlCounters& cc) {
   one("conflux_jobs_created_total", "counter", "Jobs created.", cc.jobs_created);
   one("conflux_jobs_deleted_total", "counter", "Jobs deleted (every rank gone).", cc.jobs_deleted);
   one("conflux_jobs_active", "gauge", "Jobs currently served.", cc.jobs_active);
+  one("conflux_draining", "gauge", "1 while the daemon is drained: Joins refused (conflux drain).",
+      cc.draining);
   one("conflux_slots_in_use", "gauge", "Slots granted to live jobs (of total_slots).",
       cc.slots_in_use);
   one("conflux_metrics_requests_total", "counter", "HTTP requests served on the metrics port.",

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "conflux/protocol/admin_auth.h"
 #include "conflux/protocol/control.h"
 #include "conflux/protocol/data.h"
 #include "conflux/protocol/data_mac.h"
@@ -122,6 +123,28 @@ TEST(DataMac, JoinAckCarriesTheDataMacFlag) {
   size_t used = 0;
   ASSERT_EQ(parse_control(b, &m, &used), ControlParse::kOk);
   EXPECT_EQ(std::get<JoinAck>(m).flags, a.flags);
+}
+
+}  // namespace
+}  // namespace conflux::proto
+
+namespace conflux::proto {
+namespace {
+
+TEST(AdminAuth, SignedForOnePathWithinTheSkew) {
+  const std::string v = admin_auth_value("s", "/admin/drain", 1000);
+  EXPECT_EQ(admin_auth_check("s", "/admin/drain", v, 1000), "");
+  EXPECT_EQ(admin_auth_check("s", "/admin/drain", v, 1000 + kAdminMaxSkewS), "");
+  EXPECT_NE(admin_auth_check("s", "/admin/drain", v, 1001 + kAdminMaxSkewS), "");
+  EXPECT_NE(admin_auth_check("s", "/admin/drain", v, 999 - kAdminMaxSkewS), "");
+  EXPECT_EQ(admin_auth_check("s", "/admin/undrain", v, 1000), "wrong secret");  // another path
+  EXPECT_EQ(admin_auth_check("t", "/admin/drain", v, 1000), "wrong secret");
+  std::string tampered = v;
+  tampered.back() = tampered.back() == '0' ? '1' : '0';
+  EXPECT_EQ(admin_auth_check("s", "/admin/drain", tampered, 1000), "wrong secret");
+  for (const char* bad : {"", "1000", "x 00", "1000abc"}) {
+    EXPECT_NE(admin_auth_check("s", "/admin/drain", bad, 1000), "") << bad;
+  }
 }
 
 }  // namespace
