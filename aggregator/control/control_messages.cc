@@ -113,6 +113,7 @@ void ControlPlane::handle_join(Connection& c, const proto::Join& j) {
   counters_.joins_total.inc();
   c.job_key = j.job_key;
   c.rank = j.rank;
+  c.wants_capacity = (j.flags & proto::kJoinFlagCapacity) != 0;
   if (stopping_.load(std::memory_order_relaxed)) {
     proto::JoinAck ack;
     ack.status = proto::Status::kShuttingDown;
@@ -141,6 +142,7 @@ void ControlPlane::deliver(ConnId conn, const proto::JoinAck& ack) {
     c.job_id = ack.job_id;
     c.last_heartbeat = Clock::now();
     send(c, ack);
+    if (c.wants_capacity) send(c, capacity_);
     return;
   }
   spdlog::info("control connection {}: Join (job key {:016x} rank {}) answered {}", conn, c.job_key,

@@ -71,6 +71,7 @@ class ControlPlane final : private JoinOutbox {
   const Dataplane& dataplane_;
   ControlCounters counters_;
   JobManager manager_;
+  proto::Capacity capacity_;  // sent after JoinAck to workers that ask (kJoinFlagCapacity)
   std::unordered_map<ConnId, Connection> conns_;
   ConnId next_id_ = 16;  // ids below are the listeners and the stop event
   int epfd_ = -1;

@@ -50,7 +50,8 @@ void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
                  (join.flags & proto::kJoinFlagDeterministic) ? ", deterministic" : "");
   } else {
     const Join& f = p.first;
-    if (join.n_workers != f.n_workers || join.flags != f.flags ||
+    if (join.n_workers != f.n_workers ||
+        (join.flags & proto::kJoinFlagDeterministic) != (f.flags & proto::kJoinFlagDeterministic) ||
         join.payload_bytes != f.payload_bytes || join.requested_slots != f.requested_slots) {
       spdlog::warn("job key {:016x}: rank {} disagrees with the first Join", join.job_key,
                    join.rank);

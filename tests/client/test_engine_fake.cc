@@ -64,6 +64,7 @@ TEST(EngineFake, JoinsAndExposesTheGrant) {
   o.max_slots = 3;
   o.max_payload = 40;
   o.support_mask = 0xFF;
+  o.capacity = {25000, 1000, 800, 3};
   FakeAggregator agg(o);
   auto es = make_engines({&agg}, 2);
   ASSERT_EQ(es[0]->aggregators().size(), 1u);
@@ -73,6 +74,12 @@ TEST(EngineFake, JoinsAndExposesTheGrant) {
   EXPECT_EQ(a.support_mask, 0xFFu);
   EXPECT_EQ(a.data_ports.size(), 2u);
   EXPECT_FALSE(a.deterministic);
+  // The Capacity that followed the JoinAck.
+  EXPECT_TRUE(a.capacity_known);
+  EXPECT_EQ(a.line_mbps, 25000u);
+  EXPECT_EQ(a.max_mbps, 1000u);
+  EXPECT_EQ(a.share_mbps, 800u);
+  EXPECT_EQ(a.threads, 3u);
   EXPECT_EQ(es[1]->payload_bytes(), 40u);
   EXPECT_TRUE(es[0]->supports(DType::kInt8, Op::kSum));
   EXPECT_FALSE(es[0]->supports(DType::kFloat32, Op::kSum));  // bit 28 not in the mask

@@ -49,6 +49,12 @@ struct AggregatorInfo {
   uint64_t support_mask = 0;   // bit dtype*4+op (ServerHello)
   bool deterministic = false;  // JoinAck flag
   std::vector<uint16_t> data_ports;
+  // Its Capacity message (ClientConfig::capacity), Mbit/s; 0 = unknown / no cap.
+  bool capacity_known = false;
+  uint32_t line_mbps = 0;
+  uint32_t max_mbps = 0;
+  uint32_t share_mbps = 0;
+  uint16_t threads = 0;
 };
 
 // Counters, a consistent-enough snapshot (each field read atomically).
