@@ -26,6 +26,12 @@ constexpr std::chrono::microseconds kWaitSlice{1000};
 constexpr std::chrono::microseconds kRingIdleSleep{20};
 constexpr int kRingIdlePolls = 16;
 
+// The measured split: a period ends after this many bytes or requests (every rank counts
+// the same requests), and its decision applies this many requests after its end.
+constexpr uint64_t kSplitPeriodBytes = 32u << 20;
+constexpr uint32_t kSplitPeriodRequests = 64;
+constexpr uint32_t kSplitLag = 8;
+
 int ring_tag(uint32_t seq, int phase) {
   return static_cast<int>(((seq << 1) | phase) & 0x3fffffff);
 }
@@ -51,7 +57,12 @@ CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client
                                                         static_cast<size_t>(opts.ring_inflight))),
       failover_scratch_(opts.ring_block_bytes * static_cast<size_t>(opts.ring_inflight)),
       tails_(tail_window(engine_.get())) {
+  split_now_ = opts_.ring_fraction;
+  if (opts_.controller && engine_ != nullptr && nranks_ > 1 && !rings_.next.empty()) {
+    controller_ = opts_.controller;
+  }
   if (engine_ != nullptr) {
+    aggs_in_epoch_ = static_cast<uint32_t>(engine_->aggregators().size());
     engine_live_ = true;
     for (size_t i = 0; i < engine_->aggregators().size(); ++i) aggs_.push_back(i);
     // The split of a request must not depend on the engine of the moment (it may be
@@ -126,16 +137,40 @@ std::vector<std::pair<size_t, size_t>> owned_ranges(const CollWindow& w, int nra
   return owned;
 }
 
-void CollComm::submit(CollRequest* r, bool agg_capable) {
-  r->seq = next_seq_.load(std::memory_order_relaxed);
-  next_seq_.store(r->seq + 1, std::memory_order_relaxed);
+bool CollComm::measured_fraction(CollRequest& r, bool agg_ok, double* fraction) {
+  const uint32_t seq = next_seq_.load(std::memory_order_relaxed);
+  if (agg_ok && !split_pending_.empty() && split_pending_.front() + kSplitLag <= seq) return false;
+  while (!split_changes_.empty() && split_changes_.front().first <= seq) {
+    split_now_ = split_changes_.front().second;
+    split_changes_.pop_front();
+  }
+  *fraction = split_now_;
+  period_bytes_ += r.bytes;
+  if (period_bytes_ >= kSplitPeriodBytes || ++period_requests_ >= kSplitPeriodRequests) {
+    r.split_exchange = true;
+    split_pending_.push_back(seq);
+    period_bytes_ = 0;
+    period_requests_ = 0;
+  }
+  return true;
+}
+
+bool CollComm::submit(CollRequest* r, bool agg_capable) {
   // The split depends only on values every rank shares (count, dtype, op, the fraction and
-  // the aggregators' capabilities agreed at connect), so it is identical on every rank.
+  // the aggregators' capabilities agreed at connect, or the measured split agreed for this
+  // sequence number), so it is identical on every rank.
   const unsigned bit = static_cast<unsigned>(r->dtype) * kNumOps + static_cast<unsigned>(r->op);
   const bool agg_ok = agg_capable && ((support_mask_ >> bit) & 1) != 0;
-  r->agg_count = agg_ok ? aggregator_elements(r->count, dtype_size(r->dtype), opts_.ring_fraction,
-                                              opts_.ring_min_bytes)
-                        : 0;
+  double fraction = opts_.ring_fraction;
+  if (controller_) {
+    std::lock_guard<std::mutex> lk(split_mu_);
+    if (!measured_fraction(*r, agg_ok, &fraction)) return false;
+  }
+  r->seq = next_seq_.load(std::memory_order_relaxed);
+  next_seq_.store(r->seq + 1, std::memory_order_relaxed);
+  r->agg_count =
+      agg_ok ? aggregator_elements(r->count, dtype_size(r->dtype), fraction, opts_.ring_min_bytes)
+             : 0;
   if (r->agg_count > 0) {
     std::lock_guard<std::mutex> lk(engine_mu_);
     if (!degraded()) {  // after a failover the completion thread feeds the engine, if any
@@ -151,6 +186,7 @@ void CollComm::submit(CollRequest* r, bool agg_capable) {
     ring_queue_.push_back(r);
   }
   cv_.notify_all();
+  return true;
 }
 
 net::Status CollComm::iallreduce(const void* send, void* recv, size_t count, DType dtype, Op op,
@@ -162,7 +198,10 @@ net::Status CollComm::iallreduce(const void* send, void* recv, size_t count, DTy
   r->dtype = dtype;
   r->op = op;
   r->bytes = count * dtype_size(dtype);
-  submit(r, /*agg_capable=*/true);
+  if (!submit(r, /*agg_capable=*/true)) {
+    delete r;
+    r = nullptr;  // the split is not decided yet: NCCL posts it again
+  }
   *out = r;
   return net::Status::kOk;
 }
@@ -185,7 +224,10 @@ net::Status CollComm::ireducescatter(const std::vector<CollPart>& send_parts, vo
   r->recv = r->work.data();
   r->owned = owned_ranges(w, nranks_, dtype_size(dtype));
   r->own_out = static_cast<uint8_t*>(recv);
-  submit(r, /*agg_capable=*/true);
+  if (!submit(r, /*agg_capable=*/true)) {
+    delete r;
+    r = nullptr;  // as iallreduce
+  }
   *out = r;
   return net::Status::kOk;
 }
@@ -209,7 +251,7 @@ net::Status CollComm::iallgather(const void* send, const std::vector<CollPart>& 
   const auto [lo, hi] = r->owned[static_cast<size_t>(rank_)];
   if (hi > lo) std::memmove(r->recv + lo, send, hi - lo);
   r->send = r->recv;
-  submit(r, /*agg_capable=*/false);
+  submit(r, /*agg_capable=*/false);  // never refused: it has no aggregator share
   *out = r;
   return net::Status::kOk;
 }
@@ -401,16 +443,23 @@ void CollComm::run_ring() {
   int idle = 0;
   for (;;) {
     taken.clear();
+    CollRequest* exchange_at = nullptr;
     {
       std::unique_lock<std::mutex> lk(mu_);
       const bool busy =
           std::any_of(active.begin(), active.end(), [](const auto& a) { return a != nullptr; });
       if (!busy) cv_.wait(lk, [this] { return stop_ || !ring_queue_.empty(); });
       if (stop_) return;
-      // Start in request order: stop at the first request whose lane is still busy.
+      // Start in request order: stop at the first request whose lane is still busy. A
+      // request that ends a split period waits until every lane is idle, then the split is
+      // exchanged on lane 0 before its share starts.
       std::fill(claimed.begin(), claimed.end(), false);
       while (!ring_queue_.empty()) {
         CollRequest* r = ring_queue_.front();
+        if (r->split_exchange) {
+          if (!busy && taken.empty()) exchange_at = r;
+          break;
+        }
         const bool op = r->agg_count < r->count && nranks_ > 1 && lanes > 0 &&
                         !ring_failed_.load(std::memory_order_relaxed);
         const size_t lane = op ? static_cast<size_t>(started % lanes) : lanes;
@@ -422,6 +471,11 @@ void CollComm::run_ring() {
         }
         taken.emplace_back(r, lane);
       }
+    }
+    if (exchange_at != nullptr) {
+      exchange_split(exchange_at->seq);
+      exchange_at->split_exchange = false;  // its share starts in the next pass
+      continue;
     }
     for (const auto& [r, lane] : taken) {
       if (lane < lanes) {
@@ -446,6 +500,9 @@ void CollComm::run_ring() {
       std::string error;
       if (step_ring(*run, &ok, &error)) {
         if (!ok) ring_failed_ = true;
+        if (ok)
+          ring_bytes_ +=
+              static_cast<double>((run->r->count - run->r->agg_count) * dtype_size(run->r->dtype));
         ring_share_done(run->r, ok, error);
         run.reset();
         progressed = true;
@@ -453,8 +510,76 @@ void CollComm::run_ring() {
         progressed |= run->progressed;
       }
     }
+    if (controller_) {
+      track_ring_busy(
+          std::any_of(active.begin(), active.end(), [](const auto& a) { return a != nullptr; }));
+    }
     idle_pause(progressed, &idle);
   }
+}
+
+uint64_t CollComm::engine_bytes_sent() {
+  std::lock_guard<std::mutex> lk(engine_mu_);
+  return engine_ != nullptr ? engine_->stats().bytes_sent : 0;
+}
+
+void CollComm::track_ring_busy(bool running) {
+  if (running == ring_running_) return;
+  ring_running_ = running;
+  const uint64_t sent = engine_bytes_sent();
+  if (running) {
+    ring_since_ = Clock::now();
+    sent_at_ring_start_ = sent;
+    return;
+  }
+  ring_busy_s_ += std::chrono::duration<double>(Clock::now() - ring_since_).count();
+  if (sent >= sent_at_ring_start_) agg_sent_with_ring_ += double(sent - sent_at_ring_start_);
+}
+
+void CollComm::exchange_split(uint32_t seq) {
+  PathSample mine;
+  {
+    std::lock_guard<std::mutex> lk(engine_mu_);
+    if (engine_ != nullptr) {
+      const client::EngineStats st = engine_->stats();
+      if (engine_.get() != sample_engine_) {  // a re-joined engine counts from zero
+        sample_engine_ = engine_.get();
+        sample_sent_ = sample_busy_ns_ = 0;
+      }
+      mine.agg_bytes = static_cast<double>(st.bytes_sent - sample_sent_);
+      mine.agg_busy_s = static_cast<double>(st.busy_ns - sample_busy_ns_) * 1e-9;
+      sample_sent_ = st.bytes_sent;
+      sample_busy_ns_ = st.busy_ns;
+    }
+  }
+  mine.agg_bytes_with_ring = agg_sent_with_ring_;
+  mine.ring_bytes = ring_bytes_;
+  mine.ring_busy_s = ring_busy_s_;
+  mine.epoch = epoch_seen_.load(std::memory_order_acquire);
+  mine.aggregators = aggs_in_epoch_.load(std::memory_order_acquire);
+  ring_bytes_ = ring_busy_s_ = agg_sent_with_ring_ = 0;
+  SplitDecision d;
+  d.ring_fraction = controller_->ring_fraction();
+  if (!ring_failed_.load(std::memory_order_relaxed)) {
+    std::vector<PathSample> all(static_cast<size_t>(nranks_));
+    const net::Status st =
+        ring_allgather(rings_.next.front().get(), rings_.prev.front().get(), rank_, nranks_, &mine,
+                       all.data(), sizeof mine, opts_.ring_timeout);
+    if (st == net::Status::kOk) {
+      d = controller_->update(all);
+    } else {
+      ring_failed_ = true;  // the ring shares after it fail with the ring's error
+      CFX_WARN(net::kLogColl, "CollNet rank %d: split exchange over the worker ring failed (%s)",
+               rank_, net::toString(st));
+    }
+  }
+  if (d.changed) {
+    CFX_INFO(net::kLogColl, "CollNet rank %d: ring fraction %.3f from request #%u on: %s", rank_,
+             d.ring_fraction, seq + kSplitLag, d.reason.c_str());
+  }
+  std::lock_guard<std::mutex> lk(split_mu_);
+  split_changes_.emplace_back(seq + kSplitLag, d.ring_fraction);
+  split_pending_.pop_front();
 }
 
 bool CollComm::wait_ring_share(CollRequest& r, std::string* error) {
@@ -841,8 +966,13 @@ bool CollComm::rejoin_survivors(uint64_t dead, uint32_t from, std::string* error
              i, survivors.size(), i == rank_ ? ": " : "", i == rank_ ? why.c_str() : "");
     return true;
   }
-  engine_ = std::move(fresh);
+  {
+    std::lock_guard<std::mutex> lk(engine_mu_);  // the ring thread reads its counters
+    engine_ = std::move(fresh);
+  }
   aggs_ = std::move(survivors);
+  aggs_in_epoch_.store(static_cast<uint32_t>(aggs_.size()), std::memory_order_release);
+  epoch_seen_.store(epoch_, std::memory_order_release);  // the measured split re-splits
   engine_live_ = true;
   engine_from_ = from;
   restripe_next_ = from;

@@ -260,7 +260,7 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   if (engine != nullptr) {
     std::vector<collnet::AggregatorShare> shares;
     for (const auto& a : engine->aggregators()) {
-      shares.push_back({a.granted_slots, static_cast<uint32_t>(cfg.windowSlots)});
+      shares.push_back({a.granted_slots, static_cast<uint32_t>(cfg.windowSlots), a.share_mbps});
     }
     mine.capacity_mbps =
         collnet::aggregator_capacity_mbps(nranks, mine.link_mbps, cfg.aggregatorMbps, shares);
@@ -298,6 +298,13 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
 
   collnet::CollOptions opts;
   opts.ring_fraction = agreed_ring_fraction(all, nranks);
+  if (all[0].ring_fraction == kAutoFraction && nranks > 1) {
+    // Measured while the job runs, from the agreed link and capacity (Mbit/s to bytes/s).
+    opts.controller.emplace(nranks, smallest(all, &Verdict::link_mbps) * 1e6 / 8,
+                            smallest(all, &Verdict::capacity_mbps) * 1e6 / 8,
+                            static_cast<uint32_t>(engine->aggregators().size()));
+    opts.ring_fraction = opts.controller->ring_fraction();
+  }
   opts.ring_min_bytes = ring_min_bytes(all);
   opts.ring_block_bytes = cfg.ringBlockBytes;
   opts.ring_inflight = cfg.ringInflight;
@@ -321,10 +328,11 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   }
   if (rank == 0) {
     CFX_INFO(kLogColl | kLogInit,
-             "CollNet connected: %d ranks, %zu aggregator(s), ring fraction %.2f%s (ring shares "
+             "CollNet connected: %d ranks, %zu aggregator(s), ring fraction %.3f%s (ring shares "
              "under %zu bytes go through the aggregators)%s",
              nranks, engine->aggregators().size(), opts.ring_fraction,
-             all[0].ring_fraction == kAutoFraction ? " (auto)" : "", opts.ring_min_bytes,
+             opts.controller ? " (auto: from the advertised capacity, then measured)" : "",
+             opts.ring_min_bytes,
              engine->aggregators().front().deterministic ? ", deterministic" : "");
   }
   *collComm = new collnet::CollComm(rank, nranks, std::move(rings), std::move(engine), opts);

@@ -87,8 +87,11 @@ SplitDecision SplitController::update(std::span<const PathSample> all) {
   const auto smooth = [this](double old, double now) { return old + t_.smoothing * (now - old); };
   std::string why;
   if (ring_measured) {
-    // The ring (TCP) takes whatever the aggregator share leaves: the link is full while it runs.
-    link_ = smooth(link_, (std::min(a_ov, a) + c_ * r) / tr);
+    // The ring (TCP) takes whatever the aggregator share leaves: when it is the slower path the
+    // link is full while it runs. A ring share that finished early may have waited on
+    // latency rather than bandwidth: then it only bounds the link from below.
+    const double seen = (std::min(a_ov, a) + c_ * r) / tr;
+    link_ = tr >= ta ? smooth(link_, seen) : std::max(link_, seen);
   } else {
     link_ = std::max(link_, a / ta);
   }

@@ -8,9 +8,10 @@
 //   a/S = c / (n·L/R - 1 + c),  capped at 1.
 // The controller keeps estimates of L and R and applies that formula. Which estimate a period
 // measures depends on which path was the bottleneck in it (the one busy longer):
-//   L = (a_r + c·r) / T_r: while a ring share runs, the ring (TCP) takes whatever the
-//       aggregator share leaves of the link, so the link is full (a_r: aggregator bytes sent
-//       meanwhile, T_r: time with a ring share running);
+//   L = (a_r + c·r) / T_r when the ring is the slower path: while a ring share runs, the ring
+//       (TCP) takes whatever the aggregator share leaves of the link, so the link is full (a_r:
+//       aggregator bytes sent meanwhile, T_r: time with a ring share running); when the ring
+//       finished first, it may have waited on latency, and this only bounds L from below;
 //   R = n·a_0 / T_0 when the aggregator share ran alone for a good part of its busy time
 //       (a_0 bytes in T_0) below the link rate: then the aggregators limited it; otherwise
 //       n·a / T_a only bounds R from below (the link limited it).

@@ -87,6 +87,23 @@ TEST(EngineFake, JoinsAndExposesTheGrant) {
   EXPECT_TRUE(es[0]->healthy());
 }
 
+// busy_ns (the aggregation path's rate for the measured split) runs while a request is in
+// flight and stands still while none is.
+TEST(EngineFake, BusyTimeCountsOnlyWhileRequestsAreInFlight) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 2);
+  EXPECT_EQ(es[0]->stats().busy_ns, 0u);
+  const auto t0 = std::chrono::steady_clock::now();
+  check_sum(es, 5000);
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  const uint64_t busy = es[0]->stats().busy_ns;
+  EXPECT_GT(busy, 0u);
+  EXPECT_LE(busy, static_cast<uint64_t>(
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()));
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(es[0]->stats().busy_ns, busy);
+}
+
 TEST(EngineFake, SumsManyPacketsThroughASmallWindow) {
   FakeAggregator agg(FakeOptions{});
   auto es = make_engines({&agg}, 3);

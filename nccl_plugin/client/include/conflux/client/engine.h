@@ -82,6 +82,9 @@ struct EngineStats {
   uint64_t gso_sends = 0;          // sends of several datagrams as one (UDP GSO)
   uint64_t gso_fallbacks = 0;      // 1 when the route refused GSO and sends went plain
   uint64_t gro_receives = 0;       // receives that the kernel coalesced (UDP GRO)
+  // Time with at least one request taken by the progress thread and not finished, the
+  // current stretch included: with bytes_sent, the rate of the aggregation path.
+  uint64_t busy_ns = 0;
   std::array<uint64_t, proto::kNumDropReasons> drops{};  // by proto::DropReason
 };
 
