@@ -28,9 +28,9 @@ constexpr int kRingIdlePolls = 16;
 
 // The measured split: a period ends after this many bytes or requests (every rank counts
 // the same requests), and its decision applies this many requests after its end.
-constexpr uint64_t kSplitPeriodBytes = 32u << 20;
+constexpr uint64_t kSplitPeriodBytes = 16u << 20;
 constexpr uint32_t kSplitPeriodRequests = 64;
-constexpr uint32_t kSplitLag = 8;
+constexpr uint32_t kSplitLag = 16;
 
 int ring_tag(uint32_t seq, int phase) {
   return static_cast<int>(((seq << 1) | phase) & 0x3fffffff);
@@ -58,8 +58,10 @@ CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client
       failover_scratch_(opts.ring_block_bytes * static_cast<size_t>(opts.ring_inflight)),
       tails_(tail_window(engine_.get())) {
   split_now_ = opts_.ring_fraction;
-  if (opts_.controller && engine_ != nullptr && nranks_ > 1 && !rings_.next.empty()) {
+  if (opts_.controller && engine_ != nullptr && nranks_ > 1 && rings_.split_next) {
     controller_ = opts_.controller;
+    split_round_ = std::make_unique<AsyncRingAllgather>(
+        rings_.split_next.get(), rings_.split_prev.get(), rank_, nranks_, sizeof(PathSample));
   }
   if (engine_ != nullptr) {
     aggs_in_epoch_ = static_cast<uint32_t>(engine_->aggregators().size());
@@ -446,19 +448,19 @@ void CollComm::run_ring() {
     CollRequest* exchange_at = nullptr;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      const bool busy =
-          std::any_of(active.begin(), active.end(), [](const auto& a) { return a != nullptr; });
+      const bool busy = split_running_ || std::any_of(active.begin(), active.end(),
+                                                      [](const auto& a) { return a != nullptr; });
       if (!busy) cv_.wait(lk, [this] { return stop_ || !ring_queue_.empty(); });
       if (stop_) return;
       // Start in request order: stop at the first request whose lane is still busy. A
-      // request that ends a split period waits until every lane is idle, then the split is
-      // exchanged on lane 0 before its share starts.
+      // request that ends a split period starts the period's exchange (after the previous
+      // one's end) as it is taken.
       std::fill(claimed.begin(), claimed.end(), false);
       while (!ring_queue_.empty()) {
         CollRequest* r = ring_queue_.front();
         if (r->split_exchange) {
-          if (!busy && taken.empty()) exchange_at = r;
-          break;
+          if (split_running_ || exchange_at != nullptr) break;
+          exchange_at = r;
         }
         const bool op = r->agg_count < r->count && nranks_ > 1 && lanes > 0 &&
                         !ring_failed_.load(std::memory_order_relaxed);
@@ -472,10 +474,9 @@ void CollComm::run_ring() {
         taken.emplace_back(r, lane);
       }
     }
-    if (exchange_at != nullptr) {
-      exchange_split(exchange_at->seq);
-      exchange_at->split_exchange = false;  // its share starts in the next pass
-      continue;
+    if (exchange_at != nullptr) {  // still queued here (its share has not started): alive
+      exchange_at->split_exchange = false;
+      start_split_exchange(exchange_at->seq);
     }
     for (const auto& [r, lane] : taken) {
       if (lane < lanes) {
@@ -513,6 +514,7 @@ void CollComm::run_ring() {
     if (controller_) {
       track_ring_busy(
           std::any_of(active.begin(), active.end(), [](const auto& a) { return a != nullptr; }));
+      if (split_running_) progressed |= advance_split();
     }
     idle_pause(progressed, &idle);
   }
@@ -536,7 +538,7 @@ void CollComm::track_ring_busy(bool running) {
   if (sent >= sent_at_ring_start_) agg_sent_with_ring_ += double(sent - sent_at_ring_start_);
 }
 
-void CollComm::exchange_split(uint32_t seq) {
+void CollComm::start_split_exchange(uint32_t seq) {
   PathSample mine;
   {
     std::lock_guard<std::mutex> lk(engine_mu_);
@@ -552,27 +554,49 @@ void CollComm::exchange_split(uint32_t seq) {
       sample_busy_ns_ = st.busy_ns;
     }
   }
+  if (ring_running_) {  // the stretch running now counts up to here
+    track_ring_busy(false);
+    track_ring_busy(true);
+  }
   mine.agg_bytes_with_ring = agg_sent_with_ring_;
   mine.ring_bytes = ring_bytes_;
   mine.ring_busy_s = ring_busy_s_;
   mine.epoch = epoch_seen_.load(std::memory_order_acquire);
   mine.aggregators = aggs_in_epoch_.load(std::memory_order_acquire);
   ring_bytes_ = ring_busy_s_ = agg_sent_with_ring_ = 0;
+  split_seq_ = seq;
+  if (split_broken_) {
+    SplitDecision keep;
+    keep.ring_fraction = controller_->ring_fraction();
+    publish_split(seq, keep);
+    return;
+  }
+  split_round_->start(&mine);
+  split_running_ = true;
+  advance_split();
+}
+
+bool CollComm::advance_split() {
+  bool done = false;
+  const net::Status st = split_round_->progress(&done);
+  if (st == net::Status::kOk && !done) return false;
+  split_running_ = false;
   SplitDecision d;
   d.ring_fraction = controller_->ring_fraction();
-  if (!ring_failed_.load(std::memory_order_relaxed)) {
-    std::vector<PathSample> all(static_cast<size_t>(nranks_));
-    const net::Status st =
-        ring_allgather(rings_.next.front().get(), rings_.prev.front().get(), rank_, nranks_, &mine,
-                       all.data(), sizeof mine, opts_.ring_timeout);
-    if (st == net::Status::kOk) {
-      d = controller_->update(all);
-    } else {
-      ring_failed_ = true;  // the ring shares after it fail with the ring's error
-      CFX_WARN(net::kLogColl, "CollNet rank %d: split exchange over the worker ring failed (%s)",
-               rank_, net::toString(st));
-    }
+  if (st != net::Status::kOk) {
+    split_broken_ = true;  // the ring shares do not depend on it: the split just stays
+    CFX_WARN(net::kLogColl,
+             "CollNet rank %d: the split exchange failed (%s); the ring fraction stays %.3f", rank_,
+             net::toString(st), d.ring_fraction);
+  } else {
+    const auto* all = reinterpret_cast<const PathSample*>(split_round_->all());
+    d = controller_->update({all, static_cast<size_t>(nranks_)});
   }
+  publish_split(split_seq_, d);
+  return true;
+}
+
+void CollComm::publish_split(uint32_t seq, const SplitDecision& d) {
   if (d.changed) {
     CFX_INFO(net::kLogColl, "CollNet rank %d: ring fraction %.3f from request #%u on: %s", rank_,
              d.ring_fraction, seq + kSplitLag, d.reason.c_str());

@@ -59,6 +59,7 @@
 
 #include "collnet/result_tails.h"
 #include "collnet/ring_allreduce.h"
+#include "collnet/ring_exchange.h"
 #include "collnet/split_controller.h"
 #include "conflux/client/engine.h"
 #include "conflux/common/dtype.h"
@@ -125,7 +126,7 @@ struct CollRequest {
   Op op = Op::kSum;
   uint32_t seq = 0;
   size_t agg_count = 0;
-  bool split_exchange = false;  // ends a split period: the ring thread decides before its share
+  bool split_exchange = false;  // ends a split period: the ring thread starts its exchange
   // Engine requests of the aggregator part (empty: not in the engine): one AllReduce, or for
   // a ReduceScatter one Reduce per owner; agg_waited of them have completed.
   std::vector<uint64_t> agg_handles;
@@ -158,6 +159,9 @@ struct CollRings {
   std::vector<std::unique_ptr<net::RecvComm>> prev;
   std::unique_ptr<net::SendComm> failover_next;
   std::unique_ptr<net::RecvComm> failover_prev;
+  // The measured split's exchanges (ring thread), so they never wait behind ring shares.
+  std::unique_ptr<net::SendComm> split_next;
+  std::unique_ptr<net::RecvComm> split_prev;
 };
 
 class CollComm {
@@ -202,10 +206,15 @@ class CollComm {
   // The ring fraction of the next request from the measured split (split_mu_ held); false if
   // it is not decided yet. Marks r when it ends a period.
   bool measured_fraction(CollRequest& r, bool agg_ok, double* fraction);
-  // Ring thread, between ring shares (every lane idle): this rank's sample of the period,
-  // exchanged with every rank over lane 0 of the main ring, and the agreed decision from
-  // request `seq` + kSplitLag on.
-  void exchange_split(uint32_t seq);
+  // Ring thread, when the request `seq` that ends a period is next to start: this rank's
+  // sample of the period goes into an allgather around the split ring, which run_ring
+  // advances (advance_split) while the ring shares run; its decision applies from `seq` +
+  // kSplitLag on.
+  void start_split_exchange(uint32_t seq);
+  // Advances the exchange; once every rank's sample is in, decides and publishes. True if
+  // anything moved.
+  bool advance_split();
+  void publish_split(uint32_t seq, const SplitDecision& d);
   // Ring thread: the ring path's busy time (some lane running) and the aggregator bytes sent
   // meanwhile; `running`: whether a lane runs now.
   void track_ring_busy(bool running);
@@ -307,6 +316,8 @@ class CollComm {
   // at each mark the ring thread exchanges the period's samples, decides, and publishes the
   // fraction for requests from the mark + kSplitLag on. A request that would need a decision
   // still pending is refused (NCCL retries), so every rank splits every request alike.
+  // The exchange runs on a connection of its own (CollRings::split_*), never waiting on or
+  // delaying a ring share.
   std::mutex split_mu_;
   double split_now_ = 0;                                   // split_mu_
   std::deque<std::pair<uint32_t, double>> split_changes_;  // split_mu_: (from seq, fraction)
@@ -314,6 +325,10 @@ class CollComm {
   uint64_t period_bytes_ = 0;                              // split_mu_
   uint32_t period_requests_ = 0;                           // split_mu_
   std::optional<SplitController> controller_;              // ring thread
+  std::unique_ptr<AsyncRingAllgather> split_round_;        // ring thread
+  bool split_running_ = false;                             // ring thread: a round in flight
+  bool split_broken_ = false;  // ring thread: the split ring failed; the split stays
+  uint32_t split_seq_ = 0;     // ring thread: the period end of the running round
   // Ring thread: the period's measurements, and the engine counters they start from.
   double ring_bytes_ = 0, ring_busy_s_ = 0, agg_sent_with_ring_ = 0;
   bool ring_running_ = false;

@@ -13,6 +13,8 @@ namespace {
 // what the aggregators take, if it stayed below this part of the link.
 constexpr double kAloneShare = 0.1;
 constexpr double kLinkFull = 0.9;
+// A path carrying at least this part of a period's bytes is measured for its bandwidth.
+constexpr double kExactShare = 0.25;
 
 // Shares are kept on a grid of 1/1024, so that a decision is a small exact number.
 double quantize(double share) { return std::round(share * 1024.0) / 1024.0; }
@@ -45,9 +47,18 @@ double SplitController::model_time(double share) const {
   return std::max(n_ * share / capacity_, (share + c_ * (1 - share)) / link_);
 }
 
+double SplitController::exact(double old, double seen, bool* known) const {
+  if (!*known) {  // the first measurement replaces the prior, a guess
+    *known = true;
+    return seen;
+  }
+  return old + t_.smoothing * (seen - old);
+}
+
 SplitDecision SplitController::move_to(double share, std::string reason) {
   SplitDecision d;
   d.changed = share != agg_share_;
+  settling_ = d.changed;
   agg_share_ = share;
   d.ring_fraction = ring_fraction();
   d.reason = std::move(reason);
@@ -84,14 +95,22 @@ SplitDecision SplitController::update(std::span<const PathSample> all) {
   const bool agg_measured = a >= t_.min_bytes && ta > 0;
   const bool ring_measured = r >= t_.min_bytes && tr > 0;
   if (!agg_measured && !ring_measured) return keep;  // too little traffic to tell
-  const auto smooth = [this](double old, double now) { return old + t_.smoothing * (now - old); };
+  if (settling_) {  // this period still carried requests split the old way
+    settling_ = false;
+    return keep;
+  }
+  // A path's rate is taken as its bandwidth only when it carried a good part of the bytes:
+  // a small share waits on latency (round trips, the slowest rank) more than on bandwidth,
+  // and then only bounds the rate from below.
+  const bool big_agg = a >= kExactShare * (a + r);
+  const bool big_ring = r >= kExactShare * (a + r);
   std::string why;
   if (ring_measured) {
     // The ring (TCP) takes whatever the aggregator share leaves: when it is the slower path the
-    // link is full while it runs. A ring share that finished early may have waited on
-    // latency rather than bandwidth: then it only bounds the link from below.
+    // link is full while it runs.
     const double seen = (std::min(a_ov, a) + c_ * r) / tr;
-    link_ = tr >= ta ? smooth(link_, seen) : std::max(link_, seen);
+    link_ = tr >= ta && big_ring ? exact(link_, seen, &link_known_) : std::max(link_, seen);
+    if (tr >= ta && big_ring) why = "the ring is the slower path";
   } else {
     link_ = std::max(link_, a / ta);
   }
@@ -101,16 +120,15 @@ SplitDecision SplitController::update(std::span<const PathSample> all) {
     const double t_alone = ta - (ring_measured ? std::min(tr, ta) : 0.0);
     const double a_alone = a - std::min(a_ov, a);
     const double ra = t_alone > 0 ? a_alone / t_alone : 0;
-    if (t_alone >= kAloneShare * ta && a_alone >= t_.min_bytes && ra < kLinkFull * link_) {
-      capacity_ = smooth(capacity_, n_ * ra);
+    if (big_agg && t_alone >= kAloneShare * ta && a_alone >= t_.min_bytes &&
+        ra < kLinkFull * link_) {
+      capacity_ = exact(capacity_, n_ * ra, &capacity_known_);
       why = "the aggregators limit their share";
     } else {
-      capacity_ = std::max(capacity_, n_ * (t_alone > 0 && a_alone >= t_.min_bytes ? ra : a / ta));
+      capacity_ = std::max(capacity_, n_ * a / ta);
     }
   }
-  if (why.empty())
-    why =
-        ta >= tr ? "the workers' link limits the aggregator share" : "the ring is the slower path";
+  if (why.empty()) why = "lower bounds of both paths";
   const double want = target();
   // Stability band: move only for a gain the model predicts to be worth it.
   if (model_time(agg_share_) <= (1 + t_.band) * model_time(want)) return keep;

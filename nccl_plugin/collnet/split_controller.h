@@ -15,6 +15,9 @@
 //   R = n·a_0 / T_0 when the aggregator share ran alone for a good part of its busy time
 //       (a_0 bytes in T_0) below the link rate: then the aggregators limited it; otherwise
 //       n·a / T_a only bounds R from below (the link limited it).
+// A path's rate counts as its bandwidth only when it carried at least a quarter of the
+// period's bytes (a small share waits on latency); otherwise it only bounds the rate from
+// below. The period right after a change carries requests of both splits and is not used.
 // Over the ranks the slowest counts (least bytes, longest busy time): the collective waits for
 // it. Too much on the aggregators makes their share run alone, which measures R and moves the
 // split back; too much on the ring measures L; at the optimum both bind. A change the model
@@ -75,6 +78,8 @@ class SplitController {
   double target() const;                  // model split for the current estimates, probe..1-probe
   double model_time(double share) const;  // model seconds per byte at that aggregator share
   SplitDecision move_to(double share, std::string reason);
+  // An exact measurement `seen` of an estimate (old); *known: measured before.
+  double exact(double old, double seen, bool* known) const;
 
   int n_;
   double c_;
@@ -84,6 +89,8 @@ class SplitController {
   uint32_t aggregators_;
   SplitTuning t_;
   double agg_share_;
+  bool link_known_ = false, capacity_known_ = false;
+  bool settling_ = false;  // the split just changed: the next period is mixed, not measured
 };
 
 }  // namespace conflux::collnet
