@@ -59,7 +59,8 @@ def parse_args(argv):
     p.add_argument("--systems", default="conflux,gloo,ring")
     p.add_argument("--ring-fraction", type=ring_fraction_arg,
                    help="hybrid CONFLUX_RING_FRACTION: a number, or auto (the plugin's measured "
-                   "split; default: the link-balancing optimum, fixed)")
+                   "split, also run on the fat aggregator; default: the link-balancing "
+                   "optimum, fixed)")
     p.add_argument("--loss", type=float, default=0.0,
                    help="percent random loss: adds a lossy copy of the fat fabric")
     p.add_argument("--loss-systems", default="conflux")
@@ -196,6 +197,9 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
                 key = "one" if topo == "hybrid" else topo
                 run_system(runner, rows, name, labels[key], "collnet", bnds, a, eps,
                            failures=failures)
+                if topo == "fat" and a.ring_fraction == "auto":  # the measured split at Kx
+                    run_system(runner, rows, name, labels["fat_hybrid"], "hybrid", bnds, a, eps,
+                               "auto", failures)
                 if topo == "hybrid":
                     f = hybrid_fraction(a, n)
                     run_system(runner, rows, name, labels["hybrid"], "hybrid", bnds, a, eps, f,
@@ -249,7 +253,8 @@ def main(argv):
     labels = {"fat": f"conflux 1 agg @{factor:g}x", "striped": f"conflux {n} aggs @1x striped",
               "one": "conflux 1 agg @1x", "hybrid": (f"conflux hybrid f={f:.2f} 1 agg @1x" if f != "auto"
                          else "conflux hybrid auto 1 agg @1x"),
-              "ring": "plugin ring (p2p net)", "gloo": "gloo ring (tcp)"}
+              "ring": "plugin ring (p2p net)", "gloo": "gloo ring (tcp)",
+              "fat_hybrid": f"conflux hybrid auto 1 agg @{factor:g}x"}
     prefix = a.prefix or f"cfx{os.getpid()}"
     workdir = tempfile.mkdtemp(prefix=f"{prefix}-")
     print(f"# conflux-fabric: {n} workers @ {a.rate} Mbit/s, topologies {topos}, systems "
