@@ -2,12 +2,12 @@
 #include "aggregator/config.h"
 
 #include <arpa/inet.h>
+#include <sys/stat.h>
 
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -63,14 +63,17 @@ std::optional<std::string> process_env(const std::string& name) {
 }
 
 std::string apply_toml_file(Config& cfg, const std::string& path) {
-  // toml++ reads a directory (or an unreadable path) as an empty file: the daemon would run
-  // on defaults, its secret included. Refuse anything but a readable regular file.
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    return fmt::format("config file '{}' is not a regular file{}", path,
-                       std::filesystem::exists(path, ec) ? "" : " (no such file)");
+  // toml++ reads a directory (or a FIFO, a device) as an empty document: refuse anything but
+  // a regular file we can open, so a mistyped path never means "run on defaults".
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    return fmt::format("config file '{}': {}", path, std::strerror(errno));
   }
-  if (!std::ifstream(path).good()) {
+  if (!S_ISREG(st.st_mode)) {
+    return fmt::format("config file '{}' is not a regular file ({})", path,
+                       S_ISDIR(st.st_mode) ? "a directory" : "a special file");
+  }
+  if (std::ifstream probe(path); !probe.is_open()) {
     return fmt::format("config file '{}' cannot be read: {}", path, std::strerror(errno));
   }
   toml::table tbl;
@@ -106,6 +109,9 @@ std::string finalize_config(Config& cfg) {
     if (std::string err = read_secret_file(cfg.secret_file, &cfg.secret); !err.empty()) {
       return err;
     }
+  }
+  if (cfg.data_mac && cfg.secret.empty()) {
+    return "'data_mac' needs a shared secret: set 'secret' or 'secret_file'";
   }
 #ifndef CONFLUX_FAULT_INJECTION
   for (auto [key, v] :

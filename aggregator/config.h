@@ -34,6 +34,9 @@ struct Config {
   int64_t join_timeout_ms = 30000;
   int64_t worker_timeout_ms = 10000;
   int64_t heartbeat_ms = 1000;
+  int64_t control_join_timeout_ms = 5000;
+  int64_t max_control_connections = 4096;
+  int64_t max_control_connections_per_addr = 256;
   std::string log_level = "info";
   std::string ready_file;
   std::string dataplane = "udp";
@@ -43,6 +46,7 @@ struct Config {
   int64_t batch = 32;
   int64_t socket_buffer_bytes = 8 << 20;
   bool udp_offload = true;
+  bool data_mac = false;  // per-packet MAC on the data channel (SPEC.md §6); needs a secret
   std::string dpdk_eal_args = "";
   int64_t dpdk_port = 0;
   std::string dpdk_ipv4 = "";

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "fmt/format.h"
@@ -27,8 +28,25 @@ bool wait_fd(int fd, short events, int timeout_ms) {
 
 }  // namespace
 
-std::optional<std::string> http_get(const std::string& host, int port, const std::string& path,
-                                    int timeout_ms, std::string* err) {
+std::string parse_target(const std::string& address, std::string* host, int* port) {
+  *host = address;
+  *port = kDefaultMetricsPort;
+  if (const size_t colon = address.rfind(':'); colon != std::string::npos) {
+    *host = address.substr(0, colon);
+    try {
+      *port = std::stoi(address.substr(colon + 1));
+    } catch (const std::exception&) {
+      *port = -1;
+    }
+    if (*port <= 0 || *port > 65535) return fmt::format("bad port in '{}'", address);
+  }
+  return "";
+}
+
+std::optional<HttpAnswer> http_request(const std::string& method, const std::string& host, int port,
+                                       const std::string& path,
+                                       const std::vector<std::string>& headers, int timeout_ms,
+                                       std::string* err) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -51,7 +69,9 @@ std::optional<std::string> http_get(const std::string& host, int port, const std
     *err = fmt::format("cannot connect to {}:{}: {}", host, port, std::strerror(errno));
     return std::nullopt;
   }
-  const std::string req = fmt::format("GET {} HTTP/1.0\r\nHost: {}\r\n\r\n", path, host);
+  std::string req = fmt::format("{} {} HTTP/1.0\r\nHost: {}\r\n", method, path, host);
+  for (const std::string& h : headers) req += h + "\r\n";
+  req += "\r\n";
   if (send(s.fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
     *err = fmt::format("cannot send to {}:{}: {}", host, port, std::strerror(errno));
     return std::nullopt;
@@ -73,12 +93,26 @@ std::optional<std::string> http_get(const std::string& host, int port, const std
     resp.append(buf, static_cast<size_t>(n));
   }
   const size_t head_end = resp.find("\r\n\r\n");
-  const std::string status = resp.substr(0, resp.find("\r\n"));
-  if (head_end == std::string::npos || status.find(" 200 ") == std::string::npos) {
-    *err = fmt::format("{}:{}{}: unexpected answer '{}'", host, port, path, status);
+  const std::string status_line = resp.substr(0, resp.find("\r\n"));
+  HttpAnswer a;
+  if (head_end == std::string::npos || !status_line.starts_with("HTTP/1.") ||
+      std::sscanf(status_line.c_str(), "HTTP/1.%*d %d", &a.status) != 1) {
+    *err = fmt::format("{}:{}{}: malformed answer '{}'", host, port, path, status_line);
     return std::nullopt;
   }
-  return resp.substr(head_end + 4);
+  a.body = resp.substr(head_end + 4);
+  return a;
+}
+
+std::optional<std::string> http_get(const std::string& host, int port, const std::string& path,
+                                    int timeout_ms, std::string* err) {
+  auto a = http_request("GET", host, port, path, {}, timeout_ms, err);
+  if (!a) return std::nullopt;
+  if (a->status != 200) {
+    *err = fmt::format("{}:{}{}: HTTP {}", host, port, path, a->status);
+    return std::nullopt;
+  }
+  return a->body;
 }
 
 }  // namespace conflux::cli

@@ -1,12 +1,15 @@
 // conflux: the operator CLI of Conflux. Exit codes: 0 success, 1 a daemon could not be
 // queried (the others are still shown), 2 usage.
 //   conflux status HOST[:METRICS_PORT]... [--json] [--interval-ms N] [--timeout-ms N]
+//   conflux drain|undrain HOST[:METRICS_PORT]... [--secret S | CONFLUX_SECRET] [--json]
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "aggregator/cli/admin.h"
 #include "aggregator/cli/status.h"
+#include "fmt/format.h"
 
 int main(int argc, char** argv) {
   using namespace conflux::cli;
@@ -28,10 +31,46 @@ int main(int argc, char** argv) {
   status->add_option("--interval-ms", interval_ms, "rates over this interval (two scrapes)")
       ->check(CLI::Range(50, 60000));
   status->add_option("--timeout-ms", timeout_ms, "per request")->check(CLI::Range(100, 60000));
+  std::string secret;
+  std::vector<CLI::App*> admin;
+  for (const char* name : {"drain", "undrain"}) {
+    CLI::App* a = app.add_subcommand(
+        name, std::string(name) == "drain"
+                  ? "refuse new jobs and tell the running ones to leave (their ranks go on over "
+                    "their other aggregators or the ring); the daemon keeps running"
+                  : "take new jobs again after a drain");
+    a->add_option("daemons", daemons, "HOST[:PORT] of each daemon's metrics endpoint")->required();
+    a->add_option("--secret", secret,
+                  "the daemons' shared secret (without one a daemon takes admin commands from "
+                  "loopback only)")
+        ->envname("CONFLUX_SECRET");
+    a->add_flag("--json", json, "print JSON instead of text");
+    a->add_option("--timeout-ms", timeout_ms, "per request")->check(CLI::Range(100, 60000));
+    admin.push_back(a);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  for (CLI::App* a : admin) {
+    if (!a->parsed()) continue;
+    bool all_ok = true;
+    std::string out = "{\"daemons\": [";
+    for (size_t i = 0; i < daemons.size(); ++i) {
+      const AdminResult r = run_admin(daemons[i], a->get_name(), secret, timeout_ms);
+      all_ok = all_ok && r.ok;
+      if (json) {
+        out += fmt::format("{}{{\"address\": {}, \"ok\": {}, \"message\": {}}}", i ? ", " : "",
+                           json_string(daemons[i]), r.ok, json_string(r.message));
+      } else if (r.ok) {
+        std::printf("%s: %s\n", daemons[i].c_str(), r.message.c_str());
+      } else {
+        std::fprintf(stderr, "conflux: %s: %s\n", daemons[i].c_str(), r.message.c_str());
+      }
+    }
+    if (json) std::printf("%s]}\n", out.c_str());
+    return all_ok ? 0 : 1;
   }
   std::vector<DaemonStatus> all;
   bool all_ok = true;

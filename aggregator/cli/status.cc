@@ -11,23 +11,6 @@
 namespace conflux::cli {
 namespace {
 
-constexpr int kDefaultMetricsPort = 9470;
-
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", c);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 // Per-job sums of `name` from a scrape.
 std::map<std::string, double> by_job(const std::vector<Sample>& s, std::string_view name) {
   std::map<std::string, double> out;
@@ -46,23 +29,27 @@ std::optional<std::vector<Sample>> scrape(const std::string& host, int port, int
 
 }  // namespace
 
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", c);
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
 DaemonStatus query_status(const std::string& address, int interval_ms, int timeout_ms) {
   DaemonStatus d;
   d.address = address;
-  std::string host = address;
-  int port = kDefaultMetricsPort;
-  if (const size_t colon = address.rfind(':'); colon != std::string::npos) {
-    host = address.substr(0, colon);
-    try {
-      port = std::stoi(address.substr(colon + 1));
-    } catch (const std::exception&) {
-      port = -1;
-    }
-    if (port <= 0 || port > 65535) {
-      d.error = fmt::format("bad port in '{}'", address);
-      return d;
-    }
-  }
+  std::string host;
+  int port = 0;
+  if (d.error = parse_target(address, &host, &port); !d.error.empty()) return d;
   const auto t0 = std::chrono::steady_clock::now();
   auto first = scrape(host, port, timeout_ms, &d.error);
   if (!first) return d;
@@ -84,6 +71,7 @@ DaemonStatus query_status(const std::string& address, int interval_ms, int timeo
   d.threads = static_cast<uint64_t>(sum(m, "conflux_dataplane_threads"));
   d.uptime_s = static_cast<uint64_t>(sum(m, "conflux_uptime_seconds"));
   d.jobs_active = static_cast<uint64_t>(sum(m, "conflux_jobs_active"));
+  d.draining = sum(m, "conflux_draining") > 0;
   d.slots_in_use = static_cast<uint64_t>(sum(m, "conflux_slots_in_use"));
   d.drops = static_cast<uint64_t>(sum(m, "conflux_dataplane_drops_total"));
   d.retransmits = static_cast<uint64_t>(sum(m, "conflux_dataplane_retransmits_served_total"));
@@ -129,8 +117,9 @@ std::string status_table(const std::vector<DaemonStatus>& all) {
     }
     out += fmt::format(
         "{:<22} {:<8} {:<8} {:<9} {:>7} {:>7}s {:>5} {:>6} {:>11.0f} {:>12.0f} {:>8} {:>8}\n",
-        d.address, d.ok ? "ok" : d.health, d.version, d.dataplane, d.threads, d.uptime_s,
-        d.jobs_active, d.slots_in_use, d.packets_per_s, d.bytes_per_s, d.drops, d.retransmits);
+        d.address, d.ok ? (d.draining ? "draining" : "ok") : d.health, d.version, d.dataplane,
+        d.threads, d.uptime_s, d.jobs_active, d.slots_in_use, d.packets_per_s, d.bytes_per_s,
+        d.drops, d.retransmits);
     for (const JobStatus& j : d.jobs) {
       out += fmt::format("  job {:<10} workers {:>4}  slots {:>5}  {:>11.0f} pkt/s {:>12.0f} B/s\n",
                          j.id, j.workers, j.slots, j.packets_per_s, j.bytes_per_s);
@@ -148,13 +137,14 @@ std::string status_json(const std::vector<DaemonStatus>& all) {
     if (!d.ok) out += fmt::format(", \"error\": {}", json_string(d.error));
     if (!d.version.empty()) {
       out += fmt::format(
-          ", \"health\": {}, \"version\": {}, \"dataplane\": {}, \"threads\": {}, "
+          ", \"health\": {}, \"draining\": {}, \"version\": {}, \"dataplane\": {}, "
+          "\"threads\": {}, "
           "\"uptime_seconds\": {}, \"jobs_active\": {}, \"slots_in_use\": {}, "
           "\"control_connections\": {}, \"packets_per_second\": {:.1f}, "
           "\"bytes_per_second\": {:.1f}, \"drops\": {}, \"retransmits_served\": {}, \"jobs\": [",
-          json_string(d.health), json_string(d.version), json_string(d.dataplane), d.threads,
-          d.uptime_s, d.jobs_active, d.slots_in_use, d.connections, d.packets_per_s, d.bytes_per_s,
-          d.drops, d.retransmits);
+          json_string(d.health), d.draining, json_string(d.version), json_string(d.dataplane),
+          d.threads, d.uptime_s, d.jobs_active, d.slots_in_use, d.connections, d.packets_per_s,
+          d.bytes_per_s, d.drops, d.retransmits);
       for (size_t k = 0; k < d.jobs.size(); ++k) {
         const JobStatus& j = d.jobs[k];
         out += fmt::format(

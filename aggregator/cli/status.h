@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace conflux::cli {
@@ -20,6 +21,7 @@ struct DaemonStatus {
   bool ok = false;      // answered /metrics and /healthz
   std::string error;    // why not, when !ok
   std::string version, dataplane, health;
+  bool draining = false;  // conflux drain: Joins refused
   uint64_t threads = 0, uptime_s = 0, jobs_active = 0, slots_in_use = 0;
   uint64_t drops = 0, retransmits = 0, connections = 0;
   double packets_per_s = 0, bytes_per_s = 0;
@@ -28,6 +30,8 @@ struct DaemonStatus {
 
 // Scrapes host[:port] (default port 9470, the metrics port) twice, `interval_ms` apart.
 DaemonStatus query_status(const std::string& address, int interval_ms, int timeout_ms);
+// `s` as a JSON string literal (quotes and escapes).
+std::string json_string(std::string_view s);
 // The human table, and the JSON document ({"daemons": [...]}).
 std::string status_table(const std::vector<DaemonStatus>& all);
 std::string status_json(const std::vector<DaemonStatus>& all);

@@ -32,6 +32,7 @@ struct Connection {
   bool write_shut = false;  // our FIN is sent (closing)
   bool dead = false;        // to be closed and erased at the end of this loop iteration
   uint64_t nonce = 0;
+  Clock::time_point accepted{};  // the Join deadline runs from here (Heartbeats do not move it)
   Clock::time_point last_rx{};
   Clock::time_point last_heartbeat{};
   Clock::time_point close_deadline{};

@@ -22,17 +22,30 @@ enum class ControlErrorReason : uint8_t {
 std::string_view control_error_name(ControlErrorReason r);
 inline constexpr int kNumJoinStatuses = 12;
 
+// Why a control connection was closed at accept, before any message (label `reason`).
+enum class RefuseReason : uint8_t {
+  kTotalLimit = 0,  // max_control_connections open
+  kAddrLimit,       // max_control_connections_per_addr open from the peer's address
+  kNoFds,           // the process is out of file descriptors (EMFILE/ENFILE)
+  kCount
+};
+std::string_view refuse_reason_name(RefuseReason r);
+
 struct ControlCounters {
   Counter connections_total;            // control connections accepted
   Counter connections_open;             // gauge
   Counter joins_total;                  // Join messages received
   Counter join_acks[kNumJoinStatuses];  // JoinAcks sent, by status
   Counter errors[static_cast<int>(ControlErrorReason::kCount)];
-  Counter worker_timeouts;  // connections closed for silence
+  Counter worker_timeouts;       // connections closed for silence
+  Counter join_deadline_closes;  // connections closed without a Join by control_join_timeout_ms
+  Counter refused[static_cast<int>(RefuseReason::kCount)];  // closed at accept, by reason
+  Counter loop_stalls;  // control loop gaps >= max(worker_timeout_ms / 2, 250 ms)
   Counter jobs_created;
   Counter jobs_deleted;
   Counter jobs_active;       // gauge
   Counter slots_in_use;      // gauge
+  Counter draining;          // gauge: 1 while drained (conflux drain)
   Counter metrics_requests;  // HTTP requests served
 };
 

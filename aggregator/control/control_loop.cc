@@ -1,5 +1,6 @@
 // Control plane, socket half: epoll loop, accept, reads/writes, timeouts, shutdown.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "aggregator/control/control_ids.h"
 #include "aggregator/control/control_plane.h"
@@ -21,6 +23,9 @@ namespace conflux::agg {
 namespace {
 
 constexpr auto kHttpTimeout = std::chrono::seconds(5);
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+constexpr int kWaitMs = 50;  // longest epoll_wait of one turn of the control loop
+constexpr auto kMinStall = std::chrono::milliseconds(250);
 
 void epoll_add(int epfd, int fd, ConnId id, uint32_t events) {
   epoll_event ev{};
@@ -32,64 +37,107 @@ void epoll_add(int epfd, int fd, ConnId id, uint32_t events) {
 }  // namespace
 
 void ControlPlane::run() {
-  epoll_event evs[64];
-  // A loop turn normally takes the 50 ms wait at most; a gap this long is the daemon's own.
-  const auto stall = std::min<Clock::duration>(
-      std::chrono::seconds(1), std::chrono::milliseconds(cfg_.worker_timeout_ms) / 2);
-  Clock::time_point last_seen = Clock::now();
-  // The time now, after forgiving any gap since the loop last looked (the daemon may be
-  // stopped anywhere in a turn, so it looks before and after the handlers).
-  const auto look = [&] {
-    const Clock::time_point now = Clock::now();
-    if (now - last_seen > stall) forgive_stall(now, now - last_seen);
-    last_seen = now;
-    return now;
-  };
+  constexpr int kMaxEvents = 64;
+  constexpr int kMaxDrainRounds = 16;  // bounds one turn under a flood, so ticks still run
+  epoll_event evs[kMaxEvents];
+  // A turn longer than this (beyond its wait) is a stall of this thread, not of the workers.
+  // The floor keeps ordinary turns from counting when worker_timeout_ms is tiny.
+  const Clock::duration stall =
+      std::max<Clock::duration>(std::chrono::milliseconds(cfg_.worker_timeout_ms / 2), kMinStall);
   while (!stopping_.load(std::memory_order_acquire)) {
-    const int n = epoll_wait(epfd_, evs, 64, 50);
-    look();
-    if (n < 0) {
-      // EINTR (SIGCONT after SIGSTOP, among others): wait again, so that input already
-      // pending is read before any connection is judged silent.
-      uint64_t suppressed = 0;
-      if (errno != EINTR && loop_warn_limit_.allow(&suppressed)) {
-        spdlog::warn("epoll_wait: {} ({} similar suppressed)", std::strerror(errno), suppressed);
+    const Clock::time_point turn = Clock::now();
+    int n = epoll_wait(epfd_, evs, kMaxEvents, kWaitMs);
+    // EINTR: a signal, or a stop (SIGSTOP, a debugger) followed by SIGCONT, which interrupts
+    // epoll_wait even without a handler (signal(7)). Either way: read what is waiting below.
+    if (n < 0 && errno != EINTR) {
+      if (uint64_t s = 0; may_log(LogKind::kLoop, &s)) {
+        spdlog::error("control loop: epoll_wait: {} ({} similar suppressed)", std::strerror(errno),
+                      s);
       }
-      continue;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // never spin on it
     }
-    for (int i = 0; i < n; ++i) {
-      const ConnId id = evs[i].data.u64;
-      if (id == kStopEvent) continue;  // stopping_ is already set
-      if (id == kControlListener) {
-        accept_all(control_fd_, Connection::Kind::kControl);
-        continue;
-      }
-      if (id == kMetricsListener) {
-        accept_all(metrics_fd_, Connection::Kind::kMetrics);
-        continue;
-      }
-      auto it = conns_.find(id);
-      if (it == conns_.end() || it->second.dead) continue;
-      if (evs[i].events & EPOLLOUT) on_writable(it->second);
-      if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) on_readable(it->second);
+    // Read all input that is already waiting before judging anyone's silence: more than one
+    // batch of events, and whatever piled up while this thread did not run.
+    for (int round = 0; round < kMaxDrainRounds && !stopping_.load(std::memory_order_acquire);
+         ++round) {
+      if (n > 0) handle_events(evs, n);
+      if (round > 0 && n < kMaxEvents) break;
+      n = epoll_wait(epfd_, evs, kMaxEvents, 0);
+      if (n <= 0) break;
     }
-    tick(look());
+    const Clock::time_point now = Clock::now();
+    const Clock::duration gap = now - turn - std::chrono::milliseconds(kWaitMs);
+    if (gap >= stall) on_stall(gap, now);
+    tick(now);
     reap();
   }
   shutdown_all();
 }
 
+void ControlPlane::handle_events(const epoll_event* evs, int n) {
+  for (int i = 0; i < n; ++i) {
+    const ConnId id = evs[i].data.u64;
+    if (id == kStopEvent) continue;  // stopping_ is already set
+    if (id == kControlListener) {
+      accept_all(control_fd_, Connection::Kind::kControl);
+      continue;
+    }
+    if (id == kMetricsListener) {
+      accept_all(metrics_fd_, Connection::Kind::kMetrics);
+      continue;
+    }
+    auto it = conns_.find(id);
+    if (it == conns_.end() || it->second.dead) continue;
+    if (evs[i].events & EPOLLOUT) on_writable(it->second);
+    if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) on_readable(it->second);
+  }
+}
+
+void ControlPlane::on_stall(Clock::duration gap, Clock::time_point now) {
+  // This thread did not run (the process was stopped, a VM paused, the host starved it): the
+  // silence was ours, not the workers'. Input that arrived meanwhile has been read; restart
+  // every joined or joining worker's silence timer and the rendezvous deadlines. The Join
+  // deadline of connections that never joined is not moved.
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(gap).count();
+  counters_.loop_stalls.inc();
+  if (uint64_t s = 0; may_log(LogKind::kLoop, &s)) {
+    spdlog::warn(
+        "control loop did not run for {} ms (process stopped or starved; worker timeout {} ms): "
+        "restarting the workers' silence timers ({} similar suppressed)",
+        ms, cfg_.worker_timeout_ms, s);
+  }
+  for (auto& [id, c] : conns_) {
+    if (!c.dead && c.kind == Connection::Kind::kControl) c.last_rx = std::max(c.last_rx, now);
+  }
+  manager_.postpone(gap);
+}
+
+bool ControlPlane::may_log(LogKind kind, uint64_t* suppressed) {
+  return log_limits_[static_cast<size_t>(kind)].allow(suppressed);
+}
+
 void ControlPlane::accept_all(int listen_fd, Connection::Kind kind) {
-  while (true) {
+  for (int i = 0; i < 1024; ++i) {  // bounded: a flood of connects cannot starve the loop
     sockaddr_in peer{};
     socklen_t len = sizeof(peer);
     const int fd =
         accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        spdlog::warn("accept: {}", std::strerror(errno));
+      const int err = errno;
+      if (err == EINTR || err == ECONNABORTED) continue;
+      if (err == EAGAIN || err == EWOULDBLOCK) return;
+      if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+        if (!out_of_fds(listen_fd, err)) return;
+        continue;  // one waiting connection shed: the next may be waiting too
+      }
+      if (uint64_t s = 0; may_log(LogKind::kAccept, &s)) {
+        spdlog::warn("accept: {} ({} similar suppressed)", std::strerror(err), s);
       }
       return;
+    }
+    if (kind == Connection::Kind::kControl && !admit(peer)) {
+      close(fd);  // refused before any byte: no ServerHello, no state
+      continue;
     }
     const ConnId id = next_id_++;
     Connection& c = conns_[id];
@@ -97,7 +145,8 @@ void ControlPlane::accept_all(int listen_fd, Connection::Kind kind) {
     c.fd = fd;
     c.kind = kind;
     c.peer = peer;
-    c.last_rx = Clock::now();
+    c.accepted = Clock::now();
+    c.last_rx = c.accepted;
     epoll_add(epfd_, fd, id, EPOLLIN | EPOLLRDHUP);
     if (kind == Connection::Kind::kMetrics) continue;
     const int one = 1;
@@ -115,6 +164,71 @@ void ControlPlane::accept_all(int listen_fd, Connection::Kind kind) {
     hello.max_slots_per_job = static_cast<uint32_t>(cfg_.max_slots_per_job);
     hello.auth_required = cfg_.secret.empty() ? 0 : 1;
     send(c, hello);
+  }
+}
+
+bool ControlPlane::admit(const sockaddr_in& peer) {
+  RefuseReason why = RefuseReason::kCount;
+  auto it = conns_per_addr_.find(peer.sin_addr.s_addr);
+  const uint64_t from_addr = it == conns_per_addr_.end() ? 0 : it->second;
+  if (counters_.connections_open.get() >= static_cast<uint64_t>(cfg_.max_control_connections)) {
+    why = RefuseReason::kTotalLimit;
+  } else if (from_addr >= static_cast<uint64_t>(cfg_.max_control_connections_per_addr)) {
+    why = RefuseReason::kAddrLimit;
+  } else {
+    ++conns_per_addr_[peer.sin_addr.s_addr];
+    return true;
+  }
+  counters_.refused[static_cast<int>(why)].inc();
+  if (uint64_t s = 0; may_log(LogKind::kRefused, &s)) {
+    char addr[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &peer.sin_addr, addr, sizeof(addr));
+    spdlog::warn("control connection from {} refused: {} open{} ({} similar suppressed)", addr,
+                 why == RefuseReason::kTotalLimit ? counters_.connections_open.get() : from_addr,
+                 why == RefuseReason::kTotalLimit ? " (max_control_connections)"
+                                                  : " from it (max_control_connections_per_addr)",
+                 s);
+  }
+  return false;
+}
+
+bool ControlPlane::out_of_fds(int listen_fd, int err) {
+  // The connection stays in the backlog and the listener stays readable: accepting again on
+  // the next turn would spin. Give up the spare descriptor, accept the connection and close it
+  // (the peer sees a close, not a hang), and take the spare back. If even that fails (say the
+  // system-wide table is full), stop polling the listeners for a while.
+  bool shed = false;
+  if (reserve_fd_ >= 0) {
+    close(reserve_fd_);
+    reserve_fd_ = -1;
+    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      close(fd);
+      shed = true;
+      counters_.refused[static_cast<int>(RefuseReason::kNoFds)].inc();
+    }
+    reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  if (!shed) pause_listeners(true);
+  if (uint64_t s = 0; may_log(LogKind::kAccept, &s)) {
+    spdlog::warn("accept: {}: {} ({} similar suppressed)", std::strerror(err),
+                 shed ? "connection closed at once" : "not accepting for 100 ms", s);
+  }
+  return shed;
+}
+
+void ControlPlane::pause_listeners(bool pause) {
+  if (listeners_paused_ == pause) return;
+  listeners_paused_ = pause;
+  resume_listeners_ = Clock::now() + kAcceptPause;
+  const std::pair<int, ConnId> listeners[] = {{control_fd_, kControlListener},
+                                              {metrics_fd_, kMetricsListener}};
+  for (const auto& [fd, id] : listeners) {
+    if (fd < 0) continue;
+    epoll_event ev{};
+    ev.events = pause ? 0u : uint32_t{EPOLLIN};
+    ev.data.u64 = id;
+    epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev);
   }
 }
 
@@ -194,23 +308,20 @@ void ControlPlane::reap() {
     close(c.fd);
     if (c.kind == Connection::Kind::kControl) {
       counters_.connections_open.set(counters_.connections_open.get() - 1);
+      auto per = conns_per_addr_.find(c.peer.sin_addr.s_addr);
+      if (per != conns_per_addr_.end() && --per->second == 0) conns_per_addr_.erase(per);
     }
     it = conns_.erase(it);
   }
 }
 
-void ControlPlane::forgive_stall(Clock::time_point now, Clock::duration gap) {
-  spdlog::warn(
-      "control loop did not run for {} ms (daemon stopped or paused): restarting the "
-      "silence timers of {} connection(s)",
-      std::chrono::duration_cast<std::chrono::milliseconds>(gap).count(), conns_.size());
-  for (auto& [id, c] : conns_) c.last_rx = now;
-}
-
 void ControlPlane::tick(Clock::time_point now) {
+  if (listeners_paused_ && now >= resume_listeners_) pause_listeners(false);
+  if (reserve_fd_ < 0) reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);  // lost in a race
   manager_.on_tick(now, *this);
   const auto silence = std::chrono::milliseconds(cfg_.worker_timeout_ms);
   const auto heartbeat = std::chrono::milliseconds(cfg_.heartbeat_ms);
+  const auto join_deadline = std::chrono::milliseconds(cfg_.control_join_timeout_ms);
   for (auto& [id, c] : conns_) {
     if (c.dead) continue;
     using S = Connection::State;
@@ -218,10 +329,23 @@ void ControlPlane::tick(Clock::time_point now) {
       if (now >= c.close_deadline) c.dead = true;
     } else if (c.kind == Connection::Kind::kMetrics) {
       if (now - c.last_rx > kHttpTimeout) c.dead = true;
+    } else if (c.state == S::kHello && now - c.accepted > join_deadline) {
+      counters_.join_deadline_closes.inc();
+      if (uint64_t s = 0; may_log(LogKind::kNoJoin, &s)) {
+        spdlog::warn(
+            "control connection {}: no Join within {} ms (control_join_timeout_ms): closing ({} "
+            "similar suppressed)",
+            id, cfg_.control_join_timeout_ms, s);
+      }
+      close_later(c);
     } else if (c.state != S::kPending && now - c.last_rx > silence) {
-      spdlog::warn("control connection {} (job {} rank {}) silent for {} ms: closing", id, c.job_id,
-                   c.rank, cfg_.worker_timeout_ms);
       counters_.worker_timeouts.inc();
+      if (uint64_t s = 0; may_log(LogKind::kSilent, &s)) {
+        spdlog::warn(
+            "control connection {} (job {} rank {}) silent for {} ms: closing ({} similar "
+            "suppressed)",
+            id, c.job_id, c.rank, cfg_.worker_timeout_ms, s);
+      }
       close_later(c);
     } else if (c.state == S::kMember && cfg_.heartbeat_ms > 0 &&
                now - c.last_heartbeat >= heartbeat) {

@@ -60,6 +60,20 @@ std::string_view control_error_name(ControlErrorReason r) {
   return "unknown";
 }
 
+std::string_view refuse_reason_name(RefuseReason r) {
+  switch (r) {
+    case RefuseReason::kTotalLimit:
+      return "total_limit";
+    case RefuseReason::kAddrLimit:
+      return "addr_limit";
+    case RefuseReason::kNoFds:
+      return "no_fds";
+    case RefuseReason::kCount:
+      break;
+  }
+  return "unknown";
+}
+
 void ControlPlane::parse_frames(Connection& c) {
   size_t pos = 0;
   while (c.state != Connection::State::kClosing && !c.dead) {
@@ -114,15 +128,19 @@ void ControlPlane::handle_join(Connection& c, const proto::Join& j) {
   c.job_key = j.job_key;
   c.rank = j.rank;
   c.wants_capacity = (j.flags & proto::kJoinFlagCapacity) != 0;
-  if (stopping_.load(std::memory_order_relaxed)) {
+  if (stopping_.load(std::memory_order_relaxed) || draining_) {
     proto::JoinAck ack;
     ack.status = proto::Status::kShuttingDown;
     deliver(c.id, ack);
     return;
   }
   if (!cfg_.secret.empty() && !same_mac(j.auth_mac, proto::join_mac(cfg_.secret, c.nonce, j))) {
-    spdlog::warn("control connection {}: Join for job key {:016x} rank {} failed authentication",
-                 c.id, j.job_key, j.rank);
+    if (uint64_t s = 0; may_log(LogKind::kJoin, &s)) {
+      spdlog::warn(
+          "control connection {}: Join for job key {:016x} rank {} failed authentication ({} "
+          "similar suppressed)",
+          c.id, j.job_key, j.rank, s);
+    }
     proto::JoinAck ack;
     ack.status = proto::Status::kAuthFailed;
     deliver(c.id, ack);
@@ -145,8 +163,12 @@ void ControlPlane::deliver(ConnId conn, const proto::JoinAck& ack) {
     if (c.wants_capacity) send(c, capacity_);
     return;
   }
-  spdlog::info("control connection {}: Join (job key {:016x} rank {}) answered {}", conn, c.job_key,
-               c.rank, proto::status_name(ack.status));
+  if (uint64_t s = 0; may_log(LogKind::kJoin, &s)) {
+    spdlog::info(
+        "control connection {}: Join (job key {:016x} rank {}) answered {} ({} similar "
+        "suppressed)",
+        conn, c.job_key, c.rank, proto::status_name(ack.status), s);
+  }
   // The JobManager no longer tracks this connection: close without telling it.
   c.state = Connection::State::kClosing;
   c.close_deadline = Clock::now() + kCloseGrace;
@@ -162,11 +184,37 @@ void ControlPlane::send(Connection& c, const proto::ControlMsg& m) {
 void ControlPlane::fail(Connection& c, proto::Status s, ControlErrorReason why,
                         const std::string& text) {
   counters_.errors[static_cast<int>(why)].inc();
-  spdlog::warn("control connection {}: {}; closing", c.id, text);
+  if (uint64_t s = 0; may_log(LogKind::kProtocol, &s)) {
+    spdlog::warn("control connection {}: {}; closing ({} similar suppressed)", c.id, text, s);
+  }
   forget_membership(c);
   c.state = Connection::State::kClosing;
   c.close_deadline = Clock::now() + kCloseGrace;
   send(c, proto::Error{s, text});
+}
+
+size_t ControlPlane::set_draining(bool on) {
+  const bool was = draining_;
+  draining_ = on;
+  counters_.draining.set(on ? 1 : 0);
+  if (!on) {
+    if (was) spdlog::info("undrained: taking Joins again");
+    return 0;
+  }
+  manager_.cancel_pending(proto::Status::kShuttingDown, *this);
+  size_t told = 0;
+  for (auto& [id, c] : conns_) {
+    if (c.dead || c.kind != Connection::Kind::kControl || c.state != Connection::State::kMember) {
+      continue;
+    }
+    forget_membership(c);
+    c.state = Connection::State::kClosing;
+    c.close_deadline = Clock::now() + kCloseGrace;
+    send(c, proto::Shutdown{1});
+    ++told;
+  }
+  spdlog::info("drained: refusing Joins; Shutdown{{drain}} to {} member(s)", told);
+  return told;
 }
 
 void ControlPlane::forget_membership(Connection& c) {

@@ -2,10 +2,17 @@
 // and the metrics HTTP port, with epoll and non-blocking sockets.
 // ServerHello on accept, Join (with authentication) into the JobManager, Heartbeat/Ack,
 // Leave, silence timeouts, Error + close on malformed frames, and at stop Shutdown{0} to every
-// connection. Created and started by the Daemon; request_stop() may be called from any thread
-// (it only writes an eventfd) and run() returns within ~0.3 s.
+// connection. Hardened against clients that do not join: a Join deadline that Heartbeats do not
+// move, limits on connections in total and per address, no spinning when out of descriptors,
+// and every warning rate-limited. A gap in its own loop (the process was stopped or starved)
+// restarts the workers' silence timers instead of blaming them. Created and started by the Daemon;
+// request_stop() may be called from any thread (it only writes an eventfd) and run() returns within
+// ~0.3 s.
 #pragma once
 
+#include <sys/epoll.h>
+
+#include <array>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -40,17 +47,34 @@ class ControlPlane final : private JoinOutbox {
  private:
   ControlPlane(const Config& cfg, JobTable& jobs, const Dataplane& dp);
 
+  // Classes of log lines, each rate-limited on its own (one line per second with the count of
+  // the lines held back), so that no client can flood the log and one flood hides no other.
+  enum class LogKind : uint8_t {
+    kAccept,    // accept() failures, out of descriptors
+    kRefused,   // connection limits
+    kProtocol,  // malformed frames, unexpected messages
+    kJoin,      // failed authentication, Join answers
+    kNoJoin,    // no Join by control_join_timeout_ms
+    kSilent,    // worker timeouts (kept apart so that floods of the above never hide them)
+    kLoop,      // epoll_wait errors, stalls
+    kCount
+  };
+
   // control_loop.cc: sockets and event loop
+  void handle_events(const epoll_event* evs, int n);
   void accept_all(int listen_fd, Connection::Kind kind);
+  bool admit(const sockaddr_in& peer);      // control connection limits; counts a refusal
+  bool out_of_fds(int listen_fd, int err);  // true: one waiting connection was shed
+  void pause_listeners(bool pause);
+  void on_stall(Clock::duration gap, Clock::time_point now);
+  // True when a line of `kind` may be logged now; *suppressed = lines held back since the last.
+  bool may_log(LogKind kind, uint64_t* suppressed);
   void on_readable(Connection& c);
   void on_writable(Connection& c);
   void flush(Connection& c);
   void close_later(Connection& c);
   void reap();
   void tick(Clock::time_point now);
-  // After a gap in the loop itself (SIGSTOP, a VM pause, a debugger), restarts every
-  // connection's silence timer: the daemon, not its peers, was silent.
-  void forgive_stall(Clock::time_point now, Clock::duration gap);
   void shutdown_all();
   void watch_write(Connection& c, bool on);
 
@@ -65,6 +89,13 @@ class ControlPlane final : private JoinOutbox {
 
   // metrics/metrics_http.cc
   void serve_http(Connection& c);
+  // POST /admin/drain and /admin/undrain: the HTTP answer.
+  std::string serve_admin(const Connection& c, std::string_view request, std::string_view path);
+  // Drained: Joins are refused with shutting_down, ranks waiting in a rendezvous get that
+  // answer at once, and every member is told Shutdown{1} and closed (its job ends; the plugin
+  // goes on over its other aggregators or the ring). Undrained: Joins are taken again.
+  // Returns how many members were told to leave.
+  size_t set_draining(bool on);
 
   const Config& cfg_;
   JobTable& jobs_;
@@ -73,6 +104,11 @@ class ControlPlane final : private JoinOutbox {
   JobManager manager_;
   proto::Capacity capacity_;  // sent after JoinAck to workers that ask (kJoinFlagCapacity)
   std::unordered_map<ConnId, Connection> conns_;
+  std::unordered_map<uint32_t, uint32_t> conns_per_addr_;  // open control connections by peer
+  std::array<RateLimiter, static_cast<size_t>(LogKind::kCount)> log_limits_;
+  int reserve_fd_ = -1;  // spare descriptor, given up to accept-and-close when out of fds
+  bool listeners_paused_ = false;
+  Clock::time_point resume_listeners_{};
   ConnId next_id_ = 16;  // ids below are the listeners and the stop event
   int epfd_ = -1;
   int control_fd_ = -1;
@@ -81,7 +117,7 @@ class ControlPlane final : private JoinOutbox {
   uint16_t control_port_ = 0;
   int metrics_port_ = -1;
   std::atomic<bool> stopping_{false};
-  RateLimiter loop_warn_limit_;
+  bool draining_ = false;
 };
 
 }  // namespace conflux::agg

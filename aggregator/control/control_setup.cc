@@ -1,5 +1,6 @@
 // Control plane, setup: listening sockets, epoll and the stop event.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -91,6 +92,12 @@ std::unique_ptr<ControlPlane> ControlPlane::create(const Config& cfg, JobTable& 
     cp->metrics_port_ = port;
     add_listener(cp->epfd_, cp->metrics_fd_, kMetricsListener);
   }
+  // Spare descriptor for shedding connections when the process runs out (control_loop.cc).
+  cp->reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (cp->reserve_fd_ < 0) {
+    *err = fmt::format("open /dev/null: {}", std::strerror(errno));
+    return nullptr;
+  }
   add_listener(cp->epfd_, cp->control_fd_, kControlListener);
   add_listener(cp->epfd_, cp->stop_fd_, kStopEvent);
   return cp;
@@ -98,7 +105,7 @@ std::unique_ptr<ControlPlane> ControlPlane::create(const Config& cfg, JobTable& 
 
 ControlPlane::~ControlPlane() {
   for (auto& [id, c] : conns_) close(c.fd);
-  for (int fd : {control_fd_, metrics_fd_, stop_fd_, epfd_}) {
+  for (int fd : {control_fd_, metrics_fd_, stop_fd_, epfd_, reserve_fd_}) {
     if (fd >= 0) close(fd);
   }
 }

@@ -26,10 +26,18 @@ void JobManager::reject(ConnId conn, Status s, JoinOutbox& out) {
 void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
                          Clock::time_point now, JoinOutbox& out) {
   if (join.rank >= join.n_workers) return reject(conn, Status::kBadRank, out);
+  // With the data MAC a packet is 28 bytes longer than its payload: the grant takes them from
+  // the payload the worker asked for, which must leave room for at least 32 bytes of elements.
+  if (cfg_.data_mac && join.payload_bytes < proto::kMinMacPayloadBytes) {
+    return reject(conn, Status::kUnsupported, out);
+  }
   if (auto it = active_.find(join.job_key); it != active_.end()) {
     // The job already runs: a second connection for a live rank, or a late/rejoining rank.
     const bool live = join.rank < it->second.conns.size() && it->second.conns[join.rank] != 0;
-    spdlog::warn("join for running job key {:016x} rank {} rejected", join.job_key, join.rank);
+    if (uint64_t s = 0; log_limit_.allow(&s)) {
+      spdlog::warn("join for running job key {:016x} rank {} rejected ({} similar suppressed)",
+                   join.job_key, join.rank, s);
+    }
     return reject(conn, live ? Status::kRankInUse : Status::kJobMismatch, out);
   }
   sockaddr_in addr = peer;
@@ -45,16 +53,23 @@ void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
                            : std::min<int64_t>(join.join_timeout_ms, cfg_.join_timeout_ms);
     p.deadline = now + std::chrono::milliseconds(ms);
     p.ranks.resize(join.n_workers);
-    spdlog::info("rendezvous for job key {:016x} opened: {} workers, {} slots, {} bytes{}",
-                 join.job_key, join.n_workers, join.requested_slots, join.payload_bytes,
-                 (join.flags & proto::kJoinFlagDeterministic) ? ", deterministic" : "");
+    if (uint64_t s = 0; log_limit_.allow(&s)) {
+      spdlog::info(
+          "rendezvous for job key {:016x} opened: {} workers, {} slots, {} bytes{} ({} similar "
+          "suppressed)",
+          join.job_key, join.n_workers, join.requested_slots, join.payload_bytes,
+          (join.flags & proto::kJoinFlagDeterministic) ? ", deterministic" : "", s);
+    }
   } else {
     const Join& f = p.first;
     if (join.n_workers != f.n_workers ||
         (join.flags & proto::kJoinFlagDeterministic) != (f.flags & proto::kJoinFlagDeterministic) ||
         join.payload_bytes != f.payload_bytes || join.requested_slots != f.requested_slots) {
-      spdlog::warn("job key {:016x}: rank {} disagrees with the first Join", join.job_key,
-                   join.rank);
+      if (uint64_t s = 0; log_limit_.allow(&s)) {
+        spdlog::warn(
+            "job key {:016x}: rank {} disagrees with the first Join ({} similar suppressed)",
+            join.job_key, join.rank, s);
+      }
       return reject(conn, Status::kJobMismatch, out);
     }
     if (p.ranks[join.rank].has_value()) return reject(conn, Status::kRankInUse, out);
@@ -75,8 +90,12 @@ void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
       {f.requested_slots, static_cast<uint64_t>(cfg_.max_slots_per_job), free_slots}));
   const uint32_t id = granted == 0 ? 0 : jobs_.allocate_id();
   if (id == 0) {
-    spdlog::warn("job key {:016x}: no capacity ({} jobs live, {} of {} slots used)", key,
-                 jobs_.live(), slots_used_, cfg_.total_slots);
+    if (uint64_t s = 0; log_limit_.allow(&s)) {
+      spdlog::warn(
+          "job key {:016x}: no capacity ({} jobs live, {} of {} slots used; {} similar "
+          "suppressed)",
+          key, jobs_.live(), slots_used_, cfg_.total_slots, s);
+    }
     for (auto& w : p.ranks) reject(w->conn, Status::kNoCapacity, out);
     return;
   }
@@ -88,6 +107,11 @@ void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
   jp.slots = granted;
   jp.payload_bytes =
       std::min<uint32_t>(f.payload_bytes, static_cast<uint32_t>(cfg_.max_payload_bytes));
+  if (cfg_.data_mac) {
+    // Same datagram size as the worker planned for; elements stay 8-byte aligned.
+    jp.payload_bytes = (jp.payload_bytes - static_cast<uint32_t>(proto::kMacTrailerSize)) & ~7u;
+    jp.mac_key = proto::derive_data_key(cfg_.secret, id, jp.token);
+  }
   jp.deterministic = cfg_.deterministic || (f.flags & proto::kJoinFlagDeterministic) != 0;
   Active a{id, granted, {}, f.n_workers};
   for (auto& w : p.ranks) {
@@ -100,7 +124,8 @@ void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
   ack.job_token = jp.token;
   ack.granted_slots = granted;
   ack.payload_bytes = jp.payload_bytes;
-  ack.flags = jp.deterministic ? proto::kJoinFlagDeterministic : 0;
+  ack.flags = (jp.deterministic ? proto::kJoinFlagDeterministic : 0) |
+              (cfg_.data_mac ? proto::kJoinFlagDataMac : 0);
   ack.ports = ports_;
   jobs_.publish(std::make_unique<Job>(std::move(jp), static_cast<unsigned>(ports_.size())));
   slots_used_ += granted;
@@ -108,8 +133,10 @@ void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
   counters_.jobs_created.inc();
   counters_.jobs_active.set(active_.size());
   counters_.slots_in_use.set(slots_used_);
-  spdlog::info("job {} (key {:016x}) created: {} workers, {} slots, {} bytes/packet{}", id, key,
-               f.n_workers, granted, ack.payload_bytes, ack.flags ? ", deterministic" : "");
+  spdlog::info("job {} (key {:016x}) created: {} workers, {} slots, {} bytes/packet{}{}", id, key,
+               f.n_workers, granted, ack.payload_bytes,
+               (ack.flags & proto::kJoinFlagDeterministic) ? ", deterministic" : "",
+               cfg_.data_mac ? ", data MAC" : "");
   for (auto& w : p.ranks) out.deliver(w->conn, ack);
 }
 
@@ -145,8 +172,10 @@ void JobManager::on_tick(Clock::time_point now, JoinOutbox& out) {
       ++it;
       continue;
     }
-    spdlog::warn("job key {:016x}: join timeout with {} of {} ranks", it->first, it->second.joined,
-                 it->second.first.n_workers);
+    if (uint64_t s = 0; log_limit_.allow(&s)) {
+      spdlog::warn("job key {:016x}: join timeout with {} of {} ranks ({} similar suppressed)",
+                   it->first, it->second.joined, it->second.first.n_workers, s);
+    }
     Pending p = std::move(it->second);
     it = pending_.erase(it);
     for (auto& w : p.ranks) {
@@ -154,6 +183,10 @@ void JobManager::on_tick(Clock::time_point now, JoinOutbox& out) {
     }
   }
   jobs_.reclaim();
+}
+
+void JobManager::postpone(Clock::duration by) {
+  for (auto& [key, p] : pending_) p.deadline += by;
 }
 
 void JobManager::cancel_pending(Status status, JoinOutbox& out) {

@@ -16,6 +16,7 @@
 #include "aggregator/config.h"
 #include "aggregator/control/control_counters.h"
 #include "aggregator/engine/job_table.h"
+#include "aggregator/util/rate_limit.h"
 #include "conflux/protocol/control.h"
 
 namespace conflux::agg {
@@ -48,6 +49,9 @@ class JobManager {
 
   // Join timeouts and memory reclamation; call periodically.
   void on_tick(Clock::time_point now, JoinOutbox& out);
+
+  // Moves every rendezvous deadline `by` later (the control thread did not run for that long).
+  void postpone(Clock::duration by);
 
   // Rejects every waiting rank (daemon stopping).
   void cancel_pending(proto::Status status, JoinOutbox& out);
@@ -83,6 +87,7 @@ class JobManager {
   std::unordered_map<uint64_t, Pending> pending_;
   std::unordered_map<uint64_t, Active> active_;
   uint64_t slots_used_ = 0;
+  RateLimiter log_limit_;  // every line a client can trigger (SPEC: no client floods the log)
 };
 
 }  // namespace conflux::agg

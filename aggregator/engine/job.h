@@ -8,10 +8,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "aggregator/engine/counters.h"
 #include "aggregator/engine/slot.h"
+#include "conflux/protocol/data_mac.h"
 
 namespace conflux::agg {
 
@@ -24,11 +26,14 @@ struct JobParams {
   uint32_t payload_bytes = 0;  // granted payload per packet
   bool deterministic = false;
   std::vector<sockaddr_in> workers;  // result address of each rank (index = rank)
+  // Data MAC key (SPEC.md §6), or nullopt: the job's packets carry no MAC.
+  std::optional<proto::DataKey> mac_key;
 };
 
 // Slots owned by one dataplane thread: global slot s = queue + i * n_queues.
 struct alignas(64) SlotShard {
   std::vector<Slot> slots;
+  uint64_t mac_seq = 0;  // data MAC: the last sequence number this queue signed with
 };
 
 class Job {
@@ -44,6 +49,8 @@ class Job {
   // Dataplane thread `queue` only; s % n_queues == queue.
   Slot& slot(uint32_t s) { return shards_[s % n_queues_].slots[s / n_queues_]; }
   JobQueueCounters& counters(unsigned queue) { return counters_[queue]; }
+  // Data MAC: the next sequence number of sender kAggSender | queue (SPEC.md §6).
+  uint64_t next_mac_seq(unsigned queue) { return ++shards_[queue].mac_seq; }
   // Any thread (relaxed reads).
   const JobQueueCounters& counters(unsigned queue) const { return counters_[queue]; }
 

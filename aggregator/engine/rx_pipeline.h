@@ -23,25 +23,25 @@ class RxPipeline final {
     if (faults_ != nullptr && !faults_->enabled()) faults_.reset();
   }
 
-  void on_datagram(std::span<const uint8_t> d, ResultBatch& out) {
+  void on_datagram(std::span<const uint8_t> d, Source src, ResultBatch& out) {
 #ifdef CONFLUX_FAULT_INJECTION
     if (faults_ != nullptr) {
-      on_datagram_with_faults(d, out);
+      on_datagram_with_faults(d, src, out);
       return;
     }
 #endif
-    engine_.on_datagram(d, out);
+    engine_.on_datagram(d, src, out);
   }
 
   // Releases a delayed datagram, if any (call when the queue goes idle).
   void flush(ResultBatch& out) {
     if (held_len_ == 0) return;
-    engine_.on_datagram({held_.data(), held_len_}, out);
+    engine_.on_datagram({held_.data(), held_len_}, held_src_, out);
     held_len_ = 0;
   }
 
  private:
-  void on_datagram_with_faults(std::span<const uint8_t> d, ResultBatch& out) {
+  void on_datagram_with_faults(std::span<const uint8_t> d, Source src, ResultBatch& out) {
     QueueCounters& c = engine_.counters();
     switch (faults_->decide()) {
       case FaultInjector::Action::kDrop:
@@ -51,18 +51,19 @@ class RxPipeline final {
         if (held_len_ == 0 && !d.empty()) {  // hold it until the next datagram is handled
           held_.assign(d.begin(), d.end());
           held_len_ = d.size();
+          held_src_ = src;
           c.faults[static_cast<int>(FaultKind::kReorder)].inc();
           return;
         }
         break;
       case FaultInjector::Action::kDup:
         c.faults[static_cast<int>(FaultKind::kDup)].inc();
-        engine_.on_datagram(d, out);
+        engine_.on_datagram(d, src, out);
         break;
       case FaultInjector::Action::kPass:
         break;
     }
-    engine_.on_datagram(d, out);
+    engine_.on_datagram(d, src, out);
     flush(out);
   }
 
@@ -70,6 +71,7 @@ class RxPipeline final {
   std::unique_ptr<FaultInjector> faults_;
   std::vector<uint8_t> held_;
   size_t held_len_ = 0;
+  Source held_src_;
 };
 
 }  // namespace conflux::agg

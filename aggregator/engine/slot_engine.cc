@@ -30,23 +30,32 @@ SlotEngine::SlotEngine(JobTable& jobs, unsigned queue, unsigned n_queues,
       counters_(counters),
       srcs_(proto::kMaxWorkersPerJob) {}
 
-DropReason SlotEngine::on_datagram(std::span<const uint8_t> datagram, ResultBatch& out) {
+DropReason SlotEngine::on_datagram(std::span<const uint8_t> datagram, Source src,
+                                   ResultBatch& out) {
   counters_.packets_in.inc();
   counters_.bytes_in.add(datagram.size());
   DataHeader h;
   const uint8_t* payload = nullptr;
   DropReason r = proto::parse_data(datagram, max_payload_bytes_, &h, &payload);
-  if (r == DropReason::kOk) r = on_contrib(h, payload, out);
+  if (r == DropReason::kOk) r = on_contrib(h, payload, src, out);
   if (r != DropReason::kOk) counters_.drop(r);
   return r;
 }
 
-DropReason SlotEngine::on_contrib(const DataHeader& h, const uint8_t* payload, ResultBatch& out) {
+DropReason SlotEngine::on_contrib(const DataHeader& h, const uint8_t* payload, Source src,
+                                  ResultBatch& out) {
   if (h.type != proto::PacketType::kContrib) return DropReason::kWrongDirection;
   Job* job = jobs_.find(h.job_id);
   if (job == nullptr) return DropReason::kUnknownJob;
   const JobParams& p = job->params();
   if (h.job_token != p.token) return DropReason::kBadToken;
+  // Data MAC (SPEC.md §6): a job with a key takes only packets its contributor signed; a
+  // packet with a trailer for a job without one is a mismatch just the same.
+  if (p.mac_key.has_value() ? !mac_ok(*job, h, payload) : h.mac()) return DropReason::kBadMac;
+  // Source binding (SPEC.md §4): a sniffed token is not enough to speak for a contributor.
+  if (h.contributor < p.n_workers && !src.is(p.workers[h.contributor])) {
+    return DropReason::kWrongSource;
+  }
   JobQueueCounters& jc = job->counters(queue_);
   jc.packets_in.inc();
   jc.bytes_in.add(proto::kDataHeaderSize + h.payload_bytes());
@@ -82,6 +91,22 @@ DropReason SlotEngine::on_contrib(const DataHeader& h, const uint8_t* payload, R
   // g+2 reuses a complete bank: every rank already holds result g (SPEC.md §4).
   if (ahead == 2 && b.state == BankState::kComplete) return start_bank(*job, b, h, payload, out);
   return DropReason::kSlotMismatch;
+}
+
+proto::DataMac& SlotEngine::mac_for(const Job& job) {
+  if (mac_job_ != job.id()) {
+    mac_job_ = mac_.set_key(*job.params().mac_key) ? job.id() : 0;
+  }
+  return mac_;
+}
+
+bool SlotEngine::mac_ok(const Job& job, const DataHeader& h, const uint8_t* payload) {
+  if (!h.mac()) return false;
+  const uint8_t* trailer = payload + h.wire_payload_bytes();
+  if (proto::DataMac::sender_of(trailer) != h.contributor) return false;
+  uint8_t header[proto::kDataHeaderSize];
+  proto::encode_data_header(h, header);  // the parser accepts only the canonical encoding
+  return mac_for(job).verify(header, payload, h.wire_payload_bytes(), trailer);
 }
 
 DropReason SlotEngine::start_bank(Job& job, Bank& b, const DataHeader& h, const uint8_t* payload,
@@ -168,10 +193,19 @@ void SlotEngine::emit(Job& job, const Bank& b, const DataHeader& h, int32_t rank
   r.count = b.count;
   r.dtype = b.dtype;
   r.op = b.op;
+  const bool mac = job.params().mac_key.has_value();
+  if (mac) r.flags |= proto::kFlagMac;
   proto::encode_data_header(r, buf);
   const size_t bytes = r.wire_payload_bytes();
-  if (bytes > 0) std::memcpy(buf + proto::kDataHeaderSize, b.result_data, bytes);
-  out.commit(static_cast<uint32_t>(proto::kDataHeaderSize + bytes), &job, rank, except);
+  uint8_t* body = buf + proto::kDataHeaderSize;
+  if (bytes > 0) std::memcpy(body, b.result_data, bytes);
+  if (mac && !mac_for(job).sign(buf, body, bytes, proto::kAggSender | queue_,
+                                job.next_mac_seq(queue_), body + bytes)) {
+    counters_.send_errors.inc();  // libcrypto failed: send nothing; the worker will ask again
+    return;
+  }
+  out.commit(static_cast<uint32_t>(proto::kDataHeaderSize + r.wire_body_bytes()), &job, rank,
+             except);
 }
 
 }  // namespace conflux::agg

@@ -5,6 +5,8 @@
 // ResultBatch. Not thread-safe: one engine per thread; no locks and no virtual calls inside.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -13,8 +15,22 @@
 #include "aggregator/engine/job_table.h"
 #include "aggregator/engine/result_batch.h"
 #include "conflux/protocol/data.h"
+#include "conflux/protocol/data_mac.h"
 
 namespace conflux::agg {
+
+// Where a received datagram came from: IPv4 address and UDP port in network byte order (as in
+// sockaddr_in). A contribution is taken only from the address its contributor registered at
+// join (SPEC.md §4 "Source binding").
+struct Source {
+  uint32_t ip = 0;
+  uint16_t port = 0;
+
+  static Source of(const sockaddr_in& a) { return {a.sin_addr.s_addr, a.sin_port}; }
+  bool is(const sockaddr_in& a) const {
+    return a.sin_addr.s_addr == ip && a.sin_port == port && a.sin_family == AF_INET;
+  }
+};
 
 class SlotEngine final {
  public:
@@ -27,13 +43,14 @@ class SlotEngine final {
   SlotEngine(JobTable& jobs, unsigned queue, unsigned n_queues, uint32_t max_payload_bytes,
              QueueCounters& counters);
 
-  // Counts, parses and handles one received datagram; results to send are appended to `out`.
-  // Returns kOk when the datagram was used, else the reason it was dropped (already counted).
-  proto::DropReason on_datagram(std::span<const uint8_t> datagram, ResultBatch& out);
+  // Counts, parses and handles one datagram received from `src`; results to send are appended
+  // to `out`. Returns kOk when the datagram was used, else the reason it was dropped (already
+  // counted).
+  proto::DropReason on_datagram(std::span<const uint8_t> datagram, Source src, ResultBatch& out);
 
-  // Handles one datagram that passed proto::parse_data. Does not count anything but the
-  // job's and the queue's result counters; the caller counts the drop reason it returns.
-  proto::DropReason on_contrib(const proto::DataHeader& h, const uint8_t* payload,
+  // Handles one datagram from `src` that passed proto::parse_data. Does not count anything but
+  // the job's and the queue's result counters; the caller counts the drop reason it returns.
+  proto::DropReason on_contrib(const proto::DataHeader& h, const uint8_t* payload, Source src,
                                ResultBatch& out);
 
   unsigned queue() const { return queue_; }
@@ -48,6 +65,10 @@ class SlotEngine final {
   // for `rank` (kAllRanks: every rank but `except`).
   void emit(Job& job, const Bank& b, const proto::DataHeader& h, int32_t rank, uint16_t flags,
             ResultBatch& out, int32_t except = -1);
+  // The data MAC context keyed for `job` (re-keyed only when the job changes).
+  proto::DataMac& mac_for(const Job& job);
+  // A contribution to a job with a data key: signed by its contributor with that key.
+  bool mac_ok(const Job& job, const proto::DataHeader& h, const uint8_t* payload);
 
   JobTable& jobs_;
   unsigned queue_;
@@ -55,6 +76,8 @@ class SlotEngine final {
   uint32_t max_payload_bytes_;
   QueueCounters& counters_;
   std::vector<const void*> srcs_;  // deterministic mode: contributions in rank order
+  proto::DataMac mac_;
+  uint32_t mac_job_ = 0;  // the job mac_ is keyed for (0: none)
 };
 
 }  // namespace conflux::agg

@@ -1,10 +1,17 @@
 // The metrics endpoint: a minimal HTTP/1.0 responder on the control thread's event loop.
-// GET /metrics -> Prometheus text; GET /healthz -> "ok"; anything else -> 404.
+// GET /metrics -> Prometheus text; GET /healthz -> "ok"; POST /admin/drain and
+// POST /admin/undrain (authenticated, see serve_admin) -> drain control; anything else -> 404.
+#include <arpa/inet.h>
+
+#include <cctype>
+#include <chrono>
 #include <string_view>
 
 #include "aggregator/control/control_plane.h"
 #include "aggregator/metrics/prometheus.h"
+#include "conflux/protocol/admin_auth.h"
 #include "fmt/format.h"
+#include "spdlog/spdlog.h"
 
 namespace conflux::agg {
 namespace {
@@ -18,7 +25,64 @@ std::string response(int code, std::string_view reason, std::string_view type,
       code, reason, type, body.size(), body);
 }
 
+// The value of header `name` (case-insensitive) in `request`, or "".
+std::string_view header(std::string_view request, std::string_view name) {
+  size_t at = request.find('\n');
+  while (at != std::string_view::npos && at + 1 < request.size()) {
+    const size_t end = request.find('\n', at + 1);
+    std::string_view line =
+        request.substr(at + 1, end == std::string_view::npos ? end : end - at - 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) break;  // end of the headers
+    const size_t colon = line.find(':');
+    if (colon == name.size()) {
+      bool same = true;
+      for (size_t i = 0; i < colon && same; ++i) {
+        same = std::tolower(static_cast<unsigned char>(line[i])) ==
+               std::tolower(static_cast<unsigned char>(name[i]));
+      }
+      if (same) {
+        std::string_view v = line.substr(colon + 1);
+        while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+        return v;
+      }
+    }
+    at = end;
+  }
+  return {};
+}
+
 }  // namespace
+
+std::string ControlPlane::serve_admin(const Connection& c, std::string_view request,
+                                      std::string_view path) {
+  char peer[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &c.peer.sin_addr, peer, sizeof peer);
+  // With a secret: the header must be valid. Without one: loopback peers only.
+  std::string refused;
+  if (cfg_.secret.empty()) {
+    if ((ntohl(c.peer.sin_addr.s_addr) >> 24) != 127) {
+      refused = "the daemon has no secret: admin commands are taken from loopback only";
+    }
+  } else {
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    const std::string_view auth = header(request, proto::kAdminAuthHeader);
+    refused = auth.empty() ? fmt::format("missing {} header", proto::kAdminAuthHeader)
+                           : proto::admin_auth_check(cfg_.secret, path, auth, now);
+  }
+  if (!refused.empty()) {
+    spdlog::warn("admin {} from {} refused: {}", path, peer, refused);
+    return response(403, "Forbidden", "text/plain; charset=utf-8", refused + "\n");
+  }
+  const bool drain = path == "/admin/drain";
+  spdlog::info("admin {} from {}", path, peer);
+  const size_t told = set_draining(drain);
+  return response(200, "OK", "text/plain; charset=utf-8",
+                  drain ? fmt::format("draining: Joins refused, {} member(s) told to leave\n", told)
+                        : std::string("undrained: Joins taken\n"));
+}
 
 void ControlPlane::serve_http(Connection& c) {
   const std::string_view req(reinterpret_cast<const char*>(c.rbuf.data()), c.rbuf.size());
@@ -33,6 +97,8 @@ void ControlPlane::serve_http(Connection& c) {
                    render_metrics(dataplane_, jobs_, counters_));
   } else if (line.starts_with("GET /healthz ") || line == "GET /healthz") {
     out = response(200, "OK", "text/plain; charset=utf-8", "ok\n");
+  } else if (line.starts_with("POST /admin/drain ") || line.starts_with("POST /admin/undrain ")) {
+    out = serve_admin(c, req, line.substr(5, line.find(' ', 5) - 5));
   } else {
     out = response(404, "Not Found", "text/plain; charset=utf-8", "not found\n");
   }

@@ -1,5 +1,7 @@
 #include "aggregator/metrics/prometheus.h"
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <functional>
 
@@ -16,6 +18,9 @@ class Writer {
   void family(std::string_view name, std::string_view type, std::string_view help) {
     fmt::format_to(std::back_inserter(out_), "# HELP {} {}\n# TYPE {} {}\n", name, help, name,
                    type);
+  }
+  void sample(std::string_view name, double v) {
+    fmt::format_to(std::back_inserter(out_), "{} {:.6f}\n", name, v);
   }
   void sample(std::string_view name, std::string_view labels, uint64_t v) {
     if (labels.empty()) {
@@ -142,9 +147,24 @@ void control_metrics(Writer& w, const ControlCounters& cc) {
   }
   one("conflux_control_worker_timeouts_total", "counter",
       "Control connections closed after worker_timeout_ms of silence.", cc.worker_timeouts);
+  one("conflux_control_join_deadline_closes_total", "counter",
+      "Control connections closed without a Join after control_join_timeout_ms.",
+      cc.join_deadline_closes);
+  w.family("conflux_control_refused_total", "counter",
+           "Control connections closed at accept, by reason.");
+  for (int r = 0; r < static_cast<int>(RefuseReason::kCount); ++r) {
+    w.sample("conflux_control_refused_total",
+             fmt::format("reason=\"{}\"", refuse_reason_name(static_cast<RefuseReason>(r))),
+             cc.refused[r].get());
+  }
+  one("conflux_control_loop_stalls_total", "counter",
+      "Gaps of the control loop of at least max(worker_timeout_ms / 2, 250 ms) (timers restarted).",
+      cc.loop_stalls);
   one("conflux_jobs_created_total", "counter", "Jobs created.", cc.jobs_created);
   one("conflux_jobs_deleted_total", "counter", "Jobs deleted (every rank gone).", cc.jobs_deleted);
   one("conflux_jobs_active", "gauge", "Jobs currently served.", cc.jobs_active);
+  one("conflux_draining", "gauge", "1 while the daemon is drained: Joins refused (conflux drain).",
+      cc.draining);
   one("conflux_slots_in_use", "gauge", "Slots granted to live jobs (of total_slots).",
       cc.slots_in_use);
   one("conflux_metrics_requests_total", "counter", "HTTP requests served on the metrics port.",
@@ -162,6 +182,13 @@ void daemon_metrics(Writer& w, const Dataplane& dp) {
   const auto up = std::chrono::steady_clock::now() - kProcessStart;
   w.sample("conflux_uptime_seconds", "",
            std::chrono::duration_cast<std::chrono::seconds>(up).count());
+  // The Prometheus convention (client libraries export it as well): user + system CPU time of
+  // every thread of the process, for CPU per byte next to the byte counters.
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const auto secs = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  w.family("process_cpu_seconds_total", "counter", "User and system CPU time of confluxd.");
+  w.sample("process_cpu_seconds_total", secs(ru.ru_utime) + secs(ru.ru_stime));
 }
 
 }  // namespace

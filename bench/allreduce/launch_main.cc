@@ -71,6 +71,12 @@ void stop_daemons(std::vector<Daemon>& ds, std::string* problems) {
 }
 
 // Per-thread dataplane packet counters between the two scrapes, as JSON.
+// CPU seconds the daemon used between the two scrapes (process_cpu_seconds_total).
+double cpu_seconds(const Daemon& d) {
+  return prometheus_sum(d.metrics_after, "process_cpu_seconds_total") -
+         prometheus_sum(d.metrics_before, "process_cpu_seconds_total");
+}
+
 void metrics_json(JsonWriter& j, const Daemon& d, double secs) {
   const std::string in = "conflux_dataplane_packets_in_total";
   const std::string out = "conflux_dataplane_packets_out_total";
@@ -86,7 +92,8 @@ void metrics_json(JsonWriter& j, const Daemon& d, double secs) {
     j.begin_object().field("thread", t).field("packets_in", pin).field("packets_out", pout);
     j.field("packets_in_per_s", pin / secs).field("packets_out_per_s", pout / secs).end_object();
   }
-  j.end_array().field("packets_in_per_s_total", total / secs).end_object();
+  j.end_array().field("packets_in_per_s_total", total / secs);
+  j.field("cpu_s", cpu_seconds(d)).end_object();
 }
 
 int run(const Options& o) {
@@ -207,8 +214,9 @@ int run(const Options& o) {
   for (size_t a = 0; a < ds.size(); ++a) {
     const double pps = prometheus_sum(ds[a].metrics_after, "conflux_dataplane_packets_in_total") -
                        prometheus_sum(ds[a].metrics_before, "conflux_dataplane_packets_in_total");
-    std::printf("# confluxd %zu: %.0f packets in, %.0f packets/s over %u thread(s) (%.1f s)\n", a,
-                pps, pps / secs, o.threads, secs);
+    std::printf(
+        "# confluxd %zu: %.0f packets in, %.0f packets/s over %u thread(s) (%.1f s), %.2f CPU-s\n",
+        a, pps, pps / secs, o.threads, secs, cpu_seconds(ds[a]));
   }
   if (!o.json.empty()) {
     JsonWriter j;

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (drop_reason_name(r) == "unknown") std::abort();
     return 0;
   }
-  if (payload != data + kDataHeaderSize || h.wire_payload_bytes() + kDataHeaderSize != size) {
+  if (payload != data + kDataHeaderSize || h.wire_body_bytes() + kDataHeaderSize != size) {
     std::abort();
   }
   uint8_t again[kDataHeaderSize];

@@ -62,11 +62,25 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> ack(kDataHeaderSize);
     encode_data_header(h, ack.data());
     ok &= write_file(data_dir + "/seed_" + std::to_string(n++), ack);
+    // The same acknowledgement and a contribution with the data MAC trailer (the parser
+    // checks its length; the tag is DataMac's business).
+    h.flags = kFlagAck | kFlagMac;
+    std::vector<uint8_t> signed_ack(kDataHeaderSize + kMacTrailerSize, 0xa5);
+    encode_data_header(h, signed_ack.data());
+    ok &= write_file(data_dir + "/seed_" + std::to_string(n++), signed_ack);
+    h.type = PacketType::kContrib;
+    h.flags = kFlagMac | kFlagRetransmit;
+    h.contributor = 2;
+    std::vector<uint8_t> signed_contrib(kDataHeaderSize + h.payload_bytes() + kMacTrailerSize,
+                                        0x3c);
+    encode_data_header(h, signed_contrib.data());
+    ok &= write_file(data_dir + "/seed_" + std::to_string(n++), signed_contrib);
   }
   const std::vector<ControlMsg> msgs = {
       ServerHello{42, (1ULL << 48) - 1, 8192, 512, 1},
       Join{0xabcdef, 4, 1, 0x7f000001, 40000, kJoinFlagDeterministic, 64, 8192, 10000, 99},
       JoinAck{Status::kOk, 3, 0x55, 64, 8192, 0, {9000, 9001}},
+      JoinAck{Status::kOk, 4, 0x66, 32, 8160, kJoinFlagDataMac | kJoinFlagDeterministic, {9000}},
       JoinAck{Status::kNoCapacity, 0, 0, 0, 0, 0, {}},
       Leave{},
       Heartbeat{123456789},

@@ -119,7 +119,7 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
       for (uint16_t i = 0; i < n_ports; ++i) m.ports.push_back(r.get<uint16_t>());
       if (!r.ok_and_done()) return ControlParse::kBadLength;
       if (reserved != 0) return ControlParse::kReservedNonZero;
-      if (!valid_status(status) || (m.flags & ~kJoinFlagDeterministic) != 0) {
+      if (!valid_status(status) || (m.flags & ~(kJoinFlagDeterministic | kJoinFlagDataMac)) != 0) {
         return ControlParse::kBadField;
       }
       m.status = static_cast<Status>(status);

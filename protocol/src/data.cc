@@ -74,6 +74,10 @@ std::string_view drop_reason_name(DropReason r) {
       return "duplicate";
     case DropReason::kWrongQueue:
       return "wrong_queue";
+    case DropReason::kWrongSource:
+      return "wrong_source";
+    case DropReason::kBadMac:
+      return "bad_mac";
   }
   return "unknown";
 }
@@ -122,7 +126,8 @@ DropReason parse_data(std::span<const uint8_t> d, uint32_t max_payload_bytes, Da
   if (count == 0) return DropReason::kZeroCount;
   const uint64_t bytes = uint64_t{count} * dtype_size(dtype);
   if (bytes > max_payload_bytes || bytes > kMaxPayloadBytes) return DropReason::kOversized;
-  if (d.size() != kDataHeaderSize + ((flags & kFlagAck) != 0 ? 0 : bytes)) {
+  if (d.size() != kDataHeaderSize + ((flags & kFlagAck) != 0 ? 0 : bytes) +
+                      ((flags & kFlagMac) != 0 ? kMacTrailerSize : 0)) {
     return DropReason::kLengthMismatch;
   }
 

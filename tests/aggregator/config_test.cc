@@ -120,6 +120,9 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheSource) {
       {{"--secret", "a", "--secret-file", "/nonexistent"}, {}, "", {"secret_file"}},
       {{"--secret-file", "/nonexistent/secret"}, {}, "", {"secret_file"}},
       {{"--no-such-flag"}, {}, "", {"no-such-flag"}},
+      {{"--control-join-timeout-ms", "0"}, {}, "", {"control_join_timeout_ms", "[1, 3600000]"}},
+      {{}, {{"CONFLUX_MAX_CONTROL_CONNECTIONS", "-3"}}, "", {"max_control_connections"}},
+      {{}, {}, "max_control_connections_per_addr = 0\n", {"max_control_connections_per_addr"}},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;
@@ -137,22 +140,35 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheSource) {
   }
 }
 
-TEST(ConfigTest, ConfigPathThatIsNotAReadableFileFailsNamingIt) {
-  // A directory used to load as an empty file: defaults, no secret, no error.
+// A --config path that is not a regular readable file fails at start-up, naming the path
+// (issue 14: a directory used to be read as an empty document, i.e. defaults, secret lost).
+TEST(ConfigTest, ConfigPathMustBeARegularReadableFile) {
   char dir[] = "/tmp/confluxd_cfgdir_XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
-  Loaded l = load({"--config", dir});
-  EXPECT_EQ(l.status, LoadStatus::kError);
-  EXPECT_NE(l.message.find(dir), std::string::npos) << l.message;
-  EXPECT_NE(l.message.find("not a regular file"), std::string::npos) << l.message;
+  for (const std::string& path :
+       {std::string(dir), std::string(dir) + "/missing.toml", std::string("/dev/null")}) {
+    Loaded l = load({"--config", path});
+    EXPECT_EQ(l.status, LoadStatus::kError) << path;
+    EXPECT_NE(l.message.find("'" + path + "'"), std::string::npos) << l.message;
+    l = load({}, {{"CONFLUX_CONFIG", path}});
+    EXPECT_EQ(l.status, LoadStatus::kError) << path;
+    EXPECT_NE(l.message.find("'" + path + "'"), std::string::npos) << l.message;
+  }
+  EXPECT_NE(load({"--config", dir}).message.find("not a regular file (a directory)"),
+            std::string::npos);
   rmdir(dir);
-  l = load({"--config", "/nonexistent/confluxd.toml"});
+}
+
+TEST(ConfigTest, DataMacNeedsASecret) {
+  Loaded l = load({"--data-mac"});
   EXPECT_EQ(l.status, LoadStatus::kError);
-  EXPECT_NE(l.message.find("/nonexistent/confluxd.toml"), std::string::npos) << l.message;
-  EXPECT_NE(l.message.find("no such file"), std::string::npos) << l.message;
-  l = load({}, {{"CONFLUX_CONFIG", "/tmp"}});
-  EXPECT_EQ(l.status, LoadStatus::kError);
-  EXPECT_NE(l.message.find("'/tmp'"), std::string::npos) << l.message;
+  EXPECT_NE(l.message.find("'data_mac'"), std::string::npos) << l.message;
+  l = load({"--data-mac=true", "--secret", "s3cret"});
+  ASSERT_EQ(l.status, LoadStatus::kOk) << l.message;
+  EXPECT_TRUE(l.cfg.data_mac);
+  l = load({}, {{"CONFLUX_DATA_MAC", "true"}, {"CONFLUX_SECRET", "s3cret"}});
+  ASSERT_EQ(l.status, LoadStatus::kOk) << l.message;
+  EXPECT_TRUE(l.cfg.data_mac);
 }
 
 TEST(ConfigTest, SecretFileIsReadAndTrimmed) {

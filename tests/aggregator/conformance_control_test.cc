@@ -283,6 +283,84 @@ TEST_P(ControlPlane, SilentWorkerTimesOut) {
   EXPECT_EQ(metric_sum(metrics(), "conflux_control_worker_timeouts_total"), 1u);
 }
 
+// A connection that never joins is closed at control_join_timeout_ms even though it sends
+// Heartbeats all along (they used to reset its timer, so it could be held forever); one that
+// joined in time (waiting in a rendezvous, or a member) stays.
+TEST_P(ControlPlane, PreJoinConnectionIsClosedAtTheDeadlineDespiteHeartbeats) {
+  Config cfg = base_config();
+  cfg.control_join_timeout_ms = 400;
+  cfg.worker_timeout_ms = 10000;
+  start(cfg);
+  ControlClient idle;
+  ASSERT_TRUE(idle.connect(daemon().control_port()));
+  const auto t0 = std::chrono::steady_clock::now();
+  Worker waiting;  // rank 0 of 2: joined in time, waits in the rendezvous
+  JoinSpec two;
+  two.job_key = 71;
+  two.n_workers = 2;
+  ASSERT_TRUE(waiting.start_join(daemon().control_port(), two));
+  JoinSpec one;
+  one.job_key = 72;
+  auto member = join_job(one, 1);
+  bool closed = false;
+  while (!closed && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3)) {
+    ASSERT_TRUE(idle.send(proto::Heartbeat{1}));
+    closed = idle.wait_closed(40);
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  EXPECT_TRUE(closed);
+  EXPECT_GE(elapsed, std::chrono::milliseconds(400));
+  EXPECT_LT(elapsed, std::chrono::milliseconds(1500));
+  EXPECT_EQ(metric_sum(metrics(), "conflux_control_join_deadline_closes_total"), 1u);
+  // Both joined connections outlive the deadline.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(waiting.ctl.wait_closed(50));
+  EXPECT_FALSE(member[0]->ctl.wait_closed(50));
+  EXPECT_EQ(metric_sum(metrics(), "conflux_control_join_deadline_closes_total"), 1u);
+  EXPECT_EQ(metric_sum(metrics(), "conflux_jobs_active"), 1u);
+}
+
+// Connections beyond max_control_connections, or beyond max_control_connections_per_addr
+// from one address, are closed at accept (no ServerHello) and counted; a freed place is
+// taken again.
+TEST_P(ControlPlane, ConnectionLimitsHold) {
+  Config cfg = base_config();
+  cfg.max_control_connections = 3;
+  start(cfg);
+  std::vector<std::unique_ptr<ControlClient>> c;
+  for (int i = 0; i < 3; ++i) {
+    c.push_back(std::make_unique<ControlClient>());
+    ASSERT_TRUE(c.back()->connect(daemon().control_port())) << i;
+  }
+  for (int i = 0; i < 2; ++i) {
+    ControlClient extra;
+    EXPECT_FALSE(extra.connect(daemon().control_port()));
+  }
+  EXPECT_EQ(metric_sum(metrics(), "conflux_control_refused_total", {{"reason", "total_limit"}}),
+            2u);
+  c.pop_back();
+  EXPECT_EQ(wait_metric("conflux_control_connections", 2), 2u);
+  JoinSpec spec;
+  spec.job_key = 73;
+  auto w = join_job(spec, 1);  // the freed place serves a real job
+  EXPECT_EQ(w[0]->ack.status, Status::kOk);
+
+  cfg.max_control_connections = 100;
+  cfg.max_control_connections_per_addr = 2;
+  start(cfg);
+  c.clear();
+  for (int i = 0; i < 2; ++i) {
+    c.push_back(std::make_unique<ControlClient>());
+    ASSERT_TRUE(c.back()->connect(daemon().control_port())) << i;
+  }
+  ControlClient third;
+  EXPECT_FALSE(third.connect(daemon().control_port()));
+  const std::string m = metrics();
+  EXPECT_EQ(metric_sum(m, "conflux_control_refused_total", {{"reason", "addr_limit"}}), 1u);
+  EXPECT_EQ(metric_sum(m, "conflux_control_refused_total", {{"reason", "total_limit"}}), 0u);
+  EXPECT_EQ(metric_sum(m, "conflux_control_connections"), 2u);
+}
+
 TEST_P(ControlPlane, MetricsEndpoints) {
   start();
   int status = 0;
@@ -295,9 +373,13 @@ TEST_P(ControlPlane, MetricsEndpoints) {
   EXPECT_EQ(status, 200);
   EXPECT_NE(m.find("# TYPE conflux_dataplane_drops_total counter"), std::string::npos);
   const std::string last_thread = std::to_string(daemon().dataplane().n_queues() - 1);
-  EXPECT_NE(m.find("conflux_dataplane_drops_total{thread=\"" + last_thread +
-                   "\",reason=\"wrong_queue\"} 0"),
-            std::string::npos);
+  EXPECT_NE(
+      m.find("conflux_dataplane_drops_total{thread=\"" + last_thread + "\",reason=\"bad_mac\"} 0"),
+      std::string::npos);
+  // The process's CPU time: started threads have used some.
+  const size_t cpu = m.find("\nprocess_cpu_seconds_total ");
+  ASSERT_NE(cpu, std::string::npos);
+  EXPECT_GT(std::stod(m.substr(cpu + 27)), 0.0);
   // Every metric family is documented in the README.
   const std::string readme = [] {
     std::ifstream in(std::string(CONFLUX_SOURCE_DIR) + "/aggregator/README.md");

@@ -3,9 +3,11 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include "conflux/protocol/byteorder.h"
+#include "conflux/protocol/data_mac.h"
 #include "conformance.h"
 
 namespace conflux::agg::testing {
@@ -41,8 +43,11 @@ TEST_P(DataplaneDrops, StateReasonsAreCountedExactly) {
   spec.payload_bytes = 64;
   auto w = join_job(spec, 2);
   UdpClient evil;
+  // A datagram for a valid contributor goes out of that worker's own socket (source binding);
+  // anything else from a foreign socket.
   auto send = [&](proto::DataHeader h, uint16_t port) {
-    evil.send_to(port, make_datagram(h, payload_for(h)));
+    UdpClient& from = h.contributor < w.size() ? w[h.contributor]->udp : evil;
+    from.send_to(port, make_datagram(h, payload_for(h)));
   };
   const uint16_t p0 = w[0]->port_for(0), p1 = w[0]->port_for(1);
   proto::DataHeader h = contrib_header(*w[0], 0, 0, 4);
@@ -72,13 +77,15 @@ TEST_P(DataplaneDrops, StateReasonsAreCountedExactly) {
   for (auto& x : w) ASSERT_TRUE(x->udp.recv(2000).has_value());
   send(contrib_header(*w[0], 1, 3, 4), p1);  // generation 3 reuses bank 1
   send(contrib_header(*w[1], 1, 1, 4), p1);  // stale_generation
+  h = contrib_header(*w[1], 1, 3, 4);
+  evil.send_to(p1, make_datagram(h, payload_for(h)));  // wrong_source: rank 1 from elsewhere
 
   const std::map<std::string, uint64_t> expect = {
       {"unknown_job", 1},           {"bad_token", 1},       {"slot_out_of_range", 1},
       {"wrong_queue", wrong_queue}, {"bad_contributor", 1}, {"oversized", 1},
       {"wrong_direction", 1},       {"slot_mismatch", 2},   {"duplicate", 1},
-      {"stale_generation", 1}};
-  const uint64_t total = 10 + wrong_queue;
+      {"stale_generation", 1},      {"wrong_source", 1}};
+  const uint64_t total = 11 + wrong_queue;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   std::string m;
   do {
@@ -92,6 +99,74 @@ TEST_P(DataplaneDrops, StateReasonsAreCountedExactly) {
               it == expect.end() ? 0u : it->second)
         << name;
   }
+}
+
+// The attack of issue 14: a forger who sniffed the job's id and token sends CONTRIBs for every
+// rank, for the slots and generations the job is using, with garbage payloads, from its own
+// port while AllReduces run back to back. Source binding (SPEC.md §4) drops every one of them
+// as wrong_source; every AllReduce is exact.
+TEST_P(DataplaneDrops, ForgerWithTheTokenCannotPoisonARun) {
+  start();
+  JoinSpec spec;
+  spec.job_key = 41;
+  spec.requested_slots = 8;
+  spec.payload_bytes = 256;
+  auto workers = join_job(spec, 2);
+  std::mt19937_64 rng(5);
+  constexpr uint64_t kCount = 20000;  // 313 packets per rank per AllReduce: ~40 generations
+  std::vector<std::vector<uint8_t>> in;
+  for (int r = 0; r < 2; ++r) in.push_back(exact_values(DType::kFloat32, kCount, rng));
+  const auto expect_out = reference(DType::kFloat32, Op::kSum, in, kCount);
+  std::atomic<uint64_t> seq{0};
+  uint64_t retransmits = 0, runs = 0, exact_runs = 0;
+  bool run_ok = true;
+  std::atomic<bool> forging_done{false};
+  std::thread runner([&] {
+    auto w = ptrs(workers);
+    uint64_t s = 0;
+    while (run_ok && (runs == 0 || !forging_done.load())) {
+      std::vector<std::vector<uint8_t>> out;
+      run_ok = run_allreduce(w, DType::kFloat32, Op::kSum, kCount, in, &s, &out, &retransmits);
+      seq.store(s);
+      ++runs;
+      exact_runs += run_ok && out[0] == expect_out && out[1] == expect_out;
+    }
+  });
+  UdpClient forger;
+  std::vector<uint8_t> poison(256);
+  const float big = 1e30f;
+  for (size_t i = 0; i < poison.size(); i += 4) std::memcpy(&poison[i], &big, 4);
+  // Waits (2 s at most) until `n` forgeries were counted: pacing, so that the socket buffers
+  // never overflow and the count can be exact.
+  auto wait_counted = [&](uint64_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    uint64_t got = drops("wrong_source");
+    while (got < n && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      got = drops("wrong_source");
+    }
+    return got;
+  };
+  constexpr uint64_t kForged = 4000;
+  for (uint64_t i = 0; i < kForged; ++i) {
+    // Near the packets in flight: the current sequence number plus a window's worth ahead.
+    const uint64_t n = seq.load() + i % 16;
+    proto::DataHeader h = contrib_header(*workers[i % 2], static_cast<uint32_t>(n % 8),
+                                         static_cast<uint32_t>(n / 8), 64, DType::kFloat32);
+    if (i % 3 == 0) h.flags = proto::kFlagRetransmit;  // and ask for results to be served
+    forger.send_to(workers[0]->port_for(h.slot), make_datagram(h, poison));
+    if (i % 200 == 199) wait_counted(i + 1);
+  }
+  forging_done = true;
+  runner.join();
+  ASSERT_TRUE(run_ok);
+  EXPECT_GE(runs, 1u);
+  EXPECT_EQ(exact_runs, runs);
+  EXPECT_EQ(wait_counted(kForged), kForged);
+  std::printf("forged CONTRIBs %llu during %llu exact AllReduces\n",
+              static_cast<unsigned long long>(kForged), static_cast<unsigned long long>(runs));
+  EXPECT_EQ(drops("bad_token"), 0u);
+  EXPECT_FALSE(forger.recv(50).has_value());  // nothing was ever served to the forger
 }
 
 // Makes datagrams that the daemon must drop for one stateless reason (1..11).
@@ -197,10 +272,10 @@ TEST_P(DataplaneDrops, HostileTrafficDuringAnExactRun) {
     proto::DataHeader h = contrib_header(w, 0, gen, count, dt);
     return make_datagram(h, payload_for(h));
   };
-  evil.send_to(victim[0]->port_for(0), send_v(*victim[0], 0, 4));
-  evil.send_to(victim[0]->port_for(0), send_v(*victim[1], 0, 4));
+  victim[0]->udp.send_to(victim[0]->port_for(0), send_v(*victim[0], 0, 4));
+  victim[1]->udp.send_to(victim[0]->port_for(0), send_v(*victim[1], 0, 4));
   for (auto& v : victim) ASSERT_TRUE(v->udp.recv(2000).has_value());
-  evil.send_to(victim[0]->port_for(0), send_v(*victim[0], 2, 4));
+  victim[0]->udp.send_to(victim[0]->port_for(0), send_v(*victim[0], 2, 4));
 
   // The correct run, concurrently.
   std::mt19937_64 rng(3);
@@ -231,8 +306,11 @@ TEST_P(DataplaneDrops, HostileTrafficDuringAnExactRun) {
     }
     return s;
   };
-  auto emit = [&](const std::vector<uint8_t>& dg, uint16_t port, DropReason r) {
-    evil.send_to(port, dg);
+  // Datagrams that name a valid contributor of a job go out of that worker's own socket
+  // (`from`), so that they reach the check they are meant for (source binding comes first).
+  auto emit = [&](const std::vector<uint8_t>& dg, uint16_t port, DropReason r,
+                  UdpClient* from = nullptr) {
+    (from != nullptr ? *from : evil).send_to(port, dg);
     ++expect[static_cast<int>(r)];
     if (++sent % 200 == 0 && pacing) {  // pace: never outrun the socket buffers
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
@@ -246,9 +324,12 @@ TEST_P(DataplaneDrops, HostileTrafficDuringAnExactRun) {
     }
   };
   const uint16_t p0 = run.port_for(0), p1 = run.port_for(1);
-  for (int i = 0; i < 380; ++i) {  // >= 10,000 datagrams in all, with or without wrong_queue
-    for (int r = 1; r <= 11; ++r)
-      emit(gen.make(static_cast<DropReason>(r)), i % 2 ? p0 : p1, static_cast<DropReason>(r));
+  for (int i = 0; i < 380; ++i) {    // >= 10,000 datagrams in all, with or without wrong_queue
+    for (int r = 1; r <= 11; ++r) {  // a well-formed oversized one reaches the job's checks
+      const auto reason = static_cast<DropReason>(r);
+      emit(gen.make(reason), i % 2 ? p0 : p1, reason,
+           reason == DropReason::kOversized ? &run_workers[0]->udp : nullptr);
+    }
     proto::DataHeader h = contrib_header(run, 2 * (i % 4), 0, 4);
     h.job_id = 0x7ff000u + i;  // an incarnation number this daemon never reaches
     emit(make_datagram(h, payload_for(h)), p0, DropReason::kUnknownJob);
@@ -256,22 +337,27 @@ TEST_P(DataplaneDrops, HostileTrafficDuringAnExactRun) {
     h.job_token = ~h.job_token;
     emit(make_datagram(h, payload_for(h)), p0, DropReason::kBadToken);
     h = contrib_header(run, 8 + i, 0, 4);
-    emit(make_datagram(h, payload_for(h)), p0, DropReason::kSlotOutOfRange);
+    emit(make_datagram(h, payload_for(h)), p0, DropReason::kSlotOutOfRange, &run_workers[0]->udp);
     h = contrib_header(run, 2 * (i % 4), 0, 4);
     h.contributor = static_cast<uint16_t>(2 + i);
     emit(make_datagram(h, payload_for(h)), p0, DropReason::kBadContributor);
     if (multi_queue()) {  // an odd slot on queue 0's port (one queue: every port is right)
       h = contrib_header(run, 2 * (i % 4) + 1, 0, 4);
-      emit(make_datagram(h, payload_for(h)), p0, DropReason::kWrongQueue);
+      emit(make_datagram(h, payload_for(h)), p0, DropReason::kWrongQueue, &run_workers[0]->udp);
     }
     h = contrib_header(run, 2 * (i % 4), 0, 4);
     h.type = proto::PacketType::kResult;
     emit(make_datagram(h, payload_for(h)), p0, DropReason::kWrongDirection);
     const uint16_t v0 = victim[0]->port_for(0);
-    emit(send_v(*victim[0], 2, 4), v0, DropReason::kDuplicate);
-    emit(send_v(*victim[1], 2, 5), v0, DropReason::kSlotMismatch);
-    emit(send_v(*victim[1], 2, 4, DType::kUint32), v0, DropReason::kSlotMismatch);
-    emit(send_v(*victim[1], 0, 4), v0, DropReason::kStaleGeneration);
+    emit(send_v(*victim[0], 2, 4), v0, DropReason::kDuplicate, &victim[0]->udp);
+    emit(send_v(*victim[1], 2, 5), v0, DropReason::kSlotMismatch, &victim[1]->udp);
+    emit(send_v(*victim[1], 2, 4, DType::kUint32), v0, DropReason::kSlotMismatch, &victim[1]->udp);
+    emit(send_v(*victim[1], 0, 4), v0, DropReason::kStaleGeneration, &victim[1]->udp);
+    // A forger with the sniffed token, for the running job's slots and generations in use:
+    // its source gives it away.
+    h = contrib_header(*run_workers[i % 2], static_cast<uint32_t>(i % 8),
+                       static_cast<uint32_t>(i / 8), 64, DType::kFloat32);
+    emit(make_datagram(h, payload_for(h)), run.port_for(h.slot), DropReason::kWrongSource);
   }
   for (int i = 0; i < 3200; ++i) {
     std::vector<uint8_t> dg;
@@ -307,6 +393,67 @@ TEST_P(DataplaneDrops, HostileTrafficDuringAnExactRun) {
   int status = 0;
   EXPECT_EQ(http_get(static_cast<uint16_t>(d.metrics_port()), "/healthz", &status), "ok\n");
   EXPECT_EQ(status, 200);
+}
+
+// The data MAC (SPEC.md §6) through this backend: the JoinAck grants it (payload less the
+// trailer), an unsigned or tampered contribution is bad_mac and changes nothing, signed ones
+// complete the slot, and each rank's RESULT carries the aggregator's tag over the exact sum.
+TEST_P(DataplaneDrops, DataMacBothWays) {
+  Config cfg = base_config();
+  cfg.secret = "conformance-secret";
+  cfg.data_mac = true;
+  start(cfg);
+  JoinSpec spec;
+  spec.job_key = 43;
+  spec.payload_bytes = 256;
+  spec.secret = cfg.secret;
+  auto workers = join_job(spec, 2);
+  const proto::JoinAck& ack = workers[0]->ack;
+  ASSERT_NE(ack.flags & proto::kJoinFlagDataMac, 0);
+  EXPECT_EQ(ack.payload_bytes, (256u - proto::kMacTrailerSize) & ~7u);
+  proto::DataMac mac;
+  ASSERT_TRUE(mac.set_key(proto::derive_data_key(cfg.secret, ack.job_id, ack.job_token)));
+  uint64_t seq = 0;
+  // Rank r's contribution to slot 0 (16 int32), signed unless `sign` is false.
+  auto contrib = [&](Worker& w, int32_t v, bool sign, bool tamper = false) {
+    proto::DataHeader h;
+    h.flags = sign ? proto::kFlagMac : 0;
+    h.job_id = ack.job_id;
+    h.job_token = ack.job_token;
+    h.contributor = w.contributor;
+    h.count = 16;
+    h.dtype = DType::kInt32;
+    h.op = Op::kSum;
+    std::vector<int32_t> vals(16, v);
+    auto d = make_datagram(h, {reinterpret_cast<uint8_t*>(vals.data()), 64});
+    if (sign) {
+      d.resize(d.size() + proto::kMacTrailerSize);
+      EXPECT_TRUE(mac.sign(d.data(), d.data() + proto::kDataHeaderSize, 64, w.contributor, ++seq,
+                           d.data() + proto::kDataHeaderSize + 64));
+    }
+    if (tamper) d[proto::kDataHeaderSize] ^= 0x40;
+    ASSERT_TRUE(w.udp.send_to(w.port_for(0), d));
+  };
+  contrib(*workers[0], 1000, false);
+  contrib(*workers[0], 1000, true, true);
+  EXPECT_EQ(wait_metric("conflux_dataplane_drops_total", 2), 2u);
+  EXPECT_EQ(drops("bad_mac"), 2u);
+  contrib(*workers[0], 1, true);
+  contrib(*workers[1], 2, true);
+  for (auto& w : workers) {
+    auto r = w->udp.recv(3000);
+    ASSERT_TRUE(r.has_value());
+    proto::DataHeader h;
+    const uint8_t* payload = nullptr;
+    ASSERT_EQ(proto::parse_data(*r, 61440, &h, &payload), DropReason::kOk);
+    ASSERT_TRUE(h.mac());
+    const uint8_t* trailer = payload + 64;
+    EXPECT_NE(proto::DataMac::sender_of(trailer) & proto::kAggSender, 0u);
+    EXPECT_TRUE(mac.verify(r->data(), payload, 64, trailer));
+    std::vector<int32_t> sum(16);
+    std::memcpy(sum.data(), payload, 64);
+    EXPECT_EQ(sum, std::vector<int32_t>(16, 3));  // the forgeries changed nothing
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DataplaneDrops, ::testing::ValuesIn(conformance_backends()),

@@ -1,10 +1,17 @@
 // confluxd as a process: ready_file, SIGTERM with workers connected, configuration errors.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -17,9 +24,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-pid_t spawn(const std::vector<std::string>& args, const std::string& stderr_path) {
+// `nofile` > 0: the child's RLIMIT_NOFILE (soft and hard).
+pid_t spawn(const std::vector<std::string>& args, const std::string& stderr_path,
+            rlim_t nofile = 0) {
   const pid_t pid = fork();
   if (pid == 0) {
+    if (nofile > 0) {
+      const rlimit lim{nofile, nofile};
+      if (setrlimit(RLIMIT_NOFILE, &lim) != 0) _exit(126);
+    }
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(CONFLUXD_PATH));
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -61,6 +74,45 @@ std::map<std::string, std::string> read_ready(const std::string& path, int timeo
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return kv;
+}
+
+// CPU time (user + system) the process has used, in clock ticks.
+uint64_t cpu_ticks(pid_t pid) {
+  const std::string stat = [&] {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }();
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // after "pid (comm) "
+  std::string f;
+  uint64_t utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {  // field 3 is the state
+    if (i == 14) utime = std::stoull(f);
+    if (i == 15) stime = std::stoull(f);
+  }
+  return utime + stime;
+}
+
+size_t count_lines_with(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1))
+    ++n;
+  return n;
+}
+
+// A plain TCP connection to 127.0.0.1:port that never says anything; -1 on failure.
+int raw_connect(uint16_t port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 std::string slurp(const std::string& path) {
@@ -132,6 +184,147 @@ TEST_P(Process, ConfigurationErrorsExitWithCode2) {
   const pid_t b = spawn({"--config", dir_ + "/bad.toml"}, dir_ + "/b");
   EXPECT_EQ(wait_exit(b, 5000), 2);
   EXPECT_NE(slurp(dir_ + "/b").find("contro_port"), std::string::npos);
+  // A directory given as the config file (issue 14: it used to run on defaults).
+  const pid_t c =
+      spawn({"--config", dir_, "--control-port", "0", "--data-port", "0", "--metrics-port", "-1"},
+            dir_ + "/c");
+  EXPECT_EQ(wait_exit(c, 5000), 2);
+  EXPECT_NE(slurp(dir_ + "/c").find("'" + dir_ + "' is not a regular file"), std::string::npos)
+      << slurp(dir_ + "/c");
+}
+
+// Issue 14: with RLIMIT_NOFILE lowered, connections that never join exhaust the daemon's
+// descriptors and accept() fails with EMFILE on every turn. The daemon must not spin (CPU time
+// bounded), must log about one line per second at most, and must take a legitimate job once
+// the descriptors are free again.
+TEST_P(Process, OutOfFileDescriptorsNeitherSpinsNorFloodsAndRecovers) {
+  const std::string ready = dir_ + "/ready";
+  const pid_t pid = spawn({"--listen", "127.0.0.1", "--control-port", "0", "--data-port", "0",
+                           "--metrics-port", "0", "--ready-file", ready, "--dataplane", GetParam(),
+                           "--log-level", "info", "--control-join-timeout-ms", "60000"},
+                          dir_ + "/stderr", /*nofile=*/48);
+  auto kv = read_ready(ready, 5000);
+  ASSERT_EQ(kv.size(), 4u) << slurp(dir_ + "/stderr");
+  const auto control_port = static_cast<uint16_t>(std::stoi(kv["control_port"]));
+  const auto metrics_port = static_cast<uint16_t>(std::stoi(kv["metrics_port"]));
+  std::vector<int> held;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = raw_connect(control_port);
+    ASSERT_GE(fd, 0);
+    held.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // accepts until EMFILE
+  const uint64_t cpu0 = cpu_ticks(pid);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < 100; ++i) {  // and an attacker that keeps connecting meanwhile
+    const int fd = raw_connect(control_port);
+    if (fd >= 0) held.push_back(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const uint64_t cpu = cpu_ticks(pid) - cpu0;
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const long hz = sysconf(_SC_CLK_TCK);
+  std::printf("out of fds for %.2f s: daemon CPU %.3f s\n", seconds, double(cpu) / double(hz));
+  EXPECT_LT(double(cpu) / double(hz), 0.25 * seconds);  // a spin would be ~1.0 * seconds
+  const std::string log = slurp(dir_ + "/stderr");
+  const size_t emfile_lines = count_lines_with(log, "Too many open files");
+  EXPECT_GE(emfile_lines, 1u) << log.substr(0, 2000);
+  EXPECT_LE(emfile_lines, 2 + static_cast<size_t>(seconds)) << log.substr(0, 2000);
+
+  for (int fd : held) close(fd);
+  Worker w;  // once the descriptors are free, a legitimate job joins
+  proto::Status st = proto::Status::kInternal;
+  for (int attempt = 0; attempt < 20 && st != proto::Status::kOk; ++attempt) {
+    Worker fresh;
+    JoinSpec spec;
+    spec.job_key = 81;
+    if (fresh.start_join(control_port, spec)) st = fresh.finish_join(2000);
+    if (st != proto::Status::kOk) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(st, proto::Status::kOk);
+  const std::string m = http_get(metrics_port, "/metrics");
+  EXPECT_GE(metric_sum(m, "conflux_control_refused_total", {{"reason", "no_fds"}}), 1u) << m;
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(pid, 3000), 0);
+}
+
+// Issue 14: SIGSTOP of the daemon for 2x the worker timeout while its workers keep sending
+// Heartbeats. After SIGCONT it reads their waiting input before judging silence and treats the
+// gap in its own loop as its own stall (logged once): the job survives and still reduces
+// exactly. A worker that really went silent is still closed, one worker timeout later.
+TEST_P(Process, StoppedDaemonKeepsTheWorkersThatKeptTalking) {
+  const std::string ready = dir_ + "/ready";
+  const pid_t pid =
+      spawn({"--listen", "127.0.0.1", "--control-port", "0", "--data-port", "0", "--metrics-port",
+             "0", "--ready-file", ready, "--dataplane", GetParam(), "--log-level", "info",
+             "--worker-timeout-ms", "500", "--heartbeat-ms", "100"},
+            dir_ + "/stderr");
+  auto kv = read_ready(ready, 5000);
+  ASSERT_EQ(kv.size(), 4u) << slurp(dir_ + "/stderr");
+  const auto control_port = static_cast<uint16_t>(std::stoi(kv["control_port"]));
+  std::vector<std::unique_ptr<Worker>> w;
+  for (uint32_t r = 0; r < 2; ++r) {
+    w.push_back(std::make_unique<Worker>());
+    JoinSpec spec;
+    spec.job_key = 91;
+    spec.n_workers = 2;
+    spec.rank = r;
+    ASSERT_TRUE(w.back()->start_join(control_port, spec));
+  }
+  for (auto& x : w) ASSERT_EQ(x->finish_join(3000), proto::Status::kOk);
+  Worker silent;  // another job's worker: talks until the stop, then never again
+  JoinSpec other;
+  other.job_key = 92;
+  ASSERT_TRUE(silent.start_join(control_port, other));
+  ASSERT_EQ(silent.finish_join(3000), proto::Status::kOk);
+
+  std::atomic<bool> talking{true}, silent_talks{true};
+  std::thread heartbeats([&] {
+    while (talking) {
+      for (auto& x : w) x->ctl.send(proto::Heartbeat{1});
+      if (silent_talks) silent.ctl.send(proto::Heartbeat{1});
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  silent_talks = false;
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // 2x worker_timeout_ms
+  const auto resumed = Clock::now();
+  ASSERT_EQ(kill(pid, SIGCONT), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  talking = false;
+  heartbeats.join();
+  for (auto& x : w) EXPECT_FALSE(x->ctl.wait_closed(50));
+  EXPECT_TRUE(silent.ctl.wait_closed(2000));
+  EXPECT_GE(Clock::now() - resumed, std::chrono::milliseconds(400));  // a fresh timeout, not 0
+
+  auto ptr = std::vector<Worker*>{w[0].get(), w[1].get()};
+  std::vector<std::vector<uint8_t>> in(2, std::vector<uint8_t>(4000));
+  for (size_t i = 0; i < 1000; ++i) {
+    const int32_t a = static_cast<int32_t>(i), b = static_cast<int32_t>(3 * i);
+    std::memcpy(&in[0][4 * i], &a, 4);
+    std::memcpy(&in[1][4 * i], &b, 4);
+  }
+  uint64_t seq = 0, retransmits = 0;
+  std::vector<std::vector<uint8_t>> out;
+  ASSERT_TRUE(run_allreduce(ptr, DType::kInt32, Op::kSum, 1000, in, &seq, &out, &retransmits));
+  for (size_t i = 0; i < 1000; ++i) {
+    int32_t got = 0;
+    std::memcpy(&got, &out[1][4 * i], 4);
+    ASSERT_EQ(got, static_cast<int32_t>(4 * i)) << i;
+  }
+  EXPECT_EQ(out[0], out[1]);
+
+  const std::string log = slurp(dir_ + "/stderr");
+  EXPECT_EQ(count_lines_with(log, "control loop did not run for"), 1u) << log;
+  EXPECT_EQ(count_lines_with(log, "silent for"), 1u) << log;  // the silent worker only
+  const std::string m = http_get(static_cast<uint16_t>(std::stoi(kv["metrics_port"])), "/metrics");
+  EXPECT_EQ(metric_sum(m, "conflux_control_loop_stalls_total"), 1u);
+  EXPECT_EQ(metric_sum(m, "conflux_control_worker_timeouts_total"), 1u);
+  EXPECT_EQ(metric_sum(m, "conflux_jobs_active"), 1u);
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(pid, 3000), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Process, ::testing::ValuesIn(runnable_backends()),

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "aggregator/engine/job_table.h"
@@ -31,9 +32,19 @@ class SlotEngineTest : public ::testing::Test {
     p.slots = slots;
     p.payload_bytes = payload;
     p.deterministic = deterministic;
-    p.workers.resize(n_workers);
+    for (uint32_t r = 0; r < n_workers; ++r) p.workers.push_back(worker_addr(r));
     jobs_.publish(std::make_unique<Job>(std::move(p), kQueues));
   }
+
+  // Where rank r registered at join (10.0.0.1:5000+r).
+  static sockaddr_in worker_addr(uint32_t r) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(0x0a000001);
+    a.sin_port = htons(static_cast<uint16_t>(5000 + r));
+    return a;
+  }
+  static Source src_of(uint32_t r) { return Source::of(worker_addr(r)); }
 
   DataHeader hdr(uint16_t c, uint32_t slot, uint32_t gen, uint32_t count = 4,
                  DType dt = DType::kInt32) {
@@ -51,7 +62,8 @@ class SlotEngineTest : public ::testing::Test {
   }
 
   DropReason contrib(const DataHeader& h, std::vector<int32_t> v) {
-    return engine_.on_contrib(h, reinterpret_cast<const uint8_t*>(v.data()), out_);
+    return engine_.on_contrib(h, reinterpret_cast<const uint8_t*>(v.data()), src_of(h.contributor),
+                              out_);
   }
 
   std::vector<int32_t> result_of(size_t i) const {
@@ -252,17 +264,144 @@ TEST_F(SlotEngineTest, StatelessRejections) {
   EXPECT_TRUE(out_.empty());
 }
 
+// Source binding (SPEC.md §4): a contribution with the right job id, token and contributor
+// from any other address or port is dropped as wrong_source, before it touches the slot, and
+// does not displace the real contribution or serve a result to the forger.
+TEST_F(SlotEngineTest, ContributionsAreBoundToTheRegisteredSource) {
+  make_job(2, 4);
+  const std::vector<int32_t> garbage{-7, -7, -7, -7};
+  auto forged = [&](uint16_t c, uint32_t gen, Source from, bool retransmit = false) {
+    DataHeader h = hdr(c, 0, gen);
+    if (retransmit) h.flags = proto::kFlagRetransmit;
+    return engine_.on_contrib(h, reinterpret_cast<const uint8_t*>(garbage.data()), from, out_);
+  };
+  Source other_port = src_of(0);
+  other_port.port = htons(6000);
+  Source other_ip = src_of(1);
+  other_ip.ip = htonl(0x0a000002);
+  // Forgeries for both ranks, from another port, another address, the other rank's address
+  // and no address at all: none counts as the contribution.
+  EXPECT_EQ(forged(0, 0, other_port), DropReason::kWrongSource);
+  EXPECT_EQ(forged(1, 0, other_ip), DropReason::kWrongSource);
+  EXPECT_EQ(forged(1, 0, src_of(0)), DropReason::kWrongSource);
+  EXPECT_EQ(forged(0, 0, Source{}), DropReason::kWrongSource);
+  EXPECT_EQ(jobs_.find(id_)->counters(0).packets_in.get(), 0u);  // not accepted for the job
+  EXPECT_EQ(contrib(hdr(0, 0, 0), {1, 2, 3, 4}), DropReason::kOk);
+  EXPECT_EQ(forged(1, 0, other_port), DropReason::kWrongSource);  // mid-slot
+  EXPECT_EQ(contrib(hdr(1, 0, 0), {10, 20, 30, 40}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(result_of(0), (std::vector<int32_t>{11, 22, 33, 44}));
+  out_.clear();
+  // A resend from a foreign source is not served; from the rank's own source it is.
+  EXPECT_EQ(forged(1, 0, other_port, true), DropReason::kWrongSource);
+  EXPECT_TRUE(out_.empty());
+  EXPECT_EQ(counters_.retransmits_served.get(), 0u);
+  // Bad tokens are still bad tokens, whatever the source (the token is checked first), and
+  // an out-of-range contributor is bad_contributor.
+  DataHeader h = hdr(0, 0, 0);
+  h.job_token ^= 1;
+  EXPECT_EQ(
+      engine_.on_contrib(h, reinterpret_cast<const uint8_t*>(garbage.data()), other_port, out_),
+      DropReason::kBadToken);
+  EXPECT_EQ(forged(2, 0, other_port), DropReason::kBadContributor);
+}
+
 TEST_F(SlotEngineTest, OnDatagramCountsEveryDrop) {
   make_job(1, 2);
   const std::vector<uint8_t> junk(20, 0xab);
-  EXPECT_EQ(engine_.on_datagram(junk, out_), DropReason::kTruncated);
+  EXPECT_EQ(engine_.on_datagram(junk, src_of(0), out_), DropReason::kTruncated);
   std::vector<int32_t> v{1, 2, 3, 4};
   auto d = testing::make_datagram(hdr(0, 0, 0), {reinterpret_cast<uint8_t*>(v.data()), 16});
-  EXPECT_EQ(engine_.on_datagram(d, out_), DropReason::kOk);
-  EXPECT_EQ(counters_.packets_in.get(), 2u);
-  EXPECT_EQ(counters_.bytes_in.get(), 20u + 48 + 16);
+  EXPECT_EQ(engine_.on_datagram(d, src_of(0), out_), DropReason::kOk);
+  EXPECT_EQ(engine_.on_datagram(d, src_of(1), out_), DropReason::kWrongSource);
+  EXPECT_EQ(counters_.packets_in.get(), 3u);
+  EXPECT_EQ(counters_.bytes_in.get(), 20u + 2 * (48 + 16));
   EXPECT_EQ(counters_.drops[int(DropReason::kTruncated)].get(), 1u);
+  EXPECT_EQ(counters_.drops[int(DropReason::kWrongSource)].get(), 1u);
   EXPECT_EQ(jobs_.find(id_)->counters(0).packets_in.get(), 1u);
+}
+
+// Data MAC (SPEC.md §6): a job with a key takes only contributions its contributor signed
+// with it, and signs every result (sender kAggSender | queue, a fresh sequence number each).
+TEST_F(SlotEngineTest, DataMacJobTakesOnlySignedContributionsAndSignsResults) {
+  make_job(2, 4);
+  jobs_.retire(id_);
+  id_ = jobs_.allocate_id();
+  const proto::DataKey key = proto::derive_data_key("secret", id_, 0xfeedULL);
+  JobParams p;
+  p.id = id_;
+  p.token = 0xfeedULL;
+  p.n_workers = 2;
+  p.slots = 4;
+  p.payload_bytes = 64;
+  p.workers = {worker_addr(0), worker_addr(1)};
+  p.mac_key = key;
+  jobs_.publish(std::make_unique<Job>(std::move(p), kQueues));
+  proto::DataMac mac;
+  ASSERT_TRUE(mac.set_key(key));
+  // A CONTRIB of rank c signed as `sender` (nullopt: no trailer); `tamper` flips a payload bit.
+  auto datagram = [&](uint16_t c, std::optional<uint32_t> sender, bool tamper = false,
+                      uint64_t seq = 1, proto::DataMac* signer = nullptr) {
+    DataHeader h = hdr(c, 0, 0);
+    if (sender) h.flags |= proto::kFlagMac;
+    std::vector<int32_t> v{1 + c, 2, 3, 4};
+    std::vector<uint8_t> d = testing::make_datagram(h, {reinterpret_cast<uint8_t*>(v.data()), 16});
+    if (sender) {
+      d.resize(d.size() + proto::kMacTrailerSize);
+      EXPECT_TRUE((signer != nullptr ? *signer : mac)
+                      .sign(d.data(), d.data() + proto::kDataHeaderSize, 16, *sender, seq,
+                            d.data() + proto::kDataHeaderSize + 16));
+    }
+    if (tamper) d[proto::kDataHeaderSize] ^= 1;
+    return d;
+  };
+  EXPECT_EQ(engine_.on_datagram(datagram(0, std::nullopt), src_of(0), out_), DropReason::kBadMac);
+  EXPECT_EQ(engine_.on_datagram(datagram(0, 1), src_of(0), out_),
+            DropReason::kBadMac);  // as rank 1
+  EXPECT_EQ(engine_.on_datagram(datagram(0, 0, true), src_of(0), out_), DropReason::kBadMac);
+  proto::DataMac other;
+  ASSERT_TRUE(other.set_key(proto::derive_data_key("secret", id_, 0xbeefULL)));
+  // Signed with another job's key.
+  EXPECT_EQ(engine_.on_datagram(datagram(0, 0, false, 1, &other), src_of(0), out_),
+            DropReason::kBadMac);
+  EXPECT_EQ(counters_.drops[int(DropReason::kBadMac)].get(), 4u);
+  EXPECT_EQ(jobs_.find(id_)->counters(0).packets_in.get(), 0u);
+  // Signed right but from a foreign source: source binding still holds.
+  Source other_port = src_of(0);
+  other_port.port = htons(6000);
+  EXPECT_EQ(engine_.on_datagram(datagram(0, 0), other_port, out_), DropReason::kWrongSource);
+  EXPECT_EQ(engine_.on_datagram(datagram(0, 0), src_of(0), out_), DropReason::kOk);
+  EXPECT_EQ(engine_.on_datagram(datagram(1, 1, false, 5), src_of(1), out_), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  // The result: flag, trailer, a tag the workers' key verifies, the queue's sender id.
+  const ResultBatch::Entry& r = out_[0];
+  ASSERT_EQ(r.len, proto::kDataHeaderSize + 16 + proto::kMacTrailerSize);
+  EXPECT_TRUE(header_of(0).mac());
+  const uint8_t* trailer = r.data + proto::kDataHeaderSize + 16;
+  EXPECT_EQ(proto::DataMac::sender_of(trailer), proto::kAggSender | 0u);
+  EXPECT_TRUE(mac.verify(r.data, r.data + proto::kDataHeaderSize, 16, trailer));
+  std::vector<int32_t> sum(4);
+  std::memcpy(sum.data(), r.data + proto::kDataHeaderSize, 16);
+  EXPECT_EQ(sum, (std::vector<int32_t>{3, 4, 6, 8}));
+  // A resend is signed again under a new sequence number.
+  const std::vector<uint8_t> first_trailer(trailer, trailer + proto::kMacTrailerSize);
+  out_.clear();
+  EXPECT_EQ(engine_.on_datagram(datagram(1, 1, false, 6), src_of(1), out_), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  const uint8_t* trailer2 = out_[0].data + proto::kDataHeaderSize + 16;
+  EXPECT_TRUE(mac.verify(out_[0].data, out_[0].data + proto::kDataHeaderSize, 16, trailer2));
+  EXPECT_NE(std::memcmp(first_trailer.data() + 4, trailer2 + 4, 8), 0);
+}
+
+TEST_F(SlotEngineTest, MacOnAJobWithoutAKeyIsDropped) {
+  make_job(1, 2);
+  DataHeader h = hdr(0, 0, 0);
+  h.flags = proto::kFlagMac;
+  std::vector<int32_t> v{1, 2, 3, 4};
+  auto d = testing::make_datagram(h, {reinterpret_cast<uint8_t*>(v.data()), 16});
+  d.resize(d.size() + proto::kMacTrailerSize);
+  EXPECT_EQ(engine_.on_datagram(d, src_of(0), out_), DropReason::kBadMac);
+  EXPECT_TRUE(out_.empty());
 }
 
 // Deterministic mode: every arrival order gives the same bits, equal to the rank-order
@@ -308,7 +447,7 @@ TEST_F(SlotEngineTest, DeterministicModeIsOrderIndependent) {
       out_.clear();
       for (uint32_t r : order) {
         DataHeader h = hdr(static_cast<uint16_t>(r), 0, gen, kCount, dt);
-        ASSERT_EQ(engine_.on_contrib(h, in[r].data(), out_), DropReason::kOk);
+        ASSERT_EQ(engine_.on_contrib(h, in[r].data(), src_of(r), out_), DropReason::kOk);
       }
       ASSERT_EQ(out_.size(), 1u);
       ASSERT_EQ(0, std::memcmp(out_[0].data + 48, expect.data(), expect.size()))

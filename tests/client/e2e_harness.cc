@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <sstream>
 
 #include "proc.h"
 
@@ -57,6 +58,11 @@ std::string DaemonProcess::start(const std::string& dir, const std::vector<std::
   }
   control_port = static_cast<uint16_t>(std::stoi(kv["control_port"]));
   metrics_port = static_cast<uint16_t>(std::stoi(kv["metrics_port"]));
+  data_ports.clear();
+  std::stringstream ports(kv["data_ports"]);
+  for (std::string p; std::getline(ports, p, ',');) {
+    data_ports.push_back(static_cast<uint16_t>(std::stoi(p)));
+  }
   return "";
 }
 

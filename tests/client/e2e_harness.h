@@ -13,6 +13,7 @@ namespace conflux::client::e2e {
 struct DaemonProcess {
   pid_t pid = -1;
   uint16_t control_port = 0, metrics_port = 0;
+  std::vector<uint16_t> data_ports;  // the dataplane threads' UDP ports
   std::string log;
 
   DaemonProcess() = default;

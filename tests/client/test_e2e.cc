@@ -123,6 +123,33 @@ TEST_P(E2EOffload, EveryDtypeAndOpExactWithAndWithoutGsoGro) {
 INSTANTIATE_TEST_SUITE_P(UdpOffload, E2EOffload, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "on" : "off"; });
 
+// The data MAC (SPEC.md §6) on every packet both ways, with loss, duplicates and reordering
+// (resends are signed afresh) and GSO/GRO on: every result exact and no packet dropped as
+// bad_mac on either side; then owned results (a Reduce to rank 1: payload to the owner,
+// signed acknowledgements to the others); then a worker without the secret cannot join.
+TEST_F(E2E, DataMacEveryDtypeAndOpExactUnderFaults) {
+  start_daemon({"--secret", "mac-secret", "--data-mac=true"});
+  const std::vector<std::string> args = {
+      "--secret",        "mac-secret",   "--dtype",      "all",  "--op",        "all",
+      "--count",         "1,1023,70000", "--fault-drop", "0.01", "--fault-dup", "0.01",
+      "--fault-reorder", "0.01",         "--log-level",  "info"};
+  auto rs = run(4, args);
+  expect_all_ok(rs, "verified: all 144 results correct");
+  EXPECT_NE((rs[0].out + rs[0].err).find("data MAC"), std::string::npos) << rs[0].out << rs[0].err;
+  auto owned_args = args;
+  owned_args.insert(owned_args.end(), {"--root", "1"});
+  auto owned = run(4, owned_args);
+  for (const WorkerResult& w : owned) EXPECT_TRUE(w.exited_ok) << w.out << w.err;
+  for (const WorkerResult& w : rs) {
+    EXPECT_EQ(w.json.find("\"bad_mac\""), std::string::npos) << w.json;  // drops listed if any
+  }
+  std::string err;
+  const std::string m = tools::http_get(d_.metrics_port, "/metrics", &err);
+  EXPECT_EQ(tools::prometheus_sum(m, "conflux_dataplane_drops_total", "reason=\"bad_mac\""), 0);
+  auto no_secret = run(1, {"--count", "100"}, 10s);
+  EXPECT_FALSE(no_secret[0].exited_ok);
+}
+
 TEST_F(E2E, DeterministicModeIsBitwiseTheRankOrderReference) {
   // Random float inputs: any other summation order would differ in the last bits. The
   // daemon reorders its input to make arrival order differ from rank order.

@@ -102,8 +102,11 @@ TEST(DataHeader, EveryStatelessReasonIsDetected) {
   d[6] = 0x80;
   EXPECT_EQ(parse(d), DropReason::kBadFlags);
   d = good;
-  d[7] = 0x08;  // the first bit after RETRANSMIT, OWNED and ACK
+  d[7] = 0x10;  // the first bit after RETRANSMIT, OWNED, ACK and MAC
   EXPECT_EQ(parse(d), DropReason::kBadFlags);
+  d = good;
+  d[7] = 0x08;  // MAC without its trailer
+  EXPECT_EQ(parse(d), DropReason::kLengthMismatch);
   d = good;
   d[14] = 1;  // an owner without the OWNED flag
   EXPECT_EQ(parse(d), DropReason::kReservedNonZero);

@@ -156,7 +156,8 @@ void DpdkQueue::handle(rte_mbuf* m, bool from_peer) {
         }
       }
       // Zero copy: the engine reduces from the mbuf's payload before the mbuf is freed.
-      pipeline_.on_datagram({f.payload, f.payload_len}, results_);
+      pipeline_.on_datagram({f.payload, f.payload_len}, Source{htonl(f.src_ip), htons(f.src_port)},
+                            results_);
       break;
     case FrameKind::kArpRequest:
       neighbors_.learn(f.src_ip, f.src_mac);

@@ -29,6 +29,7 @@ UdpQueue::UdpQueue(int fd, uint16_t port, unsigned queue, unsigned n_queues, Job
       rx_msgs_(batch_),
       rx_iov_(batch_),
       rx_control_(batch_),
+      rx_addr_(batch_),
       tx_msgs_(batch_),
       tx_iov_(batch_ * udp_offload::kMaxSegments),
       tx_control_(batch_),
@@ -66,6 +67,8 @@ void UdpQueue::run(const std::atomic<bool>& stop) {
 int UdpQueue::receive() {
   for (size_t i = 0; i < batch_; ++i) {
     std::memset(&rx_msgs_[i].msg_hdr, 0, sizeof(msghdr));
+    rx_msgs_[i].msg_hdr.msg_name = &rx_addr_[i];  // the sender: source binding (SPEC.md §4)
+    rx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
     rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
     rx_msgs_[i].msg_hdr.msg_iovlen = 1;
     if (gro_) {
@@ -95,12 +98,16 @@ void UdpQueue::process(int i) {
   } else {
     counters_.gro_receives.inc();
   }
+  const msghdr& m = rx_msgs_[i].msg_hdr;
+  // Not IPv4 (cannot happen on this AF_INET socket): a source no contributor has. The kernel
+  // coalesces only datagrams of one flow, so every GRO segment has this one source.
+  const Source src = m.msg_namelen == sizeof(sockaddr_in) ? Source::of(rx_addr_[i]) : Source{};
   size_t at = 0;
   do {
     // A GRO batch yields a result per datagram: send what is pending before the batch fills.
     if (results_.room() < RxPipeline::kMaxResultsPerDatagram) transmit();
     const size_t n = std::min(segment, len - at);
-    pipeline_.on_datagram({data + at, n}, results_);
+    pipeline_.on_datagram({data + at, n}, src, results_);
     at += n;
   } while (at < len);
 }

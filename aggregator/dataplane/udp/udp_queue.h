@@ -70,6 +70,7 @@ class UdpQueue final {
   std::vector<mmsghdr> rx_msgs_;
   std::vector<iovec> rx_iov_;
   std::vector<udp_offload::ControlBuffer> rx_control_;
+  std::vector<sockaddr_in> rx_addr_;  // source of each received buffer (all its GRO segments)
   std::vector<TxItem> tx_order_;
   std::vector<mmsghdr> tx_msgs_;
   std::vector<iovec> tx_iov_;  // kMaxSegments per message

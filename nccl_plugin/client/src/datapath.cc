@@ -57,9 +57,9 @@ bool Progress::send_new(int64_t now) {
       h.count = e.count;
       h.dtype = e.dtype;
       h.op = e.op;
+      if (g.mac != nullptr) h.flags |= proto::kFlagMac;
       proto::encode_data_header(h, e.header);
-      tx_.push_back({g.port_addrs[slot % g.port_addrs.size()], e.header, e.src,
-                     static_cast<uint32_t>(e.count * esize)});
+      if (!queue_tx(g, a, slot)) return any;
       ++r->next_j[a];
       if (aggregator_packet(pos, r->next_j[a], n_aggs) >= r->plan.n_packets) {
         g.send_queue.pop_front();
@@ -71,6 +71,23 @@ bool Progress::send_new(int64_t now) {
     }
   }
   return any;
+}
+
+bool Progress::queue_tx(Agg& g, uint32_t a, uint32_t slot) {
+  SlotEntry& e = g.window.entry(slot);
+  const auto len = static_cast<uint32_t>(e.count * dtype_size(e.dtype));
+  const uint8_t* trailer = nullptr;
+  if (g.j.mac_key.has_value()) {
+    // A fresh sequence number for every transmission, resends included: one IV, one message.
+    if (g.mac == nullptr || !g.mac->sign(e.header, e.src, len, static_cast<uint32_t>(sh_->cfg.rank),
+                                         ++g.mac_seq, e.trailer)) {
+      fail_engine("data MAC: libcrypto could not sign a contribution", static_cast<int>(a));
+      return false;
+    }
+    trailer = e.trailer;
+  }
+  tx_.push_back({g.port_addrs[slot % g.port_addrs.size()], e.header, e.src, len, trailer});
+  return true;
 }
 
 void Progress::flush_tx() {
@@ -112,6 +129,14 @@ bool Progress::receive(int64_t now) {
   return any;
 }
 
+bool Progress::result_mac_ok(Agg& g, const proto::DataHeader& h, const uint8_t* datagram,
+                             const uint8_t* payload) {
+  const uint8_t* trailer = payload + h.wire_payload_bytes();
+  return h.mac() && g.mac != nullptr &&
+         (proto::DataMac::sender_of(trailer) & proto::kAggSender) != 0 &&
+         g.mac->verify(datagram, payload, h.wire_payload_bytes(), trailer);
+}
+
 void Progress::on_result(const uint8_t* data, size_t len, bool truncated, int64_t now) {
   Counters& c = sh_->ctr;
   if (truncated) {
@@ -144,6 +169,11 @@ void Progress::on_result(const uint8_t* data, size_t len, bool truncated, int64_
   }
   if (g == nullptr) {
     c.drop(job_seen ? proto::DropReason::kBadToken : proto::DropReason::kUnknownJob);
+    return;
+  }
+  // Data MAC (SPEC.md §6): from an aggregator that signs, only what its threads signed.
+  if (g->j.mac_key.has_value() ? !result_mac_ok(*g, h, data, payload) : h.mac()) {
+    c.drop(proto::DropReason::kBadMac);
     return;
   }
   uint32_t slot = 0;

@@ -107,7 +107,8 @@ std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string
     // Every outstanding packet may be answered at once: the socket must hold them all.
     size_t window_bytes = 0;
     for (const AggregatorInfo& a : impl->infos) {
-      window_bytes += size_t{a.granted_slots} * (proto::kDataHeaderSize + a.payload_bytes);
+      window_bytes += size_t{a.granted_slots} * (proto::kDataHeaderSize + a.payload_bytes +
+                                                 (a.data_mac ? proto::kMacTrailerSize : 0));
     }
     if (cfg.log && static_cast<size_t>(impl->udp.rcvbuf_bytes()) / 2 < window_bytes) {
       cfg.log(LogLevel::kWarn,
@@ -122,7 +123,8 @@ std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string
       for (const AggregatorInfo& a : impl->infos) {
         msg += " " + a.address + " (job " + std::to_string(a.job_id) + ", " +
                std::to_string(a.granted_slots) + " slots, " + std::to_string(a.payload_bytes) +
-               " B" + (a.deterministic ? ", deterministic)" : ")");
+               " B" + (a.deterministic ? ", deterministic" : "") +
+               (a.data_mac ? ", data MAC" : "") + ")";
       }
       msg += std::string("; UDP GSO ") + (impl->udp.gso() ? "on" : "off") + ", GRO " +
              (impl->udp.gro() ? "on" : "off");

@@ -95,6 +95,13 @@ std::string accept_ack(const ClientConfig& cfg, size_t i, const proto::JoinAck& 
   ja->info.data_ports = a.ports;
   ja->job_token = a.job_token;
   ja->data_addr = ja->ctl->peer();
+  if ((a.flags & proto::kJoinFlagDataMac) != 0) {
+    if (cfg.secret.empty()) {
+      return name(cfg, i) + " signs data packets (data_mac) but this worker has no secret";
+    }
+    ja->mac_key = proto::derive_data_key(cfg.secret, a.job_id, a.job_token);
+    ja->info.data_mac = true;
+  }
   return "";
 }
 

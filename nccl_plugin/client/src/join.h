@@ -6,10 +6,12 @@
 #include <netinet/in.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "conflux/client/engine.h"
+#include "conflux/protocol/data_mac.h"
 #include "control_channel.h"
 
 namespace conflux::client {
@@ -19,6 +21,8 @@ struct JoinedAggregator {
   AggregatorInfo info;
   uint64_t job_token = 0;
   sockaddr_in data_addr{};  // the control peer's IPv4 address; port set per slot
+  // The job's data MAC key when the aggregator runs with data_mac (SPEC.md §6), else nullopt.
+  std::optional<proto::DataKey> mac_key;
 };
 
 // Returns "" and fills *out (one entry per cfg.aggregators, same order), or a message

@@ -36,6 +36,10 @@ Progress::Progress(Shared* shared, UdpChannel* udp, std::vector<JoinedAggregator
     g.delivered_tx.assign(g.port_addrs.size(), 0);
     g.last_heard_ns = now;
     g.next_heartbeat_ns = now + ns(sh_->cfg.heartbeat_interval);
+    if (g.j.mac_key.has_value()) {
+      g.mac = std::make_unique<proto::DataMac>();
+      if (!g.mac->set_key(*g.j.mac_key)) g.mac.reset();  // every send then fails: see sign()
+    }
   }
   tx_.reserve(256);
   next_timer_ns_ = INT64_MAX;

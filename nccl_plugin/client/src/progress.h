@@ -50,6 +50,9 @@ class Progress {
     uint64_t tx_stamp = 0;               // last transmission stamp handed out
     bool delivered_since_scan = false;
     int64_t last_result_ns = 0;  // when the latest accepted result arrived
+    // Data MAC (SPEC.md §6): keyed when the aggregator signs; this rank's sequence number.
+    std::unique_ptr<proto::DataMac> mac;
+    uint64_t mac_seq = 0;
   };
 
   // progress.cc: loop, control plane, failure.
@@ -66,6 +69,11 @@ class Progress {
   bool receive(int64_t now);
   void check_timers(int64_t now);
   void on_result(const uint8_t* data, size_t len, bool truncated, int64_t now);
+  // Queues slot's entry of aggregator a (g) for sending, signed when the job has a data MAC.
+  // False when it could not be signed (the engine has failed).
+  bool queue_tx(Agg& g, uint32_t a, uint32_t slot);
+  bool result_mac_ok(Agg& g, const proto::DataHeader& h, const uint8_t* datagram,
+                     const uint8_t* payload);
   void flush_tx();
   void rtt_sample(Agg& g, double sample_us);
   void fast_retransmit(Agg& g, int64_t now);

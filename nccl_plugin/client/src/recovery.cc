@@ -61,8 +61,7 @@ void Progress::retransmit(Agg& g, uint32_t slot, int64_t now) {
   e.last_tx = ++g.tx_stamp;
   e.deadline_ns = now + int64_t{e.rto_us} * 1000;
   next_timer_ns_ = std::min(next_timer_ns_, e.deadline_ns);
-  tx_.push_back({g.port_addrs[slot % g.port_addrs.size()], e.header, e.src,
-                 static_cast<uint32_t>(e.count * dtype_size(e.dtype))});
+  if (!queue_tx(g, static_cast<uint32_t>(&g - aggs_.data()), slot)) return;
   Counters::add(sh_->ctr.retransmits);
   if (tx_.size() >= 64) {
     flush_tx();

@@ -16,7 +16,12 @@ namespace conflux::client {
 
 namespace {
 
-size_t wire_len(const OutDatagram& d) { return proto::kDataHeaderSize + d.payload_len; }
+size_t trailer_len(const OutDatagram& d) {
+  return d.trailer != nullptr ? proto::kMacTrailerSize : 0;
+}
+size_t wire_len(const OutDatagram& d) {
+  return proto::kDataHeaderSize + d.payload_len + trailer_len(d);
+}
 
 // Applies one fault decision to a datagram: `pass` delivers it, `hold` keeps it for later.
 template <typename Pass, typename Hold>
@@ -93,7 +98,7 @@ std::string UdpChannel::open(const std::string& bind_addr, int buf_bytes, size_t
 
 void UdpChannel::send_raw(std::span<const OutDatagram> batch) {
   mmsghdr msgs[kBatch];
-  iovec iov[2 * kBatch];  // header and payload of each datagram
+  iovec iov[3 * kBatch];  // header, payload and MAC trailer of each datagram
   size_t segments[kBatch];
   alignas(cmsghdr) char control[kBatch][udp_offload::kControlBytes];
   size_t done = 0;
@@ -110,17 +115,20 @@ void UdpChannel::send_raw(std::span<const OutDatagram> batch) {
                        return udp_offload::same_destination(batch[k].dst, batch[i].dst);
                      })
                : 1;
-      iovec* v = &iov[2 * (i - done)];
+      iovec* v = &iov[3 * (i - done)];
+      size_t n_iov = 0;
       for (size_t k = 0; k < run; ++k) {
-        v[2 * k] = {const_cast<uint8_t*>(batch[i + k].header), proto::kDataHeaderSize};
-        v[2 * k + 1] = {const_cast<uint8_t*>(batch[i + k].payload), batch[i + k].payload_len};
+        const OutDatagram& d = batch[i + k];
+        v[n_iov++] = {const_cast<uint8_t*>(d.header), proto::kDataHeaderSize};
+        v[n_iov++] = {const_cast<uint8_t*>(d.payload), d.payload_len};
+        if (d.trailer != nullptr) v[n_iov++] = {const_cast<uint8_t*>(d.trailer), trailer_len(d)};
       }
       msgs[n_msgs] = {};
       msghdr& h = msgs[n_msgs].msg_hdr;
       h.msg_name = const_cast<sockaddr_in*>(&batch[i].dst);
       h.msg_namelen = sizeof(sockaddr_in);
       h.msg_iov = v;
-      h.msg_iovlen = 2 * run;
+      h.msg_iovlen = n_iov;
       if (run > 1) {
         udp_offload::set_segment(h, control[n_msgs], static_cast<uint16_t>(wire_len(batch[i])));
       }
@@ -183,6 +191,7 @@ void UdpChannel::send(std::span<const OutDatagram> batch) {
           h.dst = d.dst;
           h.bytes.assign(d.header, d.header + proto::kDataHeaderSize);
           h.bytes.insert(h.bytes.end(), d.payload, d.payload + d.payload_len);
+          h.bytes.insert(h.bytes.end(), d.trailer, d.trailer + trailer_len(d));
           tx_held_.push_back(std::move(h));
         });
   }
@@ -204,7 +213,7 @@ void UdpChannel::send_held_tx() {
     d.dst = h.dst;
     d.header = h.bytes.data();
     d.payload = h.bytes.data() + proto::kDataHeaderSize;
-    d.payload_len = static_cast<uint32_t>(h.bytes.size() - proto::kDataHeaderSize);
+    d.payload_len = static_cast<uint32_t>(h.bytes.size() - proto::kDataHeaderSize);  // + trailer
     tx_scratch_.push_back(d);
   }
   send_raw(tx_scratch_);

@@ -27,6 +27,7 @@ struct OutDatagram {
   const uint8_t* header = nullptr;
   const uint8_t* payload = nullptr;
   uint32_t payload_len = 0;
+  const uint8_t* trailer = nullptr;  // data MAC trailer (proto::kMacTrailerSize bytes) or none
 };
 
 // One received datagram; `data` stays valid until the next receive().

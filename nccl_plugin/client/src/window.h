@@ -38,6 +38,7 @@ struct SlotEntry {
   bool spurious_check = false;
   uint32_t spurious_gen = 0;
   alignas(8) uint8_t header[proto::kDataHeaderSize] = {};  // encoded CONTRIB header
+  uint8_t trailer[proto::kMacTrailerSize] = {};            // its data MAC, when the job has one
 };
 
 class SlotWindow {

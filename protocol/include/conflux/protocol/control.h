@@ -59,8 +59,10 @@ struct ServerHello {
 };
 
 inline constexpr uint8_t kJoinFlagDeterministic = 1u << 0;
+// JoinAck only: the job's data packets carry the data MAC (data.h kFlagMac, SPEC.md §6).
+inline constexpr uint8_t kJoinFlagDataMac = 1u << 1;
 // Join only: the worker takes Capacity messages (the aggregator sends one after JoinAck).
-inline constexpr uint8_t kJoinFlagCapacity = 1u << 1;
+inline constexpr uint8_t kJoinFlagCapacity = 1u << 2;
 
 // Worker asks to join job `job_key` as `rank` of `n_workers`.
 struct Join {

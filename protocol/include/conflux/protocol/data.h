@@ -29,7 +29,11 @@ inline constexpr uint16_t kFlagOwned = 1u << 1;
 // RESULT: an acknowledgement without payload (the slot completed; the result went to its
 // owner). The header echoes the slot's offset, count, dtype and op; the datagram is 48 bytes.
 inline constexpr uint16_t kFlagAck = 1u << 2;
-inline constexpr uint16_t kFlagKnownFlags = kFlagRetransmit | kFlagOwned | kFlagAck;
+// Either type: a kMacTrailerSize-byte trailer follows the payload (SPEC.md §6 "Data MAC"): the
+// sender, its packet sequence number and an AES-128-GMAC tag over header, payload and both.
+inline constexpr uint16_t kFlagMac = 1u << 3;
+inline constexpr uint16_t kFlagKnownFlags = kFlagRetransmit | kFlagOwned | kFlagAck | kFlagMac;
+inline constexpr size_t kMacTrailerSize = 28;  // sender u32 · sequence u64 · tag[16]
 
 // Decoded (host order) view of the header. Field meaning and ranges: SPEC.md.
 struct DataHeader {
@@ -48,9 +52,12 @@ struct DataHeader {
 
   bool owned() const { return (flags & kFlagOwned) != 0; }
   bool ack() const { return (flags & kFlagAck) != 0; }
+  bool mac() const { return (flags & kFlagMac) != 0; }
   // Bytes of the elements the header describes (an acknowledgement carries none of them).
   size_t payload_bytes() const { return size_t{count} * dtype_size(dtype); }
   size_t wire_payload_bytes() const { return ack() ? 0 : payload_bytes(); }
+  // Bytes after the header: the payload and, with kFlagMac, the trailer.
+  size_t wire_body_bytes() const { return wire_payload_bytes() + (mac() ? kMacTrailerSize : 0); }
   std::string to_string() const;
 };
 
@@ -79,8 +86,10 @@ enum class DropReason : uint8_t {
   kWrongDirection = 18,
   kDuplicate = 19,
   kWrongQueue = 20,
+  kWrongSource = 21,
+  kBadMac = 22,
 };
-inline constexpr int kNumDropReasons = 21;
+inline constexpr int kNumDropReasons = 23;
 std::string_view drop_reason_name(DropReason r);  // "truncated", "bad_magic", ...
 
 // Writes the 48-byte header for `h` at `out`. The payload follows at out + 48.
@@ -89,8 +98,8 @@ void encode_data_header(const DataHeader& h, uint8_t* out);
 // Validates a whole datagram (header + payload) against everything that can be
 // checked without state: magic, version, type, flags (OWNED on CONTRIB only, ACK on RESULT
 // only), reserved bytes (the owner field is reserved without OWNED), dtype, op,
-// count in 1..max_payload_bytes/dtype_size, and datagram length == 48 + payload (48 for an
-// ACK).
+// count in 1..max_payload_bytes/dtype_size, and datagram length == 48 + payload (0 for an
+// ACK) + the MAC trailer when kFlagMac is set. The tag itself is checked by DataMac.
 // On kOk, *out holds the header and *payload points into `datagram`.
 DropReason parse_data(std::span<const uint8_t> datagram, uint32_t max_payload_bytes,
                       DataHeader* out, const uint8_t** payload);

@@ -48,6 +48,7 @@ struct AggregatorInfo {
   uint32_t payload_bytes = 0;  // granted payload per packet
   uint64_t support_mask = 0;   // bit dtype*4+op (ServerHello)
   bool deterministic = false;  // JoinAck flag
+  bool data_mac = false;       // JoinAck flag: data packets carry a MAC (SPEC.md §6)
   std::vector<uint16_t> data_ports;
   // Its Capacity message (ClientConfig::capacity), Mbit/s; 0 = unknown / no cap.
   bool capacity_known = false;

@@ -1,0 +1,43 @@
+#include "aggregator/cli/admin.h"
+
+#include <chrono>
+
+#include "aggregator/cli/http_get.h"
+#include "conflux/protocol/admin_auth.h"
+#include "fmt/format.h"
+
+namespace conflux::cli {
+
+AdminResult run_admin(const std::string& address, const std::string& command,
+                      const std::string& secret, int timeout_ms) {
+  AdminResult r;
+  std::string host;
+  int port = 0;
+  if (r.message = parse_target(address, &host, &port); !r.message.empty()) return r;
+  const std::string path = "/admin/" + command;
+  std::vector<std::string> headers;
+  if (!secret.empty()) {
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    headers.push_back(
+        fmt::format("{}: {}", proto::kAdminAuthHeader, proto::admin_auth_value(secret, path, now)));
+  }
+  auto a = http_request("POST", host, port, path, headers, timeout_ms, &r.message);
+  if (!a) return r;
+  std::string body = a->body;
+  while (!body.empty() && body.back() == '\n') body.pop_back();
+  if (a->status == 200) {
+    r.ok = true;
+    r.message = body;
+  } else if (a->status == 403) {
+    r.message = "refused: " + body;
+  } else if (a->status == 404) {
+    r.message = "this daemon has no " + path + " (an older confluxd?)";
+  } else {
+    r.message = fmt::format("HTTP {}: {}", a->status, body);
+  }
+  return r;
+}
+
+}  // namespace conflux::cli

@@ -1,0 +1,19 @@
+// `conflux drain` and `conflux undrain`: POST /admin/drain or /admin/undrain to a daemon's
+// HTTP port, signed with the shared secret when one is given (protocol/admin_auth.h).
+#pragma once
+
+#include <string>
+
+namespace conflux::cli {
+
+struct AdminResult {
+  bool ok = false;
+  std::string message;  // the daemon's answer, or why the request failed
+};
+
+// `command` is "drain" or "undrain"; `secret` "" sends no signature (a daemon without a secret
+// takes admin commands from loopback only).
+AdminResult run_admin(const std::string& address, const std::string& command,
+                      const std::string& secret, int timeout_ms);
+
+}  // namespace conflux::cli
