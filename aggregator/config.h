@@ -21,6 +21,8 @@ struct Config {
   int64_t control_port = 7470;
   int64_t data_port = 7471;
   int64_t threads = 2;
+  int64_t max_mbps = 0;
+  int64_t line_mbps = 0;
   int64_t metrics_port = 9470;
   int64_t max_jobs = 64;
   int64_t max_slots_per_job = 256;

@@ -127,6 +127,7 @@ void ControlPlane::handle_join(Connection& c, const proto::Join& j) {
   counters_.joins_total.inc();
   c.job_key = j.job_key;
   c.rank = j.rank;
+  c.wants_capacity = (j.flags & proto::kJoinFlagCapacity) != 0;
   if (stopping_.load(std::memory_order_relaxed) || draining_) {
     proto::JoinAck ack;
     ack.status = proto::Status::kShuttingDown;
@@ -159,6 +160,7 @@ void ControlPlane::deliver(ConnId conn, const proto::JoinAck& ack) {
     c.job_id = ack.job_id;
     c.last_heartbeat = Clock::now();
     send(c, ack);
+    if (c.wants_capacity) send(c, capacity_);
     return;
   }
   if (uint64_t s = 0; may_log(LogKind::kJoin, &s)) {

@@ -102,6 +102,7 @@ class ControlPlane final : private JoinOutbox {
   const Dataplane& dataplane_;
   ControlCounters counters_;
   JobManager manager_;
+  proto::Capacity capacity_;  // sent after JoinAck to workers that ask (kJoinFlagCapacity)
   std::unordered_map<ConnId, Connection> conns_;
   std::unordered_map<uint32_t, uint32_t> conns_per_addr_;  // open control connections by peer
   std::array<RateLimiter, static_cast<size_t>(LogKind::kCount)> log_limits_;

@@ -7,12 +7,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "aggregator/control/control_ids.h"
 #include "aggregator/control/control_plane.h"
+#include "aggregator/util/link_speed.h"
 #include "fmt/format.h"
+#include "spdlog/spdlog.h"
 
 namespace conflux::agg {
 namespace {
@@ -50,7 +54,24 @@ void add_listener(int epfd, int fd, ConnId id) {
 }  // namespace
 
 ControlPlane::ControlPlane(const Config& cfg, JobTable& jobs, const Dataplane& dp)
-    : cfg_(cfg), jobs_(jobs), dataplane_(dp), manager_(cfg, jobs, dp.ports(), counters_) {}
+    : cfg_(cfg), jobs_(jobs), dataplane_(dp), manager_(cfg, jobs, dp.ports(), counters_) {
+  const auto mbps = [](int64_t v) {
+    return static_cast<uint32_t>(std::min<int64_t>(v, UINT32_MAX));
+  };
+  capacity_.line_mbps = mbps(advertised_line_mbps(cfg.line_mbps, cfg.listen));
+  capacity_.max_mbps = mbps(cfg.max_mbps);
+  // No division among jobs yet: each job may use what the daemon can send.
+  capacity_.share_mbps = capacity_.max_mbps == 0 ? capacity_.line_mbps
+                         : capacity_.line_mbps == 0
+                             ? capacity_.max_mbps
+                             : std::min(capacity_.line_mbps, capacity_.max_mbps);
+  capacity_.threads = static_cast<uint16_t>(dp.n_queues());
+  spdlog::info(
+      "capacity advertised to workers: line {} Mbit/s{}, cap {} Mbit/s{}, {} dataplane "
+      "thread(s)",
+      capacity_.line_mbps, capacity_.line_mbps == 0 ? " (unknown)" : "", capacity_.max_mbps,
+      capacity_.max_mbps == 0 ? " (none)" : "", capacity_.threads);
+}
 
 std::unique_ptr<ControlPlane> ControlPlane::create(const Config& cfg, JobTable& jobs,
                                                    const Dataplane& dataplane, std::string* err) {

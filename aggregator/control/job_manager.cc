@@ -62,7 +62,8 @@ void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
     }
   } else {
     const Join& f = p.first;
-    if (join.n_workers != f.n_workers || join.flags != f.flags ||
+    if (join.n_workers != f.n_workers ||
+        (join.flags & proto::kJoinFlagDeterministic) != (f.flags & proto::kJoinFlagDeterministic) ||
         join.payload_bytes != f.payload_bytes || join.requested_slots != f.requested_slots) {
       if (uint64_t s = 0; log_limit_.allow(&s)) {
         spdlog::warn(

@@ -28,6 +28,21 @@ def parse_size(s):
     return int(float(s[:-1] if mul > 1 else s) * mul)
 
 
+def ring_fraction_arg(text):
+    """A fraction in [0, 1], or "auto" (kept as the string)."""
+    if text == "auto":
+        return text
+    f = float(text)
+    if not 0.0 <= f <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text}: expected a number in [0, 1] or auto")
+    return f
+
+
+def hybrid_fraction(a, n):
+    """The hybrid runs' CONFLUX_RING_FRACTION: --ring-fraction, else the fixed optimum."""
+    return a.ring_fraction if a.ring_fraction is not None else optimal_ring_fraction(n, 1, 1.0)
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="conflux_fabric.py", description=__doc__.split("\n")[0])
     p.add_argument("--build", default=os.path.join(REPO, "build-lead"),
@@ -42,8 +57,10 @@ def parse_args(argv):
                    help="fat: 1 aggregator at fat-factor x rate; striped: N aggregators at "
                    "1x; hybrid: 1 aggregator at 1x, CollNet alone and hybrid split")
     p.add_argument("--systems", default="conflux,gloo,ring")
-    p.add_argument("--ring-fraction", type=float,
-                   help="hybrid CONFLUX_RING_FRACTION (default: the link-balancing optimum)")
+    p.add_argument("--ring-fraction", type=ring_fraction_arg,
+                   help="hybrid CONFLUX_RING_FRACTION: a number, or auto (the plugin's measured "
+                   "split, also run on the fat aggregator; default: the link-balancing "
+                   "optimum, fixed)")
     p.add_argument("--loss", type=float, default=0.0,
                    help="percent random loss: adds a lossy copy of the fat fabric")
     p.add_argument("--loss-systems", default="conflux")
@@ -180,9 +197,11 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
                 key = "one" if topo == "hybrid" else topo
                 run_system(runner, rows, name, labels[key], "collnet", bnds, a, eps,
                            failures=failures)
+                if topo == "fat" and a.ring_fraction == "auto":  # the measured split at Kx
+                    run_system(runner, rows, name, labels["fat_hybrid"], "hybrid", bnds, a, eps,
+                               "auto", failures)
                 if topo == "hybrid":
-                    f = a.ring_fraction if a.ring_fraction is not None else \
-                        optimal_ring_fraction(n, 1, 1.0)
+                    f = hybrid_fraction(a, n)
                     run_system(runner, rows, name, labels["hybrid"], "hybrid", bnds, a, eps, f,
                                failures)
             finally:
@@ -230,10 +249,12 @@ def main(argv):
     n, factor = a.workers, a.fat_factor or a.workers
     topos = [t for t in a.topologies.split(",") if t]
     systems = [s for s in a.systems.split(",") if s]
-    f = a.ring_fraction if a.ring_fraction is not None else optimal_ring_fraction(n, 1, 1.0)
+    f = hybrid_fraction(a, n)
     labels = {"fat": f"conflux 1 agg @{factor:g}x", "striped": f"conflux {n} aggs @1x striped",
-              "one": "conflux 1 agg @1x", "hybrid": f"conflux hybrid f={f:.2f} 1 agg @1x",
-              "ring": "plugin ring (p2p net)", "gloo": "gloo ring (tcp)"}
+              "one": "conflux 1 agg @1x", "hybrid": (f"conflux hybrid f={f:.2f} 1 agg @1x" if f != "auto"
+                         else "conflux hybrid auto 1 agg @1x"),
+              "ring": "plugin ring (p2p net)", "gloo": "gloo ring (tcp)",
+              "fat_hybrid": f"conflux hybrid auto 1 agg @{factor:g}x"}
     prefix = a.prefix or f"cfx{os.getpid()}"
     workdir = tempfile.mkdtemp(prefix=f"{prefix}-")
     print(f"# conflux-fabric: {n} workers @ {a.rate} Mbit/s, topologies {topos}, systems "

@@ -44,7 +44,7 @@ def summary(rows, meta):
                  f"'large' = messages >= {big >> 20} MiB (mean algbw over those sizes)")
     present = {r["system"] for r in rows}
     lab = {k: v for k, v in lab.items() if v in present}
-    for key in ("fat", "striped", "one", "hybrid", "ring", "gloo"):
+    for key in ("fat", "fat_hybrid", "striped", "one", "hybrid", "ring", "gloo"):
         if key not in lab:
             continue
         m = _large_mean(rows, "lossless", lab[key], big)
@@ -82,6 +82,13 @@ def summary(rows, meta):
             lines.append(f"#   hybrid / best of (ring, 1 aggregator alone) (large): "
                          f"{hy:.4f} / {best:.4f} GB/s = {hy / best:.2f} -> "
                          f"{'at least as fast' if hy >= best * 0.98 else 'SLOWER'}")
+    if "fat_hybrid" in lab:
+        fh = _large_mean(rows, "lossless", lab["fat_hybrid"], big)
+        fat = _large_mean(rows, "lossless", lab.get("fat"), big)
+        if fh and fat:
+            fig["fat_hybrid_over_fat"] = fh / fat
+            lines.append(f"#   measured split / aggregators alone at the fat aggregator (large): "
+                         f"{fh:.4f} / {fat:.4f} GB/s = {fh / fat:.2f}")
     return lines, fig
 
 

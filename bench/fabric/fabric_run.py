@@ -113,14 +113,17 @@ class Runner:
 
     # ---- aggregators ---------------------------------------------------------------------
     def start_aggregators(self, roles, threads):
-        """Starts confluxd on each aggregator host; returns 'ip:control_port' endpoints."""
+        """Starts confluxd on each aggregator host; returns 'ip:control_port' endpoints.
+        Each daemon is told its shaped rate as line_mbps: the speed a NIC of that rate would
+        report in sysfs (a veth reports 10 Gbit/s), which it advertises to the workers."""
         eps = []
         for role in roles:
             h = self.fabric.aggs[role]
             ready = os.path.join(self.workdir, f"ready-{role}-{self.seq}")
             argv = [self.bins["confluxd"], "--listen", h.ip, "--control-port", "7470",
                     "--data-port", "7471", "--threads", str(threads), "--metrics-port", "9470",
-                    "--log-level", "warn", "--ready-file", ready] + self.agg_args
+                    "--line-mbps", str(h.mbit), "--log-level", "warn",
+                    "--ready-file", ready] + self.agg_args
             p = self.spawn(h, argv, {}, self._out(f"confluxd-{role}"))
             self.agg_procs.append((h, p))
             for _ in range(100):
@@ -187,7 +190,8 @@ class Runner:
                  "-n", str(band["iters"]), "-w", str(band["warmup"]),
                  "--idle-sleep-us", str(self.idle_sleep_us), "--timeout", str(int(timeout))]
             if mode != "ring":
-                a += ["--require-collnet", "--ring-fraction", f"{ring_fraction:.4f}"]
+                f = ring_fraction if ring_fraction == "auto" else f"{ring_fraction:.4f}"
+                a += ["--require-collnet", "--ring-fraction", f]
             return a
 
         def env(i, w):

@@ -26,6 +26,12 @@ constexpr std::chrono::microseconds kWaitSlice{1000};
 constexpr std::chrono::microseconds kRingIdleSleep{20};
 constexpr int kRingIdlePolls = 16;
 
+// The measured split: a period ends after this many bytes or requests (every rank counts
+// the same requests), and its decision applies this many requests after its end.
+constexpr uint64_t kSplitPeriodBytes = 16u << 20;
+constexpr uint32_t kSplitPeriodRequests = 64;
+constexpr uint32_t kSplitLag = 16;
+
 int ring_tag(uint32_t seq, int phase) {
   return static_cast<int>(((seq << 1) | phase) & 0x3fffffff);
 }
@@ -51,7 +57,14 @@ CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client
                                                         static_cast<size_t>(opts.ring_inflight))),
       failover_scratch_(opts.ring_block_bytes * static_cast<size_t>(opts.ring_inflight)),
       tails_(tail_window(engine_.get())) {
+  split_now_ = opts_.ring_fraction;
+  if (opts_.controller && engine_ != nullptr && nranks_ > 1 && rings_.split_next) {
+    controller_ = opts_.controller;
+    split_round_ = std::make_unique<AsyncRingAllgather>(
+        rings_.split_next.get(), rings_.split_prev.get(), rank_, nranks_, sizeof(PathSample));
+  }
   if (engine_ != nullptr) {
+    aggs_in_epoch_ = static_cast<uint32_t>(engine_->aggregators().size());
     engine_live_ = true;
     for (size_t i = 0; i < engine_->aggregators().size(); ++i) aggs_.push_back(i);
     // The split of a request must not depend on the engine of the moment (it may be
@@ -126,16 +139,40 @@ std::vector<std::pair<size_t, size_t>> owned_ranges(const CollWindow& w, int nra
   return owned;
 }
 
-void CollComm::submit(CollRequest* r, bool agg_capable) {
-  r->seq = next_seq_.load(std::memory_order_relaxed);
-  next_seq_.store(r->seq + 1, std::memory_order_relaxed);
+bool CollComm::measured_fraction(CollRequest& r, bool agg_ok, double* fraction) {
+  const uint32_t seq = next_seq_.load(std::memory_order_relaxed);
+  if (agg_ok && !split_pending_.empty() && split_pending_.front() + kSplitLag <= seq) return false;
+  while (!split_changes_.empty() && split_changes_.front().first <= seq) {
+    split_now_ = split_changes_.front().second;
+    split_changes_.pop_front();
+  }
+  *fraction = split_now_;
+  period_bytes_ += r.bytes;
+  if (period_bytes_ >= kSplitPeriodBytes || ++period_requests_ >= kSplitPeriodRequests) {
+    r.split_exchange = true;
+    split_pending_.push_back(seq);
+    period_bytes_ = 0;
+    period_requests_ = 0;
+  }
+  return true;
+}
+
+bool CollComm::submit(CollRequest* r, bool agg_capable) {
   // The split depends only on values every rank shares (count, dtype, op, the fraction and
-  // the aggregators' capabilities agreed at connect), so it is identical on every rank.
+  // the aggregators' capabilities agreed at connect, or the measured split agreed for this
+  // sequence number), so it is identical on every rank.
   const unsigned bit = static_cast<unsigned>(r->dtype) * kNumOps + static_cast<unsigned>(r->op);
   const bool agg_ok = agg_capable && ((support_mask_ >> bit) & 1) != 0;
-  r->agg_count = agg_ok ? aggregator_elements(r->count, dtype_size(r->dtype), opts_.ring_fraction,
-                                              opts_.ring_min_bytes)
-                        : 0;
+  double fraction = opts_.ring_fraction;
+  if (controller_) {
+    std::lock_guard<std::mutex> lk(split_mu_);
+    if (!measured_fraction(*r, agg_ok, &fraction)) return false;
+  }
+  r->seq = next_seq_.load(std::memory_order_relaxed);
+  next_seq_.store(r->seq + 1, std::memory_order_relaxed);
+  r->agg_count =
+      agg_ok ? aggregator_elements(r->count, dtype_size(r->dtype), fraction, opts_.ring_min_bytes)
+             : 0;
   if (r->agg_count > 0) {
     std::lock_guard<std::mutex> lk(engine_mu_);
     if (!degraded()) {  // after a failover the completion thread feeds the engine, if any
@@ -151,6 +188,7 @@ void CollComm::submit(CollRequest* r, bool agg_capable) {
     ring_queue_.push_back(r);
   }
   cv_.notify_all();
+  return true;
 }
 
 net::Status CollComm::iallreduce(const void* send, void* recv, size_t count, DType dtype, Op op,
@@ -162,7 +200,10 @@ net::Status CollComm::iallreduce(const void* send, void* recv, size_t count, DTy
   r->dtype = dtype;
   r->op = op;
   r->bytes = count * dtype_size(dtype);
-  submit(r, /*agg_capable=*/true);
+  if (!submit(r, /*agg_capable=*/true)) {
+    delete r;
+    r = nullptr;  // the split is not decided yet: NCCL posts it again
+  }
   *out = r;
   return net::Status::kOk;
 }
@@ -185,7 +226,10 @@ net::Status CollComm::ireducescatter(const std::vector<CollPart>& send_parts, vo
   r->recv = r->work.data();
   r->owned = owned_ranges(w, nranks_, dtype_size(dtype));
   r->own_out = static_cast<uint8_t*>(recv);
-  submit(r, /*agg_capable=*/true);
+  if (!submit(r, /*agg_capable=*/true)) {
+    delete r;
+    r = nullptr;  // as iallreduce
+  }
   *out = r;
   return net::Status::kOk;
 }
@@ -209,7 +253,7 @@ net::Status CollComm::iallgather(const void* send, const std::vector<CollPart>& 
   const auto [lo, hi] = r->owned[static_cast<size_t>(rank_)];
   if (hi > lo) std::memmove(r->recv + lo, send, hi - lo);
   r->send = r->recv;
-  submit(r, /*agg_capable=*/false);
+  submit(r, /*agg_capable=*/false);  // never refused: it has no aggregator share
   *out = r;
   return net::Status::kOk;
 }
@@ -401,16 +445,23 @@ void CollComm::run_ring() {
   int idle = 0;
   for (;;) {
     taken.clear();
+    CollRequest* exchange_at = nullptr;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      const bool busy =
-          std::any_of(active.begin(), active.end(), [](const auto& a) { return a != nullptr; });
+      const bool busy = split_running_ || std::any_of(active.begin(), active.end(),
+                                                      [](const auto& a) { return a != nullptr; });
       if (!busy) cv_.wait(lk, [this] { return stop_ || !ring_queue_.empty(); });
       if (stop_) return;
-      // Start in request order: stop at the first request whose lane is still busy.
+      // Start in request order: stop at the first request whose lane is still busy. A
+      // request that ends a split period starts the period's exchange (after the previous
+      // one's end) as it is taken.
       std::fill(claimed.begin(), claimed.end(), false);
       while (!ring_queue_.empty()) {
         CollRequest* r = ring_queue_.front();
+        if (r->split_exchange) {
+          if (split_running_ || exchange_at != nullptr) break;
+          exchange_at = r;
+        }
         const bool op = r->agg_count < r->count && nranks_ > 1 && lanes > 0 &&
                         !ring_failed_.load(std::memory_order_relaxed);
         const size_t lane = op ? static_cast<size_t>(started % lanes) : lanes;
@@ -422,6 +473,10 @@ void CollComm::run_ring() {
         }
         taken.emplace_back(r, lane);
       }
+    }
+    if (exchange_at != nullptr) {  // still queued here (its share has not started): alive
+      exchange_at->split_exchange = false;
+      start_split_exchange(exchange_at->seq);
     }
     for (const auto& [r, lane] : taken) {
       if (lane < lanes) {
@@ -446,6 +501,9 @@ void CollComm::run_ring() {
       std::string error;
       if (step_ring(*run, &ok, &error)) {
         if (!ok) ring_failed_ = true;
+        if (ok)
+          ring_bytes_ +=
+              static_cast<double>((run->r->count - run->r->agg_count) * dtype_size(run->r->dtype));
         ring_share_done(run->r, ok, error);
         run.reset();
         progressed = true;
@@ -453,8 +511,99 @@ void CollComm::run_ring() {
         progressed |= run->progressed;
       }
     }
+    if (controller_) {
+      track_ring_busy(
+          std::any_of(active.begin(), active.end(), [](const auto& a) { return a != nullptr; }));
+      if (split_running_) progressed |= advance_split();
+    }
     idle_pause(progressed, &idle);
   }
+}
+
+uint64_t CollComm::engine_bytes_sent() {
+  std::lock_guard<std::mutex> lk(engine_mu_);
+  return engine_ != nullptr ? engine_->stats().bytes_sent : 0;
+}
+
+void CollComm::track_ring_busy(bool running) {
+  if (running == ring_running_) return;
+  ring_running_ = running;
+  const uint64_t sent = engine_bytes_sent();
+  if (running) {
+    ring_since_ = Clock::now();
+    sent_at_ring_start_ = sent;
+    return;
+  }
+  ring_busy_s_ += std::chrono::duration<double>(Clock::now() - ring_since_).count();
+  if (sent >= sent_at_ring_start_) agg_sent_with_ring_ += double(sent - sent_at_ring_start_);
+}
+
+void CollComm::start_split_exchange(uint32_t seq) {
+  PathSample mine;
+  {
+    std::lock_guard<std::mutex> lk(engine_mu_);
+    if (engine_ != nullptr) {
+      const client::EngineStats st = engine_->stats();
+      if (engine_.get() != sample_engine_) {  // a re-joined engine counts from zero
+        sample_engine_ = engine_.get();
+        sample_sent_ = sample_busy_ns_ = 0;
+      }
+      mine.agg_bytes = static_cast<double>(st.bytes_sent - sample_sent_);
+      mine.agg_busy_s = static_cast<double>(st.busy_ns - sample_busy_ns_) * 1e-9;
+      sample_sent_ = st.bytes_sent;
+      sample_busy_ns_ = st.busy_ns;
+    }
+  }
+  if (ring_running_) {  // the stretch running now counts up to here
+    track_ring_busy(false);
+    track_ring_busy(true);
+  }
+  mine.agg_bytes_with_ring = agg_sent_with_ring_;
+  mine.ring_bytes = ring_bytes_;
+  mine.ring_busy_s = ring_busy_s_;
+  mine.epoch = epoch_seen_.load(std::memory_order_acquire);
+  mine.aggregators = aggs_in_epoch_.load(std::memory_order_acquire);
+  ring_bytes_ = ring_busy_s_ = agg_sent_with_ring_ = 0;
+  split_seq_ = seq;
+  if (split_broken_) {
+    SplitDecision keep;
+    keep.ring_fraction = controller_->ring_fraction();
+    publish_split(seq, keep);
+    return;
+  }
+  split_round_->start(&mine);
+  split_running_ = true;
+  advance_split();
+}
+
+bool CollComm::advance_split() {
+  bool done = false;
+  const net::Status st = split_round_->progress(&done);
+  if (st == net::Status::kOk && !done) return false;
+  split_running_ = false;
+  SplitDecision d;
+  d.ring_fraction = controller_->ring_fraction();
+  if (st != net::Status::kOk) {
+    split_broken_ = true;  // the ring shares do not depend on it: the split just stays
+    CFX_WARN(net::kLogColl,
+             "CollNet rank %d: the split exchange failed (%s); the ring fraction stays %.3f", rank_,
+             net::toString(st), d.ring_fraction);
+  } else {
+    const auto* all = reinterpret_cast<const PathSample*>(split_round_->all());
+    d = controller_->update({all, static_cast<size_t>(nranks_)});
+  }
+  publish_split(split_seq_, d);
+  return true;
+}
+
+void CollComm::publish_split(uint32_t seq, const SplitDecision& d) {
+  if (d.changed) {
+    CFX_INFO(net::kLogColl, "CollNet rank %d: ring fraction %.3f from request #%u on: %s", rank_,
+             d.ring_fraction, seq + kSplitLag, d.reason.c_str());
+  }
+  std::lock_guard<std::mutex> lk(split_mu_);
+  split_changes_.emplace_back(seq + kSplitLag, d.ring_fraction);
+  split_pending_.pop_front();
 }
 
 bool CollComm::wait_ring_share(CollRequest& r, std::string* error) {
@@ -841,8 +990,13 @@ bool CollComm::rejoin_survivors(uint64_t dead, uint32_t from, std::string* error
              i, survivors.size(), i == rank_ ? ": " : "", i == rank_ ? why.c_str() : "");
     return true;
   }
-  engine_ = std::move(fresh);
+  {
+    std::lock_guard<std::mutex> lk(engine_mu_);  // the ring thread reads its counters
+    engine_ = std::move(fresh);
+  }
   aggs_ = std::move(survivors);
+  aggs_in_epoch_.store(static_cast<uint32_t>(aggs_.size()), std::memory_order_release);
+  epoch_seen_.store(epoch_, std::memory_order_release);  // the measured split re-splits
   engine_live_ = true;
   engine_from_ = from;
   restripe_next_ = from;

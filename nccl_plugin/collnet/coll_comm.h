@@ -52,12 +52,15 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "collnet/result_tails.h"
 #include "collnet/ring_allreduce.h"
+#include "collnet/ring_exchange.h"
+#include "collnet/split_controller.h"
 #include "conflux/client/engine.h"
 #include "conflux/common/dtype.h"
 #include "net/recv_comm.h"
@@ -68,7 +71,10 @@ namespace conflux::collnet {
 
 struct CollOptions {
   double ring_fraction = 0.0;  // share of every AllReduce that goes over the ring, 0..1
-  size_t ring_min_bytes = 0;   // a smaller ring share goes through the aggregators (split.h)
+  // CONFLUX_RING_FRACTION=auto: the ranks measure both paths and move the split while the job
+  // runs (split_controller.h; ring_fraction is then its starting point). Empty: it stays.
+  std::optional<SplitController> controller;
+  size_t ring_min_bytes = 0;  // a smaller ring share goes through the aggregators (split.h)
   size_t ring_block_bytes = 1 << 20;
   int ring_inflight = 8;
   // Ring shares of consecutive requests run at the same time, one per lane (CollRings::next
@@ -120,6 +126,7 @@ struct CollRequest {
   Op op = Op::kSum;
   uint32_t seq = 0;
   size_t agg_count = 0;
+  bool split_exchange = false;  // ends a split period: the ring thread starts its exchange
   // Engine requests of the aggregator part (empty: not in the engine): one AllReduce, or for
   // a ReduceScatter one Reduce per owner; agg_waited of them have completed.
   std::vector<uint64_t> agg_handles;
@@ -152,6 +159,9 @@ struct CollRings {
   std::vector<std::unique_ptr<net::RecvComm>> prev;
   std::unique_ptr<net::SendComm> failover_next;
   std::unique_ptr<net::RecvComm> failover_prev;
+  // The measured split's exchanges (ring thread), so they never wait behind ring shares.
+  std::unique_ptr<net::SendComm> split_next;
+  std::unique_ptr<net::RecvComm> split_prev;
 };
 
 class CollComm {
@@ -190,8 +200,25 @@ class CollComm {
  private:
   void run_ring();
   void run_completion();
-  // Sets r's split and hands the aggregator share to the engine, then queues r.
-  void submit(CollRequest* r, bool agg_capable);
+  // Sets r's split and hands the aggregator share to the engine, then queues r. False (r not
+  // taken) while the measured split for r's sequence number is not decided yet.
+  bool submit(CollRequest* r, bool agg_capable);
+  // The ring fraction of the next request from the measured split (split_mu_ held); false if
+  // it is not decided yet. Marks r when it ends a period.
+  bool measured_fraction(CollRequest& r, bool agg_ok, double* fraction);
+  // Ring thread, when the request `seq` that ends a period is next to start: this rank's
+  // sample of the period goes into an allgather around the split ring, which run_ring
+  // advances (advance_split) while the ring shares run; its decision applies from `seq` +
+  // kSplitLag on.
+  void start_split_exchange(uint32_t seq);
+  // Advances the exchange; once every rank's sample is in, decides and publishes. True if
+  // anything moved.
+  bool advance_split();
+  void publish_split(uint32_t seq, const SplitDecision& d);
+  // Ring thread: the ring path's busy time (some lane running) and the aggregator bytes sent
+  // meanwhile; `running`: whether a lane runs now.
+  void track_ring_busy(bool running);
+  uint64_t engine_bytes_sent();  // 0 without an engine
   // The ring plan for r's elements [lo, hi): AllReduce, or the phase r's kind needs with
   // the owned ranges clipped to [lo, hi).
   RingPlan ring_plan(const CollRequest& r, size_t lo, size_t hi) const;
@@ -283,6 +310,34 @@ class CollComm {
   uint64_t notice_buf_ = 0;
   net::Request* notice_req_ = nullptr;  // posted at start on the failover ring
   bool notice_done_ = false;
+
+  // The measured split (opts_.controller). submit() (proxy thread) takes each request's
+  // fraction from split_changes_ and marks every request that ends a period (kSplitPeriod*);
+  // at each mark the ring thread exchanges the period's samples, decides, and publishes the
+  // fraction for requests from the mark + kSplitLag on. A request that would need a decision
+  // still pending is refused (NCCL retries), so every rank splits every request alike.
+  // The exchange runs on a connection of its own (CollRings::split_*), never waiting on or
+  // delaying a ring share.
+  std::mutex split_mu_;
+  double split_now_ = 0;                                   // split_mu_
+  std::deque<std::pair<uint32_t, double>> split_changes_;  // split_mu_: (from seq, fraction)
+  std::deque<uint32_t> split_pending_;                     // split_mu_: marks not decided
+  uint64_t period_bytes_ = 0;                              // split_mu_
+  uint32_t period_requests_ = 0;                           // split_mu_
+  std::optional<SplitController> controller_;              // ring thread
+  std::unique_ptr<AsyncRingAllgather> split_round_;        // ring thread
+  bool split_running_ = false;                             // ring thread: a round in flight
+  bool split_broken_ = false;  // ring thread: the split ring failed; the split stays
+  uint32_t split_seq_ = 0;     // ring thread: the period end of the running round
+  // Ring thread: the period's measurements, and the engine counters they start from.
+  double ring_bytes_ = 0, ring_busy_s_ = 0, agg_sent_with_ring_ = 0;
+  bool ring_running_ = false;
+  std::chrono::steady_clock::time_point ring_since_;
+  uint64_t sent_at_ring_start_ = 0;
+  const client::Engine* sample_engine_ = nullptr;
+  uint64_t sample_sent_ = 0, sample_busy_ns_ = 0;
+  std::atomic<uint32_t> epoch_seen_{0};     // epoch_, for the ring thread's samples
+  std::atomic<uint32_t> aggs_in_epoch_{0};  // aggs_.size() of that epoch
 
   std::thread ring_thread_;
   std::thread thread_;

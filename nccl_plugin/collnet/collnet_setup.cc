@@ -213,9 +213,9 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   const Config& cfg = s->config();
   const auto timeout = std::chrono::milliseconds(cfg.joinTimeoutMs);
 
-  // 1. The worker rings (the main ring's lanes, then the failover ring): connect to rank+1
-  //    lanes + 1 times (each completes without the peer's accept), then accept rank-1's
-  //    connections, in the same order.
+  // 1. The worker rings (the main ring's lanes, the failover ring, the split ring): connect to
+  //    rank+1 lanes + 2 times (each completes without the peer's accept), then accept
+  //    rank-1's connections, in the same order.
   collnet::CollRings rings;
   const int lanes = cfg.ringLanes;
   if (nranks > 1) {
@@ -231,12 +231,18 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
     if (st == Status::kOk) {
       st = s->transport().connectBlocking(l->dev, ring, timeout, &rings.failover_next);
     }
+    if (st == Status::kOk) {
+      st = s->transport().connectBlocking(l->dev, ring, timeout, &rings.split_next);
+    }
     for (int i = 0; i < lanes && st == Status::kOk; ++i) {
       rings.prev.emplace_back();
       st = net::TcpTransport::acceptBlocking(*l->ring, timeout, &rings.prev.back());
     }
     if (st == Status::kOk) {
       st = net::TcpTransport::acceptBlocking(*l->ring, timeout, &rings.failover_prev);
+    }
+    if (st == Status::kOk) {
+      st = net::TcpTransport::acceptBlocking(*l->ring, timeout, &rings.split_prev);
     }
     if (st != Status::kOk) {
       CFX_WARN(kLogColl, "CollNet connect: rank %d could not build the worker ring (%s)", rank,
@@ -260,7 +266,8 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   if (engine != nullptr) {
     std::vector<collnet::AggregatorShare> shares;
     for (const auto& a : engine->aggregators()) {
-      shares.push_back({a.granted_slots, static_cast<uint32_t>(cfg.windowSlots)});
+      shares.push_back({a.granted_slots, static_cast<uint32_t>(cfg.windowSlots),
+                        static_cast<double>(a.share_mbps)});
     }
     mine.capacity_mbps =
         collnet::aggregator_capacity_mbps(nranks, mine.link_mbps, cfg.aggregatorMbps, shares);
@@ -298,6 +305,13 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
 
   collnet::CollOptions opts;
   opts.ring_fraction = agreed_ring_fraction(all, nranks);
+  if (all[0].ring_fraction == kAutoFraction && nranks > 1) {
+    // Measured while the job runs, from the agreed link and capacity (Mbit/s to bytes/s).
+    opts.controller.emplace(nranks, smallest(all, &Verdict::link_mbps) * 1e6 / 8,
+                            smallest(all, &Verdict::capacity_mbps) * 1e6 / 8,
+                            static_cast<uint32_t>(engine->aggregators().size()));
+    opts.ring_fraction = opts.controller->ring_fraction();
+  }
   opts.ring_min_bytes = ring_min_bytes(all);
   opts.ring_block_bytes = cfg.ringBlockBytes;
   opts.ring_inflight = cfg.ringInflight;
@@ -321,10 +335,11 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   }
   if (rank == 0) {
     CFX_INFO(kLogColl | kLogInit,
-             "CollNet connected: %d ranks, %zu aggregator(s), ring fraction %.2f%s (ring shares "
+             "CollNet connected: %d ranks, %zu aggregator(s), ring fraction %.3f%s (ring shares "
              "under %zu bytes go through the aggregators)%s",
              nranks, engine->aggregators().size(), opts.ring_fraction,
-             all[0].ring_fraction == kAutoFraction ? " (auto)" : "", opts.ring_min_bytes,
+             opts.controller ? " (auto: from the advertised capacity, then measured)" : "",
+             opts.ring_min_bytes,
              engine->aggregators().front().deterministic ? ", deterministic" : "");
   }
   *collComm = new collnet::CollComm(rank, nranks, std::move(rings), std::move(engine), opts);

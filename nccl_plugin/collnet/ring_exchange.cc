@@ -47,6 +47,56 @@ net::Status ring_allgather(net::SendComm* next, net::RecvComm* prev, int rank, i
   return net::Status::kOk;
 }
 
+AsyncRingAllgather::AsyncRingAllgather(net::SendComm* next, net::RecvComm* prev, int rank,
+                                       int nranks, size_t bytes)
+    : next_(next),
+      prev_(prev),
+      rank_(rank),
+      nranks_(nranks),
+      bytes_(bytes),
+      all_(static_cast<size_t>(nranks) * bytes),
+      step_(nranks - 1) {}
+
+void AsyncRingAllgather::start(const void* mine) {
+  std::memcpy(all_.data() + static_cast<size_t>(rank_) * bytes_, mine, bytes_);
+  step_ = 0;
+  send_ = recv_ = nullptr;
+  sent_ = received_ = false;
+}
+
+net::Status AsyncRingAllgather::progress(bool* done) {
+  *done = false;
+  while (step_ < nranks_ - 1) {
+    // Step s: forward the record of rank (rank - s), receive that of rank (rank - s - 1).
+    const int send_from = ((rank_ - step_) % nranks_ + nranks_) % nranks_;
+    const int recv_from = ((rank_ - step_ - 1) % nranks_ + nranks_) % nranks_;
+    const int tag = kAgreementTag;
+    if (send_ == nullptr && !sent_) {
+      CFX_RETURN_IF_ERROR(
+          next_->isend(all_.data() + static_cast<size_t>(send_from) * bytes_, bytes_, tag, &send_));
+    }
+    if (recv_ == nullptr && !received_) {
+      void* dst = all_.data() + static_cast<size_t>(recv_from) * bytes_;
+      size_t size = bytes_;
+      CFX_RETURN_IF_ERROR(prev_->irecv(1, &dst, &size, &tag, &recv_));
+    }
+    size_t size = 0;
+    if (send_ != nullptr) {
+      CFX_RETURN_IF_ERROR(net::test(send_, &sent_, &size));
+      if (sent_) send_ = nullptr;
+    }
+    if (recv_ != nullptr) {
+      CFX_RETURN_IF_ERROR(net::test(recv_, &received_, &size));
+      if (received_) recv_ = nullptr;
+    }
+    if (!sent_ || !received_) return net::Status::kOk;  // later (a NULL request: posted later)
+    ++step_;
+    sent_ = received_ = false;
+  }
+  *done = true;
+  return net::Status::kOk;
+}
+
 net::Status ring_broadcast(net::SendComm* next, net::RecvComm* prev, int rank, int nranks, int root,
                            std::vector<uint8_t>* msg, size_t max_bytes,
                            std::chrono::milliseconds timeout) {

@@ -24,4 +24,27 @@ net::Status ring_broadcast(net::SendComm* next, net::RecvComm* prev, int rank, i
                            std::vector<uint8_t>* msg, size_t max_bytes,
                            std::chrono::milliseconds timeout);
 
+// An allgather around the ring that its owner advances without blocking (the measured
+// split's exchange, on a connection of its own): the same n-1 steps as ring_allgather.
+class AsyncRingAllgather {
+ public:
+  AsyncRingAllgather(net::SendComm* next, net::RecvComm* prev, int rank, int nranks, size_t bytes);
+  // Starts a round with this rank's record (the previous round must be done).
+  void start(const void* mine);
+  // Advances the round; *done once every rank's record is in all(). An error ends it.
+  net::Status progress(bool* done);
+  const uint8_t* all() const { return all_.data(); }
+
+ private:
+  net::SendComm* next_;
+  net::RecvComm* prev_;
+  int rank_, nranks_;
+  size_t bytes_;
+  std::vector<uint8_t> all_;
+  int step_ = 0;
+  net::Request* send_ = nullptr;
+  net::Request* recv_ = nullptr;
+  bool sent_ = false, received_ = false;
+};
+
 }  // namespace conflux::collnet

@@ -12,7 +12,10 @@ double aggregator_capacity_mbps(int nranks, double link_mbps, double agg_mbps,
         a.requested_slots == 0
             ? 1.0
             : std::min(1.0, static_cast<double>(a.granted_slots) / a.requested_slots);
-    capacity += (agg_mbps > 0 ? agg_mbps : nranks * link_mbps) * granted;
+    const double rate = agg_mbps > 0            ? agg_mbps
+                        : a.advertised_mbps > 0 ? a.advertised_mbps
+                                                : nranks * link_mbps;
+    capacity += rate * granted;
   }
   return capacity;
 }

@@ -22,10 +22,12 @@ namespace conflux::collnet {
 struct AggregatorShare {
   uint32_t granted_slots = 0;    // JoinAck
   uint32_t requested_slots = 0;  // CONFLUX_WINDOW_SLOTS
+  double advertised_mbps = 0;    // its Capacity share_mbps (0: unknown, or an old daemon)
 };
 
-// R in Mbit/s. agg_mbps: each aggregator's line rate, 0 = unknown (taken to keep up with all
-// n workers, so only a cut grant moves work to the ring).
+// R in Mbit/s. agg_mbps: each aggregator's line rate as the operator set it
+// (CONFLUX_AGGREGATOR_MBPS), else the rate it advertised; where both are 0 (unknown) it is
+// taken to keep up with all n workers, so only a cut grant moves work to the ring.
 double aggregator_capacity_mbps(int nranks, double link_mbps, double agg_mbps,
                                 const std::vector<AggregatorShare>& aggs);
 

@@ -38,8 +38,10 @@ const std::array<ParamSpec, 30> kParams{{
      &Config::requireAggregators},
     {"CONFLUX_RING_FRACTION", ParamType::kFraction, "auto", 0, 0,
      "Share (0..1) of every AllReduce sent over the worker ring at the same time as the rest "
-     "goes through the aggregators. auto: from the aggregators' grants and line rate "
-     "(CONFLUX_AGGREGATOR_MBPS) against the workers' link.",
+     "goes through the aggregators. auto: starts from the aggregators' grants and capacity "
+     "(CONFLUX_AGGREGATOR_MBPS, else what they advertise) against the workers' link, then "
+     "follows what both paths deliver, measured and agreed by all ranks while the job runs. A "
+     "number: fixed.",
      &Config::ringFraction},
     {"CONFLUX_RING_MIN_US", ParamType::kInt, "10", 0, 1000000,
      "A request whose ring share would take less than this many microseconds on the "
@@ -47,8 +49,8 @@ const std::array<ParamSpec, 30> kParams{{
      "a small ring share costs the ring's latency for little bandwidth. 0: always split.",
      &Config::ringMinUs},
     {"CONFLUX_AGGREGATOR_MBPS", ParamType::kInt, "0", 0, 100000000,
-     "Line rate of each aggregator for the auto split. 0: unknown, the aggregators are taken "
-     "to keep up with every worker, so only a cut grant moves work to the ring.",
+     "Line rate of each aggregator for the auto split's start. 0: the rate each advertises "
+     "(its Capacity), else unknown: taken to keep up with every worker.",
      &Config::aggregatorMbps},
     {"CONFLUX_DETERMINISTIC", ParamType::kBool, "0", 0, 0,
      "1: aggregators reduce in rank order, so results are bitwise reproducible.",

@@ -87,6 +87,8 @@ int main(int argc, char** argv) {
       HeartbeatAck{123456789},
       Error{Status::kAuthFailed, "bad mac"},
       Shutdown{0},
+      Join{0xabcdef, 4, 2, 0, 40001, kJoinFlagCapacity, 64, 8192, 10000, 0},
+      Capacity{25000, 1000, 1000, 4},
   };
   std::vector<uint8_t> stream;
   for (const auto& m : msgs) {

@@ -51,6 +51,13 @@ void encode_body(const Error& m, Writer& w) {
   w.bytes(m.text.data(), n);
 }
 void encode_body(const Shutdown& m, Writer& w) { w.put<uint32_t>(m.reason); }
+void encode_body(const Capacity& m, Writer& w) {
+  w.put<uint32_t>(m.line_mbps);
+  w.put<uint32_t>(m.max_mbps);
+  w.put<uint32_t>(m.share_mbps);
+  w.put<uint16_t>(m.threads);
+  w.put<uint16_t>(0);
+}
 
 bool valid_status(uint32_t s) { return s <= static_cast<uint32_t>(Status::kInternal); }
 
@@ -90,8 +97,8 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
       if (!r.ok_and_done()) return ControlParse::kBadLength;
       if (reserved != 0) return ControlParse::kReservedNonZero;
       if (m.n_workers == 0 || m.n_workers > kMaxWorkersPerJob || m.rank >= m.n_workers ||
-          m.udp_port == 0 || (m.flags & ~kJoinFlagDeterministic) != 0 || m.requested_slots == 0 ||
-          m.payload_bytes == 0 || m.payload_bytes > kMaxPayloadBytes) {
+          m.udp_port == 0 || (m.flags & ~(kJoinFlagDeterministic | kJoinFlagCapacity)) != 0 ||
+          m.requested_slots == 0 || m.payload_bytes == 0 || m.payload_bytes > kMaxPayloadBytes) {
         return ControlParse::kBadField;
       }
       *out = m;
@@ -164,6 +171,19 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
       *out = m;
       return ControlParse::kOk;
     }
+    case MsgType::kCapacity: {
+      Capacity m;
+      m.line_mbps = r.get<uint32_t>();
+      m.max_mbps = r.get<uint32_t>();
+      m.share_mbps = r.get<uint32_t>();
+      m.threads = r.get<uint16_t>();
+      const uint16_t reserved = r.get<uint16_t>();
+      if (!r.ok_and_done()) return ControlParse::kBadLength;
+      if (reserved != 0) return ControlParse::kReservedNonZero;
+      if (m.threads == 0) return ControlParse::kBadField;
+      *out = m;
+      return ControlParse::kOk;
+    }
   }
   return ControlParse::kBadType;
 }
@@ -190,6 +210,8 @@ std::string_view msg_type_name(MsgType t) {
       return "Error";
     case MsgType::kShutdown:
       return "Shutdown";
+    case MsgType::kCapacity:
+      return "Capacity";
   }
   return "Unknown";
 }
@@ -273,7 +295,7 @@ ControlParse parse_control(std::span<const uint8_t> buf, ControlMsg* out, size_t
   if (buf[4] != kProtocolVersion) return ControlParse::kBadVersion;
   const uint8_t type = buf[5];
   if (type < static_cast<uint8_t>(MsgType::kServerHello) ||
-      type > static_cast<uint8_t>(MsgType::kShutdown)) {
+      type > static_cast<uint8_t>(MsgType::kCapacity)) {
     return ControlParse::kBadType;
   }
   if (load_be<uint16_t>(buf.data() + 6) != 0) return ControlParse::kReservedNonZero;
@@ -297,6 +319,9 @@ std::string to_string(const ControlMsg& m) {
     std::snprintf(buf, sizeof(buf), "JoinAck{status=%.*s job=%u slots=%u payload=%u ports=%zu}",
                   static_cast<int>(status_name(a->status).size()), status_name(a->status).data(),
                   a->job_id, a->granted_slots, a->payload_bytes, a->ports.size());
+  } else if (const auto* c = std::get_if<Capacity>(&m)) {
+    std::snprintf(buf, sizeof(buf), "Capacity{line=%u max=%u share=%u Mbit/s threads=%u}",
+                  c->line_mbps, c->max_mbps, c->share_mbps, c->threads);
   } else if (const auto* e = std::get_if<Error>(&m)) {
     std::snprintf(buf, sizeof(buf), "Error{%.*s: %.200s}",
                   static_cast<int>(status_name(e->status).size()), status_name(e->status).data(),

@@ -55,6 +55,8 @@ TEST(ConfigTest, Defaults) {
   EXPECT_EQ(l.cfg.control_port, 7470);
   EXPECT_EQ(l.cfg.data_port, 7471);
   EXPECT_EQ(l.cfg.threads, 2);
+  EXPECT_EQ(l.cfg.max_mbps, 0);
+  EXPECT_EQ(l.cfg.line_mbps, 0);
   EXPECT_EQ(l.cfg.metrics_port, 9470);
   EXPECT_EQ(l.cfg.max_jobs, 64);
   EXPECT_EQ(l.cfg.max_slots_per_job, 256);
@@ -108,6 +110,9 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheSource) {
       {{"--dataplane", "carrier-pigeon"}, {}, "", {"dataplane", "udp"}},
       {{"--log-level", "loud"}, {}, "", {"log_level"}},
       {{"--max-payload-bytes", "61441"}, {}, "", {"max_payload_bytes"}},
+      {{"--max-mbps", "-1"}, {}, "", {"max_mbps", "flag --max-mbps"}},
+      {{}, {{"CONFLUX_MAX_MBPS", "fast"}}, "", {"max_mbps", "environment CONFLUX_MAX_MBPS"}},
+      {{}, {}, "line_mbps = -5\n", {"line_mbps", "file "}},
       {{"--listen", "not-an-ip"}, {}, "", {"listen"}},
       {{}, {}, "bogus_key = 3\n", {"unknown key 'bogus_key'", "file "}},
       {{}, {}, "threads = \"two\"\n", {"threads", "file "}},

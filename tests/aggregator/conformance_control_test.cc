@@ -39,6 +39,36 @@ TEST_P(ControlPlane, HelloAdvertisesLimitsAndEverySupportedPair) {
   EXPECT_EQ(w[0]->ack.ports, daemon().data_ports());
 }
 
+// A worker that sets Join flag capacity gets a Capacity right after its JoinAck: the cap, the
+// configured line rate and the dataplane threads; one that does not, gets none.
+TEST_P(ControlPlane, CapacityFollowsTheJoinAckWhenAskedFor) {
+  Config cfg = base_config();
+  cfg.max_mbps = 1000;
+  cfg.line_mbps = 25000;
+  start(cfg);
+  JoinSpec spec;
+  spec.job_key = 31;
+  spec.flags = proto::kJoinFlagCapacity;
+  auto w = join_job(spec, 2);
+  for (auto& x : w) {
+    const auto m = x->ctl.recv_skip_heartbeats(3000);
+    ASSERT_TRUE(m.has_value());
+    const auto* c = std::get_if<proto::Capacity>(&*m);
+    ASSERT_NE(c, nullptr) << proto::to_string(*m);
+    EXPECT_EQ(c->line_mbps, 25000u);
+    EXPECT_EQ(c->max_mbps, 1000u);
+    EXPECT_EQ(c->share_mbps, 1000u);  // the smaller of the two
+    EXPECT_EQ(c->threads, daemon().data_ports().size());
+  }
+  spec.job_key = 32;
+  spec.flags = 0;
+  auto plain = join_job(spec, 1);
+  plain[0]->ctl.send(proto::Heartbeat{5});
+  const auto m = plain[0]->ctl.recv_skip_heartbeats(3000);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_TRUE(std::holds_alternative<proto::HeartbeatAck>(*m)) << proto::to_string(*m);
+}
+
 TEST_P(ControlPlane, MalformedFramesGetErrorThenClose) {
   start();
   auto good = frame(proto::Heartbeat{1});

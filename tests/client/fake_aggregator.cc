@@ -154,6 +154,7 @@ void FakeAggregator::run() {
         for (Conn& o : s.conns) {
           if (o.joined && o.fd >= 0) {
             send_frame(o.fd, ack);
+            if (s.job.flags & proto::kJoinFlagCapacity) send_frame(o.fd, opt_.capacity);
           }
         }
       }

@@ -27,6 +27,8 @@ struct FakeOptions {
   // or every rank, the owner too, gets an ACK (a broken aggregator).
   enum class Owned : uint8_t { kSpec, kFullToAll, kAckToAll };
   Owned owned = Owned::kSpec;
+  // Sent after JoinAck to workers that ask for it (Join flag capacity).
+  proto::Capacity capacity{0, 0, 0, 1};
 };
 
 class FakeAggregator {

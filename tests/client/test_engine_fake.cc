@@ -64,6 +64,7 @@ TEST(EngineFake, JoinsAndExposesTheGrant) {
   o.max_slots = 3;
   o.max_payload = 40;
   o.support_mask = 0xFF;
+  o.capacity = {25000, 1000, 800, 3};
   FakeAggregator agg(o);
   auto es = make_engines({&agg}, 2);
   ASSERT_EQ(es[0]->aggregators().size(), 1u);
@@ -73,11 +74,34 @@ TEST(EngineFake, JoinsAndExposesTheGrant) {
   EXPECT_EQ(a.support_mask, 0xFFu);
   EXPECT_EQ(a.data_ports.size(), 2u);
   EXPECT_FALSE(a.deterministic);
+  // The Capacity that followed the JoinAck.
+  EXPECT_TRUE(a.capacity_known);
+  EXPECT_EQ(a.line_mbps, 25000u);
+  EXPECT_EQ(a.max_mbps, 1000u);
+  EXPECT_EQ(a.share_mbps, 800u);
+  EXPECT_EQ(a.threads, 3u);
   EXPECT_EQ(es[1]->payload_bytes(), 40u);
   EXPECT_TRUE(es[0]->supports(DType::kInt8, Op::kSum));
   EXPECT_FALSE(es[0]->supports(DType::kFloat32, Op::kSum));  // bit 28 not in the mask
   EXPECT_NE(es[0]->udp_port(), 0);
   EXPECT_TRUE(es[0]->healthy());
+}
+
+// busy_ns (the aggregation path's rate for the measured split) runs while a request is in
+// flight and stands still while none is.
+TEST(EngineFake, BusyTimeCountsOnlyWhileRequestsAreInFlight) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 2);
+  EXPECT_EQ(es[0]->stats().busy_ns, 0u);
+  const auto t0 = std::chrono::steady_clock::now();
+  check_sum(es, 5000);
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  const uint64_t busy = es[0]->stats().busy_ns;
+  EXPECT_GT(busy, 0u);
+  EXPECT_LE(busy, static_cast<uint64_t>(
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()));
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(es[0]->stats().busy_ns, busy);
 }
 
 TEST(EngineFake, SumsManyPacketsThroughASmallWindow) {

@@ -171,6 +171,39 @@ TEST_P(RingTest, AllgatherCollectsEveryRecord) {
   }
 }
 
+// The split exchange's allgather, advanced by polling: several rounds back to back on one
+// ring (each rank with a different record per round), every rank polling at its own pace.
+TEST_P(RingTest, AsyncAllgatherRoundsCollectEveryRecord) {
+  const int n = GetParam();
+  Ring ring(n);
+  constexpr int kRounds = 5;
+  std::vector<std::vector<std::vector<uint64_t>>> got(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      AsyncRingAllgather ag(ring.next[r].get(), ring.prev[r].get(), r, n, sizeof(uint64_t));
+      for (int round = 0; round < kRounds; ++round) {
+        const uint64_t mine = 1000 * round + r;
+        ag.start(&mine);
+        bool done = false;
+        while (!done) {
+          ASSERT_EQ(ag.progress(&done), net::Status::kOk);
+          if (r % 2 == 1) std::this_thread::sleep_for(100us);  // slower pollers
+        }
+        const auto* all = reinterpret_cast<const uint64_t*>(ag.all());
+        got[r].emplace_back(all, all + n);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(got[r].size(), size_t{kRounds});
+    for (int round = 0; round < kRounds; ++round) {
+      for (int i = 0; i < n; ++i) EXPECT_EQ(got[r][round][i], uint64_t(1000 * round + i));
+    }
+  }
+}
+
 // Windows of an n x per_rank buffer as NCCL's CollNetDirect hands them: whole, starting and
 // ending inside a rank's block, inside one block only, and empty for some ranks.
 std::vector<CollWindow> windows(int n, size_t per_rank, size_t esize) {

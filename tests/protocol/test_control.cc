@@ -21,6 +21,9 @@ std::vector<ControlMsg> all_messages() {
       HeartbeatAck{43},
       Error{Status::kAuthFailed, "bad mac from rank 3"},
       Shutdown{1},
+      Join{0xabcdef0123456789ULL, 8, 6, 0, 40001, kJoinFlagDeterministic | kJoinFlagCapacity, 64,
+           8192, 5000, 0},
+      Capacity{25000, 1000, 500, 4},
   };
 }
 
@@ -105,7 +108,7 @@ TEST(Control, HeaderErrors) {
   b = good;
   b[5] = 0;
   EXPECT_EQ(parse(b), ControlParse::kBadType);
-  b[5] = 9;
+  b[5] = 10;  // one past the last type (Capacity)
   EXPECT_EQ(parse(b), ControlParse::kBadType);
   b = good;
   b[7] = 1;
@@ -146,6 +149,35 @@ TEST(Control, JoinAckOkNeedsUsableGrant) {
   auto b = frame(JoinAck{Status::kOk, 1, 1, 4, 8192, 0, {7471}});
   store_be<uint32_t>(b.data() + kControlHeaderSize, 99);  // unknown status
   EXPECT_EQ(parse(b), ControlParse::kBadField);
+}
+
+TEST(Control, CapacityFields) {
+  ControlMsg got;
+  ASSERT_EQ(parse(frame(Capacity{25000, 1000, 500, 4}), &got), ControlParse::kOk);
+  const auto& c = std::get<Capacity>(got);
+  EXPECT_EQ(c.line_mbps, 25000u);
+  EXPECT_EQ(c.max_mbps, 1000u);
+  EXPECT_EQ(c.share_mbps, 500u);
+  EXPECT_EQ(c.threads, 4u);
+  EXPECT_EQ(to_string(got), "Capacity{line=25000 max=1000 share=500 Mbit/s threads=4}");
+  // Unknown rates are 0; no dataplane thread is not a capacity.
+  EXPECT_EQ(parse(frame(Capacity{0, 0, 0, 1})), ControlParse::kOk);
+  EXPECT_EQ(parse(frame(Capacity{1000, 0, 0, 0})), ControlParse::kBadField);
+  auto b = frame(Capacity{1000, 0, 0, 2});
+  b.back() = 1;  // the reserved u16
+  EXPECT_EQ(parse(b), ControlParse::kReservedNonZero);
+  b = frame(Capacity{1000, 0, 0, 2});
+  b.push_back(0);
+  store_be<uint32_t>(b.data() + 8, 17);
+  EXPECT_EQ(parse(b), ControlParse::kBadLength);
+}
+
+TEST(Control, CapacityFlagIsForJoinOnly) {
+  // JoinAck flags stay deterministic-only: the capacity bit is a request of the worker.
+  EXPECT_EQ(parse(frame(JoinAck{Status::kOk, 1, 1, 4, 8192, kJoinFlagCapacity, {7471}})),
+            ControlParse::kBadField);
+  EXPECT_EQ(parse(frame(Join{1, 4, 1, 0, 40000, kJoinFlagCapacity, 16, 8192, 0, 0})),
+            ControlParse::kOk);
 }
 
 TEST(Control, ErrorTextIsBounded) {

@@ -18,6 +18,7 @@
 #include "aggregator/engine/rx_pipeline.h"
 #include "aggregator/engine/slot_engine.h"
 #include "aggregator/util/rate_limit.h"
+#include "aggregator/util/token_bucket.h"
 
 struct rte_mbuf;
 struct rte_mempool;
@@ -94,6 +95,7 @@ class DpdkQueue final {
   std::unique_ptr<uint8_t[]> scratch_;  // linearized multi-segment frames
   size_t scratch_len_;
   RateLimiter warn_limit_;
+  TokenBucket egress_;  // max_mbps share of this queue (paces flush_tx)
 };
 
 }  // namespace conflux::agg::dpdk

@@ -34,7 +34,8 @@ UdpQueue::UdpQueue(int fd, uint16_t port, unsigned queue, unsigned n_queues, Job
       tx_iov_(batch_ * udp_offload::kMaxSegments),
       tx_control_(batch_),
       tx_jobs_(batch_),
-      tx_segments_(batch_) {
+      tx_segments_(batch_),
+      egress_(egress_bucket(cfg.max_mbps, n_queues)) {
   for (size_t i = 0; i < batch_; ++i) {
     rx_iov_[i] = {rx_arena_.get() + i * kRxBufBytes, kRxBufBytes};
   }
@@ -170,12 +171,16 @@ void UdpQueue::queue_tx(size_t first, size_t n) {
 void UdpQueue::flush_tx() {
   size_t done = 0;
   while (done < tx_n_) {
-    const int n = sendmmsg(fd_, tx_msgs_.data() + done, static_cast<unsigned>(tx_n_ - done), 0);
+    // Paced: one message per call, so the bucket charges each before the next leaves.
+    const size_t want = egress_.limited() ? 1 : tx_n_ - done;
+    wait_for_tokens(egress_);
+    const int n = sendmmsg(fd_, tx_msgs_.data() + done, static_cast<unsigned>(want), 0);
     if (n > 0) {
       for (size_t m = done; m < done + static_cast<size_t>(n); ++m) {
         const msghdr& h = tx_msgs_[m].msg_hdr;
         uint64_t bytes = 0;
         for (size_t k = 0; k < h.msg_iovlen; ++k) bytes += h.msg_iov[k].iov_len;
+        egress_.consume(steady_ns(), bytes);
         counters_.packets_out.add(tx_segments_[m]);
         counters_.bytes_out.add(bytes);
         if (tx_segments_[m] > 1) counters_.gso_sends.inc();
@@ -214,7 +219,9 @@ void UdpQueue::send_plain(size_t m) {
   h.msg_iovlen = 1;
   for (size_t k = 0; k < n; ++k) {
     h.msg_iov = const_cast<iovec*>(&iov[k]);
+    wait_for_tokens(egress_);
     if (sendmsg(fd_, &h, 0) >= 0) {
+      egress_.consume(steady_ns(), iov[k].iov_len);
       counters_.packets_out.inc();
       counters_.bytes_out.add(iov[k].iov_len);
       tx_jobs_[m]->counters(queue_).results_sent.inc();

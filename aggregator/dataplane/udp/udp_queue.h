@@ -3,6 +3,7 @@
 // With `udp_offload` (and a kernel that has them) received buffers may hold several
 // coalesced datagrams (UDP GRO), cut apart here, and the results of one batch to one worker
 // leave as GSO sends (one sendmmsg message for up to 64 same-size datagrams).
+// With `max_mbps` every send waits for this queue's token bucket (max_mbps / threads).
 #pragma once
 
 #include <sys/socket.h>
@@ -17,6 +18,7 @@
 #include "aggregator/engine/rx_pipeline.h"
 #include "aggregator/engine/slot_engine.h"
 #include "aggregator/util/rate_limit.h"
+#include "aggregator/util/token_bucket.h"
 #include "conflux/common/udp_offload.h"
 
 namespace conflux::agg {
@@ -79,6 +81,7 @@ class UdpQueue final {
   bool gso_ = false;
   bool gro_ = false;
   RateLimiter warn_limit_;
+  TokenBucket egress_;  // max_mbps share of this queue
 };
 
 }  // namespace conflux::agg

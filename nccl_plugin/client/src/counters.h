@@ -4,6 +4,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 #include "conflux/client/engine.h"
@@ -19,6 +20,8 @@ struct Counters {
   C spurious_retransmits{0}, cwnd_decreases{0};
   C gso_sends{0}, gso_fallbacks{0}, gro_receives{0};
   C congestion_window{0};  // gauge: sum over aggregators of the current window (packets)
+  C busy_ns{0};            // time with a request in progress, closed intervals
+  C busy_since_ns{0};      // start of the open interval (steady clock), 0 when idle
   std::array<C, proto::kNumDropReasons> drops{};
 
   static void add(C& c, uint64_t n = 1) {
@@ -48,6 +51,18 @@ struct Counters {
     s.gso_sends = g(gso_sends);
     s.gso_fallbacks = g(gso_fallbacks);
     s.gro_receives = g(gro_receives);
+    // The open interval too; retried when the progress thread closes or opens one meanwhile.
+    for (;;) {
+      const uint64_t since = busy_since_ns.load(std::memory_order_seq_cst);
+      const uint64_t closed = busy_ns.load(std::memory_order_seq_cst);
+      if (busy_since_ns.load(std::memory_order_seq_cst) != since) continue;
+      const auto now =
+          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::now().time_since_epoch())
+                                    .count());
+      s.busy_ns = closed + (since != 0 && now > since ? now - since : 0);
+      break;
+    }
     for (size_t i = 0; i < drops.size(); ++i) {
       s.drops[i] = g(drops[i]);
     }

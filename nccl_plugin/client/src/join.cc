@@ -61,7 +61,8 @@ proto::Join make_join(const ClientConfig& cfg, uint16_t udp_port, uint64_t nonce
     j.udp_addr = ntohl(bind.s_addr);
   }
   j.udp_port = udp_port;
-  j.flags = cfg.deterministic ? proto::kJoinFlagDeterministic : 0;
+  j.flags = static_cast<uint8_t>((cfg.deterministic ? proto::kJoinFlagDeterministic : 0) |
+                                 (cfg.capacity ? proto::kJoinFlagCapacity : 0));
   j.requested_slots = cfg.window_slots;
   j.payload_bytes = cfg.payload_bytes;
   j.join_timeout_ms = static_cast<uint32_t>(cfg.join_timeout.count());
@@ -125,11 +126,12 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
       return name(cfg, i) + ": sending Join failed: " + err;
     }
   }
-  // Wait for every JoinAck; the aggregator answers join_timeout itself, we allow 1 s more.
+  // Wait for every JoinAck (and the Capacity that follows it when asked for); the aggregator
+  // answers join_timeout itself, we allow 1 s more.
   const int64_t deadline =
       now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.join_timeout).count() +
       1'000'000'000;
-  std::vector<bool> acked(n, false);
+  std::vector<bool> acked(n, false), got_ack(n, false);
   size_t left = n;
   while (left > 0) {
     for (size_t i = 0; i < n; ++i) {
@@ -149,8 +151,13 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
           if (!err.empty()) {
             return err;
           }
-          acked[i] = true;
-          --left;
+          got_ack[i] = true;
+        } else if (const auto* c = std::get_if<proto::Capacity>(&m); c && got_ack[i]) {
+          ja.info.capacity_known = true;
+          ja.info.line_mbps = c->line_mbps;
+          ja.info.max_mbps = c->max_mbps;
+          ja.info.share_mbps = c->share_mbps;
+          ja.info.threads = c->threads;
         } else if (const auto* e = std::get_if<proto::Error>(&m)) {
           return name(cfg, i) + " refused Join: " + error_text(*e);
         } else if (const auto* hb = std::get_if<proto::Heartbeat>(&m)) {
@@ -160,6 +167,10 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
         } else if (!std::holds_alternative<proto::HeartbeatAck>(m)) {
           return name(cfg, i) + ": unexpected " +
                  std::string(proto::msg_type_name(proto::msg_type(m))) + " during Join";
+        }
+        if (got_ack[i] && (ja.info.capacity_known || !cfg.capacity)) {
+          acked[i] = true;
+          --left;
         }
       }
     }

@@ -33,6 +33,7 @@ struct Request {
   std::vector<uint64_t> next_j;  // per aggregator: index j of its next packet to send
   uint64_t results_pending = 0;  // packets whose result has not arrived yet
   bool finished = false;
+  bool counted_busy = false;  // taken into the engine's busy time (Progress)
 
   // Published to test().
   std::atomic<Status> state{Status::kPending};

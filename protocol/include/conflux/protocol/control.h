@@ -29,6 +29,7 @@ enum class MsgType : uint8_t {
   kHeartbeatAck = 6,
   kError = 7,
   kShutdown = 8,
+  kCapacity = 9,
 };
 
 // Status carried by JoinAck and Error. Stable values (SPEC.md).
@@ -60,6 +61,9 @@ struct ServerHello {
 inline constexpr uint8_t kJoinFlagDeterministic = 1u << 0;
 // JoinAck only: the job's data packets carry the data MAC (data.h kFlagMac, SPEC.md §6).
 inline constexpr uint8_t kJoinFlagDataMac = 1u << 2;
+// Join only: the worker takes Capacity messages (the aggregator sends one after JoinAck).
+// (Join bits 1 and 2 belong to multicast, SPEC §7.)
+inline constexpr uint8_t kJoinFlagCapacity = 1u << 3;
 
 // Worker asks to join job `job_key` as `rank` of `n_workers`.
 struct Join {
@@ -100,9 +104,17 @@ struct Error {
 struct Shutdown {
   uint32_t reason = 0;
 };  // 0 = daemon stopping, 1 = drain
+// What the aggregator can carry (SPEC.md §3), sent after an ok JoinAck to a worker that
+// set kJoinFlagCapacity. 0 in a rate field = unknown (line) or none (cap).
+struct Capacity {
+  uint32_t line_mbps = 0;   // NIC line rate
+  uint32_t max_mbps = 0;    // configured cap on the result bytes it sends
+  uint32_t share_mbps = 0;  // what this job may use now
+  uint16_t threads = 0;     // dataplane threads, >= 1
+};
 
-using ControlMsg =
-    std::variant<ServerHello, Join, JoinAck, Leave, Heartbeat, HeartbeatAck, Error, Shutdown>;
+using ControlMsg = std::variant<ServerHello, Join, JoinAck, Leave, Heartbeat, HeartbeatAck, Error,
+                                Shutdown, Capacity>;
 
 MsgType msg_type(const ControlMsg& m);
 std::string_view msg_type_name(MsgType t);

@@ -63,7 +63,8 @@ struct ClientConfig {
   uint32_t window_slots = 64;         // requested window W per aggregator
   uint32_t payload_bytes = 8192;      // requested payload per packet (<= 61440)
   bool deterministic = false;         // ask for contributor-order reduction (bitwise stable)
-  std::string secret;                 // shared secret for the Join MAC; empty = none
+  bool capacity = true;  // ask each aggregator for its Capacity (SPEC.md §3; not with old daemons)
+  std::string secret;    // shared secret for the Join MAC; empty = none
 
   std::chrono::microseconds rto_initial{2000};  // first retransmission timeout
   std::chrono::microseconds rto_max{100000};    // backoff cap

@@ -50,6 +50,12 @@ struct AggregatorInfo {
   bool deterministic = false;  // JoinAck flag
   bool data_mac = false;       // JoinAck flag: data packets carry a MAC (SPEC.md §6)
   std::vector<uint16_t> data_ports;
+  // Its Capacity message (ClientConfig::capacity), Mbit/s; 0 = unknown / no cap.
+  bool capacity_known = false;
+  uint32_t line_mbps = 0;
+  uint32_t max_mbps = 0;
+  uint32_t share_mbps = 0;
+  uint16_t threads = 0;
 };
 
 // Counters, a consistent-enough snapshot (each field read atomically).
@@ -77,6 +83,9 @@ struct EngineStats {
   uint64_t gso_sends = 0;          // sends of several datagrams as one (UDP GSO)
   uint64_t gso_fallbacks = 0;      // 1 when the route refused GSO and sends went plain
   uint64_t gro_receives = 0;       // receives that the kernel coalesced (UDP GRO)
+  // Time with at least one request taken by the progress thread and not finished, the
+  // current stretch included: with bytes_sent, the rate of the aggregation path.
+  uint64_t busy_ns = 0;
   std::array<uint64_t, proto::kNumDropReasons> drops{};  // by proto::DropReason
 };
 

@@ -1,0 +1,139 @@
+#include "collnet/split_controller.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "collnet/split.h"
+
+namespace conflux::collnet {
+namespace {
+
+// The aggregator share ran alone for at least this part of its busy time: its rate then says
+// what the aggregators take, if it stayed below this part of the link.
+constexpr double kAloneShare = 0.1;
+constexpr double kLinkFull = 0.9;
+// A path carrying at least this part of a period's bytes is measured for its bandwidth.
+constexpr double kExactShare = 0.25;
+
+// Shares are kept on a grid of 1/1024, so that a decision is a small exact number.
+double quantize(double share) { return std::round(share * 1024.0) / 1024.0; }
+
+std::string mbps(double bytes_per_s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f Mbit/s", bytes_per_s * 8 / 1e6);
+  return buf;
+}
+
+}  // namespace
+
+SplitController::SplitController(int nranks, double link_bps, double capacity_bps,
+                                 uint32_t aggregators, SplitTuning tuning)
+    : n_(std::max(nranks, 1)),
+      c_(2.0 * (n_ - 1) / n_),
+      link_(link_bps),
+      capacity_(capacity_bps > 0 ? capacity_bps : n_ * link_bps),
+      aggregators_(std::max<uint32_t>(aggregators, 1)),
+      t_(tuning),
+      agg_share_(target()) {}
+
+double SplitController::target() const {
+  const double share = 1.0 - auto_ring_fraction(n_, link_, capacity_);
+  return quantize(std::clamp(share, t_.probe, 1.0 - t_.probe));
+}
+
+double SplitController::model_time(double share) const {
+  // Seconds per byte of a request: the aggregators' part and the link's, whichever is longer.
+  return std::max(n_ * share / capacity_, (share + c_ * (1 - share)) / link_);
+}
+
+double SplitController::exact(double old, double seen, bool* known) const {
+  if (!*known) {  // the first measurement replaces the prior, a guess
+    *known = true;
+    return seen;
+  }
+  return old + t_.smoothing * (seen - old);
+}
+
+SplitDecision SplitController::move_to(double share, std::string reason) {
+  SplitDecision d;
+  d.changed = share != agg_share_;
+  settling_ = d.changed;
+  agg_share_ = share;
+  d.ring_fraction = ring_fraction();
+  d.reason = std::move(reason);
+  return d;
+}
+
+SplitDecision SplitController::update(std::span<const PathSample> all) {
+  SplitDecision keep;
+  keep.ring_fraction = ring_fraction();
+  if (all.empty() || n_ < 2) return keep;
+  // A re-stripe on some rank: the survivors carry the aggregator share, R scales with them.
+  const PathSample* newest = &all[0];
+  for (const PathSample& s : all) {
+    if (s.epoch > newest->epoch) newest = &s;
+  }
+  if (newest->epoch > epoch_ && newest->aggregators > 0) {
+    capacity_ *= static_cast<double>(newest->aggregators) / aggregators_;
+    epoch_ = newest->epoch;
+    const uint32_t before = aggregators_;
+    aggregators_ = newest->aggregators;
+    return move_to(target(), "re-striped from " + std::to_string(before) + " to " +
+                                 std::to_string(aggregators_) + " aggregator(s), capacity " +
+                                 mbps(capacity_));
+  }
+  double a = all[0].agg_bytes, a_ov = all[0].agg_bytes_with_ring, r = all[0].ring_bytes;
+  double ta = 0, tr = 0;
+  for (const PathSample& s : all) {  // the slowest rank counts
+    a = std::min(a, s.agg_bytes);
+    a_ov = std::min(a_ov, s.agg_bytes_with_ring);
+    r = std::min(r, s.ring_bytes);
+    ta = std::max(ta, s.agg_busy_s);
+    tr = std::max(tr, s.ring_busy_s);
+  }
+  const bool agg_measured = a >= t_.min_bytes && ta > 0;
+  const bool ring_measured = r >= t_.min_bytes && tr > 0;
+  if (!agg_measured && !ring_measured) return keep;  // too little traffic to tell
+  if (settling_) {  // this period still carried requests split the old way
+    settling_ = false;
+    return keep;
+  }
+  // A path's rate is taken as its bandwidth only when it carried a good part of the bytes:
+  // a small share waits on latency (round trips, the slowest rank) more than on bandwidth,
+  // and then only bounds the rate from below.
+  const bool big_agg = a >= kExactShare * (a + r);
+  const bool big_ring = r >= kExactShare * (a + r);
+  std::string why;
+  if (ring_measured) {
+    // The ring (TCP) takes whatever the aggregator share leaves: when it is the slower path the
+    // link is full while it runs.
+    const double seen = (std::min(a_ov, a) + c_ * r) / tr;
+    link_ = tr >= ta && big_ring ? exact(link_, seen, &link_known_) : std::max(link_, seen);
+    if (tr >= ta && big_ring) why = "the ring is the slower path";
+  } else {
+    link_ = std::max(link_, a / ta);
+  }
+  if (agg_measured) {
+    // The aggregator share alone (the ring idle) shows what the aggregators take, unless it
+    // still filled the link.
+    const double t_alone = ta - (ring_measured ? std::min(tr, ta) : 0.0);
+    const double a_alone = a - std::min(a_ov, a);
+    const double ra = t_alone > 0 ? a_alone / t_alone : 0;
+    if (big_agg && t_alone >= kAloneShare * ta && a_alone >= t_.min_bytes &&
+        ra < kLinkFull * link_) {
+      capacity_ = exact(capacity_, n_ * ra, &capacity_known_);
+      why = "the aggregators limit their share";
+    } else {
+      capacity_ = std::max(capacity_, n_ * a / ta);
+    }
+  }
+  if (why.empty()) why = "lower bounds of both paths";
+  const double want = target();
+  // Stability band: move only for a gain the model predicts to be worth it.
+  if (model_time(agg_share_) <= (1 + t_.band) * model_time(want)) return keep;
+  return move_to(want,
+                 why + ": aggregators take " + mbps(capacity_) + ", link carries " + mbps(link_));
+}
+
+}  // namespace conflux::collnet

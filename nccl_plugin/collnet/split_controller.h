@@ -1,0 +1,96 @@
+// The measured split of CONFLUX_RING_FRACTION=auto: every rank measures what each path
+// delivers, the ranks exchange their measurements over the worker ring, and each applies the
+// same rule to the same values, so the split of every request is identical on every rank.
+//
+// Model (split.h): a rank's link carries L bytes/s, shared by its aggregator share (one byte
+// per byte) and its ring share (c = 2(n-1)/n bytes per byte); the aggregators take R bytes/s of
+// input from all n ranks together. The split that makes both finish together is
+//   a/S = c / (n·L/R - 1 + c),  capped at 1.
+// The controller keeps estimates of L and R and applies that formula. Which estimate a period
+// measures depends on which path was the bottleneck in it (the one busy longer):
+//   L = (a_r + c·r) / T_r when the ring is the slower path: while a ring share runs, the ring
+//       (TCP) takes whatever the aggregator share leaves of the link, so the link is full (a_r:
+//       aggregator bytes sent meanwhile, T_r: time with a ring share running); when the ring
+//       finished first, it may have waited on latency, and this only bounds L from below;
+//   R = n·a_0 / T_0 when the aggregator share ran alone for a good part of its busy time
+//       (a_0 bytes in T_0) below the link rate: then the aggregators limited it; otherwise
+//       n·a / T_a only bounds R from below (the link limited it).
+// A path's rate counts as its bandwidth only when it carried at least a quarter of the
+// period's bytes (a small share waits on latency); otherwise it only bounds the rate from
+// below. The period right after a change carries requests of both splits and is not used.
+// Over the ranks the slowest counts (least bytes, longest busy time): the collective waits for
+// it. Too much on the aggregators makes their share run alone, which measures R and moves the
+// split back; too much on the ring measures L; at the optimum both bind. A change the model
+// expects to gain less than the band is not made (no oscillation on noise), and each path keeps a
+// small probe share so that its rate stays measured. Priors: L from a ring measured at connect, R
+// from the capacity the aggregators advertise (or CONFLUX_AGGREGATOR_MBPS). A re-stripe scales R to
+// the survivors.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace conflux::collnet {
+
+// What one rank measured since the previous exchange. Exchanged bit for bit between ranks.
+struct PathSample {
+  double agg_bytes = 0;            // bytes this rank sent to the aggregators
+  double agg_bytes_with_ring = 0;  // of which while a ring share ran
+  double agg_busy_s = 0;           // time with at least one aggregator share outstanding
+  double ring_bytes = 0;           // this rank's bytes of ring shares completed
+  double ring_busy_s = 0;          // time with at least one ring share running
+  uint32_t epoch = 0;              // re-stripes this rank's communicator has made
+  uint32_t aggregators = 0;        // aggregators of its engine of that epoch
+};
+static_assert(sizeof(PathSample) == 48, "exchanged between ranks as raw bytes");
+
+struct SplitTuning {
+  double band = 0.03;            // keep the split unless the model expects it this much faster
+  double probe = 1.0 / 64;       // least share of either path
+  double min_bytes = 256 << 10;  // a path that moved less in a period (on some rank) is unmeasured
+  double smoothing = 1.0;        // weight of a new exact measurement in an estimate (1: take it)
+};
+
+struct SplitDecision {
+  double ring_fraction = 0;
+  bool changed = false;
+  std::string reason;  // for the log line of a change
+};
+
+class SplitController {
+ public:
+  // n ranks; prior link rate L and aggregator capacity R in bytes/s (R <= 0: unknown, taken as
+  // n·L), the aggregators of the first engine.
+  SplitController(int nranks, double link_bps, double capacity_bps, uint32_t aggregators,
+                  SplitTuning tuning = {});
+
+  double ring_fraction() const { return 1.0 - agg_share_; }
+  double link_bps() const { return link_; }
+  double capacity_bps() const { return capacity_; }
+
+  // One decision from every rank's sample of the same period (all[i] from rank i). Depends
+  // only on the controller's state and `all`; every rank starts from the same priors and
+  // gets the same samples, so all hold the same state and take the same decision.
+  SplitDecision update(std::span<const PathSample> all);
+
+ private:
+  double target() const;                  // model split for the current estimates, probe..1-probe
+  double model_time(double share) const;  // model seconds per byte at that aggregator share
+  SplitDecision move_to(double share, std::string reason);
+  // An exact measurement `seen` of an estimate (old); *known: measured before.
+  double exact(double old, double seen, bool* known) const;
+
+  int n_;
+  double c_;
+  double link_;
+  double capacity_;
+  uint32_t epoch_ = 0;
+  uint32_t aggregators_;
+  SplitTuning t_;
+  double agg_share_;
+  bool link_known_ = false, capacity_known_ = false;
+  bool settling_ = false;  // the split just changed: the next period is mixed, not measured
+};
+
+}  // namespace conflux::collnet

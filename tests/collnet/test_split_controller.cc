@@ -1,0 +1,232 @@
+// The measured split (collnet/split_controller.h) on modelled rate traces: a fluid model of
+// one period of traffic (each rank's link shared by its aggregator and ring shares, the
+// aggregators' capacity shared by all ranks) produces the samples the ranks would measure.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "collnet/split.h"
+#include "collnet/split_controller.h"
+
+namespace conflux::collnet {
+namespace {
+
+constexpr double kMB = 1e6;
+constexpr double kGbit = 1e9 / 8;  // bytes/s
+
+struct Fabric {
+  int n = 4;
+  double link = 1 * kGbit;      // per worker, bytes/s
+  double capacity = 1 * kGbit;  // aggregators together, bytes/s of input
+  double bytes = 64 * kMB;      // per rank per period
+};
+
+// Finish times of both shares of one period with aggregator share `share`. The aggregator
+// flow runs at min(R/n, its fair half of the link while the ring runs), the ring takes the
+// rest of the link; alone, each takes what it can.
+PathSample simulate(const Fabric& f, double share) {
+  const double c = 2.0 * (f.n - 1) / f.n;
+  double agg_left = f.bytes * share;             // link bytes of the aggregator share
+  double ring_left = c * f.bytes * (1 - share);  // link bytes of the ring share
+  double t = 0, ta = 0, tr = 0, with_ring = 0;
+  const double cap = f.capacity / f.n;
+  while (agg_left > 0 || ring_left > 0) {
+    double ra = 0, rr = 0;
+    if (agg_left > 0 && ring_left > 0) {
+      ra = std::min(cap, f.link / 2);
+      rr = f.link - ra;
+    } else if (agg_left > 0) {
+      ra = std::min(cap, f.link);
+    } else {
+      rr = f.link;
+    }
+    const double dt = std::min(ra > 0 ? agg_left / ra : 1e30, rr > 0 ? ring_left / rr : 1e30);
+    if (rr > 0) with_ring += std::min(agg_left, ra * dt);
+    agg_left = ra > 0 ? std::max(0.0, agg_left - ra * dt) : agg_left;
+    ring_left = rr > 0 ? std::max(0.0, ring_left - rr * dt) : ring_left;
+    t += dt;
+    if (agg_left <= 1e-9 && ta == 0 && share > 0) ta = t;
+    if (ring_left <= 1e-9 && tr == 0 && share < 1) tr = t;
+    if (agg_left <= 1e-9) agg_left = 0;
+    if (ring_left <= 1e-9) ring_left = 0;
+  }
+  PathSample s;
+  s.agg_bytes = f.bytes * share;
+  s.agg_bytes_with_ring = with_ring;
+  s.agg_busy_s = ta;
+  s.ring_bytes = f.bytes * (1 - share);
+  s.ring_busy_s = tr;
+  s.aggregators = 1;
+  return s;
+}
+
+double period_time(const Fabric& f, double share) {
+  const PathSample s = simulate(f, share);
+  return std::max(s.agg_busy_s, s.ring_busy_s);
+}
+
+// The best share on a fine grid, and its time.
+double best_time(const Fabric& f) {
+  double best = 1e30;
+  for (int i = 0; i <= 1000; ++i) best = std::min(best, period_time(f, i / 1000.0));
+  return best;
+}
+
+// Every rank's sample of a period: the model's, with multiplicative noise per rank.
+std::vector<PathSample> samples(const Fabric& f, double share, std::mt19937_64* rng, double noise) {
+  std::uniform_real_distribution<double> u(1 - noise, 1 + noise);
+  std::vector<PathSample> all(static_cast<size_t>(f.n), simulate(f, share));
+  for (PathSample& s : all) {
+    s.agg_busy_s *= u(*rng);
+    s.ring_busy_s *= u(*rng);
+  }
+  return all;
+}
+
+SplitController prior(const Fabric& f, double link_prior, double capacity_prior) {
+  return SplitController(f.n, link_prior, capacity_prior, 1);
+}
+
+// Runs `periods` periods; returns the shares taken.
+std::vector<double> run(SplitController& ctl, const Fabric& f, int periods, double noise = 0,
+                        uint64_t seed = 1) {
+  std::mt19937_64 rng(seed);
+  std::vector<double> shares;
+  for (int p = 0; p < periods; ++p) {
+    const double share = 1 - ctl.ring_fraction();
+    ctl.update(samples(f, share, &rng, noise));
+    shares.push_back(1 - ctl.ring_fraction());
+  }
+  return shares;
+}
+
+TEST(SplitController, StartsFromTheAdvertisedCapacity) {
+  const Fabric f;
+  // One aggregator at the workers' rate, advertised: the model's third, before any traffic.
+  SplitController ctl = prior(f, f.link, f.capacity);
+  EXPECT_NEAR(ctl.ring_fraction(), 2.0 / 3.0, 1.0 / 1024);
+  // Unknown capacity: taken to keep up with everyone, all aggregators but the ring's probe.
+  EXPECT_EQ(prior(f, f.link, 0).ring_fraction(), 1.0 / 64);
+}
+
+TEST(SplitController, ConvergesFromAnyPriorToWhereBothFinishTogether) {
+  for (const double cap_gbit : {0.25, 1.0, 2.0, 4.0, 8.0}) {
+    Fabric f;
+    f.capacity = cap_gbit * kGbit;
+    const double best = best_time(f);
+    // Link priors wrong by 10x either way; capacity priors right or 10x too high (advertised
+    // rates are upper bounds: a line rate or a cap).
+    for (const double link_err : {0.1, 1.0, 10.0}) {
+      for (const double cap_err : {1.0, 10.0}) {
+        SplitController ctl = prior(f, f.link * link_err, f.capacity * cap_err);
+        const auto shares = run(ctl, f, 12);
+        const double share = shares.back();
+        EXPECT_LE(period_time(f, share), best * 1.08)
+            << "R " << cap_gbit << " Gbit/s, priors x" << link_err << " / x" << cap_err
+            << ": share " << share;
+        // Converged: the last few periods did not move.
+        EXPECT_EQ(shares[shares.size() - 1], shares[shares.size() - 4]) << cap_gbit;
+      }
+    }
+  }
+}
+
+TEST(SplitController, FastAggregatorsKeepEverythingFromAWrongLinkPrior) {
+  // The "fat" fabric: one aggregator at 4x. A veth that reports 10 Gbit/s for a 1 Gbit/s link
+  // must not push work to the ring for good: the aggregators alone are the fastest.
+  Fabric f;
+  f.capacity = 4 * kGbit;
+  SplitController ctl = prior(f, 10 * kGbit, 4 * kGbit);
+  const auto shares = run(ctl, f, 12);
+  EXPECT_LE(period_time(f, shares.back()), best_time(f) * 1.03) << shares.back();
+  EXPECT_GE(shares.back(), 0.95);
+}
+
+TEST(SplitController, NoOscillationWithinTheBandUnderNoise) {
+  Fabric f;  // one aggregator at 1x: the optimum has both paths binding
+  SplitController ctl = prior(f, f.link, f.capacity);
+  run(ctl, f, 10);
+  const double settled = 1 - ctl.ring_fraction();
+  // 200 more periods with +-3 % noise on every rank's times: at most a move or two, never a
+  // swing of more than 0.05 around where it settled.
+  const auto shares = run(ctl, f, 200, 0.03, 7);
+  int changes = 0;
+  for (size_t i = 1; i < shares.size(); ++i) changes += shares[i] != shares[i - 1];
+  EXPECT_LE(changes, 2);
+  for (double s : shares) EXPECT_NEAR(s, settled, 0.05);
+}
+
+TEST(SplitController, FollowsAThrottleWithinTwoPeriods) {
+  Fabric f;
+  f.capacity = 4 * kGbit;
+  SplitController ctl = prior(f, f.link, f.capacity);
+  run(ctl, f, 5);
+  EXPECT_GE(1 - ctl.ring_fraction(), 0.95);
+  f.capacity = 1 * kGbit;  // max_mbps lowered to a quarter
+  run(ctl, f, 2);
+  EXPECT_LE(period_time(f, 1 - ctl.ring_fraction()), best_time(f) * 1.08)
+      << 1 - ctl.ring_fraction();
+}
+
+TEST(SplitController, EveryRankTakesTheSameDecisions) {
+  // Four ranks, each its own controller, fed the same exchanged samples: identical state.
+  Fabric f;
+  f.capacity = 0.5 * kGbit;
+  std::vector<SplitController> ranks(4, prior(f, 3 * kGbit, 2 * kGbit));
+  std::mt19937_64 rng(3);
+  for (int p = 0; p < 30; ++p) {
+    const auto all = samples(f, 1 - ranks[0].ring_fraction(), &rng, 0.05);
+    std::vector<SplitDecision> d;
+    for (auto& r : ranks) d.push_back(r.update(all));
+    for (size_t i = 1; i < ranks.size(); ++i) {
+      EXPECT_EQ(std::memcmp(&d[i].ring_fraction, &d[0].ring_fraction, sizeof(double)), 0);
+      EXPECT_EQ(d[i].changed, d[0].changed);
+      EXPECT_EQ(d[i].reason, d[0].reason);
+    }
+  }
+}
+
+TEST(SplitController, ChangesSayWhy) {
+  Fabric f;
+  f.capacity = 0.25 * kGbit;
+  SplitController ctl = prior(f, f.link, 4 * kGbit);  // advertised 4x, really 1/4
+  std::mt19937_64 rng(1);
+  const SplitDecision d = ctl.update(samples(f, 1 - ctl.ring_fraction(), &rng, 0));
+  EXPECT_TRUE(d.changed);
+  EXPECT_NE(d.reason.find("the aggregators limit their share"), std::string::npos) << d.reason;
+  EXPECT_GT(d.ring_fraction, 0.5);
+}
+
+TEST(SplitController, TooLittleTrafficChangesNothing) {
+  Fabric f;
+  f.bytes = 0.1 * kMB;  // under min_bytes
+  SplitController ctl = prior(f, f.link, 0.1 * f.capacity);
+  const double before = ctl.ring_fraction();
+  std::mt19937_64 rng(1);
+  const SplitDecision d = ctl.update(samples(f, 1 - before, &rng, 0));
+  EXPECT_FALSE(d.changed);
+  EXPECT_EQ(ctl.ring_fraction(), before);
+}
+
+TEST(SplitController, ARestripeScalesTheCapacityToTheSurvivors) {
+  Fabric f;
+  f.capacity = 4 * kGbit;  // two aggregators at 2x each
+  SplitController ctl(f.n, f.link, f.capacity, 2);
+  run(ctl, f, 4);
+  EXPECT_GE(1 - ctl.ring_fraction(), 0.95);
+  std::vector<PathSample> all(4);
+  all[2].epoch = 1;  // one rank has re-striped over one survivor
+  all[2].aggregators = 1;
+  const SplitDecision d = ctl.update(all);
+  EXPECT_TRUE(d.changed);
+  EXPECT_NE(d.reason.find("re-striped from 2 to 1"), std::string::npos) << d.reason;
+  EXPECT_NEAR(ctl.capacity_bps(), 2 * kGbit, 0.3 * kGbit);
+  f.capacity = 2 * kGbit;
+  EXPECT_LE(period_time(f, 1 - ctl.ring_fraction()), best_time(f) * 1.08);
+}
+
+}  // namespace
+}  // namespace conflux::collnet
