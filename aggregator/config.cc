@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 
+#include "aggregator/tree/uplink_client.h"
 #include "CLI/CLI.hpp"
 #include "fmt/format.h"
 #include "toml++/toml.h"
@@ -108,6 +109,15 @@ std::string finalize_config(Config& cfg) {
   if (!cfg.secret_file.empty()) {
     if (std::string err = read_secret_file(cfg.secret_file, &cfg.secret); !err.empty()) {
       return err;
+    }
+  }
+  if (!cfg.parent.empty()) {
+    sockaddr_in a{};
+    if (!parse_ipv4_endpoint(cfg.parent, &a)) {
+      return fmt::format("invalid value '{}' for 'parent': expected IPv4:port", cfg.parent);
+    }
+    if (cfg.dataplane != "udp") {
+      return fmt::format("'parent' needs dataplane = \"udp\" (got \"{}\")", cfg.dataplane);
     }
   }
 #ifndef CONFLUX_FAULT_INJECTION

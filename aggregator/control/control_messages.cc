@@ -173,6 +173,16 @@ void ControlPlane::deliver(ConnId conn, const proto::JoinAck& ack) {
   send(c, ack);
 }
 
+void ControlPlane::end_member(ConnId conn, proto::Status status, const std::string& text) {
+  auto it = conns_.find(conn);
+  if (it == conns_.end() || it->second.state != Connection::State::kMember) return;
+  Connection& c = it->second;
+  forget_membership(c);
+  c.state = Connection::State::kClosing;
+  c.close_deadline = Clock::now() + kCloseGrace;
+  send(c, proto::Error{status, text});
+}
+
 void ControlPlane::send(Connection& c, const proto::ControlMsg& m) {
   if (c.dead || c.write_shut) return;
   proto::encode_control(m, c.wbuf);

@@ -44,13 +44,14 @@ DropReason SlotEngine::on_datagram(std::span<const uint8_t> datagram, Source src
 
 DropReason SlotEngine::on_contrib(const DataHeader& h, const uint8_t* payload, Source src,
                                   ResultBatch& out) {
-  if (h.type != proto::PacketType::kContrib) return DropReason::kWrongDirection;
+  if (h.type != proto::PacketType::kContrib) return on_parent_result(h, payload, src, out);
   Job* job = jobs_.find(h.job_id);
   if (job == nullptr) return DropReason::kUnknownJob;
   const JobParams& p = job->params();
   if (h.job_token != p.token) return DropReason::kBadToken;
   // Source binding (SPEC.md §4): a sniffed token is not enough to speak for a contributor.
-  if (h.contributor < p.n_workers && !src.is(p.workers[h.contributor])) {
+  // A rank that did not join here (SPEC.md §7) has no address: every source is wrong.
+  if (h.contributor < p.n_workers && !src.is(p.addr(h.contributor, h.slot))) {
     return DropReason::kWrongSource;
   }
   JobQueueCounters& jc = job->counters(queue_);
@@ -73,10 +74,18 @@ DropReason SlotEngine::on_contrib(const DataHeader& h, const uint8_t* payload, S
   if (ahead < 0) return DropReason::kStaleGeneration;
   if (ahead == 0) {
     if (!same_shape(b, h)) return DropReason::kSlotMismatch;
+    if (b.state == BankState::kForwarded) {
+      // A leaf whose partial went up: a member's resend means a result is missing below or
+      // above; ask the parent again (it re-serves a complete slot, SPEC.md §7). The result
+      // then goes to every member.
+      if ((h.flags & proto::kFlagRetransmit) == 0) return DropReason::kDuplicate;
+      forward_up(*job, b, h, proto::kFlagRetransmit, out);
+      return DropReason::kOk;
+    }
     if (b.state == BankState::kComplete) {
       // The contributor lost its result: serve it again, to that rank only (an owned
       // result's other ranks get their acknowledgement again).
-      const bool ack = b.owner >= 0 && b.owner != int32_t{h.contributor};
+      const bool ack = b.owner >= 0 && b.owner != int32_t{h.contributor};  // (owner elsewhere too)
       emit(*job, b, h, h.contributor, proto::kFlagRetransmit | (ack ? proto::kFlagAck : 0), out);
       counters_.retransmits_served.inc();
       return DropReason::kOk;
@@ -123,19 +132,22 @@ void SlotEngine::add(Job& job, Bank& b, const DataHeader& h, const uint8_t* payl
     }
   }
   b.set(h.contributor);
-  if (++b.arrived == p.n_workers) complete(job, b, h, out);
+  b.arrived += p.weight[h.contributor];
+  if (b.arrived == p.served) complete(job, b, h, out);
 }
 
 void SlotEngine::complete(Job& job, Bank& b, const DataHeader& h, ResultBatch& out) {
   const JobParams& p = job.params();
   const size_t max_elems = p.payload_bytes / dtype_size(b.dtype);
   if (p.deterministic) {
-    for (uint32_t r = 0; r < p.n_workers; ++r) {
-      srcs_[r] = b.raw.data() + size_t{r} * p.payload_bytes;
+    // Members in rank order: on a leaf its workers, on a parent its children (SPEC.md §7).
+    const size_t n = p.members.size();
+    for (size_t i = 0; i < n; ++i) {
+      srcs_[i] = b.raw.data() + size_t{p.members[i]} * p.payload_bytes;
     }
     uint8_t* scratch = b.accum.ensure(max_elems * accum_size(b.dtype));
     uint8_t* dst = b.result.ensure(p.payload_bytes);
-    reduce::reduce_n(b.dtype, b.op, dst, srcs_.data(), p.n_workers, b.count, scratch);
+    reduce::reduce_n(b.dtype, b.op, dst, srcs_.data(), n, b.count, scratch);
     b.result_data = dst;
   } else if (dtype_is_narrow_float(b.dtype)) {
     uint8_t* dst = b.result.ensure(p.payload_bytes);
@@ -144,14 +156,30 @@ void SlotEngine::complete(Job& job, Bank& b, const DataHeader& h, ResultBatch& o
   } else {
     b.result_data = b.accum.data();  // wide types accumulate in place: finish() is a copy
   }
-  b.state = BankState::kComplete;
   counters_.slots_completed.inc();
   job.counters(queue_).slots_completed.inc();
+  if (p.uplink != nullptr) {  // a leaf: the partial goes up, the result comes down later
+    b.state = BankState::kForwarded;
+    forward_up(job, b, h, 0, out);
+    return;
+  }
+  b.state = BankState::kComplete;
+  emit_result(job, b, h, out);
+}
+
+void SlotEngine::emit_result(Job& job, const Bank& b, const DataHeader& h, ResultBatch& out) {
+  const JobParams& p = job.params();
+  // On a leaf the owner may sit under another leaf: then every member gets an ACK.
+  const bool owner_here = b.owner >= 0 && p.weight[static_cast<uint32_t>(b.owner)] != 0;
   if (b.owner < 0) {
     emit(job, b, h, ResultBatch::kAllRanks, 0, out);
+  } else if (!owner_here) {
+    emit(job, b, h, ResultBatch::kAllRanks, proto::kFlagAck, out);
   } else {
     emit(job, b, h, b.owner, 0, out);
-    if (p.n_workers > 1) emit(job, b, h, ResultBatch::kAllRanks, proto::kFlagAck, out, b.owner);
+    if (p.members.size() > 1) {
+      emit(job, b, h, ResultBatch::kAllRanks, proto::kFlagAck, out, b.owner);
+    }
   }
 }
 
@@ -177,7 +205,7 @@ void SlotEngine::emit(Job& job, const Bank& b, const DataHeader& h, int32_t rank
   proto::encode_data_header(r, buf);
   const size_t bytes = r.wire_payload_bytes();
   if (bytes > 0) std::memcpy(buf + proto::kDataHeaderSize, b.result_data, bytes);
-  out.commit(static_cast<uint32_t>(proto::kDataHeaderSize + bytes), &job, rank, except);
+  out.commit(static_cast<uint32_t>(proto::kDataHeaderSize + bytes), &job, h.slot, rank, except);
 }
 
 }  // namespace conflux::agg
