@@ -95,13 +95,20 @@ double DaemonProcess::metric(const std::string& name) const {
 
 std::vector<pid_t> start_workers(const std::string& dir, const std::string& aggregators, uint32_t n,
                                  const std::vector<std::string>& args) {
+  return start_workers(
+      dir, [&](uint32_t) { return aggregators; }, n, args);
+}
+
+std::vector<pid_t> start_workers(const std::string& dir,
+                                 const std::function<std::string(uint32_t)>& aggregators_of,
+                                 uint32_t n, const std::vector<std::string>& args) {
   std::vector<pid_t> pids;
   const std::string key = std::to_string((static_cast<uint64_t>(::getpid()) << 20) ^
                                          static_cast<uint64_t>(std::rand()));
   for (uint32_t r = 0; r < n; ++r) {
     const std::string base = dir + "/rank" + std::to_string(r);
     std::vector<std::string> argv = {
-        worker_path(), "--aggregators",   aggregators, "--job-key",       key,
+        worker_path(), "--aggregators",   aggregators_of(r), "--job-key",   key,
         "--nranks",    std::to_string(n), "--rank",    std::to_string(r), "--json",
         base + ".json"};
     argv.insert(argv.end(), args.begin(), args.end());

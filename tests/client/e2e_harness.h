@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,10 @@ struct WorkerResult {
 // --json; returns the pids. Output goes to dir/rank<r>.{out,err,json}.
 std::vector<pid_t> start_workers(const std::string& dir, const std::string& aggregators, uint32_t n,
                                  const std::vector<std::string>& args);
+// The same, rank r's --aggregators being aggregators_of(r) (a reduction tree: its leaf).
+std::vector<pid_t> start_workers(const std::string& dir,
+                                 const std::function<std::string(uint32_t)>& aggregators_of,
+                                 uint32_t n, const std::vector<std::string>& args);
 // Waits for them (killing any still running after `timeout`) and collects outputs.
 std::vector<WorkerResult> wait_workers(const std::string& dir, const std::vector<pid_t>& pids,
                                        std::chrono::milliseconds timeout);
