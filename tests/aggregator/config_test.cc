@@ -118,6 +118,10 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheSource) {
       {{"--control-join-timeout-ms", "0"}, {}, "", {"control_join_timeout_ms", "[1, 3600000]"}},
       {{}, {{"CONFLUX_MAX_CONTROL_CONNECTIONS", "-3"}}, "", {"max_control_connections"}},
       {{}, {}, "max_control_connections_per_addr = 0\n", {"max_control_connections_per_addr"}},
+      {{"--parent", "agg1:7470"}, {}, "", {"parent", "IPv4:port"}},
+      {{"--parent", "10.0.0.1"}, {}, "", {"parent", "IPv4:port"}},
+      {{"--parent", "10.0.0.1:0"}, {}, "", {"parent", "IPv4:port"}},
+      {{}, {{"CONFLUX_PARENT", "10.0.0.1:70000"}}, "", {"parent", "IPv4:port"}},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;
