@@ -12,8 +12,8 @@
 #include <map>
 #include <sstream>
 
-#include "aggregator/tree/uplink_client.h"
 #include "CLI/CLI.hpp"
+#include "aggregator/tree/uplink_client.h"
 #include "fmt/format.h"
 #include "toml++/toml.h"
 

@@ -120,7 +120,8 @@ void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
   up.requested_slots = granted;
   up.payload_bytes = payload;
   // What is left of the rendezvous deadline: the whole tree must form within it.
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - Clock::now());
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - Clock::now());
   up.join_timeout_ms = static_cast<uint32_t>(std::max<int64_t>(left.count(), 1));
   p.granted = granted;
   p.payload_bytes = payload;

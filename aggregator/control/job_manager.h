@@ -39,7 +39,6 @@ class JoinOutbox {
   virtual void end_member(ConnId conn, proto::Status status, const std::string& text) = 0;
 };
 
-
 class JobManager {
  public:
   // `uplink`: this leaf's link to its parent aggregator, or null (no parent: depth 1).
@@ -97,8 +96,7 @@ class JobManager {
   void complete(uint64_t key, Pending& p, JoinOutbox& out);
   // Creates and publishes the job and answers its members.
   void create(uint64_t key, Pending& p, uint32_t granted, uint32_t payload_bytes,
-              bool deterministic, std::shared_ptr<const JobParams::Uplink> uplink,
-              JoinOutbox& out);
+              bool deterministic, std::shared_ptr<const JobParams::Uplink> uplink, JoinOutbox& out);
   void uplink_joined(const UplinkEvent& e, JoinOutbox& out);
   void reject(ConnId conn, proto::Status s, JoinOutbox& out);
   void no_capacity(uint64_t key, Pending& p, JoinOutbox& out);

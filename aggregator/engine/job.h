@@ -40,8 +40,8 @@ struct JobParams {
   struct Uplink {
     uint32_t job_id = 0;  // the job's id and token at the parent
     uint64_t token = 0;
-    uint16_t contributor = 0;         // this leaf's rank at the parent
-    std::vector<sockaddr_in> ports;   // the parent's data addresses; slot s on [s % n]
+    uint16_t contributor = 0;        // this leaf's rank at the parent
+    std::vector<sockaddr_in> ports;  // the parent's data addresses; slot s on [s % n]
   };
   std::shared_ptr<const Uplink> uplink;  // null: results go to the members
 

@@ -185,27 +185,32 @@ void SlotEngine::emit_result(Job& job, const Bank& b, const DataHeader& h, Resul
 
 void SlotEngine::emit(Job& job, const Bank& b, const DataHeader& h, int32_t rank, uint16_t flags,
                       ResultBatch& out, int32_t except) {
-  uint8_t* buf = out.reserve();
-  if (buf == nullptr) {  // cannot happen with a correctly sized batch; the worker will resend
-    counters_.send_errors.inc();
-    return;
-  }
   DataHeader r;
   r.type = proto::PacketType::kResult;
   r.flags = flags;
   r.job_id = job.id();
   r.contributor = 0;
   r.job_token = job.params().token;
-  r.slot = h.slot;
-  r.generation = b.generation;
-  r.offset = b.offset;
-  r.count = b.count;
-  r.dtype = b.dtype;
-  r.op = b.op;
-  proto::encode_data_header(r, buf);
-  const size_t bytes = r.wire_payload_bytes();
+  append(job, b, r, h.slot, rank, except, out);
+}
+
+void SlotEngine::append(Job& job, const Bank& b, DataHeader d, uint32_t slot, int32_t rank,
+                        int32_t except, ResultBatch& out) {
+  uint8_t* buf = out.reserve();
+  if (buf == nullptr) {  // cannot happen with a correctly sized batch; the worker will resend
+    counters_.send_errors.inc();
+    return;
+  }
+  d.slot = slot;
+  d.generation = b.generation;
+  d.offset = b.offset;
+  d.count = b.count;
+  d.dtype = b.dtype;
+  d.op = b.op;
+  proto::encode_data_header(d, buf);
+  const size_t bytes = d.wire_payload_bytes();
   if (bytes > 0) std::memcpy(buf + proto::kDataHeaderSize, b.result_data, bytes);
-  out.commit(static_cast<uint32_t>(proto::kDataHeaderSize + bytes), &job, h.slot, rank, except);
+  out.commit(static_cast<uint32_t>(proto::kDataHeaderSize + bytes), &job, slot, rank, except);
 }
 
 }  // namespace conflux::agg

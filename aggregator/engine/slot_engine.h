@@ -65,8 +65,8 @@ class SlotEngine final {
 
   // Reduction tree, leaf side (aggregator/tree/leaf_path.cc, SPEC.md §7).
   // A RESULT from the parent aggregator for one of this leaf's forwarded banks.
-  proto::DropReason on_parent_result(const proto::DataHeader& h, const uint8_t* payload,
-                                     Source src, ResultBatch& out);
+  proto::DropReason on_parent_result(const proto::DataHeader& h, const uint8_t* payload, Source src,
+                                     ResultBatch& out);
   // Appends bank b's partial result as a CONTRIB to the parent (`flags`: RETRANSMIT or 0).
   void forward_up(Job& job, const Bank& b, const proto::DataHeader& h, uint16_t flags,
                   ResultBatch& out);
@@ -74,6 +74,10 @@ class SlotEngine final {
   // for `rank` (kAllRanks: every rank but `except`).
   void emit(Job& job, const Bank& b, const proto::DataHeader& h, int32_t rank, uint16_t flags,
             ResultBatch& out, int32_t except = -1);
+  // Appends a datagram with header `d` (type, flags, job, token, contributor as given; slot,
+  // generation and shape from bank b) and b's result as payload (none for an ACK).
+  void append(Job& job, const Bank& b, proto::DataHeader d, uint32_t slot, int32_t rank,
+              int32_t except, ResultBatch& out);
 
   JobTable& jobs_;
   unsigned queue_;

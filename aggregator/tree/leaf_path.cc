@@ -15,28 +15,13 @@ using proto::DropReason;
 void SlotEngine::forward_up(Job& job, const Bank& b, const DataHeader& h, uint16_t flags,
                             ResultBatch& out) {
   const JobParams::Uplink& up = *job.params().uplink;
-  uint8_t* buf = out.reserve();
-  if (buf == nullptr) {  // cannot happen with a correctly sized batch; a resend asks again
-    counters_.send_errors.inc();
-    return;
-  }
   DataHeader c;
   c.type = proto::PacketType::kContrib;
   c.flags = flags;  // never OWNED: the parent sends the whole result to every child
   c.job_id = up.job_id;
   c.contributor = up.contributor;
   c.job_token = up.token;
-  c.slot = h.slot;
-  c.generation = b.generation;
-  c.offset = b.offset;
-  c.count = b.count;
-  c.dtype = b.dtype;
-  c.op = b.op;
-  proto::encode_data_header(c, buf);
-  const size_t bytes = c.payload_bytes();
-  std::memcpy(buf + proto::kDataHeaderSize, b.result_data, bytes);
-  out.commit(static_cast<uint32_t>(proto::kDataHeaderSize + bytes), &job, h.slot,
-             ResultBatch::kParent);
+  append(job, b, c, h.slot, ResultBatch::kParent, -1, out);
   if (flags != 0) counters_.uplink_resends.inc();
 }
 

@@ -171,9 +171,9 @@ void UplinkClient::take_requests(std::vector<std::unique_ptr<Link>>& links) {
     l->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     const int one = 1;
     if (l->fd >= 0) setsockopt(l->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (l->fd < 0 || (connect(l->fd, reinterpret_cast<const sockaddr*>(&cfg_.parent),
-                              sizeof cfg_.parent) != 0 &&
-                      errno != EINPROGRESS)) {
+    if (l->fd < 0 ||
+        (connect(l->fd, reinterpret_cast<const sockaddr*>(&cfg_.parent), sizeof cfg_.parent) != 0 &&
+         errno != EINPROGRESS)) {
       finish(*l, Kind::kFailed, proto::Status::kInternal,
              fmt::format("cannot connect to the parent aggregator: {}", std::strerror(errno)));
     }
@@ -204,7 +204,8 @@ bool UplinkClient::service(Link& l) {
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n < 0 && errno == EINTR) continue;
-    finish(l, Kind::kFailed, proto::Status::kInternal, "the parent aggregator closed the connection");
+    finish(l, Kind::kFailed, proto::Status::kInternal,
+           "the parent aggregator closed the connection");
     return false;
   }
   size_t pos = 0;
@@ -265,9 +266,9 @@ bool UplinkClient::service(Link& l) {
       finish(l, Kind::kFailed, proto::Status::kShuttingDown, "the parent aggregator shut down");
       return false;
     } else {
-      finish(l, Kind::kFailed, proto::Status::kBadMessage,
-             fmt::format("unexpected {} from the parent",
-                         proto::msg_type_name(proto::msg_type(m))));
+      finish(
+          l, Kind::kFailed, proto::Status::kBadMessage,
+          fmt::format("unexpected {} from the parent", proto::msg_type_name(proto::msg_type(m))));
       return false;
     }
   }

@@ -31,7 +31,7 @@ bool parse_ipv4_endpoint(std::string_view text, sockaddr_in* out);
 struct UplinkConfig {
   sockaddr_in parent{};  // the parent's control endpoint
   std::string secret;    // the tree's shared secret (the same on every daemon), may be empty
-  std::vector<uint16_t> data_ports;  // this leaf's data ports: slot s of a job on [s % n]
+  std::vector<uint16_t> data_ports;          // this leaf's data ports: slot s of a job on [s % n]
   std::chrono::milliseconds silence{10000};  // a parent silent this long is lost
   std::chrono::milliseconds connect_timeout{5000};
 };

@@ -261,8 +261,8 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
     }
     const Status st = collnet::served_ranks(next, prev, rank, nranks, names, timeout, &served);
     if (st != Status::kOk) {
-      CFX_WARN(kLogColl, "CollNet connect: rank %d: exchanging aggregator names failed (%s)",
-               rank, net::toString(st));
+      CFX_WARN(kLogColl, "CollNet connect: rank %d: exchanging aggregator names failed (%s)", rank,
+               net::toString(st));
       return st;
     }
   }

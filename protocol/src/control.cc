@@ -312,8 +312,7 @@ std::string to_string(const ControlMsg& m) {
                   "Join{key=%016llx rank=%u/%u port=%u slots=%u payload=%u weight=%u served=%u "
                   "ports=%zu}",
                   static_cast<unsigned long long>(j->job_key), j->rank, j->n_workers, j->udp_port,
-                  j->requested_slots, j->payload_bytes, j->weight, j->served,
-                  j->data_ports.size());
+                  j->requested_slots, j->payload_bytes, j->weight, j->served, j->data_ports.size());
   } else if (const auto* a = std::get_if<JoinAck>(&m)) {
     std::snprintf(buf, sizeof(buf), "JoinAck{status=%.*s job=%u slots=%u payload=%u ports=%zu}",
                   static_cast<int>(status_name(a->status).size()), status_name(a->status).data(),

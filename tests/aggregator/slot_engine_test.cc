@@ -465,8 +465,8 @@ class TreeSlotEngineTest : public SlotEngineTest {
     return d;
   }
   // The parent's RESULT for slot `slot`, from the parent's port for it.
-  DropReason parent_result(uint32_t slot, uint32_t gen, std::vector<int32_t> v,
-                           uint16_t flags = 0, uint32_t port = 0) {
+  DropReason parent_result(uint32_t slot, uint32_t gen, std::vector<int32_t> v, uint16_t flags = 0,
+                           uint32_t port = 0) {
     DataHeader h = hdr(0, slot, gen, static_cast<uint32_t>(v.size()));
     h.type = proto::PacketType::kResult;
     h.job_id = kParentJob;

@@ -58,6 +58,12 @@ std::vector<WorkerResult> run_workers(const std::string& dir, const std::string&
                                       uint32_t n, const std::vector<std::string>& args,
                                       std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
+// Waits until `d` has received `n` datagrams (data flows); false after `timeout`.
+bool wait_packets_in(const DaemonProcess& d, double n, std::chrono::milliseconds timeout);
+
+// Every worker's output, rank by rank, for a failure message.
+std::string explain(const std::vector<WorkerResult>& rs);
+
 // Extracts a numeric field `"key":N` from a flat JSON text (first occurrence); -1 if absent.
 double json_number(const std::string& json, const std::string& key);
 

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <thread>
 
 #include "e2e_harness.h"
 
@@ -18,15 +17,6 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr uint32_t kRanks = 4;
-
-std::string explain(const std::vector<WorkerResult>& rs) {
-  std::string s;
-  for (size_t r = 0; r < rs.size(); ++r) {
-    s += "rank " + std::to_string(r) + (rs[r].timed_out ? " timed out" : "") + ":\n" + rs[r].out +
-         rs[r].err;
-  }
-  return s;
-}
 
 class TreeE2E : public ::testing::Test {
  protected:
@@ -117,9 +107,8 @@ TEST_F(TreeE2E, ExactDespiteLossBetweenLeavesAndRootAndBelow) {
   auto rs = run({"--fault-drop", "0.01", "--rto-us", "1000", "--rto-max-ms", "20", "--dtype",
                  "float,int32,bfloat16", "--op", "sum,max", "--count", "1,4096,100003"});
   expect_all_ok(rs, "verified: all 18 results correct");
-  const double resent =
-      leaf_[0].metric("conflux_dataplane_uplink_resends_total") +
-      leaf_[1].metric("conflux_dataplane_uplink_resends_total");
+  const double resent = leaf_[0].metric("conflux_dataplane_uplink_resends_total") +
+                        leaf_[1].metric("conflux_dataplane_uplink_resends_total");
   EXPECT_GT(resent, 0) << "lost contributions to the root were sent up again";
   EXPECT_GT(root_.metric("conflux_dataplane_retransmits_served_total"), 0)
       << "lost results to a leaf were served again";
@@ -131,11 +120,7 @@ TEST_F(TreeE2E, KilledRootEndsTheJobOnEveryLeafAndEveryWorkerFails) {
       dir_, [this](uint32_t r) { return leaf_of(r); }, kRanks,
       worker_args({"--aggregator-timeout-ms", "5000", "--count", "262144", "--iters", "1000000",
                    "--timeout-s", "60"}));
-  const auto until = std::chrono::steady_clock::now() + 20s;
-  while (root_.packets_in() < 2000 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_GE(root_.packets_in(), 2000) << "workers did not start";
+  ASSERT_TRUE(wait_packets_in(root_, 2000, 20s)) << "workers did not start";
   ASSERT_EQ(::kill(root_.pid, SIGKILL), 0);
   auto rs = wait_workers(dir_, pids, 20s);
   for (const WorkerResult& w : rs) {

@@ -66,7 +66,7 @@ struct ClientConfig {
   // Reduction tree (protocol/SPEC.md §7): for aggregator i, how many of the job's ranks join
   // it (this rank's leaf serves that many). Empty, or n_workers: every rank joins it (depth 1).
   std::vector<uint32_t> served_ranks;
-  std::string secret;                 // shared secret for the Join MAC; empty = none
+  std::string secret;  // shared secret for the Join MAC; empty = none
 
   std::chrono::microseconds rto_initial{2000};  // first retransmission timeout
   std::chrono::microseconds rto_max{100000};    // backoff cap
