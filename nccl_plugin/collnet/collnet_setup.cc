@@ -259,7 +259,8 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
     if (client::parse_endpoints(cfg.aggregators, &eps, &unused)) {
       for (const client::Endpoint& e : eps) names.push_back(e.to_string());
     }
-    const Status st = collnet::served_ranks(next, prev, rank, nranks, names, timeout, &served);
+    // The ranks' first use of the ring: allow for ranks that arrive far apart (as below).
+    const Status st = collnet::served_ranks(next, prev, rank, nranks, names, 2 * timeout, &served);
     if (st != Status::kOk) {
       CFX_WARN(kLogColl, "CollNet connect: rank %d: exchanging aggregator names failed (%s)", rank,
                net::toString(st));
