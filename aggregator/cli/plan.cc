@@ -41,7 +41,8 @@ std::vector<PlanRow> plan(const PlanInput& in) {
     b.cap(in.worker_gbit, "worker link");
     b.cap(k * in.agg_gbit / n, "aggregator link");
     b.cap(k * cpu / n, "aggregator cores");
-    rows.push_back(row(in, k == 1 ? "1 aggregator" : fmt::format("{} striped", k), k, b, ring.gbit));
+    rows.push_back(
+        row(in, k == 1 ? "1 aggregator" : fmt::format("{} striped", k), k, b, ring.gbit));
   }
   // Tree of depth 2: L leaves with ceil(N/L) workers each, one root. A leaf's link carries
   // its workers' streams plus one to (from) the root each way; the root's carries L.

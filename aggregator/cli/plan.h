@@ -21,12 +21,12 @@ struct PlanInput {
 };
 
 struct PlanRow {
-  std::string layout;  // "ring", "1 aggregator", "4 striped", "tree 2 leaves + root"
+  std::string layout;   // "ring", "1 aggregator", "4 striped", "tree 2 leaves + root"
   int aggregators = 0;  // aggregator hosts it needs
   double algbw_gbit = 0;
-  double of_link = 0;   // algbw / worker link
-  double vs_ring = 0;   // algbw / the ring's algbw
-  std::string limit;    // what binds: "worker link", "aggregator link", "leaf link", ...
+  double of_link = 0;  // algbw / worker link
+  double vs_ring = 0;  // algbw / the ring's algbw
+  std::string limit;   // what binds: "worker link", "aggregator link", "leaf link", ...
 };
 
 // Every layout that fits max_aggregators, ring first.

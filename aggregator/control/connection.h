@@ -39,6 +39,7 @@ struct Connection {
   uint64_t job_key = 0;
   uint32_t rank = 0;
   uint32_t job_id = 0;
+  bool left = false;  // sent Leave (not lost)
 };
 
 }  // namespace conflux::agg

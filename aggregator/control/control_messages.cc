@@ -113,6 +113,7 @@ void ControlPlane::handle(Connection& c, proto::ControlMsg& m) {
     // Answer to our Heartbeat: last_rx was refreshed on receipt; nothing else to do.
   } else if (std::holds_alternative<proto::Leave>(m)) {
     if (c.state == S::kMember) spdlog::info("job {} rank {} left", c.job_id, c.rank);
+    c.left = true;
     forget_membership(c);
     c.state = S::kClosing;
     c.close_deadline = Clock::now() + kCloseGrace;
@@ -204,7 +205,7 @@ void ControlPlane::fail(Connection& c, proto::Status s, ControlErrorReason why,
 void ControlPlane::forget_membership(Connection& c) {
   using S = Connection::State;
   if (c.state == S::kPending || c.state == S::kMember) {
-    manager_.on_gone(c.id, c.job_key, c.rank, c.state == S::kMember);
+    manager_.on_gone(c.id, c.job_key, c.rank, c.state == S::kMember, !c.left);
   }
 }
 

@@ -159,11 +159,13 @@ void JobManager::create(uint64_t key, Pending& p, uint32_t granted, uint32_t pay
   jp.workers.resize(f.n_workers);
   jp.child_addrs.resize(f.n_workers);
   jp.uplink = std::move(uplink);
-  Active a{id, granted, std::vector<ConnId>(f.n_workers, 0), 0};
+  Active a{id, granted, std::vector<ConnId>(f.n_workers, 0), 0,
+           std::vector<bool>(f.n_workers, false)};
   for (uint32_t r = 0; r < f.n_workers; ++r) {
     auto& w = p.ranks[r];
     if (!w) continue;
     jp.members.push_back(r);
+    a.child[r] = !w->child_addrs.empty();
     jp.weight[r] = w->weight;
     jp.workers[r] = w->addr;
     jp.child_addrs[r] = std::move(w->child_addrs);
@@ -265,7 +267,7 @@ void JobManager::uplink_joined(const UplinkEvent& e, JoinOutbox& out) {
          std::move(up), out);
 }
 
-void JobManager::on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool member) {
+void JobManager::on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool member, bool lost) {
   if (!member) {
     if (auto u = uplinking_.find(job_key); u != uplinking_.end()) {
       // A member left while its leaf joins the parent: give the job up here and above.
@@ -290,6 +292,8 @@ void JobManager::on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool memb
   Active& a = it->second;
   if (rank >= a.conns.size() || a.conns[rank] != conn) return;
   a.conns[rank] = 0;
+  // Without that child's ranks no slot completes again; a lost worker is the workers' business.
+  if (lost && a.child[rank]) a.broken = true;
   if (--a.alive > 0) return;
   spdlog::info("job {} (key {:016x}) deleted: every rank left", a.job_id, job_key);
   if (uplink_ != nullptr) uplink_->leave(job_key);
@@ -315,6 +319,21 @@ void JobManager::on_tick(Clock::time_point now, JoinOutbox& out) {
     it = pending_.erase(it);
     for (auto& w : p.ranks) {
       if (w) reject(w->conn, Status::kJoinTimeout, out);
+    }
+  }
+  std::vector<uint64_t> broken;
+  for (auto& [key, a] : active_) {
+    if (a.broken) broken.push_back(key);
+  }
+  for (uint64_t key : broken) {  // end_member() may delete the job: look it up each time
+    auto it = active_.find(key);
+    if (it == active_.end()) continue;
+    it->second.broken = false;
+    spdlog::warn("job {} (key {:016x}): a child aggregator was lost; ending it for the others",
+                 it->second.job_id, key);
+    const std::vector<ConnId> conns = it->second.conns;
+    for (ConnId c : conns) {
+      if (c != 0) out.end_member(c, Status::kInternal, "child aggregator lost");
     }
   }
   for (auto it = uplinking_.begin(); it != uplinking_.end();) {

@@ -54,8 +54,9 @@ class JobManager {
                JoinOutbox& out);
 
   // The connection that joined (job_key, rank) left, closed or timed out. `member` tells
-  // whether it had received its JoinAck (else it was still waiting in the rendezvous).
-  void on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool member);
+  // whether it had received its JoinAck (else it was still waiting in the rendezvous);
+  // `lost`: it did not send Leave. A lost child aggregator breaks its job (SPEC.md §7).
+  void on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool member, bool lost = false);
 
   // Join timeouts and memory reclamation; call periodically.
   void on_tick(Clock::time_point now, JoinOutbox& out);
@@ -91,6 +92,8 @@ class JobManager {
     uint32_t slots;
     std::vector<ConnId> conns;  // by rank; 0 once gone
     uint32_t alive;
+    std::vector<bool> child;  // by rank: a child aggregator (it gave its data ports)
+    bool broken = false;      // a child aggregator was lost: on_tick() ends the job for the rest
   };
 
   void complete(uint64_t key, Pending& p, JoinOutbox& out);

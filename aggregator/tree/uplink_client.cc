@@ -195,6 +195,7 @@ bool UplinkClient::service(Link& l) {
     l.state = S::kHello;
   }
   uint8_t buf[4096];
+  bool eof = false;  // handled after the frames before it (an Error says why)
   for (;;) {
     const ssize_t n = recv(l.fd, buf, sizeof buf, MSG_DONTWAIT);
     if (n > 0) {
@@ -204,9 +205,8 @@ bool UplinkClient::service(Link& l) {
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n < 0 && errno == EINTR) continue;
-    finish(l, Kind::kFailed, proto::Status::kInternal,
-           "the parent aggregator closed the connection");
-    return false;
+    eof = true;
+    break;
   }
   size_t pos = 0;
   while (!l.done) {
@@ -273,6 +273,10 @@ bool UplinkClient::service(Link& l) {
     }
   }
   l.rbuf.erase(l.rbuf.begin(), l.rbuf.begin() + static_cast<ptrdiff_t>(pos));
+  if (eof) {
+    finish(l, Kind::kFailed, proto::Status::kInternal,
+           "the parent aggregator closed the connection");
+  }
   return !l.done;
 }
 

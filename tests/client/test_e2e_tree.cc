@@ -5,11 +5,14 @@
 // on any wrong element or engine error.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <thread>
 
 #include "e2e_harness.h"
+#include "proc.h"
 
 namespace conflux::client::e2e {
 namespace {
@@ -130,6 +133,58 @@ TEST_F(TreeE2E, KilledRootEndsTheJobOnEveryLeafAndEveryWorkerFails) {
   }
   // The leaves live on and take new jobs.
   for (DaemonProcess* d : {&leaf_[0], &leaf_[1]}) EXPECT_EQ(d->stop(), "exit 0");
+}
+
+TEST_F(TreeE2E, KilledLeafEndsTheJobUnderTheOtherLeafToo) {
+  start_tree();
+  auto pids = start_workers(
+      dir_, [this](uint32_t r) { return leaf_of(r); }, kRanks,
+      worker_args({"--aggregator-timeout-ms", "5000", "--count", "262144", "--iters", "1000000",
+                   "--timeout-s", "60"}));
+  ASSERT_TRUE(wait_packets_in(root_, 2000, 20s)) << "workers did not start";
+  ASSERT_EQ(::kill(leaf_[0].pid, SIGKILL), 0);
+  auto rs = wait_workers(dir_, pids, 20s);
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    const WorkerResult& w = rs[r];
+    EXPECT_FALSE(w.timed_out);
+    EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) << w.err;
+    // Ranks 0-1 lost their leaf; ranks 2-3 hear from theirs that the root lost leaf 0.
+    const std::string why = r < 2 ? "closed the control connection" : "child aggregator lost";
+    EXPECT_NE(w.err.find(why), std::string::npos) << "rank " << r << ": " << w.err;
+  }
+  for (DaemonProcess* d : {&leaf_[1], &root_}) EXPECT_EQ(d->stop(), "exit 0");
+}
+
+TEST_F(TreeE2E, RankLostWhileItsLeafJoinsTheParentGivesTheJobUp) {
+  // Only leaf 0's ranks (0 and 1 of 4) come: leaf 0 joins the root, which waits for leaf 1.
+  start_tree();
+  std::vector<pid_t> pids;
+  for (uint32_t r = 0; r < 2; ++r) {
+    const std::string base = dir_ + "/rank" + std::to_string(r);
+    std::vector<std::string> argv = {
+        worker_path(), "--aggregators", leaf_of(r),       "--job-key", "17", "--nranks",
+        "4",           "--rank",        std::to_string(r)};
+    for (const std::string& x : worker_args({"--count", "1024", "--join-timeout-ms", "60000"})) {
+      argv.push_back(x);
+    }
+    std::string err;
+    pids.push_back(tools::spawn(argv, base + ".out", base + ".err", &err));
+    ASSERT_GT(pids.back(), 0) << err;
+  }
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (leaf_[0].metric("conflux_control_joins_total") < 2 &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_GE(leaf_[0].metric("conflux_control_joins_total"), 2);
+  ASSERT_EQ(::kill(pids[0], SIGKILL), 0);
+  int status = 0;
+  ::waitpid(pids[0], &status, 0);
+  pids[0] = -1;
+  auto rs = wait_workers(dir_, pids, 20s);
+  EXPECT_FALSE(rs[1].timed_out) << "rank 1 waited for a job that cannot form";
+  EXPECT_NE(rs[1].err.find("refused Join: join_timeout"), std::string::npos) << rs[1].err;
+  for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &root_}) EXPECT_EQ(d->stop(), "exit 0");
 }
 
 TEST_F(TreeE2E, LeafWithoutItsParentAnswersTheWorkersInsteadOfHanging) {
