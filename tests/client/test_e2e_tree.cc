@@ -187,6 +187,33 @@ TEST_F(TreeE2E, RankLostWhileItsLeafJoinsTheParentGivesTheJobUp) {
   for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &root_}) EXPECT_EQ(d->stop(), "exit 0");
 }
 
+// Striping stays: a job stripes over two trees (entry i of every rank's list is tree i).
+class TreeStripeE2E : public TreeE2E {
+ protected:
+  void TearDown() override {
+    for (DaemonProcess* d : {&leaf2_[0], &leaf2_[1], &root2_}) d->stop();
+    TreeE2E::TearDown();
+  }
+  DaemonProcess root2_;
+  DaemonProcess leaf2_[2];
+};
+
+TEST_F(TreeStripeE2E, JobStripesOverTwoTrees) {
+  start_tree();
+  ASSERT_EQ(start_in("root2", root2_, {}), "");
+  for (int l = 0; l < 2; ++l) {
+    ASSERT_EQ(start_in("leaf2-" + std::to_string(l), leaf2_[l], {"--parent", root2_.endpoint()}),
+              "");
+  }
+  auto pids = start_workers(
+      dir_, [this](uint32_t r) { return leaf_of(r) + "," + leaf2_[r / 2].endpoint(); }, kRanks,
+      worker_args({"--dtype", "float,int32,half", "--op", "sum,min", "--count", "1,7,70000"}));
+  auto rs = wait_workers(dir_, pids, 90s);
+  expect_all_ok(rs, "verified: all 18 results correct");
+  EXPECT_GT(root_.metric("conflux_dataplane_slots_completed_total"), 0);
+  EXPECT_GT(root2_.metric("conflux_dataplane_slots_completed_total"), 0);
+}
+
 TEST_F(TreeE2E, LeafWithoutItsParentAnswersTheWorkersInsteadOfHanging) {
   // The parent's port is closed (root stopped): the leaf cannot join it and refuses the job.
   start_tree();
