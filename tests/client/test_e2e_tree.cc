@@ -63,6 +63,13 @@ class TreeE2E : public ::testing::Test {
         dir_, [this](uint32_t r) { return leaf_of(r); }, kRanks, worker_args(std::move(extra)));
     return wait_workers(dir_, pids, timeout);
   }
+  // Workers that AllReduce until something fails.
+  std::vector<pid_t> start_endless_run() {
+    return start_workers(
+        dir_, [this](uint32_t r) { return leaf_of(r); }, kRanks,
+        worker_args({"--aggregator-timeout-ms", "5000", "--count", "262144", "--iters", "1000000",
+                     "--timeout-s", "60"}));
+  }
   void expect_all_ok(const std::vector<WorkerResult>& rs, const std::string& verified) {
     for (const WorkerResult& w : rs) ASSERT_TRUE(w.exited_ok) << explain(rs);
     EXPECT_NE(rs[0].out.find(verified), std::string::npos) << rs[0].out;
@@ -119,10 +126,7 @@ TEST_F(TreeE2E, ExactDespiteLossBetweenLeavesAndRootAndBelow) {
 
 TEST_F(TreeE2E, KilledRootEndsTheJobOnEveryLeafAndEveryWorkerFails) {
   start_tree();
-  auto pids = start_workers(
-      dir_, [this](uint32_t r) { return leaf_of(r); }, kRanks,
-      worker_args({"--aggregator-timeout-ms", "5000", "--count", "262144", "--iters", "1000000",
-                   "--timeout-s", "60"}));
+  const std::vector<pid_t> pids = start_endless_run();
   ASSERT_TRUE(wait_packets_in(root_, 2000, 20s)) << "workers did not start";
   ASSERT_EQ(::kill(root_.pid, SIGKILL), 0);
   auto rs = wait_workers(dir_, pids, 20s);
@@ -131,16 +135,13 @@ TEST_F(TreeE2E, KilledRootEndsTheJobOnEveryLeafAndEveryWorkerFails) {
     EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) << w.err;
     EXPECT_NE(w.err.find("parent aggregator lost"), std::string::npos) << w.err;
   }
-  // The leaves live on and take new jobs.
+  // The leaves live on, and stop cleanly.
   for (DaemonProcess* d : {&leaf_[0], &leaf_[1]}) EXPECT_EQ(d->stop(), "exit 0");
 }
 
 TEST_F(TreeE2E, KilledLeafEndsTheJobUnderTheOtherLeafToo) {
   start_tree();
-  auto pids = start_workers(
-      dir_, [this](uint32_t r) { return leaf_of(r); }, kRanks,
-      worker_args({"--aggregator-timeout-ms", "5000", "--count", "262144", "--iters", "1000000",
-                   "--timeout-s", "60"}));
+  const std::vector<pid_t> pids = start_endless_run();
   ASSERT_TRUE(wait_packets_in(root_, 2000, 20s)) << "workers did not start";
   ASSERT_EQ(::kill(leaf_[0].pid, SIGKILL), 0);
   auto rs = wait_workers(dir_, pids, 20s);
