@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "CLI/CLI.hpp"
+#include "aggregator/tree/uplink_client.h"
 #include "fmt/format.h"
 #include "toml++/toml.h"
 
@@ -112,6 +113,19 @@ std::string finalize_config(Config& cfg) {
   }
   if (cfg.data_mac && cfg.secret.empty()) {
     return "'data_mac' needs a shared secret: set 'secret' or 'secret_file'";
+  }
+  if (!cfg.parent.empty()) {
+    sockaddr_in a{};
+    if (!parse_ipv4_endpoint(cfg.parent, &a)) {
+      return fmt::format("invalid value '{}' for 'parent': expected IPv4:port", cfg.parent);
+    }
+    if (cfg.dataplane != "udp") {
+      return fmt::format("'parent' needs dataplane = \"udp\" (got \"{}\")", cfg.dataplane);
+    }
+    if (cfg.data_mac) {
+      return "'parent' and 'data_mac' together are not supported yet (a leaf would have to sign "
+             "its partial sums with the parent's job key)";
+    }
   }
 #ifndef CONFLUX_FAULT_INJECTION
   for (auto [key, v] :

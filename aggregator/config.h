@@ -52,6 +52,7 @@ struct Config {
   std::string dpdk_ipv4 = "";
   int64_t dpdk_vlan = 0;
   int64_t dpdk_idle_sleep_us = 0;
+  std::string parent = "";  // reduction tree: the parent aggregator's control endpoint
 };
 
 enum class ParamType : uint8_t { kInt, kDouble, kBool, kString };

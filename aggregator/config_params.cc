@@ -145,6 +145,10 @@ const std::array kRows = {
          "cores)",
          0, 100000},
         &Config::dpdk_idle_sleep_us},
+    Row{{"parent", ParamType::kString,
+         "reduction tree: the parent aggregator's control endpoint IPv4:port; every job is joined "
+         "there as one contributor for the ranks it serves here (empty = none: a tree of depth 1)"},
+        &Config::parent},
 };
 
 const std::vector<ParamInfo>& infos() {

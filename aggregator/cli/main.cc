@@ -3,6 +3,7 @@
 //   conflux status HOST[:METRICS_PORT]... [--json] [--interval-ms N] [--timeout-ms N]
 //   conflux drain|undrain HOST[:METRICS_PORT]... [--secret S | CONFLUX_SECRET] [--json]
 //   conflux check [--aggregators LIST | CONFLUX_AGGREGATORS] [--secret S] [--payload B] [--json]
+//   conflux plan --workers N --worker-gbit R --agg-gbit A [--agg-cores C] ... [--json]
 // check exits 0 when a job would use every aggregator, 1 when the plugin would fall back.
 #include <cstdio>
 #include <string>
@@ -11,6 +12,7 @@
 #include "CLI/CLI.hpp"
 #include "aggregator/cli/admin.h"
 #include "aggregator/cli/check.h"
+#include "aggregator/cli/plan.h"
 #include "aggregator/cli/status.h"
 #include "fmt/format.h"
 
@@ -67,6 +69,31 @@ int main(int argc, char** argv) {
   check->add_option("--bind", copt.bind_addr, "local IPv4 address of the UDP socket");
   check->add_option("--timeout-ms", copt.timeout_ms, "per step")->check(CLI::Range(100, 60000));
   check->add_flag("--json", json, "print JSON instead of a table");
+  PlanInput pin;
+  CLI::App* plan_cmd = app.add_subcommand(
+      "plan",
+      "capacity planning: expected AllReduce algbw of one aggregator, k striped and a tree of L "
+      "leaves under a root, next to the ring, from link rates and cores (a model, no traffic)");
+  plan_cmd->add_option("--workers", pin.workers, "workers (ranks)")
+      ->required()
+      ->check(CLI::Range(2, 1024));
+  plan_cmd->add_option("--worker-gbit", pin.worker_gbit, "each worker's link, Gbit/s")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  plan_cmd->add_option("--agg-gbit", pin.agg_gbit, "each aggregator's link, Gbit/s")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  plan_cmd->add_option("--root-gbit", pin.root_gbit, "a tree root's link (default --agg-gbit)")
+      ->check(CLI::PositiveNumber);
+  plan_cmd->add_option("--agg-cores", pin.agg_cores, "dataplane threads per aggregator")
+      ->check(CLI::Range(1, 64));
+  plan_cmd
+      ->add_option("--core-gbit", pin.core_gbit,
+                   "contribution Gbit/s one dataplane thread reduces (measure: bench/allreduce)")
+      ->check(CLI::PositiveNumber);
+  plan_cmd->add_option("--max-aggregators", pin.max_aggregators, "list layouts up to this many")
+      ->check(CLI::Range(1, 1024));
+  plan_cmd->add_flag("--json", json, "print JSON instead of a table");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -95,6 +122,11 @@ int main(int argc, char** argv) {
     }
     if (json) std::printf("%s]}\n", out.c_str());
     return all_ok ? 0 : 1;
+  }
+  if (plan_cmd->parsed()) {
+    const std::vector<PlanRow> rows = plan(pin);
+    std::fputs((json ? plan_json(pin, rows) : plan_table(pin, rows)).c_str(), stdout);
+    return 0;
   }
   std::vector<DaemonStatus> all;
   bool all_ok = true;

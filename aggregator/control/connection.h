@@ -40,6 +40,7 @@ struct Connection {
   uint32_t rank = 0;
   uint32_t job_id = 0;
   bool wants_capacity = false;  // its Join set kJoinFlagCapacity
+  bool left = false;            // sent Leave (not lost)
 };
 
 }  // namespace conflux::agg

@@ -9,5 +9,6 @@ namespace conflux::agg {
 inline constexpr ConnId kControlListener = 1;
 inline constexpr ConnId kMetricsListener = 2;
 inline constexpr ConnId kStopEvent = 3;
+inline constexpr ConnId kUplinkEvent = 4;  // a leaf's UplinkClient has news (aggregator/tree)
 
 }  // namespace conflux::agg

@@ -78,6 +78,10 @@ void ControlPlane::handle_events(const epoll_event* evs, int n) {
   for (int i = 0; i < n; ++i) {
     const ConnId id = evs[i].data.u64;
     if (id == kStopEvent) continue;  // stopping_ is already set
+    if (id == kUplinkEvent) {
+      manager_.on_uplink_events(*this);
+      continue;
+    }
     if (id == kControlListener) {
       accept_all(control_fd_, Connection::Kind::kControl);
       continue;

@@ -113,6 +113,7 @@ void ControlPlane::handle(Connection& c, proto::ControlMsg& m) {
     // Answer to our Heartbeat: last_rx was refreshed on receipt; nothing else to do.
   } else if (std::holds_alternative<proto::Leave>(m)) {
     if (c.state == S::kMember) spdlog::info("job {} rank {} left", c.job_id, c.rank);
+    c.left = true;
     forget_membership(c);
     c.state = S::kClosing;
     c.close_deadline = Clock::now() + kCloseGrace;
@@ -175,6 +176,16 @@ void ControlPlane::deliver(ConnId conn, const proto::JoinAck& ack) {
   send(c, ack);
 }
 
+void ControlPlane::end_member(ConnId conn, proto::Status status, const std::string& text) {
+  auto it = conns_.find(conn);
+  if (it == conns_.end() || it->second.state != Connection::State::kMember) return;
+  Connection& c = it->second;
+  forget_membership(c);
+  c.state = Connection::State::kClosing;
+  c.close_deadline = Clock::now() + kCloseGrace;
+  send(c, proto::Error{status, text});
+}
+
 void ControlPlane::send(Connection& c, const proto::ControlMsg& m) {
   if (c.dead || c.write_shut) return;
   proto::encode_control(m, c.wbuf);
@@ -220,7 +231,7 @@ size_t ControlPlane::set_draining(bool on) {
 void ControlPlane::forget_membership(Connection& c) {
   using S = Connection::State;
   if (c.state == S::kPending || c.state == S::kMember) {
-    manager_.on_gone(c.id, c.job_key, c.rank, c.state == S::kMember);
+    manager_.on_gone(c.id, c.job_key, c.rank, c.state == S::kMember, !c.left);
   }
 }
 

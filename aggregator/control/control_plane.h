@@ -85,6 +85,7 @@ class ControlPlane final : private JoinOutbox {
   void send(Connection& c, const proto::ControlMsg& m);
   void fail(Connection& c, proto::Status s, ControlErrorReason why, const std::string& text);
   void deliver(ConnId conn, const proto::JoinAck& ack) override;
+  void end_member(ConnId conn, proto::Status status, const std::string& text) override;
   void forget_membership(Connection& c);
 
   // metrics/metrics_http.cc
@@ -101,6 +102,7 @@ class ControlPlane final : private JoinOutbox {
   JobTable& jobs_;
   const Dataplane& dataplane_;
   ControlCounters counters_;
+  std::unique_ptr<UplinkClient> uplink_;  // a leaf of a reduction tree only (cfg.parent)
   JobManager manager_;
   proto::Capacity capacity_;  // sent after JoinAck to workers that ask (kJoinFlagCapacity)
   std::unordered_map<ConnId, Connection> conns_;

@@ -53,8 +53,26 @@ void add_listener(int epfd, int fd, ConnId id) {
 
 }  // namespace
 
+namespace {
+
+std::unique_ptr<UplinkClient> make_uplink(const Config& cfg, const Dataplane& dp) {
+  if (cfg.parent.empty()) return nullptr;
+  UplinkConfig u;
+  (void)parse_ipv4_endpoint(cfg.parent, &u.parent);  // checked by finalize_config()
+  u.secret = cfg.secret;
+  u.data_ports = dp.ports();
+  u.silence = std::chrono::milliseconds(cfg.worker_timeout_ms);
+  return std::make_unique<UplinkClient>(std::move(u));
+}
+
+}  // namespace
+
 ControlPlane::ControlPlane(const Config& cfg, JobTable& jobs, const Dataplane& dp)
-    : cfg_(cfg), jobs_(jobs), dataplane_(dp), manager_(cfg, jobs, dp.ports(), counters_) {
+    : cfg_(cfg),
+      jobs_(jobs),
+      dataplane_(dp),
+      uplink_(make_uplink(cfg, dp)),
+      manager_(cfg, jobs, dp.ports(), counters_, uplink_.get()) {
   const auto mbps = [](int64_t v) {
     return static_cast<uint32_t>(std::min<int64_t>(v, UINT32_MAX));
   };
@@ -100,6 +118,13 @@ std::unique_ptr<ControlPlane> ControlPlane::create(const Config& cfg, JobTable& 
   }
   add_listener(cp->epfd_, cp->control_fd_, kControlListener);
   add_listener(cp->epfd_, cp->stop_fd_, kStopEvent);
+  if (cp->uplink_ != nullptr) {
+    if (std::string e = cp->uplink_->start(); !e.empty()) {
+      *err = "parent uplink: " + e;
+      return nullptr;
+    }
+    add_listener(cp->epfd_, cp->uplink_->event_fd(), kUplinkEvent);
+  }
   return cp;
 }
 

@@ -14,8 +14,8 @@ using proto::JoinAck;
 using proto::Status;
 
 JobManager::JobManager(const Config& cfg, JobTable& jobs, std::vector<uint16_t> ports,
-                       ControlCounters& counters)
-    : cfg_(cfg), jobs_(jobs), ports_(std::move(ports)), counters_(counters) {}
+                       ControlCounters& counters, UplinkClient* uplink)
+    : cfg_(cfg), jobs_(jobs), ports_(std::move(ports)), counters_(counters), uplink_(uplink) {}
 
 void JobManager::reject(ConnId conn, Status s, JoinOutbox& out) {
   JoinAck ack;
@@ -31,9 +31,11 @@ void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
   if (cfg_.data_mac && join.payload_bytes < proto::kMinMacPayloadBytes) {
     return reject(conn, Status::kUnsupported, out);
   }
-  if (auto it = active_.find(join.job_key); it != active_.end()) {
+  if (active_.contains(join.job_key) || uplinking_.contains(join.job_key)) {
+    auto it = active_.find(join.job_key);
     // The job already runs: a second connection for a live rank, or a late/rejoining rank.
-    const bool live = join.rank < it->second.conns.size() && it->second.conns[join.rank] != 0;
+    const bool live = it == active_.end() ||
+                      (join.rank < it->second.conns.size() && it->second.conns[join.rank] != 0);
     if (uint64_t s = 0; log_limit_.allow(&s)) {
       spdlog::warn("join for running job key {:016x} rank {} rejected ({} similar suppressed)",
                    join.job_key, join.rank, s);
@@ -62,9 +64,11 @@ void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
     }
   } else {
     const Join& f = p.first;
+    // Flags other than deterministic (capacity) are the rank's own business.
     if (join.n_workers != f.n_workers ||
         (join.flags & proto::kJoinFlagDeterministic) != (f.flags & proto::kJoinFlagDeterministic) ||
-        join.payload_bytes != f.payload_bytes || join.requested_slots != f.requested_slots) {
+        join.payload_bytes != f.payload_bytes || join.requested_slots != f.requested_slots ||
+        join.served != f.served) {
       if (uint64_t s = 0; log_limit_.allow(&s)) {
         spdlog::warn(
             "job key {:016x}: rank {} disagrees with the first Join ({} similar suppressed)",
@@ -74,8 +78,21 @@ void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
     }
     if (p.ranks[join.rank].has_value()) return reject(conn, Status::kRankInUse, out);
   }
-  p.ranks[join.rank] = Waiting{conn, addr};
-  if (++p.joined == p.first.n_workers) {
+  // The weights of the members must add up to the ranks served here (SPEC.md §7).
+  const uint32_t served = p.first.served == 0 ? p.first.n_workers : p.first.served;
+  if (p.joined + join.weight > served) {
+    if (fresh) pending_.erase(it);
+    return reject(conn, Status::kJobMismatch, out);
+  }
+  std::vector<sockaddr_in> child_addrs;
+  for (uint16_t port : join.data_ports) {
+    sockaddr_in a = addr;
+    a.sin_port = htons(port);
+    child_addrs.push_back(a);
+  }
+  p.ranks[join.rank] = Waiting{conn, addr, join.weight, std::move(child_addrs)};
+  p.joined += join.weight;
+  if (p.joined == served) {
     Pending done = std::move(p);
     pending_.erase(it);
     complete(join.job_key, done, out);
@@ -88,16 +105,57 @@ void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
       static_cast<uint64_t>(cfg_.total_slots) > slots_used_ ? cfg_.total_slots - slots_used_ : 0;
   const uint32_t granted = static_cast<uint32_t>(std::min<uint64_t>(
       {f.requested_slots, static_cast<uint64_t>(cfg_.max_slots_per_job), free_slots}));
-  const uint32_t id = granted == 0 ? 0 : jobs_.allocate_id();
-  if (id == 0) {
-    if (uint64_t s = 0; log_limit_.allow(&s)) {
-      spdlog::warn(
-          "job key {:016x}: no capacity ({} jobs live, {} of {} slots used; {} similar "
-          "suppressed)",
-          key, jobs_.live(), slots_used_, cfg_.total_slots, s);
+  if (granted == 0) return no_capacity(key, p, out);
+  uint32_t payload =
+      std::min<uint32_t>(f.payload_bytes, static_cast<uint32_t>(cfg_.max_payload_bytes));
+  if (cfg_.data_mac) {
+    // The same datagram size as the worker planned for; elements stay 8-byte aligned.
+    payload = (payload - static_cast<uint32_t>(proto::kMacTrailerSize)) & ~7u;
+  }
+  const bool deterministic = cfg_.deterministic || (f.flags & proto::kJoinFlagDeterministic) != 0;
+  if (uplink_ == nullptr) return create(key, p, granted, payload, deterministic, nullptr, out);
+  // A leaf: join the parent for the whole subtree first (SPEC.md §7); the job is created when
+  // the parent answers, with the smaller of the two grants.
+  Join up;
+  up.job_key = key;
+  up.n_workers = f.n_workers;
+  up.weight = static_cast<uint16_t>(p.joined);
+  up.rank = 0;
+  for (uint32_t r = 0; r < p.ranks.size(); ++r) {
+    if (p.ranks[r]) {
+      up.rank = r;  // the leaf's contributor id at the parent: its lowest rank
+      break;
     }
-    for (auto& w : p.ranks) reject(w->conn, Status::kNoCapacity, out);
-    return;
+  }
+  up.flags = deterministic ? proto::kJoinFlagDeterministic : 0;
+  up.requested_slots = granted;
+  up.payload_bytes = payload;
+  // What is left of the rendezvous deadline: the whole tree must form within it.
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - Clock::now());
+  up.join_timeout_ms = static_cast<uint32_t>(std::max<int64_t>(left.count(), 1));
+  p.granted = granted;
+  p.payload_bytes = payload;
+  slots_used_ += granted;
+  counters_.slots_in_use.set(slots_used_);
+  spdlog::info("job key {:016x}: {} of {} ranks joined here; joining the parent aggregator", key,
+               p.joined, f.n_workers);
+  uplink_->join(up);
+  uplinking_.emplace(key, std::move(p));
+}
+
+void JobManager::create(uint64_t key, Pending& p, uint32_t granted, uint32_t payload_bytes,
+                        bool deterministic, std::shared_ptr<const JobParams::Uplink> uplink,
+                        JoinOutbox& out) {
+  const Join& f = p.first;
+  const uint32_t id = jobs_.allocate_id();
+  const bool leaf = uplink != nullptr;
+  if (id == 0) {
+    if (leaf) {
+      slots_used_ -= granted;
+      uplink_->leave(key);
+    }
+    return no_capacity(key, p, out);
   }
   JobParams jp;
   jp.id = id;
@@ -105,18 +163,26 @@ void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
   jp.token = random_u64();
   jp.n_workers = f.n_workers;
   jp.slots = granted;
-  jp.payload_bytes =
-      std::min<uint32_t>(f.payload_bytes, static_cast<uint32_t>(cfg_.max_payload_bytes));
-  if (cfg_.data_mac) {
-    // Same datagram size as the worker planned for; elements stay 8-byte aligned.
-    jp.payload_bytes = (jp.payload_bytes - static_cast<uint32_t>(proto::kMacTrailerSize)) & ~7u;
-    jp.mac_key = proto::derive_data_key(cfg_.secret, id, jp.token);
-  }
-  jp.deterministic = cfg_.deterministic || (f.flags & proto::kJoinFlagDeterministic) != 0;
-  Active a{id, granted, {}, f.n_workers};
-  for (auto& w : p.ranks) {
-    jp.workers.push_back(w->addr);
-    a.conns.push_back(w->conn);
+  jp.payload_bytes = payload_bytes;
+  if (cfg_.data_mac) jp.mac_key = proto::derive_data_key(cfg_.secret, id, jp.token);
+  jp.deterministic = deterministic;
+  jp.served = p.joined;
+  jp.weight.assign(f.n_workers, 0);
+  jp.workers.resize(f.n_workers);
+  jp.child_addrs.resize(f.n_workers);
+  jp.uplink = std::move(uplink);
+  Active a{id, granted, std::vector<ConnId>(f.n_workers, 0), 0,
+           std::vector<bool>(f.n_workers, false)};
+  for (uint32_t r = 0; r < f.n_workers; ++r) {
+    auto& w = p.ranks[r];
+    if (!w) continue;
+    jp.members.push_back(r);
+    a.child[r] = !w->child_addrs.empty();
+    jp.weight[r] = w->weight;
+    jp.workers[r] = w->addr;
+    jp.child_addrs[r] = std::move(w->child_addrs);
+    a.conns[r] = w->conn;
+    ++a.alive;
   }
   JoinAck ack;
   ack.status = Status::kOk;
@@ -128,26 +194,110 @@ void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
               (cfg_.data_mac ? proto::kJoinFlagDataMac : 0);
   ack.ports = ports_;
   jobs_.publish(std::make_unique<Job>(std::move(jp), static_cast<unsigned>(ports_.size())));
-  slots_used_ += granted;
+  if (!leaf) slots_used_ += granted;  // a leaf reserved them when it went up
   active_.emplace(key, std::move(a));
   counters_.jobs_created.inc();
   counters_.jobs_active.set(active_.size());
   counters_.slots_in_use.set(slots_used_);
-  spdlog::info("job {} (key {:016x}) created: {} workers, {} slots, {} bytes/packet{}{}", id, key,
-               f.n_workers, granted, ack.payload_bytes,
+  spdlog::info("job {} (key {:016x}) created: {} of {} ranks here, {} slots, {} bytes/packet{}{}{}",
+               id, key, p.joined, f.n_workers, granted, ack.payload_bytes,
                (ack.flags & proto::kJoinFlagDeterministic) ? ", deterministic" : "",
-               cfg_.data_mac ? ", data MAC" : "");
-  for (auto& w : p.ranks) out.deliver(w->conn, ack);
+               cfg_.data_mac ? ", data MAC" : "", leaf ? ", under the parent aggregator" : "");
+  for (auto& w : p.ranks) {
+    if (w) out.deliver(w->conn, ack);
+  }
 }
 
-void JobManager::on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool member) {
+void JobManager::no_capacity(uint64_t key, Pending& p, JoinOutbox& out) {
+  if (uint64_t s = 0; log_limit_.allow(&s)) {
+    spdlog::warn(
+        "job key {:016x}: no capacity ({} jobs live, {} of {} slots used; {} similar "
+        "suppressed)",
+        key, jobs_.live(), slots_used_, cfg_.total_slots, s);
+  }
+  for (auto& w : p.ranks) {
+    if (w) reject(w->conn, Status::kNoCapacity, out);
+  }
+}
+
+void JobManager::on_uplink_events(JoinOutbox& out) {
+  for (const UplinkEvent& e : uplink_->take_events()) {
+    if (e.kind == UplinkEvent::Kind::kJoined) {
+      uplink_joined(e, out);
+      continue;
+    }
+    if (auto it = uplinking_.find(e.job_key); it != uplinking_.end()) {
+      spdlog::warn("job key {:016x}: joining the parent aggregator failed: {}", e.job_key, e.why);
+      Pending p = std::move(it->second);
+      uplinking_.erase(it);
+      slots_used_ -= p.granted;
+      counters_.slots_in_use.set(slots_used_);
+      for (auto& w : p.ranks) {
+        if (w) reject(w->conn, e.status == Status::kOk ? Status::kInternal : e.status, out);
+      }
+      continue;
+    }
+    auto it = active_.find(e.job_key);
+    if (it == active_.end()) continue;
+    // The parent is gone: no slot of this job can complete again. End it for every member
+    // (SPEC.md §7), which moves the workers to their ring.
+    spdlog::warn("job {} (key {:016x}): {}; ending it for its members", it->second.job_id,
+                 e.job_key, e.why);
+    const std::vector<ConnId> conns = it->second.conns;  // end_member() comes back to on_gone
+    for (ConnId c : conns) {
+      if (c != 0) out.end_member(c, Status::kInternal, "parent aggregator lost: " + e.why);
+    }
+  }
+}
+
+void JobManager::uplink_joined(const UplinkEvent& e, JoinOutbox& out) {
+  auto it = uplinking_.find(e.job_key);
+  if (it == uplinking_.end()) {  // the job was given up meanwhile
+    uplink_->leave(e.job_key);
+    return;
+  }
+  Pending p = std::move(it->second);
+  uplinking_.erase(it);
+  auto up = std::make_shared<JobParams::Uplink>();
+  up->job_id = e.ack.job_id;
+  up->token = e.ack.job_token;
+  for (uint32_t r = 0; r < p.ranks.size(); ++r) {
+    if (p.ranks[r]) {
+      up->contributor = static_cast<uint16_t>(r);
+      break;
+    }
+  }
+  for (uint16_t port : e.ack.ports) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = e.parent_ip;
+    a.sin_port = htons(port);
+    up->ports.push_back(a);
+  }
+  const uint32_t slots = std::min(p.granted, e.ack.granted_slots);
+  slots_used_ -= p.granted - slots;
+  const bool deterministic = (e.ack.flags & proto::kJoinFlagDeterministic) != 0;
+  create(e.job_key, p, slots, std::min(p.payload_bytes, e.ack.payload_bytes), deterministic,
+         std::move(up), out);
+}
+
+void JobManager::on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool member, bool lost) {
   if (!member) {
+    if (auto u = uplinking_.find(job_key); u != uplinking_.end()) {
+      // A member left while its leaf joins the parent: give the job up here and above.
+      Pending& p = u->second;
+      if (rank >= p.ranks.size() || !p.ranks[rank] || p.ranks[rank]->conn != conn) return;
+      p.ranks[rank].reset();
+      p.abandoned = true;  // on_tick() answers the others and leaves the parent
+      return;
+    }
     auto it = pending_.find(job_key);
     if (it == pending_.end()) return;
     Pending& p = it->second;
     if (rank < p.ranks.size() && p.ranks[rank] && p.ranks[rank]->conn == conn) {
+      p.joined -= p.ranks[rank]->weight;
       p.ranks[rank].reset();
-      if (--p.joined == 0) pending_.erase(it);
+      if (p.joined == 0) pending_.erase(it);
     }
     return;
   }
@@ -156,8 +306,11 @@ void JobManager::on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool memb
   Active& a = it->second;
   if (rank >= a.conns.size() || a.conns[rank] != conn) return;
   a.conns[rank] = 0;
+  // Without that child's ranks no slot completes again; a lost worker is the workers' business.
+  if (lost && a.child[rank]) a.broken = true;
   if (--a.alive > 0) return;
   spdlog::info("job {} (key {:016x}) deleted: every rank left", a.job_id, job_key);
+  if (uplink_ != nullptr) uplink_->leave(job_key);
   jobs_.retire(a.job_id);
   slots_used_ -= a.slots;
   active_.erase(it);
@@ -182,6 +335,36 @@ void JobManager::on_tick(Clock::time_point now, JoinOutbox& out) {
       if (w) reject(w->conn, Status::kJoinTimeout, out);
     }
   }
+  std::vector<uint64_t> broken;
+  for (auto& [key, a] : active_) {
+    if (a.broken) broken.push_back(key);
+  }
+  for (uint64_t key : broken) {  // end_member() may delete the job: look it up each time
+    auto it = active_.find(key);
+    if (it == active_.end()) continue;
+    it->second.broken = false;
+    spdlog::warn("job {} (key {:016x}): a child aggregator was lost; ending it for the others",
+                 it->second.job_id, key);
+    const std::vector<ConnId> conns = it->second.conns;
+    for (ConnId c : conns) {
+      if (c != 0) out.end_member(c, Status::kInternal, "child aggregator lost");
+    }
+  }
+  for (auto it = uplinking_.begin(); it != uplinking_.end();) {
+    if (!it->second.abandoned) {
+      ++it;
+      continue;
+    }
+    spdlog::warn("job key {:016x}: a rank left while joining the parent; job given up", it->first);
+    uplink_->leave(it->first);
+    Pending p = std::move(it->second);
+    it = uplinking_.erase(it);
+    slots_used_ -= p.granted;
+    counters_.slots_in_use.set(slots_used_);
+    for (auto& w : p.ranks) {
+      if (w) reject(w->conn, Status::kJoinTimeout, out);
+    }
+  }
   jobs_.reclaim();
 }
 
@@ -192,6 +375,8 @@ void JobManager::postpone(Clock::duration by) {
 void JobManager::cancel_pending(Status status, JoinOutbox& out) {
   auto pending = std::move(pending_);
   pending_.clear();
+  for (auto& [key, p] : uplinking_) pending.emplace(key, std::move(p));
+  uplinking_.clear();
   for (auto& [key, p] : pending) {
     for (auto& w : p.ranks) {
       if (w) reject(w->conn, status, out);

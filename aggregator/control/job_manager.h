@@ -1,8 +1,11 @@
 // Rendezvous and job life cycle (SPEC.md §4), without any socket code.
-// Groups Joins by job_key; when all n_workers ranks are in, creates the Job (id, random token,
-// slot quota from total_slots/max_slots_per_job, payload limit), publishes it in the JobTable
-// and answers every rank at once. Deletes a job when every rank has left or disconnected.
-// Control thread only.
+// Groups Joins by job_key; when the joined weights reach the job's `served` ranks (all
+// n_workers ranks at depth 1, SPEC.md §7), creates the Job (id, random token, slot quota from
+// total_slots/max_slots_per_job, payload limit), publishes it in the JobTable and answers every
+// member at once. On a leaf of a reduction tree (`parent` configured) it first joins the
+// parent through the UplinkClient and creates the job with the parent's grant. Deletes a job
+// when every member has left or disconnected (a leaf then leaves the parent); a lost parent
+// ends the leaf's job for its members. Control thread only.
 #pragma once
 
 #include <netinet/in.h>
@@ -16,6 +19,7 @@
 #include "aggregator/config.h"
 #include "aggregator/control/control_counters.h"
 #include "aggregator/engine/job_table.h"
+#include "aggregator/tree/uplink_client.h"
 #include "aggregator/util/rate_limit.h"
 #include "conflux/protocol/control.h"
 
@@ -31,12 +35,18 @@ class JoinOutbox {
   // Sends `ack` on connection `conn`. status ok: the connection becomes a member of job
   // ack.job_id; any other status: the connection is closed after the ack.
   virtual void deliver(ConnId conn, const proto::JoinAck& ack) = 0;
+  // Ends member connection `conn` with Error{status, text} (its job cannot go on).
+  virtual void end_member(ConnId conn, proto::Status status, const std::string& text) = 0;
 };
 
 class JobManager {
  public:
+  // `uplink`: this leaf's link to its parent aggregator, or null (no parent: depth 1).
   JobManager(const Config& cfg, JobTable& jobs, std::vector<uint16_t> ports,
-             ControlCounters& counters);
+             ControlCounters& counters, UplinkClient* uplink = nullptr);
+
+  // Handles what the UplinkClient reports (call when its event fd is readable).
+  void on_uplink_events(JoinOutbox& out);
 
   // A validated (and authenticated) Join from `conn`; `peer` is the TCP peer address, used
   // when join.udp_addr is 0. Answers through `out`, now or when the rendezvous completes.
@@ -44,8 +54,9 @@ class JobManager {
                JoinOutbox& out);
 
   // The connection that joined (job_key, rank) left, closed or timed out. `member` tells
-  // whether it had received its JoinAck (else it was still waiting in the rendezvous).
-  void on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool member);
+  // whether it had received its JoinAck (else it was still waiting in the rendezvous);
+  // `lost`: it did not send Leave. A lost child aggregator breaks its job (SPEC.md §7).
+  void on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool member, bool lost = false);
 
   // Join timeouts and memory reclamation; call periodically.
   void on_tick(Clock::time_point now, JoinOutbox& out);
@@ -63,22 +74,35 @@ class JobManager {
   struct Waiting {
     ConnId conn;
     sockaddr_in addr;  // where this rank receives results
+    uint16_t weight;
+    std::vector<sockaddr_in> child_addrs;  // a child aggregator's data ports
   };
   struct Pending {
     proto::Join first;
     Clock::time_point deadline;
     std::vector<std::optional<Waiting>> ranks;
-    uint32_t joined = 0;
+    uint32_t joined = 0;  // weight joined so far
+    // Granted here, waiting for the parent's JoinAck (leaf only).
+    uint32_t granted = 0;
+    uint32_t payload_bytes = 0;
+    bool abandoned = false;  // a member left meanwhile
   };
   struct Active {
     uint32_t job_id;
     uint32_t slots;
     std::vector<ConnId> conns;  // by rank; 0 once gone
     uint32_t alive;
+    std::vector<bool> child;  // by rank: a child aggregator (it gave its data ports)
+    bool broken = false;      // a child aggregator was lost: on_tick() ends the job for the rest
   };
 
   void complete(uint64_t key, Pending& p, JoinOutbox& out);
+  // Creates and publishes the job and answers its members.
+  void create(uint64_t key, Pending& p, uint32_t granted, uint32_t payload_bytes,
+              bool deterministic, std::shared_ptr<const JobParams::Uplink> uplink, JoinOutbox& out);
+  void uplink_joined(const UplinkEvent& e, JoinOutbox& out);
   void reject(ConnId conn, proto::Status s, JoinOutbox& out);
+  void no_capacity(uint64_t key, Pending& p, JoinOutbox& out);
 
   const Config& cfg_;
   JobTable& jobs_;
@@ -86,6 +110,8 @@ class JobManager {
   ControlCounters& counters_;
   std::unordered_map<uint64_t, Pending> pending_;
   std::unordered_map<uint64_t, Active> active_;
+  std::unordered_map<uint64_t, Pending> uplinking_;  // waiting for the parent (leaf)
+  UplinkClient* uplink_;
   uint64_t slots_used_ = 0;
   RateLimiter log_limit_;  // every line a client can trigger (SPEC: no client floods the log)
 };

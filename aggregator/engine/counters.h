@@ -38,6 +38,7 @@ struct alignas(64) QueueCounters {
   Counter send_errors;                    // datagrams the kernel refused to send
   Counter gso_sends;                      // sends of several datagrams at once (UDP GSO)
   Counter gro_receives;                   // received buffers of several datagrams (UDP GRO)
+  Counter uplink_resends;                 // tree leaf: partial results sent up again
   Counter drops[proto::kNumDropReasons];  // index = DropReason; [0] unused
   Counter faults[kNumFaultKinds];         // injected faults (test builds)
 

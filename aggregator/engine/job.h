@@ -28,6 +28,34 @@ struct JobParams {
   std::vector<sockaddr_in> workers;  // result address of each rank (index = rank)
   // Data MAC key (SPEC.md §6), or nullopt: the job's packets carry no MAC.
   std::optional<proto::DataKey> mac_key;
+
+  // Reduction tree (SPEC.md §7). Depth 1 (the default): every rank is a member of weight 1
+  // and served == n_workers. Otherwise only the ranks in `members` joined here, each
+  // contributing for weight[rank] ranks; a slot completes when the weights of its
+  // contributors add up to `served`.
+  uint32_t served = 0;
+  std::vector<uint32_t> members;  // ranks that joined, ascending (the fan-out and the order)
+  std::vector<uint16_t> weight;   // by rank; 0 = not a member
+  // A child aggregator's data ports: slot s goes to (and comes from) ports[s % n]. Empty for
+  // a worker (workers[rank] only).
+  std::vector<std::vector<sockaddr_in>> child_addrs;  // by rank
+  // Set on a leaf whose job feeds a parent aggregator: complete slots go up, results come
+  // down from the parent.
+  struct Uplink {
+    uint32_t job_id = 0;  // the job's id and token at the parent
+    uint64_t token = 0;
+    uint16_t contributor = 0;        // this leaf's rank at the parent
+    std::vector<sockaddr_in> ports;  // the parent's data addresses; slot s on [s % n]
+  };
+  std::shared_ptr<const Uplink> uplink;  // null: results go to the members
+
+  // Where rank's packets of `slot` come from and its results go.
+  const sockaddr_in& addr(uint32_t rank, uint32_t slot) const {
+    const auto& c = child_addrs[rank];
+    return c.empty() ? workers[rank] : c[slot % c.size()];
+  }
+  // Fills the tree fields for a depth-1 job of n_workers ranks of weight 1 (tests, plain jobs).
+  void all_members();
 };
 
 // Slots owned by one dataplane thread: global slot s = queue + i * n_queues.

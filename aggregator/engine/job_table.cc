@@ -6,9 +6,13 @@ JobTable::JobTable(unsigned capacity, unsigned n_queues)
     : capacity_(capacity < kMaxCapacity ? capacity : kMaxCapacity),
       n_queues_(n_queues),
       table_(std::make_unique<std::atomic<Job*>[]>(kMaxCapacity)),
+      by_parent_(std::make_unique<std::atomic<Job*>[]>(kMaxCapacity)),
       seen_(std::make_unique<Epoch[]>(n_queues)),
       used_(kMaxCapacity, false) {
-  for (unsigned i = 0; i < kMaxCapacity; ++i) table_[i].store(nullptr, std::memory_order_relaxed);
+  for (unsigned i = 0; i < kMaxCapacity; ++i) {
+    table_[i].store(nullptr, std::memory_order_relaxed);
+    by_parent_[i].store(nullptr, std::memory_order_relaxed);
+  }
 }
 
 JobTable::~JobTable() {
@@ -40,6 +44,10 @@ uint32_t JobTable::allocate_id() {
 
 void JobTable::publish(std::unique_ptr<Job> job) {
   const unsigned i = job->id() & (kMaxCapacity - 1);
+  if (job->params().uplink != nullptr) {
+    by_parent_[job->params().uplink->job_id & (kMaxCapacity - 1)].store(job.get(),
+                                                                        std::memory_order_release);
+  }
   table_[i].store(job.release(), std::memory_order_release);
 }
 
@@ -48,6 +56,11 @@ void JobTable::retire(uint32_t job_id) {
   Job* j = table_[i].load(std::memory_order_relaxed);
   if (j == nullptr || j->id() != job_id) return;
   table_[i].store(nullptr, std::memory_order_release);
+  if (j->params().uplink != nullptr) {
+    Job* expected = j;
+    by_parent_[j->params().uplink->job_id & (kMaxCapacity - 1)].compare_exchange_strong(
+        expected, nullptr, std::memory_order_acq_rel);
+  }
   used_[i] = false;
   --live_;
   const uint64_t e = global_epoch_.fetch_add(1, std::memory_order_acq_rel) + 1;

@@ -33,6 +33,12 @@ class JobTable {
     Job* j = table_[job_id & (kMaxCapacity - 1)].load(std::memory_order_acquire);
     return (j != nullptr && j->id() == job_id) ? j : nullptr;
   }
+  // A leaf's job whose job id at the parent aggregator is `parent_job_id` (SPEC.md §7), or
+  // nullptr. Valid until the caller's next quiescent().
+  Job* find_by_parent(uint32_t parent_job_id) const {
+    Job* j = by_parent_[parent_job_id & (kMaxCapacity - 1)].load(std::memory_order_acquire);
+    return (j != nullptr && j->params().uplink->job_id == parent_job_id) ? j : nullptr;
+  }
   // Queue q holds no Job pointer now.
   void quiescent(unsigned q) {
     const uint64_t e = global_epoch_.load(std::memory_order_acquire);
@@ -48,7 +54,8 @@ class JobTable {
   // --- control thread only ---
   // A fresh job id whose index is free, or 0 when `capacity` jobs are live.
   uint32_t allocate_id();
-  // Publishes a job made with an id from allocate_id().
+  // Publishes a job made with an id from allocate_id() (and, with an uplink, under its job id
+  // at the parent: the parent's ids of live jobs are distinct, as they are here).
   void publish(std::unique_ptr<Job> job);
   // Unpublishes the job; its memory is freed by a later reclaim().
   void retire(uint32_t job_id);
@@ -76,6 +83,7 @@ class JobTable {
   unsigned capacity_;
   unsigned n_queues_;
   std::unique_ptr<std::atomic<Job*>[]> table_;
+  std::unique_ptr<std::atomic<Job*>[]> by_parent_;  // jobs with an uplink, by parent job id
   std::unique_ptr<Epoch[]> seen_;
   std::atomic<uint64_t> global_epoch_{1};
   std::vector<bool> used_;  // index taken (allocated and not retired)

@@ -1,8 +1,9 @@
 // RESULT datagrams produced by the SlotEngine while it handles one receive batch, handed to
 // the backend to transmit (sendmmsg, DPDK tx burst, ...). Owned by one dataplane thread.
 // Each entry is a complete datagram (48-byte header + payload) in the batch's arena plus its
-// destination: every worker of the job (fan-out), every worker but one (acknowledgements of
-// an owned result), or one rank (a re-served result, an owned result).
+// destination: every member of the job (fan-out), every member but one (acknowledgements of
+// an owned result), one rank (a re-served result, an owned result), or, on a leaf of a
+// reduction tree, the parent aggregator (a partial result going up as a CONTRIB).
 // Job pointers stay valid until the owning thread's next JobTable::quiescent(), so the
 // backend must transmit and clear() the batch before calling it.
 #pragma once
@@ -19,24 +20,29 @@ namespace conflux::agg {
 class ResultBatch final {
  public:
   static constexpr int32_t kAllRanks = -1;
+  static constexpr int32_t kParent = -2;  // the job's parent aggregator (SPEC.md §7)
 
   struct Entry {
     const uint8_t* data;
     uint32_t len;
-    int32_t rank;  // kAllRanks or a single rank
+    int32_t rank;  // kAllRanks, kParent or a single rank
     Job* job;
     int32_t except;  // with kAllRanks: this rank is skipped (-1: none)
+    uint32_t slot;   // a child aggregator (or the parent) is reached on the slot's port
 
-    // Calls f(const sockaddr_in&) with the address of every worker the entry goes to.
+    // Calls f(const sockaddr_in&) with the address of every destination of the entry. The
+    // references stay valid as long as the job.
     template <class F>
     void for_each_destination(F&& f) const {
-      const auto& workers = job->params().workers;
-      if (rank != kAllRanks) {
-        f(workers[static_cast<size_t>(rank)]);
-        return;
-      }
-      for (size_t w = 0; w < workers.size(); ++w) {
-        if (static_cast<int32_t>(w) != except) f(workers[w]);
+      const JobParams& p = job->params();
+      if (rank == kParent) {
+        f(p.uplink->ports[slot % p.uplink->ports.size()]);
+      } else if (rank != kAllRanks) {
+        f(p.addr(static_cast<uint32_t>(rank), slot));
+      } else {
+        for (uint32_t w : p.members) {
+          if (static_cast<int32_t>(w) != except) f(p.addr(w, slot));
+        }
       }
     }
   };
@@ -54,8 +60,8 @@ class ResultBatch final {
     return entries_.size() < capacity_ ? arena_.get() + entries_.size() * max_datagram_ : nullptr;
   }
   // Appends the datagram written at the last reserve().
-  void commit(uint32_t len, Job* job, int32_t rank, int32_t except = -1) {
-    entries_.push_back({reserve(), len, rank, job, except});
+  void commit(uint32_t len, Job* job, uint32_t slot, int32_t rank, int32_t except = -1) {
+    entries_.push_back({reserve(), len, rank, job, except, slot});
   }
 
   size_t size() const { return entries_.size(); }

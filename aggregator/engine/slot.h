@@ -30,7 +30,9 @@ class LazyBuffer {
   size_t cap_ = 0;
 };
 
-enum class BankState : uint8_t { kEmpty, kCollecting, kComplete };
+// kForwarded: a leaf's bank whose partial result went up to the parent aggregator and that
+// waits for the parent's result (SPEC.md §7).
+enum class BankState : uint8_t { kEmpty, kCollecting, kForwarded, kComplete };
 
 struct Bank {
   BankState state = BankState::kEmpty;
@@ -41,7 +43,7 @@ struct Bank {
   uint32_t count = 0;
   uint64_t offset = 0;
   int32_t owner = -1;            // the rank that gets the result (OWNED), or -1: every rank
-  uint32_t arrived = 0;          // contributors added so far
+  uint32_t arrived = 0;          // weight of the contributors added so far (SPEC.md §7)
   std::vector<uint64_t> bitmap;  // bit c = contributor c added (n_workers bits)
   LazyBuffer accum;   // accumulator (count * accum_size); deterministic mode: reduce_n scratch
   LazyBuffer result;  // rounded result when it differs from the accumulator

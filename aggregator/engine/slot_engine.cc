@@ -44,7 +44,7 @@ DropReason SlotEngine::on_datagram(std::span<const uint8_t> datagram, Source src
 
 DropReason SlotEngine::on_contrib(const DataHeader& h, const uint8_t* payload, Source src,
                                   ResultBatch& out) {
-  if (h.type != proto::PacketType::kContrib) return DropReason::kWrongDirection;
+  if (h.type != proto::PacketType::kContrib) return on_parent_result(h, payload, src, out);
   Job* job = jobs_.find(h.job_id);
   if (job == nullptr) return DropReason::kUnknownJob;
   const JobParams& p = job->params();
@@ -53,7 +53,8 @@ DropReason SlotEngine::on_contrib(const DataHeader& h, const uint8_t* payload, S
   // packet with a trailer for a job without one is a mismatch just the same.
   if (p.mac_key.has_value() ? !mac_ok(*job, h, payload) : h.mac()) return DropReason::kBadMac;
   // Source binding (SPEC.md §4): a sniffed token is not enough to speak for a contributor.
-  if (h.contributor < p.n_workers && !src.is(p.workers[h.contributor])) {
+  // A rank that did not join here (SPEC.md §7) has no address: every source is wrong.
+  if (h.contributor < p.n_workers && !src.is(p.addr(h.contributor, h.slot))) {
     return DropReason::kWrongSource;
   }
   JobQueueCounters& jc = job->counters(queue_);
@@ -84,10 +85,18 @@ DropReason SlotEngine::on_job_contrib(Job& job, const DataHeader& h, const uint8
   if (ahead < 0) return DropReason::kStaleGeneration;
   if (ahead == 0) {
     if (!same_shape(b, h)) return DropReason::kSlotMismatch;
+    if (b.state == BankState::kForwarded) {
+      // A leaf whose partial went up: a member's resend means a result is missing below or
+      // above; ask the parent again (it re-serves a complete slot, SPEC.md §7). The result
+      // then goes to every member.
+      if ((h.flags & proto::kFlagRetransmit) == 0) return DropReason::kDuplicate;
+      forward_up(job, b, h, proto::kFlagRetransmit, out);
+      return DropReason::kOk;
+    }
     if (b.state == BankState::kComplete) {
       // The contributor lost its result: serve it again, to that rank only (an owned
       // result's other ranks get their acknowledgement again).
-      const bool ack = b.owner >= 0 && b.owner != int32_t{h.contributor};
+      const bool ack = b.owner >= 0 && b.owner != int32_t{h.contributor};  // (owner elsewhere too)
       emit(job, b, h, h.contributor, proto::kFlagRetransmit | (ack ? proto::kFlagAck : 0), out);
       counters_.retransmits_served.inc();
       job.counters(queue_).retransmits_served.inc();
@@ -151,19 +160,22 @@ void SlotEngine::add(Job& job, Bank& b, const DataHeader& h, const uint8_t* payl
     }
   }
   b.set(h.contributor);
-  if (++b.arrived == p.n_workers) complete(job, b, h, out);
+  b.arrived += p.weight[h.contributor];
+  if (b.arrived == p.served) complete(job, b, h, out);
 }
 
 void SlotEngine::complete(Job& job, Bank& b, const DataHeader& h, ResultBatch& out) {
   const JobParams& p = job.params();
   const size_t max_elems = p.payload_bytes / dtype_size(b.dtype);
   if (p.deterministic) {
-    for (uint32_t r = 0; r < p.n_workers; ++r) {
-      srcs_[r] = b.raw.data() + size_t{r} * p.payload_bytes;
+    // Members in rank order: on a leaf its workers, on a parent its children (SPEC.md §7).
+    const size_t n = p.members.size();
+    for (size_t i = 0; i < n; ++i) {
+      srcs_[i] = b.raw.data() + size_t{p.members[i]} * p.payload_bytes;
     }
     uint8_t* scratch = b.accum.ensure(max_elems * accum_size(b.dtype));
     uint8_t* dst = b.result.ensure(p.payload_bytes);
-    reduce::reduce_n(b.dtype, b.op, dst, srcs_.data(), p.n_workers, b.count, scratch);
+    reduce::reduce_n(b.dtype, b.op, dst, srcs_.data(), n, b.count, scratch);
     b.result_data = dst;
   } else if (dtype_is_narrow_float(b.dtype)) {
     uint8_t* dst = b.result.ensure(p.payload_bytes);
@@ -172,40 +184,63 @@ void SlotEngine::complete(Job& job, Bank& b, const DataHeader& h, ResultBatch& o
   } else {
     b.result_data = b.accum.data();  // wide types accumulate in place: finish() is a copy
   }
-  b.state = BankState::kComplete;
   counters_.slots_completed.inc();
   job.counters(queue_).slots_completed.inc();
+  if (p.uplink != nullptr) {  // a leaf: the partial goes up, the result comes down later
+    b.state = BankState::kForwarded;
+    forward_up(job, b, h, 0, out);
+    return;
+  }
+  b.state = BankState::kComplete;
+  emit_result(job, b, h, out);
+}
+
+void SlotEngine::emit_result(Job& job, const Bank& b, const DataHeader& h, ResultBatch& out) {
+  const JobParams& p = job.params();
+  // On a leaf the owner may sit under another leaf: then every member gets an ACK.
+  const bool owner_here = b.owner >= 0 && p.weight[static_cast<uint32_t>(b.owner)] != 0;
   if (b.owner < 0) {
     emit(job, b, h, ResultBatch::kAllRanks, 0, out);
+  } else if (!owner_here) {
+    emit(job, b, h, ResultBatch::kAllRanks, proto::kFlagAck, out);
   } else {
     emit(job, b, h, b.owner, 0, out);
-    if (p.n_workers > 1) emit(job, b, h, ResultBatch::kAllRanks, proto::kFlagAck, out, b.owner);
+    if (p.members.size() > 1) {
+      emit(job, b, h, ResultBatch::kAllRanks, proto::kFlagAck, out, b.owner);
+    }
   }
 }
 
 void SlotEngine::emit(Job& job, const Bank& b, const DataHeader& h, int32_t rank, uint16_t flags,
                       ResultBatch& out, int32_t except) {
-  uint8_t* buf = out.reserve();
-  if (buf == nullptr) {  // cannot happen with a correctly sized batch; the worker will resend
-    counters_.send_errors.inc();
-    return;
-  }
   DataHeader r;
   r.type = proto::PacketType::kResult;
   r.flags = flags;
   r.job_id = job.id();
   r.contributor = 0;
   r.job_token = job.params().token;
-  r.slot = h.slot;
-  r.generation = b.generation;
-  r.offset = b.offset;
-  r.count = b.count;
-  r.dtype = b.dtype;
-  r.op = b.op;
-  const bool mac = job.params().mac_key.has_value();
-  if (mac) r.flags |= proto::kFlagMac;
-  proto::encode_data_header(r, buf);
-  const size_t bytes = r.wire_payload_bytes();
+  append(job, b, r, h.slot, rank, except, out);
+}
+
+void SlotEngine::append(Job& job, const Bank& b, DataHeader d, uint32_t slot, int32_t rank,
+                        int32_t except, ResultBatch& out) {
+  uint8_t* buf = out.reserve();
+  if (buf == nullptr) {  // cannot happen with a correctly sized batch; the worker will resend
+    counters_.send_errors.inc();
+    return;
+  }
+  d.slot = slot;
+  d.generation = b.generation;
+  d.offset = b.offset;
+  d.count = b.count;
+  d.dtype = b.dtype;
+  d.op = b.op;
+  // Results of a job with a data key are signed (an uplink contribution never is: a leaf
+  // cannot have a data MAC, config.cc).
+  const bool mac = d.type == proto::PacketType::kResult && job.params().mac_key.has_value();
+  if (mac) d.flags |= proto::kFlagMac;
+  proto::encode_data_header(d, buf);
+  const size_t bytes = d.wire_payload_bytes();
   uint8_t* body = buf + proto::kDataHeaderSize;
   if (bytes > 0) std::memcpy(body, b.result_data, bytes);
   if (mac && !mac_for(job).sign(buf, body, bytes, proto::kAggSender | queue_,
@@ -213,7 +248,7 @@ void SlotEngine::emit(Job& job, const Bank& b, const DataHeader& h, int32_t rank
     counters_.send_errors.inc();  // libcrypto failed: send nothing; the worker will ask again
     return;
   }
-  out.commit(static_cast<uint32_t>(proto::kDataHeaderSize + r.wire_body_bytes()), &job, rank,
+  out.commit(static_cast<uint32_t>(proto::kDataHeaderSize + d.wire_body_bytes()), &job, slot, rank,
              except);
 }
 

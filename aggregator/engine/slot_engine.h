@@ -36,7 +36,7 @@ class SlotEngine final {
  public:
   // RESULT datagrams one contribution can add to the batch: an owned result and the
   // acknowledgement for the other ranks.
-  static constexpr size_t kMaxResultsPerContrib = 2;
+  static constexpr size_t kMaxResultsPerContrib = 2;  // (a CONTRIB going up counts as one)
 
   // `queue` of `n_queues`: this engine serves slots s with s % n_queues == queue.
   // `max_payload_bytes`: the daemon-wide payload limit used by the stateless parser.
@@ -64,6 +64,16 @@ class SlotEngine final {
                                const uint8_t* payload, ResultBatch& out);
   void add(Job& job, Bank& b, const proto::DataHeader& h, const uint8_t* payload, ResultBatch& out);
   void complete(Job& job, Bank& b, const proto::DataHeader& h, ResultBatch& out);
+  // Sends bank b's result to the members (an owned one to its owner, ACKs to the rest).
+  void emit_result(Job& job, const Bank& b, const proto::DataHeader& h, ResultBatch& out);
+
+  // Reduction tree, leaf side (aggregator/tree/leaf_path.cc, SPEC.md §7).
+  // A RESULT from the parent aggregator for one of this leaf's forwarded banks.
+  proto::DropReason on_parent_result(const proto::DataHeader& h, const uint8_t* payload, Source src,
+                                     ResultBatch& out);
+  // Appends bank b's partial result as a CONTRIB to the parent (`flags`: RETRANSMIT or 0).
+  void forward_up(Job& job, const Bank& b, const proto::DataHeader& h, uint16_t flags,
+                  ResultBatch& out);
   // Appends bank b's RESULT (or, with kFlagAck in `flags`, its payload-less acknowledgement)
   // for `rank` (kAllRanks: every rank but `except`).
   void emit(Job& job, const Bank& b, const proto::DataHeader& h, int32_t rank, uint16_t flags,
@@ -72,6 +82,10 @@ class SlotEngine final {
   proto::DataMac& mac_for(const Job& job);
   // A contribution to a job with a data key: signed by its contributor with that key.
   bool mac_ok(const Job& job, const proto::DataHeader& h, const uint8_t* payload);
+  // Appends a datagram with header `d` (type, flags, job, token, contributor as given; slot,
+  // generation and shape from bank b) and b's result as payload (none for an ACK).
+  void append(Job& job, const Bank& b, proto::DataHeader d, uint32_t slot, int32_t rank,
+              int32_t except, ResultBatch& out);
 
   JobTable& jobs_;
   unsigned queue_;

@@ -55,7 +55,13 @@ def parse_args(argv):
                    "(default: number of workers)")
     p.add_argument("--topologies", default="fat,striped,hybrid",
                    help="fat: 1 aggregator at fat-factor x rate; striped: N aggregators at "
-                   "1x; hybrid: 1 aggregator at 1x, CollNet alone and hybrid split")
+                   "1x; hybrid: 1 aggregator at 1x, CollNet alone and hybrid split; tree: "
+                   "--tree-leaves leaves (each serving N/leaves workers) under one root")
+    p.add_argument("--tree-leaves", type=int, default=2, help="tree: leaf aggregators")
+    p.add_argument("--tree-leaf-factor", type=float,
+                   help="tree: a leaf's rate / worker rate (default: its workers, N/leaves)")
+    p.add_argument("--tree-root-factor", type=float,
+                   help="tree: the root's rate / worker rate (default: the leaves, 2 for 2)")
     p.add_argument("--systems", default="conflux,gloo,ring")
     p.add_argument("--ring-fraction", type=ring_fraction_arg,
                    help="hybrid CONFLUX_RING_FRACTION: a number, or auto (the plugin's measured "
@@ -64,6 +70,8 @@ def parse_args(argv):
     p.add_argument("--loss", type=float, default=0.0,
                    help="percent random loss: adds a lossy copy of the fat fabric")
     p.add_argument("--loss-systems", default="conflux")
+    p.add_argument("--loss-topologies", default="fat",
+                   help="conflux topologies run on the lossy fabric (e.g. fat,tree)")
     p.add_argument("--minbytes", default="4")
     p.add_argument("--maxbytes", default="256M")
     p.add_argument("--iters", type=int, help="timed iterations for every size (default: by size)")
@@ -116,7 +124,7 @@ def optimal_ring_fraction(n, aggs, factor):
 
 
 def run_system(runner, rows, fabric_name, label, kind, bnds, a, aggs=(), fraction=0.0,
-               failures=None):
+               failures=None, per_rank=None):
     """Runs one system over all size bands. A band that fails is retried once; a second
     failure is recorded in `failures` (and printed) and the remaining bands still run."""
     print(f"# running {label} ...", flush=True)
@@ -129,7 +137,8 @@ def run_system(runner, rows, fabric_name, label, kind, bnds, a, aggs=(), fractio
             try:
                 busy0 = fabric_run.cpu_busy_seconds()
                 text = (runner.run_gloo(b, tmo) if kind == "gloo"
-                        else runner.run_driver(kind, b, list(aggs), fraction, tmo))
+                        else runner.run_driver(kind, b, list(aggs), fraction, tmo,
+                                               per_rank))
                 busy_s += fabric_run.cpu_busy_seconds() - busy0
                 break
             except fabric_run.RunError as e:
@@ -163,6 +172,11 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
         aggs.append(("a0", int(a.rate * factor)))
     thin = n if "striped" in topos else (1 if "hybrid" in topos else 0)
     aggs += [(f"a{j + 1}", a.rate) for j in range(thin)]
+    leaves = a.tree_leaves
+    if "tree" in topos:  # t0 the root, t1..tL the leaves
+        aggs.append(("t0", int(a.rate * (a.tree_root_factor or leaves))))
+        aggs += [(f"t{j + 1}", int(a.rate * (a.tree_leaf_factor or n / leaves)))
+                 for j in range(leaves)]
     fab = fabric_ns.Fabric(prefix, n, a.rate, aggs, loss_pct=loss)
     workdir = os.path.join(workdir, name)
     os.makedirs(workdir, exist_ok=True)
@@ -191,12 +205,19 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
             return
         for topo in topos:
             roles = {"fat": ["a0"], "striped": [f"a{j + 1}" for j in range(n)],
-                     "hybrid": ["a1"]}[topo]
-            eps = runner.start_aggregators(roles, a.agg_threads)
+                     "hybrid": ["a1"], "tree": [f"t{j}" for j in range(leaves + 1)]}[topo]
+            parent = {}
+            if topo == "tree":  # leaves join the root (protocol/SPEC.md section 7)
+                parent = {f"t{j + 1}": ["--parent", f"{fab.aggs['t0'].ip}:7470"]
+                          for j in range(leaves)}
+            eps = runner.start_aggregators(roles, a.agg_threads, parent)
+            # tree: worker i names only its leaf, in contiguous groups
+            per_rank = ([[eps[1 + i * leaves // n]] for i in range(n)] if topo == "tree"
+                        else None)
             try:
                 key = "one" if topo == "hybrid" else topo
                 run_system(runner, rows, name, labels[key], "collnet", bnds, a, eps,
-                           failures=failures)
+                           failures=failures, per_rank=per_rank)
                 if topo == "fat" and a.ring_fraction == "auto":  # the measured split at Kx
                     run_system(runner, rows, name, labels["fat_hybrid"], "hybrid", bnds, a, eps,
                                "auto", failures)
@@ -254,7 +275,10 @@ def main(argv):
               "one": "conflux 1 agg @1x", "hybrid": (f"conflux hybrid f={f:.2f} 1 agg @1x" if f != "auto"
                          else "conflux hybrid auto 1 agg @1x"),
               "ring": "plugin ring (p2p net)", "gloo": "gloo ring (tcp)",
-              "fat_hybrid": f"conflux hybrid auto 1 agg @{factor:g}x"}
+              "fat_hybrid": f"conflux hybrid auto 1 agg @{factor:g}x",
+              "tree": f"conflux tree {a.tree_leaves} leaves "
+                      f"@{a.tree_leaf_factor or n / a.tree_leaves:g}x, root "
+                      f"@{a.tree_root_factor or a.tree_leaves:g}x"}
     prefix = a.prefix or f"cfx{os.getpid()}"
     workdir = tempfile.mkdtemp(prefix=f"{prefix}-")
     print(f"# conflux-fabric: {n} workers @ {a.rate} Mbit/s, topologies {topos}, systems "
@@ -262,7 +286,8 @@ def main(argv):
     rows, failures = [], []
     run_fabric(a, bins, "lossless", 0.0, topos, systems, rows, labels, workdir, prefix, failures)
     if a.loss > 0:
-        run_fabric(a, bins, "lossy", a.loss, ["fat"], a.loss_systems.split(","), rows, labels,
+        run_fabric(a, bins, "lossy", a.loss, a.loss_topologies.split(","),
+                   a.loss_systems.split(","), rows, labels,
                    workdir, prefix, failures)
     meta = {"workers": n, "mbit": a.rate, "fat_factor": factor, "loss": a.loss,
             "large": 16 << 20, "labels": labels, "topologies": topos, "systems": systems,

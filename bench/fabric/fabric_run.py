@@ -112,8 +112,9 @@ class Runner:
             self.kill(srv)
 
     # ---- aggregators ---------------------------------------------------------------------
-    def start_aggregators(self, roles, threads):
-        """Starts confluxd on each aggregator host; returns 'ip:control_port' endpoints.
+    def start_aggregators(self, roles, threads, extra=None):
+        """Starts confluxd on each aggregator host, in order (`extra`: role -> more
+        arguments, e.g. a leaf's --parent); returns 'ip:control_port' endpoints.
         Each daemon is told its shaped rate as line_mbps: the speed a NIC of that rate would
         report in sysfs (a veth reports 10 Gbit/s), which it advertises to the workers."""
         eps = []
@@ -123,7 +124,7 @@ class Runner:
             argv = [self.bins["confluxd"], "--listen", h.ip, "--control-port", "7470",
                     "--data-port", "7471", "--threads", str(threads), "--metrics-port", "9470",
                     "--line-mbps", str(h.mbit), "--log-level", "warn",
-                    "--ready-file", ready] + self.agg_args
+                    "--ready-file", ready] + self.agg_args + (extra or {}).get(role, [])
             p = self.spawn(h, argv, {}, self._out(f"confluxd-{role}"))
             self.agg_procs.append((h, p))
             for _ in range(100):
@@ -178,7 +179,8 @@ class Runner:
             raise RunError(f"{name}: exit codes {rcs}, not verified\n{tails}")
         return text
 
-    def run_driver(self, mode, band, aggs_eps, ring_fraction, timeout):
+    def run_driver(self, mode, band, aggs_eps, ring_fraction, timeout, per_rank=None):
+        """per_rank: rank i's own aggregator list (a tree's leaf), else aggs_eps for all."""
         self.seq += 1
         port = 29500 + self.seq
         root = f"{self.fabric.workers[0].ip}:{port}"
@@ -197,7 +199,8 @@ class Runner:
         def env(i, w):
             e = {"CONFLUX_DRIVER_RANK": str(i), "CONFLUX_DRIVER_NRANKS": str(n),
                  "CONFLUX_DRIVER_ROOT": root, "CONFLUX_SOCKET_IFNAME": "=eth0",
-                 "CONFLUX_AGGREGATORS": ",".join(aggs_eps) if mode != "ring" else "",
+                 "CONFLUX_AGGREGATORS": (",".join(per_rank[i] if per_rank else aggs_eps)
+                                         if mode != "ring" else ""),
                  "NCCL_DEBUG": "WARN"}  # the plugin's warnings land in the rank logs
             e.update(self.driver_env)
             return e

@@ -11,6 +11,7 @@
 #include "collnet/collnet_api.h"
 #include "collnet/ring_exchange.h"
 #include "collnet/split.h"
+#include "collnet/tree_layout.h"
 #include "conflux/protocol/control.h"
 #include "core/plugin_state.h"
 #include "net/log.h"
@@ -85,7 +86,7 @@ uint64_t job_key(void* const* handles, int nranks) {
 }
 
 client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, int rank,
-                                   std::string* error) {
+                                   const std::vector<uint32_t>& served, std::string* error) {
   client::ClientConfig cfg;
   if (!client::parse_endpoints(c.aggregators, &cfg.aggregators, error)) {
     *error = "CONFLUX_AGGREGATORS: " + *error;
@@ -94,6 +95,7 @@ client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, in
   cfg.job_key = key;
   cfg.n_workers = static_cast<uint32_t>(nranks);
   cfg.rank = static_cast<uint32_t>(rank);
+  cfg.served_ranks = served;  // a reduction tree's leaves: ranks under each (SPEC.md §7)
   cfg.window_slots = static_cast<uint32_t>(c.windowSlots);
   cfg.payload_bytes = static_cast<uint32_t>(c.payloadBytes);
   cfg.deterministic = c.deterministic;
@@ -121,13 +123,14 @@ client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, in
 }
 
 std::unique_ptr<client::Engine> join_aggregators(const Config& c, uint64_t key, int nranks,
-                                                 int rank, std::string* why) {
+                                                 int rank, const std::vector<uint32_t>& served,
+                                                 std::string* why) {
   if (c.aggregators.empty()) {
     *why = "CONFLUX_AGGREGATORS is not set";
     return nullptr;
   }
   std::string error;
-  client::ClientConfig cfg = engine_config(c, key, nranks, rank, &error);
+  client::ClientConfig cfg = engine_config(c, key, nranks, rank, served, &error);
   if (!error.empty()) {
     *why = error;
     return nullptr;
@@ -253,10 +256,26 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   net::SendComm* next = nranks > 1 ? rings.next.front().get() : nullptr;
   net::RecvComm* prev = nranks > 1 ? rings.prev.front().get() : nullptr;
 
-  // 2. The aggregators.
+  // 2. The aggregators: first which ranks share each one (a reduction tree's leaves).
+  std::vector<uint32_t> served;
+  {
+    std::vector<client::Endpoint> eps;
+    std::vector<std::string> names;
+    std::string unused;  // a bad list fails the join below, on every rank
+    if (client::parse_endpoints(cfg.aggregators, &eps, &unused)) {
+      for (const client::Endpoint& e : eps) names.push_back(e.to_string());
+    }
+    // The ranks' first use of the ring: allow for ranks that arrive far apart (as below).
+    const Status st = collnet::served_ranks(next, prev, rank, nranks, names, 2 * timeout, &served);
+    if (st != Status::kOk) {
+      CFX_WARN(kLogColl, "CollNet connect: rank %d: exchanging aggregator names failed (%s)", rank,
+               net::toString(st));
+      return st;
+    }
+  }
   Verdict mine;
   std::string why;
-  auto engine = join_aggregators(cfg, job_key(handles, nranks), nranks, rank, &why);
+  auto engine = join_aggregators(cfg, job_key(handles, nranks), nranks, rank, served, &why);
   mine.ok = engine != nullptr;
   std::snprintf(mine.reason, sizeof mine.reason, "%s", why.c_str());
   mine.ring_fraction = cfg.ringFraction;
@@ -321,13 +340,18 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   }
   {
     std::string unused;
-    client::ClientConfig base = engine_config(cfg, job_key(handles, nranks), nranks, rank, &unused);
+    client::ClientConfig base =
+        engine_config(cfg, job_key(handles, nranks), nranks, rank, served, &unused);
     base.faults = {};  // test faults are for the first engine only
     opts.rejoin = [base](const std::vector<size_t>& survivors, uint32_t epoch,
                          std::string* why) -> std::unique_ptr<client::Engine> {
       client::ClientConfig c = base;
       c.aggregators.clear();
-      for (size_t i : survivors) c.aggregators.push_back(base.aggregators.at(i));
+      c.served_ranks.clear();
+      for (size_t i : survivors) {
+        c.aggregators.push_back(base.aggregators.at(i));
+        if (!base.served_ranks.empty()) c.served_ranks.push_back(base.served_ranks.at(i));
+      }
       // A job of its own on each survivor, the same on every rank.
       c.job_key = base.job_key ^ (0x9e3779b97f4a7c15ULL * epoch);
       return client::Engine::create(c, why);

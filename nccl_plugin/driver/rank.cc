@@ -178,6 +178,10 @@ struct RankRun {
 
   Status run(const Endpoint& root, int listen_fd) {
     if (o.deterministic) setenv("CONFLUX_DETERMINISTIC", "1", 1);
+    // A rank's own aggregator list (its leaf in a reduction tree), as each node of a real
+    // cluster sets CONFLUX_AGGREGATORS for itself.
+    const std::string own = "CONFLUX_DRIVER_AGGREGATORS_" + std::to_string(rank);
+    if (const char* a = std::getenv(own.c_str())) setenv("CONFLUX_AGGREGATORS", a, 1);
     DRV_TRY(load_plugin(o.plugin, &plugin));
     DRV_TRY(bs.init(rank, nranks, root, listen_fd, &dl));
     DRV_TRY(check_net_members(plugin.net));

@@ -1,5 +1,6 @@
 #include "conflux/protocol/control.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "conflux/protocol/data.h"
@@ -29,6 +30,12 @@ void encode_body(const Join& m, Writer& w) {
   w.put<uint32_t>(m.payload_bytes);
   w.put<uint32_t>(m.join_timeout_ms);
   w.put<uint64_t>(m.auth_mac);
+  if (m.has_tree_extension()) {
+    w.put<uint16_t>(m.weight);
+    w.put<uint16_t>(m.served);
+    w.put<uint16_t>(static_cast<uint16_t>(m.data_ports.size()));
+    for (uint16_t p : m.data_ports) w.put<uint16_t>(p);
+  }
 }
 void encode_body(const JoinAck& m, Writer& w) {
   w.put<uint32_t>(static_cast<uint32_t>(m.status));
@@ -94,11 +101,22 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
       m.payload_bytes = r.get<uint32_t>();
       m.join_timeout_ms = r.get<uint32_t>();
       m.auth_mac = r.get<uint64_t>();
-      if (!r.ok_and_done()) return ControlParse::kBadLength;
+      if (!r.ok_and_done()) {  // the tree extension (SPEC.md §7)
+        m.weight = r.get<uint16_t>();
+        m.served = r.get<uint16_t>();
+        const uint16_t n_ports = r.get<uint16_t>();
+        if (n_ports > kMaxPorts) return ControlParse::kBadField;
+        for (uint16_t i = 0; i < n_ports; ++i) m.data_ports.push_back(r.get<uint16_t>());
+        if (!r.ok_and_done()) return ControlParse::kBadLength;
+        if (!m.has_tree_extension()) return ControlParse::kBadField;  // defaults: must be absent
+      }
       if (reserved != 0) return ControlParse::kReservedNonZero;
       if (m.n_workers == 0 || m.n_workers > kMaxWorkersPerJob || m.rank >= m.n_workers ||
           m.udp_port == 0 || (m.flags & ~(kJoinFlagDeterministic | kJoinFlagCapacity)) != 0 ||
-          m.requested_slots == 0 || m.payload_bytes == 0 || m.payload_bytes > kMaxPayloadBytes) {
+          m.requested_slots == 0 || m.payload_bytes == 0 || m.payload_bytes > kMaxPayloadBytes ||
+          m.weight == 0 || m.weight > m.n_workers || m.served > m.n_workers ||
+          (m.served != 0 && m.weight > m.served) ||
+          std::find(m.data_ports.begin(), m.data_ports.end(), 0) != m.data_ports.end()) {
         return ControlParse::kBadField;
       }
       *out = m;
@@ -312,9 +330,11 @@ std::string to_string(const ControlMsg& m) {
   char buf[256];
   const auto name = msg_type_name(msg_type(m));
   if (const auto* j = std::get_if<Join>(&m)) {
-    std::snprintf(buf, sizeof(buf), "Join{key=%016llx rank=%u/%u port=%u slots=%u payload=%u}",
+    std::snprintf(buf, sizeof(buf),
+                  "Join{key=%016llx rank=%u/%u port=%u slots=%u payload=%u weight=%u served=%u "
+                  "ports=%zu}",
                   static_cast<unsigned long long>(j->job_key), j->rank, j->n_workers, j->udp_port,
-                  j->requested_slots, j->payload_bytes);
+                  j->requested_slots, j->payload_bytes, j->weight, j->served, j->data_ports.size());
   } else if (const auto* a = std::get_if<JoinAck>(&m)) {
     std::snprintf(buf, sizeof(buf), "JoinAck{status=%.*s job=%u slots=%u payload=%u ports=%zu}",
                   static_cast<int>(status_name(a->status).size()), status_name(a->status).data(),

@@ -2,6 +2,7 @@
 // and the Join authentication MAC built on it.
 #include <array>
 #include <cstring>
+#include <vector>
 
 #include "conflux/protocol/byteorder.h"
 #include "conflux/protocol/control.h"
@@ -66,7 +67,9 @@ uint64_t join_mac(std::string_view secret, uint64_t nonce, const Join& j) {
   // Derive a 128-bit key from the secret of any length.
   const uint64_t k0 = siphash24(0, 0, sec);
   const uint64_t k1 = siphash24(0, 1, sec);
-  std::array<uint8_t, 28> msg{};
+  // The tree extension (SPEC.md §7), when present, is authenticated too: weight, served and
+  // the data ports follow the 28 bytes of a plain Join.
+  std::vector<uint8_t> msg(j.has_tree_extension() ? 34 + 2 * j.data_ports.size() : 28);
   store_be<uint64_t>(msg.data(), nonce);
   store_be<uint64_t>(msg.data() + 8, j.job_key);
   store_be<uint32_t>(msg.data() + 16, j.n_workers);
@@ -74,6 +77,14 @@ uint64_t join_mac(std::string_view secret, uint64_t nonce, const Join& j) {
   store_be<uint16_t>(msg.data() + 24, j.udp_port);
   msg[26] = j.flags;
   msg[27] = 0x4a;  // domain separator: 'J'oin
+  if (j.has_tree_extension()) {
+    store_be<uint16_t>(msg.data() + 28, j.weight);
+    store_be<uint16_t>(msg.data() + 30, j.served);
+    store_be<uint16_t>(msg.data() + 32, static_cast<uint16_t>(j.data_ports.size()));
+    for (size_t i = 0; i < j.data_ports.size(); ++i) {
+      store_be<uint16_t>(msg.data() + 34 + 2 * i, j.data_ports[i]);
+    }
+  }
   const uint64_t mac = siphash24(k0, k1, msg);
   return mac == 0 ? 1 : mac;  // 0 is reserved for "no authentication"
 }

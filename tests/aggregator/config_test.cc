@@ -123,6 +123,10 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheSource) {
       {{"--control-join-timeout-ms", "0"}, {}, "", {"control_join_timeout_ms", "[1, 3600000]"}},
       {{}, {{"CONFLUX_MAX_CONTROL_CONNECTIONS", "-3"}}, "", {"max_control_connections"}},
       {{}, {}, "max_control_connections_per_addr = 0\n", {"max_control_connections_per_addr"}},
+      {{"--parent", "agg1:7470"}, {}, "", {"parent", "IPv4:port"}},
+      {{"--parent", "10.0.0.1"}, {}, "", {"parent", "IPv4:port"}},
+      {{"--parent", "10.0.0.1:0"}, {}, "", {"parent", "IPv4:port"}},
+      {{}, {{"CONFLUX_PARENT", "10.0.0.1:70000"}}, "", {"parent", "IPv4:port"}},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;
@@ -169,6 +173,10 @@ TEST(ConfigTest, DataMacNeedsASecret) {
   l = load({}, {{"CONFLUX_DATA_MAC", "true"}, {"CONFLUX_SECRET", "s3cret"}});
   ASSERT_EQ(l.status, LoadStatus::kOk) << l.message;
   EXPECT_TRUE(l.cfg.data_mac);
+  // A tree leaf cannot sign its partial sums yet: refused at start, naming both keys.
+  l = load({"--data-mac=true", "--secret", "s3cret", "--parent", "127.0.0.1:7470"});
+  EXPECT_EQ(l.status, LoadStatus::kError);
+  EXPECT_NE(l.message.find("'parent' and 'data_mac'"), std::string::npos) << l.message;
 }
 
 TEST(ConfigTest, SecretFileIsReadAndTrimmed) {

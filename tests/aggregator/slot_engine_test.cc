@@ -486,5 +486,230 @@ TEST(JobTableTest, IdsAreUniqueAndMemoryWaitsForQuiescence) {
   EXPECT_EQ(t.find(a), nullptr);
 }
 
+// --- Reduction tree (SPEC.md §7): child contributors on a parent, the leaf's uplink ---------
+
+class TreeSlotEngineTest : public SlotEngineTest {
+ protected:
+  // A child aggregator standing for `weight` ranks, whose data ports are 6000+10r, 6001+10r.
+  static sockaddr_in child_port(uint32_t r, uint32_t slot) {
+    sockaddr_in a = worker_addr(r);
+    a.sin_port = htons(static_cast<uint16_t>(6000 + 10 * r + slot % 2));
+    return a;
+  }
+  // Root: 4 ranks, children at ranks 0 and 2 of weight 2 each.
+  void make_root(bool deterministic = false) {
+    id_ = jobs_.allocate_id();
+    JobParams p = base(4, deterministic);
+    for (uint32_t r : {0u, 2u}) {
+      p.members.push_back(r);
+      p.weight[r] = 2;
+      p.workers[r] = child_port(r, 0);
+      p.child_addrs[r] = {child_port(r, 0), child_port(r, 1)};
+    }
+    p.served = 4;
+    jobs_.publish(std::make_unique<Job>(std::move(p), kQueues));
+  }
+  // Leaf: ranks 0 and 1 of 4 joined here; job 77 at the parent (10.0.0.9:7000/7001).
+  void make_leaf() {
+    id_ = jobs_.allocate_id();
+    JobParams p = base(4, false);
+    for (uint32_t r : {0u, 1u}) {
+      p.members.push_back(r);
+      p.weight[r] = 1;
+      p.workers[r] = worker_addr(r);
+    }
+    p.served = 2;
+    auto up = std::make_shared<JobParams::Uplink>();
+    up->job_id = kParentJob;
+    up->token = kParentToken;
+    up->contributor = 0;
+    for (uint16_t port : {7000, 7001}) {
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(0x0a000009);
+      a.sin_port = htons(port);
+      up->ports.push_back(a);
+    }
+    p.uplink = up;
+    jobs_.publish(std::make_unique<Job>(std::move(p), kQueues));
+  }
+  JobParams base(uint32_t n, bool deterministic) const {
+    JobParams p;
+    p.id = id_;
+    p.token = 0xfeedULL;
+    p.n_workers = n;
+    p.slots = 4;
+    p.payload_bytes = 64;
+    p.deterministic = deterministic;
+    p.workers.resize(n);
+    p.weight.assign(n, 0);
+    p.child_addrs.resize(n);
+    return p;
+  }
+  std::vector<sockaddr_in> destinations(size_t i) const {
+    std::vector<sockaddr_in> d;
+    out_[i].for_each_destination([&](const sockaddr_in& a) { d.push_back(a); });
+    return d;
+  }
+  // The parent's RESULT for slot `slot`, from the parent's port for it.
+  DropReason parent_result(uint32_t slot, uint32_t gen, std::vector<int32_t> v, uint16_t flags = 0,
+                           uint32_t port = 0) {
+    DataHeader h = hdr(0, slot, gen, static_cast<uint32_t>(v.size()));
+    h.type = proto::PacketType::kResult;
+    h.job_id = kParentJob;
+    h.job_token = kParentToken;
+    h.flags = flags;
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    from.sin_addr.s_addr = htonl(0x0a000009);
+    from.sin_port = htons(static_cast<uint16_t>(port != 0 ? port : 7000 + slot % 2));
+    return engine_.on_contrib(h, reinterpret_cast<const uint8_t*>(v.data()), Source::of(from),
+                              out_);
+  }
+  DropReason child_contrib(uint16_t c, uint32_t slot, std::vector<int32_t> v, uint32_t port_of) {
+    return engine_.on_contrib(hdr(c, slot, 0), reinterpret_cast<const uint8_t*>(v.data()),
+                              Source::of(child_port(c, port_of)), out_);
+  }
+  static bool same(const sockaddr_in& a, const sockaddr_in& b) {
+    return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
+  }
+
+  static constexpr uint32_t kParentJob = 77;
+  static constexpr uint64_t kParentToken = 0xabcULL;
+};
+
+TEST_F(TreeSlotEngineTest, ParentCountsEachChildByItsWeightOnTheSlotsPort) {
+  make_root();
+  // Slot 2 is served by port [2 % 2] = 6000+10c of each child; the other port is not its own.
+  EXPECT_EQ(child_contrib(0, 2, {1, 2, 3, 4}, 1), DropReason::kWrongSource);
+  // A rank that did not join here (rank 1 sits under child 0) has no address at all.
+  EXPECT_EQ(engine_.on_contrib(hdr(1, 2, 0), nullptr, src_of(1), out_), DropReason::kWrongSource);
+  EXPECT_EQ(child_contrib(0, 2, {1, 2, 3, 4}, 2), DropReason::kOk);
+  EXPECT_TRUE(out_.empty()) << "weight 2 of 4: not complete";
+  EXPECT_EQ(child_contrib(0, 2, {1, 2, 3, 4}, 2), DropReason::kDuplicate);
+  EXPECT_EQ(child_contrib(2, 2, {10, 20, 30, 40}, 2), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(result_of(0), (std::vector<int32_t>{11, 22, 33, 44}));
+  const auto d = destinations(0);
+  ASSERT_EQ(d.size(), 2u) << "one result per child, not per rank";
+  EXPECT_TRUE(same(d[0], child_port(0, 2)));
+  EXPECT_TRUE(same(d[1], child_port(2, 2)));
+}
+
+TEST_F(TreeSlotEngineTest, DeterministicParentReducesInChildOrderWhateverTheArrival) {
+  make_root(/*deterministic=*/true);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> a(16), b(16);
+  for (auto& x : a) x = u(rng);
+  for (auto& x : b) x = u(rng);
+  std::vector<float> want(16);
+  const void* srcs[2] = {a.data(), b.data()};
+  std::vector<uint8_t> scratch(16 * 8);
+  reduce::reduce_n(DType::kFloat32, Op::kSum, want.data(), srcs, 2, 16, scratch.data());
+  auto send = [&](uint16_t c, const std::vector<float>& v) {
+    return engine_.on_contrib(hdr(c, 0, 0, 16, DType::kFloat32),
+                              reinterpret_cast<const uint8_t*>(v.data()),
+                              Source::of(child_port(c, 0)), out_);
+  };
+  EXPECT_EQ(send(2, b), DropReason::kOk);  // child 2 first
+  EXPECT_EQ(send(0, a), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(std::memcmp(out_[0].data + proto::kDataHeaderSize, want.data(), 64), 0);
+}
+
+TEST_F(TreeSlotEngineTest, LeafSendsOnePartialUpAndFansTheParentsResultOut) {
+  make_leaf();
+  EXPECT_EQ(contrib(hdr(0, 2, 0), {1, 2, 3, 4}), DropReason::kOk);
+  EXPECT_EQ(contrib(hdr(1, 2, 0), {10, 20, 30, 40}), DropReason::kOk);
+  // Complete here: the partial goes up as this leaf's contribution, nothing goes down yet.
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(out_[0].rank, ResultBatch::kParent);
+  const DataHeader up = header_of(0);
+  EXPECT_EQ(up.type, proto::PacketType::kContrib);
+  EXPECT_EQ(up.job_id, kParentJob);
+  EXPECT_EQ(up.job_token, kParentToken);
+  EXPECT_EQ(up.contributor, 0);
+  EXPECT_EQ(up.slot, 2u);
+  EXPECT_EQ(up.flags, 0);
+  EXPECT_EQ(result_of(0), (std::vector<int32_t>{11, 22, 33, 44}));
+  auto d = destinations(0);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(ntohs(d[0].sin_port), 7000) << "the parent's port for slot 2";
+  out_.clear();
+  // A RESULT from anywhere but the parent's port for the slot, or for another parent job.
+  EXPECT_EQ(parent_result(2, 0, {111, 222, 333, 444}, 0, 7001), DropReason::kWrongSource);
+  DataHeader other = hdr(0, 2, 0);
+  other.type = proto::PacketType::kResult;
+  other.job_id = kParentJob + 1;
+  EXPECT_EQ(engine_.on_contrib(other, nullptr, src_of(0), out_), DropReason::kWrongDirection);
+  // The parent's result goes to this leaf's members only.
+  EXPECT_EQ(parent_result(2, 0, {111, 222, 333, 444}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(header_of(0).type, proto::PacketType::kResult);
+  EXPECT_EQ(header_of(0).job_id, id_);
+  EXPECT_EQ(result_of(0), (std::vector<int32_t>{111, 222, 333, 444}));
+  d = destinations(0);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_TRUE(same(d[0], worker_addr(0)));
+  EXPECT_TRUE(same(d[1], worker_addr(1)));
+  out_.clear();
+  EXPECT_EQ(parent_result(2, 0, {111, 222, 333, 444}, proto::kFlagRetransmit),
+            DropReason::kDuplicate);
+  // A member that lost it asks again: served from the leaf's complete bank.
+  DataHeader again = hdr(1, 2, 0);
+  again.flags = proto::kFlagRetransmit;
+  EXPECT_EQ(contrib(again, {10, 20, 30, 40}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(out_[0].rank, 1);
+  EXPECT_EQ(result_of(0), (std::vector<int32_t>{111, 222, 333, 444}));
+}
+
+TEST_F(TreeSlotEngineTest, MemberResendWhileForwardedAsksTheParentAgain) {
+  make_leaf();
+  EXPECT_EQ(contrib(hdr(0, 0, 0), {1, 1, 1, 1}), DropReason::kOk);
+  EXPECT_EQ(contrib(hdr(1, 0, 0), {2, 2, 2, 2}), DropReason::kOk);
+  out_.clear();
+  // A duplicate of a first send is not a request; a RETRANSMIT is: the partial goes up again.
+  EXPECT_EQ(contrib(hdr(1, 0, 0), {2, 2, 2, 2}), DropReason::kDuplicate);
+  EXPECT_TRUE(out_.empty());
+  DataHeader again = hdr(1, 0, 0);
+  again.flags = proto::kFlagRetransmit;
+  EXPECT_EQ(contrib(again, {2, 2, 2, 2}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(out_[0].rank, ResultBatch::kParent);
+  EXPECT_EQ(header_of(0).flags, proto::kFlagRetransmit);
+  EXPECT_EQ(result_of(0), (std::vector<int32_t>{3, 3, 3, 3}));
+  EXPECT_EQ(counters_.uplink_resends.get(), 1u);
+}
+
+TEST_F(TreeSlotEngineTest, LeafReusesASlotOnlyOnceTheParentsResultCame) {
+  make_leaf();
+  for (uint16_t c : {0, 1}) EXPECT_EQ(contrib(hdr(c, 0, 0), {1, 1, 1, 1}), DropReason::kOk);
+  // Generation 1 in the other bank is independent.
+  for (uint16_t c : {0, 1}) EXPECT_EQ(contrib(hdr(c, 0, 1), {1, 1, 1, 1}), DropReason::kOk);
+  // Generation 2 cannot come before every rank had result 0 (SPEC.md §7): rejected.
+  EXPECT_EQ(contrib(hdr(0, 0, 2), {1, 1, 1, 1}), DropReason::kSlotMismatch);
+  EXPECT_EQ(parent_result(0, 0, {4, 4, 4, 4}), DropReason::kOk);
+  EXPECT_EQ(contrib(hdr(0, 0, 2), {1, 1, 1, 1}), DropReason::kOk);
+  // A late result of generation 0 is stale now.
+  EXPECT_EQ(parent_result(0, 0, {4, 4, 4, 4}), DropReason::kStaleGeneration);
+}
+
+TEST_F(TreeSlotEngineTest, OwnedSlotGoesUpWholeAndAnOwnerElsewhereLeavesAcksHere) {
+  make_leaf();
+  // Rank 3, the owner, sits under the other leaf.
+  EXPECT_EQ(contrib(owned_by(hdr(0, 0, 0), 3), {1, 1, 1, 1}), DropReason::kOk);
+  EXPECT_EQ(contrib(owned_by(hdr(1, 0, 0), 3), {1, 1, 1, 1}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(header_of(0).flags & proto::kFlagOwned, 0) << "the parent serves every child";
+  out_.clear();
+  EXPECT_EQ(parent_result(0, 0, {4, 4, 4, 4}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(out_[0].rank, ResultBatch::kAllRanks);
+  EXPECT_EQ(header_of(0).flags, proto::kFlagAck);
+  EXPECT_EQ(destinations(0).size(), 2u);
+}
+
 }  // namespace
 }  // namespace conflux::agg

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 
 #include "proc.h"
 
@@ -93,16 +94,41 @@ double DaemonProcess::metric(const std::string& name) const {
   return m.empty() ? -1 : tools::prometheus_sum(m, name);
 }
 
+bool wait_packets_in(const DaemonProcess& d, double n, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (d.packets_in() < n) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+std::string explain(const std::vector<WorkerResult>& rs) {
+  std::string s;
+  for (size_t r = 0; r < rs.size(); ++r) {
+    s += "rank " + std::to_string(r) + (rs[r].timed_out ? " timed out" : "") + ":\n" + rs[r].out +
+         rs[r].err;
+  }
+  return s;
+}
+
 std::vector<pid_t> start_workers(const std::string& dir, const std::string& aggregators, uint32_t n,
                                  const std::vector<std::string>& args) {
+  return start_workers(
+      dir, [&](uint32_t) { return aggregators; }, n, args);
+}
+
+std::vector<pid_t> start_workers(const std::string& dir,
+                                 const std::function<std::string(uint32_t)>& aggregators_of,
+                                 uint32_t n, const std::vector<std::string>& args) {
   std::vector<pid_t> pids;
   const std::string key = std::to_string((static_cast<uint64_t>(::getpid()) << 20) ^
                                          static_cast<uint64_t>(std::rand()));
   for (uint32_t r = 0; r < n; ++r) {
     const std::string base = dir + "/rank" + std::to_string(r);
     std::vector<std::string> argv = {
-        worker_path(), "--aggregators",   aggregators, "--job-key",       key,
-        "--nranks",    std::to_string(n), "--rank",    std::to_string(r), "--json",
+        worker_path(), "--aggregators",   aggregators_of(r), "--job-key",       key,
+        "--nranks",    std::to_string(n), "--rank",          std::to_string(r), "--json",
         base + ".json"};
     argv.insert(argv.end(), args.begin(), args.end());
     std::string err;

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,10 @@ struct WorkerResult {
 // --json; returns the pids. Output goes to dir/rank<r>.{out,err,json}.
 std::vector<pid_t> start_workers(const std::string& dir, const std::string& aggregators, uint32_t n,
                                  const std::vector<std::string>& args);
+// The same, rank r's --aggregators being aggregators_of(r) (a reduction tree: its leaf).
+std::vector<pid_t> start_workers(const std::string& dir,
+                                 const std::function<std::string(uint32_t)>& aggregators_of,
+                                 uint32_t n, const std::vector<std::string>& args);
 // Waits for them (killing any still running after `timeout`) and collects outputs.
 std::vector<WorkerResult> wait_workers(const std::string& dir, const std::vector<pid_t>& pids,
                                        std::chrono::milliseconds timeout);
@@ -52,6 +57,12 @@ std::vector<WorkerResult> wait_workers(const std::string& dir, const std::vector
 std::vector<WorkerResult> run_workers(const std::string& dir, const std::string& aggregators,
                                       uint32_t n, const std::vector<std::string>& args,
                                       std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+// Waits until `d` has received `n` datagrams (data flows); false after `timeout`.
+bool wait_packets_in(const DaemonProcess& d, double n, std::chrono::milliseconds timeout);
+
+// Every worker's output, rank by rank, for a failure message.
+std::string explain(const std::vector<WorkerResult>& rs);
 
 // Extracts a numeric field `"key":N` from a flat JSON text (first occurrence); -1 if absent.
 double json_number(const std::string& json, const std::string& key);

@@ -31,15 +31,6 @@ std::vector<std::string> args(std::vector<std::string> extra) {
   return a;
 }
 
-std::string explain(const std::vector<WorkerResult>& rs) {
-  std::string s;
-  for (size_t r = 0; r < rs.size(); ++r) {
-    s += "rank " + std::to_string(r) + (rs[r].timed_out ? " timed out" : "") + ":\n" + rs[r].out +
-         rs[r].err;
-  }
-  return s;
-}
-
 void expect_all_ok(const std::vector<WorkerResult>& rs, const std::string& verified) {
   for (const WorkerResult& w : rs) {
     ASSERT_TRUE(w.exited_ok) << explain(rs);
@@ -223,11 +214,7 @@ TEST_F(E2E, KilledDaemonFailsEveryWorkerWithinTheTimeout) {
                             args({"--aggregator-timeout-ms", "2000", "--count", "262144", "--iters",
                                   "1000000", "--timeout-s", "30"}));
   // Kill only once data flows.
-  const auto until = std::chrono::steady_clock::now() + 20s;
-  while (d_.packets_in() < 2000 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_GE(d_.packets_in(), 2000) << "workers did not start";
+  ASSERT_TRUE(wait_packets_in(d_, 2000, 20s)) << "workers did not start";
   ASSERT_EQ(::kill(d_.pid, SIGKILL), 0);
   auto rs = wait_workers(dir_, pids, 10s);
   for (const WorkerResult& w : rs) {

@@ -2,13 +2,18 @@
 # Runs a command with a fresh confluxd on loopback (ephemeral ports) and checks the result.
 #   with_confluxd.sh CONFLUXD EXPECT REGEX [--kill-after S] [--daemons N] [--no-daemon]
 #                    [--daemon-arg ARG]... [--max-out-ratio R] [--min-out-ratio R]
+#                    [--tree N,N,...] [--kill-daemon I]
 #                    -- CMD ARGS...
 # EXPECT is zero|nonzero (the command's exit code); REGEX (several may be joined by " && ")
 # must each match a line of its output.
 # CONFLUX_AGGREGATORS is set to the daemons, comma-separated (or to a port nobody listens on
 # with --no-daemon). --daemons N starts N daemons (default 1).
 # --kill-after S sends SIGKILL, S seconds after the command starts, to the daemon (with
-# several: to the last one only).
+# several: to the last one only, or to daemon I with --kill-daemon I).
+# --tree N,N,... builds a reduction tree of depth 2 (protocol/SPEC.md §7): daemon 1 is the
+# root, daemons 2.. are leaves with --parent = the root, and the ranks sit under the leaves
+# in contiguous groups of these sizes: rank r gets its leaf as CONFLUX_DRIVER_AGGREGATORS_<r>
+# (the driver puts it into CONFLUX_AGGREGATORS of that rank).
 # After the command, the first daemon's dataplane bytes in and out are printed; with
 # --max-out-ratio R (--min-out-ratio R) the test fails if it sent more (less) than R times
 # the bytes it received.
@@ -16,6 +21,7 @@ set -uo pipefail
 confluxd=$1 expect=$2 regex=$3
 shift 3
 kill_after="" no_daemon=0 daemon_args=() n_daemons=1 max_out_ratio="" min_out_ratio=""
+tree="" kill_daemon=""
 while [[ $# -gt 0 && $1 != "--" ]]; do
   case $1 in
     --kill-after) kill_after=$2; shift 2 ;;
@@ -24,6 +30,8 @@ while [[ $# -gt 0 && $1 != "--" ]]; do
     --daemon-arg) daemon_args+=("$2"); shift 2 ;;
     --max-out-ratio) max_out_ratio=$2; shift 2 ;;
     --min-out-ratio) min_out_ratio=$2; shift 2 ;;
+    --tree) tree=$2; shift 2 ;;
+    --kill-daemon) kill_daemon=$2; shift 2 ;;
     *) echo "with_confluxd: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -42,9 +50,17 @@ if [[ $no_daemon -eq 1 ]]; then
   export CONFLUX_AGGREGATORS=127.0.0.1:$port
 else
   endpoints=()
+  groups=()
+  if [[ -n $tree ]]; then
+    IFS=, read -r -a groups <<<"$tree"
+    n_daemons=$((1 + ${#groups[@]}))
+  fi
   for i in $(seq 1 "$n_daemons"); do
+    extra=()
+    if [[ -n $tree && $i -gt 1 ]]; then extra=(--parent "${endpoints[0]}"); fi
     "$confluxd" --listen 127.0.0.1 --control-port 0 --data-port 0 --metrics-port 0 \
-      --ready-file "$work/ready$i" --log-level warn "${daemon_args[@]}" >"$work/daemon$i.log" 2>&1 &
+      --ready-file "$work/ready$i" --log-level warn "${daemon_args[@]}" "${extra[@]}" \
+      >"$work/daemon$i.log" 2>&1 &
     daemon_pids+=($!)
     for _ in $(seq 1 100); do [[ -s $work/ready$i ]] && break; sleep 0.05; done
     if [[ ! -s $work/ready$i ]]; then
@@ -54,6 +70,13 @@ else
   done
   CONFLUX_AGGREGATORS=$(IFS=,; echo "${endpoints[*]}")
   export CONFLUX_AGGREGATORS
+  rank=0
+  for g in "${!groups[@]}"; do
+    for _ in $(seq 1 "${groups[$g]}"); do
+      export "CONFLUX_DRIVER_AGGREGATORS_$rank=${endpoints[$((g + 1))]}"
+      rank=$((rank + 1))
+    done
+  done
 fi
 
 "$@" >"$work/out" 2>&1 &
@@ -61,12 +84,16 @@ cmd_pid=$!
 if [[ -n $kill_after && ${#daemon_pids[@]} -gt 0 ]]; then
   sleep "$kill_after"
   victim=${daemon_pids[-1]}
+  if [[ -n $kill_daemon ]]; then victim=${daemon_pids[$((kill_daemon - 1))]}; fi
   echo "with_confluxd: SIGKILL to confluxd (pid $victim) at +${kill_after}s" >>"$work/out"
   kill -KILL "$victim" 2>/dev/null
 fi
 wait "$cmd_pid"
 rc=$?
 cat "$work/out"
+if [[ $rc -ne 0 && $no_daemon -eq 0 ]]; then
+  for f in "$work"/daemon*.log; do echo "== $f"; tail -n 20 "$f"; done
+fi
 if [[ $no_daemon -eq 0 && -z $kill_after ]]; then
   metrics=$(sed -n 's/^metrics_port=//p' "$work/ready1")
   read -r bytes_in bytes_out < <(curl -s "http://127.0.0.1:$metrics/metrics" | awk '

@@ -14,6 +14,7 @@ std::vector<ControlMsg> all_messages() {
       ServerHello{0x1122334455667788ULL, 0xffffffffffffULL, 8192, 256, 1},
       Join{0xabcdef0123456789ULL, 8, 7, 0x7f000001, 40000, kJoinFlagDeterministic, 64, 8192, 5000,
            0x99},
+      Join{0xabcdef0123456789ULL, 8, 2, 0, 40000, 0, 64, 8192, 0, 0, 3, 0, {7471, 7472}},
       JoinAck{Status::kOk, 12, 0xfeedULL, 64, 8192, kJoinFlagDeterministic, {7471, 7472, 7473}},
       JoinAck{Status::kJoinTimeout, 0, 0, 0, 0, 0, {}},
       Leave{},
@@ -65,8 +66,55 @@ TEST(Control, FieldsSurvive) {
   EXPECT_EQ(j.payload_bytes, 8192u);
   EXPECT_EQ(j.join_timeout_ms, 5000u);
   EXPECT_EQ(j.auth_mac, 0x99u);
-  ASSERT_EQ(parse(frame(all_messages()[2]), &got), ControlParse::kOk);
+  EXPECT_EQ(j.weight, 1u);
+  EXPECT_EQ(j.served, 0u);
+  EXPECT_TRUE(j.data_ports.empty());
+  ASSERT_EQ(parse(frame(all_messages()[3]), &got), ControlParse::kOk);
   EXPECT_EQ(std::get<JoinAck>(got).ports, (std::vector<uint16_t>{7471, 7472, 7473}));
+}
+
+TEST(Control, JoinTreeExtensionSurvivesAndIsAbsentByDefault) {
+  Join plain{1, 4, 1, 0, 40000, 0, 16, 8192, 0, 0};
+  EXPECT_EQ(frame(plain).size(), kControlHeaderSize + 44);
+  Join child = plain;
+  child.weight = 2;
+  child.served = 0;
+  child.data_ports = {9001, 9002, 9003};
+  EXPECT_EQ(frame(child).size(), kControlHeaderSize + 44 + 6 + 6);
+  ControlMsg got;
+  ASSERT_EQ(parse(frame(child), &got), ControlParse::kOk);
+  const auto& j = std::get<Join>(got);
+  EXPECT_EQ(j.weight, 2u);
+  EXPECT_EQ(j.served, 0u);
+  EXPECT_EQ(j.data_ports, (std::vector<uint16_t>{9001, 9002, 9003}));
+  Join leaf_member = plain;
+  leaf_member.served = 2;
+  ASSERT_EQ(parse(frame(leaf_member), &got), ControlParse::kOk);
+  EXPECT_EQ(std::get<Join>(got).served, 2u);
+}
+
+TEST(Control, JoinTreeExtensionRanges) {
+  auto bad = [](auto mutate) {
+    Join j{1, 4, 1, 0, 40000, 0, 16, 8192, 0, 0, 2, 0, {9001}};
+    mutate(j);
+    return parse(frame(j));
+  };
+  EXPECT_EQ(bad([](Join&) {}), ControlParse::kOk);
+  EXPECT_EQ(bad([](Join& j) { j.weight = 0; }), ControlParse::kBadField);
+  EXPECT_EQ(bad([](Join& j) { j.weight = 5; }), ControlParse::kBadField);
+  EXPECT_EQ(bad([](Join& j) { j.served = 5; }), ControlParse::kBadField);
+  EXPECT_EQ(bad([](Join& j) { j.served = 1; }), ControlParse::kBadField);  // weight > served
+  EXPECT_EQ(bad([](Join& j) { j.data_ports = {9001, 0}; }), ControlParse::kBadField);
+  // An extension that only repeats the defaults is not the canonical encoding.
+  Join d{1, 4, 1, 0, 40000, 0, 16, 8192, 0, 0, 2, 0, {}};
+  auto b = frame(d);
+  b[kControlHeaderSize + 45] = 1;  // weight 2 -> 1: every field at its default
+  EXPECT_EQ(parse(b), ControlParse::kBadField);
+  // A truncated extension.
+  b = frame(d);
+  b.pop_back();
+  store_be<uint32_t>(b.data() + 8, static_cast<uint32_t>(b.size() - kControlHeaderSize));
+  EXPECT_EQ(parse(b), ControlParse::kBadLength);
 }
 
 TEST(Control, EveryPrefixNeedsMore) {
@@ -213,6 +261,15 @@ TEST(SipHash, JoinMacBindsEveryField) {
   k = j;
   k.flags = kJoinFlagDeterministic;
   EXPECT_NE(join_mac("s3cret", 77, k), mac);
+  k = j;
+  k.weight = 2;
+  EXPECT_NE(join_mac("s3cret", 77, k), mac);
+  const uint64_t child = join_mac("s3cret", 77, k);
+  k.served = 4;
+  EXPECT_NE(join_mac("s3cret", 77, k), child);
+  k.served = 0;
+  k.data_ports = {9001};
+  EXPECT_NE(join_mac("s3cret", 77, k), child);
 }
 
 }  // namespace

@@ -79,6 +79,12 @@ std::string validate(const ClientConfig& c) {
   if (c.rank >= c.n_workers) {
     return "rank must be < n_workers";
   }
+  if (!c.served_ranks.empty() && c.served_ranks.size() != c.aggregators.size()) {
+    return "served_ranks must name one count per aggregator";
+  }
+  for (uint32_t s : c.served_ranks) {
+    if (s == 0 || s > c.n_workers) return "served_ranks must be 1..n_workers";
+  }
   if (c.window_slots == 0 || c.window_slots > (1u << 20)) {
     return "window_slots must be 1..2^20";
   }

@@ -51,7 +51,7 @@ std::string hello(const ClientConfig& cfg, size_t i, JoinedAggregator* ja, proto
   return "";
 }
 
-proto::Join make_join(const ClientConfig& cfg, uint16_t udp_port, uint64_t nonce) {
+proto::Join make_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, uint64_t nonce) {
   proto::Join j;
   j.job_key = cfg.job_key;
   j.n_workers = cfg.n_workers;
@@ -66,6 +66,10 @@ proto::Join make_join(const ClientConfig& cfg, uint16_t udp_port, uint64_t nonce
   j.requested_slots = cfg.window_slots;
   j.payload_bytes = cfg.payload_bytes;
   j.join_timeout_ms = static_cast<uint32_t>(cfg.join_timeout.count());
+  // A leaf of a reduction tree that serves only some ranks (SPEC.md §7).
+  if (i < cfg.served_ranks.size() && cfg.served_ranks[i] != cfg.n_workers) {
+    j.served = static_cast<uint16_t>(cfg.served_ranks[i]);
+  }
   j.auth_mac = proto::join_mac(cfg.secret, nonce, j);
   return j;
 }
@@ -122,7 +126,7 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
     ja.info.endpoint = cfg.aggregators[i];
     ja.info.address = ja.ctl->peer_address();
     ja.info.support_mask = h.support_mask;
-    if (!ja.ctl->send(make_join(cfg, udp_port, h.nonce), &err)) {
+    if (!ja.ctl->send(make_join(cfg, i, udp_port, h.nonce), &err)) {
       return name(cfg, i) + ": sending Join failed: " + err;
     }
   }

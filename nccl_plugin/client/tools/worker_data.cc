@@ -192,6 +192,27 @@ std::string describe(const DataSpec& s, size_t i, const uint8_t* got, const uint
   return msg;
 }
 
+// What the aggregators compute in deterministic mode: rank order at one level; with a tree,
+// each leaf's rank-order result (rounded to the dtype) reduced in leaf order.
+void reference(const DataSpec& s, const std::vector<const void*>& srcs, size_t n, uint8_t* want,
+               uint8_t* scratch) {
+  if (s.leaves.empty()) {
+    reduce::reduce_n(s.dtype, s.op, want, srcs.data(), s.n_ranks, n, scratch);
+    return;
+  }
+  const size_t es = dtype_size(s.dtype);
+  std::vector<std::vector<uint8_t>> partial(s.leaves.size(), std::vector<uint8_t>(n * es));
+  std::vector<const void*> parts;
+  size_t first = 0;
+  for (size_t l = 0; l < s.leaves.size(); ++l) {
+    reduce::reduce_n(s.dtype, s.op, partial[l].data(), srcs.data() + first, s.leaves[l], n,
+                     scratch);
+    parts.push_back(partial[l].data());
+    first += s.leaves[l];
+  }
+  reduce::reduce_n(s.dtype, s.op, want, parts.data(), parts.size(), n, scratch);
+}
+
 }  // namespace
 
 void generate(const DataSpec& s, uint32_t rank, size_t first, size_t n, void* out) {
@@ -221,7 +242,7 @@ size_t verify(const DataSpec& s, const void* got_v, size_t count, std::string* f
       generate(s, r, first, n, in[r].data());
       srcs[r] = in[r].data();
     }
-    reduce::reduce_n(s.dtype, s.op, want.data(), srcs.data(), s.n_ranks, n, scratch.data());
+    reference(s, srcs, n, want.data(), scratch.data());
     for (size_t i = 0; i < n; ++i) {
       const uint8_t* g = got + (first + i) * es;
       const uint8_t* w = want.data() + i * es;

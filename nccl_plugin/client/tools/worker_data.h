@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "conflux/common/dtype.h"
 
@@ -25,6 +26,9 @@ struct DataSpec {
   uint64_t seed = 1;
   uint32_t n_ranks = 1;
   bool bitwise = true;  // compare bits (else tolerance; only for floats with kRandom)
+  // Reduction tree: ranks per leaf in rank order (empty: one level). The reference is then
+  // each leaf's rank-order reduction, rounded to the dtype, reduced in leaf order.
+  std::vector<uint32_t> leaves;
 };
 
 // Writes elements [first, first + n) of `rank`'s input into out (n * dtype_size bytes).

@@ -210,6 +210,7 @@ int run(const WorkerOptions& o) {
     spec.inputs = o.inputs;
     spec.seed = o.seed + c;
     spec.n_ranks = o.client.n_workers;
+    spec.leaves = o.tree_leaves;
     spec.bitwise = o.inputs == InputKind::kExact || o.client.deterministic;
     for (uint64_t size : o.counts) {
       Row row;

@@ -67,6 +67,11 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
                  "Reduce to this rank instead of AllReduce: only it receives results, the "
                  "other ranks get acknowledgements and pass no receive buffer")
       ->check(CLI::Range(0, 1023));
+  app.add_option("--tree-leaves", o->tree_leaves,
+                 "reduction tree: the ranks sit under leaf aggregators in contiguous groups of "
+                 "these sizes (e.g. 2,2); --aggregators names this rank's leaf, which is told how "
+                 "many ranks it serves, and results are checked against the two-level reduction")
+      ->delimiter(',');
   app.add_option("--window", c.window_slots, "requested window slots per aggregator");
   app.add_option("--payload", c.payload_bytes, "requested payload bytes per packet");
   app.add_option("--secret", c.secret, "shared secret")->envname("CONFLUX_SECRET");
@@ -144,6 +149,22 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
   c.heartbeat_interval = std::chrono::milliseconds(hb_ms);  // the engine caps it
   c.join_timeout = std::chrono::milliseconds(join_ms);
   c.connect_timeout = std::chrono::milliseconds(connect_ms);
+  if (!o->tree_leaves.empty()) {
+    uint32_t first = 0, mine = 0;
+    for (uint32_t n : o->tree_leaves) {
+      if (n == 0) {
+        *message = "--tree-leaves: a leaf serves at least one rank";
+        return 2;
+      }
+      if (c.rank >= first && c.rank < first + n) mine = n;
+      first += n;
+    }
+    if (first != c.n_workers) {
+      *message = "--tree-leaves must add up to --nranks";
+      return 2;
+    }
+    c.served_ranks.assign(c.aggregators.size(), mine);
+  }
   o->table = !no_table && (all_tables || c.rank == 0);
   if (o->root >= 0 && static_cast<uint32_t>(o->root) >= c.n_workers) {
     *message = "--root " + std::to_string(o->root) + " is not a rank (--nranks " +

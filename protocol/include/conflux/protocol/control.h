@@ -77,6 +77,12 @@ struct Join {
   uint32_t payload_bytes = 0;    // payload per packet, 1..kMaxPayloadBytes
   uint32_t join_timeout_ms = 0;  // how long the daemon waits for the other ranks
   uint64_t auth_mac = 0;         // join_mac(secret, hello.nonce, *this); 0 when no auth
+  // Tree extension (SPEC.md §7), sent only when a field differs from its default.
+  uint16_t weight = 1;  // ranks of the job this member contributes for (a child aggregator: k)
+  uint16_t served = 0;  // ranks of the job that join this aggregator in all; 0 = n_workers
+  std::vector<uint16_t> data_ports{};  // a child aggregator: its data ports (slot s on [s % n])
+
+  bool has_tree_extension() const { return weight != 1 || served != 0 || !data_ports.empty(); }
 };
 
 // Answer to Join, sent to every rank once all n_workers have joined (or at once on error).

@@ -64,7 +64,10 @@ struct ClientConfig {
   uint32_t payload_bytes = 8192;      // requested payload per packet (<= 61440)
   bool deterministic = false;         // ask for contributor-order reduction (bitwise stable)
   bool capacity = true;  // ask each aggregator for its Capacity (SPEC.md §3; not with old daemons)
-  std::string secret;    // shared secret for the Join MAC; empty = none
+  // Reduction tree (protocol/SPEC.md §7): for aggregator i, how many of the job's ranks join
+  // it (this rank's leaf serves that many). Empty, or n_workers: every rank joins it (depth 1).
+  std::vector<uint32_t> served_ranks;
+  std::string secret;  // shared secret for the Join MAC; empty = none
 
   std::chrono::microseconds rto_initial{2000};  // first retransmission timeout
   std::chrono::microseconds rto_max{100000};    // backoff cap

@@ -1,0 +1,94 @@
+#include "aggregator/cli/plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "fmt/format.h"
+
+namespace conflux::cli {
+namespace {
+
+// The smallest of the candidate rates, and the name of the one that binds.
+struct Bound {
+  double gbit = 1e300;
+  std::string limit;
+  void cap(double g, const char* what) {
+    if (g < gbit) {
+      gbit = g;
+      limit = what;
+    }
+  }
+};
+
+PlanRow row(const PlanInput& in, std::string layout, int aggs, const Bound& b, double ring) {
+  return {std::move(layout), aggs, b.gbit, b.gbit / in.worker_gbit, b.gbit / ring, b.limit};
+}
+
+}  // namespace
+
+std::vector<PlanRow> plan(const PlanInput& in) {
+  const double n = in.workers;
+  const double cpu = in.agg_cores * in.core_gbit;  // contribution Gbit/s one aggregator takes
+  std::vector<PlanRow> rows;
+  // Ring (reduce-scatter + all-gather): every worker link carries 2(N-1)/N of the data.
+  Bound ring;
+  ring.cap(n > 1 ? in.worker_gbit * n / (2 * (n - 1)) : in.worker_gbit, "worker link");
+  rows.push_back(row(in, "ring", 0, ring, ring.gbit));
+  // One level, k aggregators striped: each takes 1/k of every worker's stream, so its link
+  // carries N/k streams each way and its threads reduce N/k streams.
+  for (int k = 1; k <= in.max_aggregators; k *= 2) {
+    Bound b;
+    b.cap(in.worker_gbit, "worker link");
+    b.cap(k * in.agg_gbit / n, "aggregator link");
+    b.cap(k * cpu / n, "aggregator cores");
+    rows.push_back(
+        row(in, k == 1 ? "1 aggregator" : fmt::format("{} striped", k), k, b, ring.gbit));
+  }
+  // Tree of depth 2: L leaves with ceil(N/L) workers each, one root. A leaf's link carries
+  // its workers' streams plus one to (from) the root each way; the root's carries L.
+  const double root_gbit = in.root_gbit > 0 ? in.root_gbit : in.agg_gbit;
+  for (int l = 2; l + 1 <= in.max_aggregators && l < in.workers; ++l) {
+    const double per_leaf = std::ceil(n / l);
+    Bound b;
+    b.cap(in.worker_gbit, "worker link");
+    b.cap(in.agg_gbit / (per_leaf + 1), "leaf link");
+    b.cap(cpu / per_leaf, "leaf cores");
+    b.cap(root_gbit / l, "root link");
+    b.cap(cpu / l, "root cores");
+    rows.push_back(row(in, fmt::format("tree {} leaves + root", l), l + 1, b, ring.gbit));
+  }
+  return rows;
+}
+
+std::string plan_table(const PlanInput& in, const std::vector<PlanRow>& rows) {
+  std::string out = fmt::format(
+      "# {} workers @ {:g} Gbit/s; aggregators @ {:g} Gbit/s (tree root @ {:g}), {} cores x {:g} "
+      "Gbit/s\n",
+      in.workers, in.worker_gbit, in.agg_gbit, in.root_gbit > 0 ? in.root_gbit : in.agg_gbit,
+      in.agg_cores, in.core_gbit);
+  out += fmt::format("{:<24} {:>5} {:>12} {:>8} {:>8}  {}\n", "layout", "aggs", "algbw Gbit/s",
+                     "of link", "vs ring", "limited by");
+  for (const PlanRow& r : rows) {
+    out += fmt::format("{:<24} {:>5} {:>12.3f} {:>8.2f} {:>8.2f}  {}\n", r.layout, r.aggregators,
+                       r.algbw_gbit, r.of_link, r.vs_ring, r.limit);
+  }
+  return out;
+}
+
+std::string plan_json(const PlanInput& in, const std::vector<PlanRow>& rows) {
+  std::string out = fmt::format(
+      "{{\"workers\": {}, \"worker_gbit\": {}, \"agg_gbit\": {}, \"root_gbit\": {}, "
+      "\"agg_cores\": {}, \"core_gbit\": {}, \"layouts\": [",
+      in.workers, in.worker_gbit, in.agg_gbit, in.root_gbit > 0 ? in.root_gbit : in.agg_gbit,
+      in.agg_cores, in.core_gbit);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const PlanRow& r = rows[i];
+    out += fmt::format(
+        "{}{{\"layout\": \"{}\", \"aggregators\": {}, \"algbw_gbit\": {}, \"of_link\": {}, "
+        "\"vs_ring\": {}, \"limit\": \"{}\"}}",
+        i ? ", " : "", r.layout, r.aggregators, r.algbw_gbit, r.of_link, r.vs_ring, r.limit);
+  }
+  return out + "]}\n";
+}
+
+}  // namespace conflux::cli

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""`conflux plan`: the model's figures for the fabric of bench/fabric/README.md (8 workers at
+100 Mbit/s; one aggregator at 8x; a tree of 2 leaves at 4x under a root at 2x), its table,
+and a usage error."""
+import json
+import subprocess
+import sys
+
+
+def plan(conflux, *args):
+    return subprocess.run([conflux, "plan", *args], capture_output=True, text=True, timeout=30)
+
+
+def main():
+    conflux = sys.argv[1]
+    failures = []
+
+    def check(what, ok):
+        if not ok:
+            failures.append(what)
+
+    base = ["--workers", "8", "--worker-gbit", "0.1", "--agg-cores", "2", "--core-gbit", "10"]
+    r = plan(conflux, *base, "--agg-gbit", "0.8", "--max-aggregators", "1", "--json")
+    check(f"fat: exit {r.returncode} {r.stderr}", r.returncode == 0)
+    rows = {x["layout"]: x for x in json.loads(r.stdout)["layouts"]}
+    check("ring ceiling N/(2(N-1))", abs(rows["ring"]["of_link"] - 8 / 14) < 1e-9)
+    check("one aggregator at 8x reaches the link", abs(rows["1 aggregator"]["of_link"] - 1) < 1e-9)
+    check("aggregation is 1.75x the ring at N=8", abs(rows["1 aggregator"]["vs_ring"] - 1.75) < 1e-9)
+    check("no tree with one aggregator host", not any(k.startswith("tree") for k in rows))
+
+    r = plan(conflux, *base, "--agg-gbit", "0.4", "--root-gbit", "0.2", "--max-aggregators", "3",
+             "--json")
+    rows = {x["layout"]: x for x in json.loads(r.stdout)["layouts"]}
+    tree = rows["tree 2 leaves + root"]
+    # A leaf's link carries its 4 workers' streams and one to/from the root: 0.4 / 5.
+    check(f"tree 2 leaves at 4x: {tree}", abs(tree["of_link"] - 0.8) < 1e-9)
+    check("tree limited by the leaf link", tree["limit"] == "leaf link")
+    check("tree needs 3 hosts", tree["aggregators"] == 3)
+    check("one aggregator at 4x: half the link", abs(rows["1 aggregator"]["of_link"] - 0.5) < 1e-9)
+    check("2 striped at 4x: the link", abs(rows["2 striped"]["of_link"] - 1) < 1e-9)
+
+    # Cores bind: 1 core of 0.2 Gbit/s per aggregator.
+    r = plan(conflux, "--workers", "8", "--worker-gbit", "0.1", "--agg-gbit", "10", "--agg-cores",
+             "1", "--core-gbit", "0.2", "--max-aggregators", "1", "--json")
+    one = {x["layout"]: x for x in json.loads(r.stdout)["layouts"]}["1 aggregator"]
+    check(f"cores bind: {one}", one["limit"] == "aggregator cores" and
+          abs(one["algbw_gbit"] - 0.025) < 1e-9)
+
+    r = plan(conflux, *base, "--agg-gbit", "0.4")
+    check("table has a header and the tree row", r.returncode == 0 and "limited by" in r.stdout
+          and "tree 2 leaves + root" in r.stdout)
+    r = plan(conflux, "--worker-gbit", "1", "--agg-gbit", "1")
+    check(f"missing --workers is a usage error: {r.returncode}", r.returncode == 2)
+    r = plan(conflux, "--workers", "8", "--worker-gbit", "-1", "--agg-gbit", "1")
+    check(f"negative rate is a usage error: {r.returncode}", r.returncode == 2)
+
+    for f in failures:
+        print("FAIL:", f)
+    print("PASS" if not failures else f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

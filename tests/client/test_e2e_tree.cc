@@ -1,0 +1,231 @@
+// End to end through a reduction tree of depth 2 (protocol/SPEC.md §7): a root confluxd, two
+// leaf confluxd with `--parent` = the root, and 4 worker processes, ranks 0-1 under leaf 0
+// and ranks 2-3 under leaf 1. Each worker checks every element against the two-level
+// reference itself (each leaf's rank-order result reduced in leaf order) and exits non-zero
+// on any wrong element or engine error.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "e2e_harness.h"
+#include "proc.h"
+
+namespace conflux::client::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr uint32_t kRanks = 4;
+
+class TreeE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = temp_dir();
+    ASSERT_FALSE(dir_.empty());
+  }
+  void TearDown() override {
+    for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &root_}) d->stop();
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+  // Starts the root, then the two leaves under it.
+  void start_tree(std::vector<std::string> root_args = {},
+                  std::vector<std::string> leaf_args = {}) {
+    ASSERT_EQ(start_in("root", root_, root_args), "");
+    leaf_args.insert(leaf_args.end(), {"--parent", root_.endpoint()});
+    ASSERT_EQ(start_in("leaf0", leaf_[0], leaf_args), "");
+    ASSERT_EQ(start_in("leaf1", leaf_[1], leaf_args), "");
+  }
+  std::string start_in(const std::string& name, DaemonProcess& d,
+                       const std::vector<std::string>& args) {
+    const std::string sub = dir_ + "/" + name;
+    std::filesystem::create_directories(sub);
+    return d.start(sub, args);
+  }
+  std::string leaf_of(uint32_t rank) const { return leaf_[rank / 2].endpoint(); }
+  std::vector<std::string> worker_args(std::vector<std::string> extra) const {
+    // No busy polling (small CI machines), one timed iteration, no warmup, unless given.
+    std::vector<std::string> a = {"--tree-leaves", "2,2"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    for (const char* opt : {"--spin-us", "--iters", "--warmup"}) {
+      if (std::find(extra.begin(), extra.end(), opt) != extra.end()) continue;
+      a.push_back(opt);
+      a.push_back(std::string(opt) == "--iters" ? "1" : "0");
+    }
+    return a;
+  }
+  std::vector<WorkerResult> run(std::vector<std::string> extra,
+                                std::chrono::milliseconds timeout = 90s) {
+    auto pids = start_workers(
+        dir_, [this](uint32_t r) { return leaf_of(r); }, kRanks, worker_args(std::move(extra)));
+    return wait_workers(dir_, pids, timeout);
+  }
+  // Workers that AllReduce until something fails.
+  std::vector<pid_t> start_endless_run() {
+    return start_workers(
+        dir_, [this](uint32_t r) { return leaf_of(r); }, kRanks,
+        worker_args({"--aggregator-timeout-ms", "5000", "--count", "262144", "--iters", "1000000",
+                     "--timeout-s", "60"}));
+  }
+  void expect_all_ok(const std::vector<WorkerResult>& rs, const std::string& verified) {
+    for (const WorkerResult& w : rs) ASSERT_TRUE(w.exited_ok) << explain(rs);
+    EXPECT_NE(rs[0].out.find(verified), std::string::npos) << rs[0].out;
+  }
+
+  std::string dir_;
+  DaemonProcess root_;
+  DaemonProcess leaf_[2];
+};
+
+TEST_F(TreeE2E, EveryDtypeAndOpExactThroughTwoLeavesAndARoot) {
+  start_tree();
+  auto rs = run({"--dtype", "all", "--op", "all", "--count", "1,7,1023,70000"});
+  expect_all_ok(rs, "verified: all 192 results correct");
+  // The sums went through the root: it completed slots, with the two leaves as contributors
+  // (each leaf sends one contribution per slot, so the root received half the workers').
+  EXPECT_GT(root_.metric("conflux_dataplane_slots_completed_total"), 0);
+  const double up = root_.metric("conflux_dataplane_packets_in_total");
+  const double below = leaf_[0].metric("conflux_dataplane_packets_in_total") +
+                       leaf_[1].metric("conflux_dataplane_packets_in_total");
+  EXPECT_GT(up, 0);
+  EXPECT_GT(below, up) << "leaves take the workers' packets and the root's results";
+  for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &root_}) EXPECT_EQ(d->stop(), "exit 0");
+}
+
+TEST_F(TreeE2E, DeterministicModeIsBitwiseTheTwoLevelReferenceRunAfterRun) {
+  // Random float inputs: any other order (within a leaf or between leaves) would differ in
+  // the last bits. Every daemon reorders its input, so arrival order differs from rank order
+  // and differs between the two runs.
+  start_tree({"--fault-reorder", "0.3"}, {"--fault-reorder", "0.3"});
+  for (int run_no = 0; run_no < 2; ++run_no) {
+    auto rs = run({"--deterministic", "--inputs", "random", "--seed", "7", "--dtype",
+                   "half,float,double,bfloat16,f8e4m3,f8e5m2", "--op", "sum,prod", "--count",
+                   "1,1023,70000"});
+    expect_all_ok(rs, "verified: all 36 results correct");
+  }
+  EXPECT_GT(root_.metric("conflux_dataplane_faults_injected_total"), 0);
+}
+
+TEST_F(TreeE2E, ExactDespiteLossBetweenLeavesAndRootAndBelow) {
+  // The root's receive path drops/duplicates/reorders the leaves' contributions; each leaf's
+  // drops its workers' contributions and the root's results; the workers lose 1 % each way.
+  start_tree({"--fault-drop", "0.05", "--fault-dup", "0.02", "--fault-reorder", "0.02"},
+             {"--fault-drop", "0.02"});
+  auto rs = run({"--fault-drop", "0.01", "--rto-us", "1000", "--rto-max-ms", "20", "--dtype",
+                 "float,int32,bfloat16", "--op", "sum,max", "--count", "1,4096,100003"});
+  expect_all_ok(rs, "verified: all 18 results correct");
+  const double resent = leaf_[0].metric("conflux_dataplane_uplink_resends_total") +
+                        leaf_[1].metric("conflux_dataplane_uplink_resends_total");
+  EXPECT_GT(resent, 0) << "lost contributions to the root were sent up again";
+  EXPECT_GT(root_.metric("conflux_dataplane_retransmits_served_total"), 0)
+      << "lost results to a leaf were served again";
+}
+
+TEST_F(TreeE2E, KilledRootEndsTheJobOnEveryLeafAndEveryWorkerFails) {
+  start_tree();
+  const std::vector<pid_t> pids = start_endless_run();
+  ASSERT_TRUE(wait_packets_in(root_, 2000, 20s)) << "workers did not start";
+  ASSERT_EQ(::kill(root_.pid, SIGKILL), 0);
+  auto rs = wait_workers(dir_, pids, 20s);
+  for (const WorkerResult& w : rs) {
+    EXPECT_FALSE(w.timed_out);
+    EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) << w.err;
+    EXPECT_NE(w.err.find("parent aggregator lost"), std::string::npos) << w.err;
+  }
+  // The leaves live on, and stop cleanly.
+  for (DaemonProcess* d : {&leaf_[0], &leaf_[1]}) EXPECT_EQ(d->stop(), "exit 0");
+}
+
+TEST_F(TreeE2E, KilledLeafEndsTheJobUnderTheOtherLeafToo) {
+  start_tree();
+  const std::vector<pid_t> pids = start_endless_run();
+  ASSERT_TRUE(wait_packets_in(root_, 2000, 20s)) << "workers did not start";
+  ASSERT_EQ(::kill(leaf_[0].pid, SIGKILL), 0);
+  auto rs = wait_workers(dir_, pids, 20s);
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    const WorkerResult& w = rs[r];
+    EXPECT_FALSE(w.timed_out);
+    EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) << w.err;
+    // Ranks 0-1 lost their leaf; ranks 2-3 hear from theirs that the root lost leaf 0.
+    const std::string why = r < 2 ? "closed the control connection" : "child aggregator lost";
+    EXPECT_NE(w.err.find(why), std::string::npos) << "rank " << r << ": " << w.err;
+  }
+  for (DaemonProcess* d : {&leaf_[1], &root_}) EXPECT_EQ(d->stop(), "exit 0");
+}
+
+TEST_F(TreeE2E, RankLostWhileItsLeafJoinsTheParentGivesTheJobUp) {
+  // Only leaf 0's ranks (0 and 1 of 4) come: leaf 0 joins the root, which waits for leaf 1.
+  start_tree();
+  std::vector<pid_t> pids;
+  for (uint32_t r = 0; r < 2; ++r) {
+    const std::string base = dir_ + "/rank" + std::to_string(r);
+    std::vector<std::string> argv = {
+        worker_path(), "--aggregators", leaf_of(r),       "--job-key", "17", "--nranks",
+        "4",           "--rank",        std::to_string(r)};
+    for (const std::string& x : worker_args({"--count", "1024", "--join-timeout-ms", "60000"})) {
+      argv.push_back(x);
+    }
+    std::string err;
+    pids.push_back(tools::spawn(argv, base + ".out", base + ".err", &err));
+    ASSERT_GT(pids.back(), 0) << err;
+  }
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (leaf_[0].metric("conflux_control_joins_total") < 2 &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_GE(leaf_[0].metric("conflux_control_joins_total"), 2);
+  ASSERT_EQ(::kill(pids[0], SIGKILL), 0);
+  int status = 0;
+  ::waitpid(pids[0], &status, 0);
+  pids[0] = -1;
+  auto rs = wait_workers(dir_, pids, 20s);
+  EXPECT_FALSE(rs[1].timed_out) << "rank 1 waited for a job that cannot form";
+  EXPECT_NE(rs[1].err.find("refused Join: join_timeout"), std::string::npos) << rs[1].err;
+  for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &root_}) EXPECT_EQ(d->stop(), "exit 0");
+}
+
+// Striping stays: a job stripes over two trees (entry i of every rank's list is tree i).
+class TreeStripeE2E : public TreeE2E {
+ protected:
+  void TearDown() override {
+    for (DaemonProcess* d : {&leaf2_[0], &leaf2_[1], &root2_}) d->stop();
+    TreeE2E::TearDown();
+  }
+  DaemonProcess root2_;
+  DaemonProcess leaf2_[2];
+};
+
+TEST_F(TreeStripeE2E, JobStripesOverTwoTrees) {
+  start_tree();
+  ASSERT_EQ(start_in("root2", root2_, {}), "");
+  for (int l = 0; l < 2; ++l) {
+    ASSERT_EQ(start_in("leaf2-" + std::to_string(l), leaf2_[l], {"--parent", root2_.endpoint()}),
+              "");
+  }
+  auto pids = start_workers(
+      dir_, [this](uint32_t r) { return leaf_of(r) + "," + leaf2_[r / 2].endpoint(); }, kRanks,
+      worker_args({"--dtype", "float,int32,half", "--op", "sum,min", "--count", "1,7,70000"}));
+  auto rs = wait_workers(dir_, pids, 90s);
+  expect_all_ok(rs, "verified: all 18 results correct");
+  EXPECT_GT(root_.metric("conflux_dataplane_slots_completed_total"), 0);
+  EXPECT_GT(root2_.metric("conflux_dataplane_slots_completed_total"), 0);
+}
+
+TEST_F(TreeE2E, LeafWithoutItsParentAnswersTheWorkersInsteadOfHanging) {
+  // The parent's port is closed (root stopped): the leaf cannot join it and refuses the job.
+  start_tree();
+  EXPECT_EQ(root_.stop(), "exit 0");
+  auto rs = run({"--count", "1024", "--join-timeout-ms", "5000"}, 30s);
+  for (const WorkerResult& w : rs) {
+    EXPECT_FALSE(w.timed_out);
+    EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) << w.err;
+    EXPECT_NE(w.err.find("refused Join: internal"), std::string::npos) << w.err;
+  }
+}
+
+}  // namespace
+}  // namespace conflux::client::e2e
