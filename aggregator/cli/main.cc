@@ -2,12 +2,15 @@
 // queried (the others are still shown), 2 usage.
 //   conflux status HOST[:METRICS_PORT]... [--json] [--interval-ms N] [--timeout-ms N]
 //   conflux drain|undrain HOST[:METRICS_PORT]... [--secret S | CONFLUX_SECRET] [--json]
+//   conflux check [--aggregators LIST | CONFLUX_AGGREGATORS] [--secret S] [--payload B] [--json]
+// check exits 0 when a job would use every aggregator, 1 when the plugin would fall back.
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "aggregator/cli/admin.h"
+#include "aggregator/cli/check.h"
 #include "aggregator/cli/status.h"
 #include "fmt/format.h"
 
@@ -48,10 +51,31 @@ int main(int argc, char** argv) {
     a->add_option("--timeout-ms", timeout_ms, "per request")->check(CLI::Range(100, 60000));
     admin.push_back(a);
   }
+  CheckOptions copt;
+  CLI::App* check = app.add_subcommand(
+      "check",
+      "preflight on a worker host: joins each aggregator as a one-rank job (control port, "
+      "authentication) and round-trips full-payload UDP packets through it, then says whether "
+      "a job would use the aggregators or fall back to the ring, and why");
+  check->add_option("--aggregators", copt.aggregators, "host:port,... of the control ports")
+      ->envname("CONFLUX_AGGREGATORS");
+  check->add_option("--secret", copt.secret, "the aggregators' shared secret")
+      ->envname("CONFLUX_SECRET");
+  check->add_option("--payload", copt.payload_bytes, "payload bytes per packet, as the plugin")
+      ->envname("CONFLUX_PAYLOAD_BYTES")
+      ->check(CLI::Range(64, 61440));
+  check->add_option("--bind", copt.bind_addr, "local IPv4 address of the UDP socket");
+  check->add_option("--timeout-ms", copt.timeout_ms, "per step")->check(CLI::Range(100, 60000));
+  check->add_flag("--json", json, "print JSON instead of a table");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (check->parsed()) {
+    const CheckReport r = run_check(copt);
+    std::fputs((json ? check_json(r) : check_table(r)).c_str(), stdout);
+    return r.usable ? 0 : 1;
   }
   for (CLI::App* a : admin) {
     if (!a->parsed()) continue;

@@ -87,6 +87,8 @@ DaemonStatus query_status(const std::string& address, int interval_ms, int timeo
   const auto p1 = by_job(m, "conflux_job_packets_in_total");
   const auto b0 = by_job(*first, "conflux_job_bytes_in_total");
   const auto b1 = by_job(m, "conflux_job_bytes_in_total");
+  const auto jd = by_job(m, "conflux_job_drops_total");
+  const auto jr = by_job(m, "conflux_job_retransmits_served_total");
   for (const auto& [id, w] : workers) {
     JobStatus j;
     j.id = id;
@@ -97,6 +99,8 @@ DaemonStatus query_status(const std::string& address, int interval_ms, int timeo
     j.bytes_per_s = (b1.count(id) ? b1.at(id) : 0) - (b0.count(id) ? b0.at(id) : 0);
     j.packets_per_s /= dt;
     j.bytes_per_s /= dt;
+    j.drops = jd.count(id) ? static_cast<uint64_t>(jd.at(id)) : 0;
+    j.retransmits = jr.count(id) ? static_cast<uint64_t>(jr.at(id)) : 0;
     d.jobs.push_back(j);
   }
   d.ok = d.health == "ok";
@@ -121,8 +125,10 @@ std::string status_table(const std::vector<DaemonStatus>& all) {
         d.threads, d.uptime_s, d.jobs_active, d.slots_in_use, d.packets_per_s, d.bytes_per_s,
         d.drops, d.retransmits);
     for (const JobStatus& j : d.jobs) {
-      out += fmt::format("  job {:<10} workers {:>4}  slots {:>5}  {:>11.0f} pkt/s {:>12.0f} B/s\n",
-                         j.id, j.workers, j.slots, j.packets_per_s, j.bytes_per_s);
+      out += fmt::format(
+          "  job {:<10} workers {:>4}  slots {:>5}  {:>11.0f} pkt/s {:>12.0f} B/s  drops {}  "
+          "retrans {}\n",
+          j.id, j.workers, j.slots, j.packets_per_s, j.bytes_per_s, j.drops, j.retransmits);
     }
   }
   return out;
@@ -149,8 +155,9 @@ std::string status_json(const std::vector<DaemonStatus>& all) {
         const JobStatus& j = d.jobs[k];
         out += fmt::format(
             "{}{{\"id\": {}, \"workers\": {}, \"slots\": {}, \"packets_per_second\": {:.1f}, "
-            "\"bytes_per_second\": {:.1f}}}",
-            k ? ", " : "", json_string(j.id), j.workers, j.slots, j.packets_per_s, j.bytes_per_s);
+            "\"bytes_per_second\": {:.1f}, \"drops\": {}, \"retransmits_served\": {}}}",
+            k ? ", " : "", json_string(j.id), j.workers, j.slots, j.packets_per_s, j.bytes_per_s,
+            j.drops, j.retransmits);
       }
       out += "]";
     }

@@ -14,6 +14,8 @@ struct JobStatus {
   uint64_t slots = 0;
   double packets_per_s = 0;
   double bytes_per_s = 0;
+  uint64_t drops = 0;        // of its datagrams, dropped by the slot state machine
+  uint64_t retransmits = 0;  // results served again
 };
 
 struct DaemonStatus {

@@ -59,17 +59,25 @@ DropReason SlotEngine::on_contrib(const DataHeader& h, const uint8_t* payload, S
   JobQueueCounters& jc = job->counters(queue_);
   jc.packets_in.inc();
   jc.bytes_in.add(proto::kDataHeaderSize + h.payload_bytes());
+  const DropReason r = on_job_contrib(*job, h, payload, out);
+  if (r != DropReason::kOk) jc.drops.inc();
+  return r;
+}
+
+DropReason SlotEngine::on_job_contrib(Job& job, const DataHeader& h, const uint8_t* payload,
+                                      ResultBatch& out) {
+  const JobParams& p = job.params();
   if (h.payload_bytes() > p.payload_bytes) return DropReason::kOversized;
   if (h.slot >= p.slots) return DropReason::kSlotOutOfRange;
   if (h.slot % n_queues_ != queue_) return DropReason::kWrongQueue;
   if (h.contributor >= p.n_workers) return DropReason::kBadContributor;
   if (h.owned() && h.owner >= p.n_workers) return DropReason::kBadContributor;
 
-  Bank& b = job->slot(h.slot).banks[h.generation & 1];
+  Bank& b = job.slot(h.slot).banks[h.generation & 1];
   if (b.state == BankState::kEmpty) {
     // A fresh slot starts at generation 0 (bank 0) or 1 (bank 1).
     if (h.generation > 1) return DropReason::kSlotMismatch;
-    return start_bank(*job, b, h, payload, out);
+    return start_bank(job, b, h, payload, out);
   }
   // Same parity, so the distance is even; modular arithmetic handles the 2^32 wrap.
   const auto ahead = static_cast<int32_t>(h.generation - b.generation);
@@ -80,16 +88,17 @@ DropReason SlotEngine::on_contrib(const DataHeader& h, const uint8_t* payload, S
       // The contributor lost its result: serve it again, to that rank only (an owned
       // result's other ranks get their acknowledgement again).
       const bool ack = b.owner >= 0 && b.owner != int32_t{h.contributor};
-      emit(*job, b, h, h.contributor, proto::kFlagRetransmit | (ack ? proto::kFlagAck : 0), out);
+      emit(job, b, h, h.contributor, proto::kFlagRetransmit | (ack ? proto::kFlagAck : 0), out);
       counters_.retransmits_served.inc();
+      job.counters(queue_).retransmits_served.inc();
       return DropReason::kOk;
     }
     if (b.has(h.contributor)) return DropReason::kDuplicate;
-    add(*job, b, h, payload, out);
+    add(job, b, h, payload, out);
     return DropReason::kOk;
   }
   // g+2 reuses a complete bank: every rank already holds result g (SPEC.md §4).
-  if (ahead == 2 && b.state == BankState::kComplete) return start_bank(*job, b, h, payload, out);
+  if (ahead == 2 && b.state == BankState::kComplete) return start_bank(job, b, h, payload, out);
   return DropReason::kSlotMismatch;
 }
 

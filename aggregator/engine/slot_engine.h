@@ -57,6 +57,9 @@ class SlotEngine final {
   QueueCounters& counters() { return counters_; }
 
  private:
+  // on_contrib once the job, token, MAC and source are right (counted as the job's traffic).
+  proto::DropReason on_job_contrib(Job& job, const proto::DataHeader& h, const uint8_t* payload,
+                                   ResultBatch& out);
   proto::DropReason start_bank(Job& job, Bank& b, const proto::DataHeader& h,
                                const uint8_t* payload, ResultBatch& out);
   void add(Job& job, Bank& b, const proto::DataHeader& h, const uint8_t* payload, ResultBatch& out);

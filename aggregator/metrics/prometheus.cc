@@ -112,6 +112,13 @@ void job_metrics(Writer& w, const JobTable& jobs) {
   job_family(w, jobs, "conflux_job_results_sent_total",
              "RESULT datagrams sent to the job's workers.",
              [](const JobQueueCounters& c) { return c.results_sent.get(); });
+  job_family(w, jobs, "conflux_job_drops_total",
+             "Of the job's datagrams, those the slot state machine dropped (duplicates, stale "
+             "generations, mismatches: the per-thread drop counters say why).",
+             [](const JobQueueCounters& c) { return c.drops.get(); });
+  job_family(w, jobs, "conflux_job_retransmits_served_total",
+             "Results served again to a rank of the job that asked for them.",
+             [](const JobQueueCounters& c) { return c.retransmits_served.get(); });
   w.family("conflux_job_workers", "gauge", "Workers (ranks) of the job.");
   jobs.for_each_live([&](const Job& j) {
     w.sample("conflux_job_workers", fmt::format("job=\"{}\"", j.id()), j.params().n_workers);

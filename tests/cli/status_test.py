@@ -48,6 +48,7 @@ def main():
             (j,) = d["jobs"]
             assert j["workers"] == 2 and j["slots"] > 0, j
             assert j["packets_per_second"] > 0 and j["bytes_per_second"] > 0, j
+            assert j["drops"] >= 0 and j["retransmits_served"] >= 0, j
             assert d["packets_per_second"] >= j["packets_per_second"] * 0.5, d
         table = conflux(cli, "status", *addrs, "--interval-ms", "100")
         assert table.returncode == 0, table.stderr

@@ -29,7 +29,8 @@ enum class MsgType : uint8_t {
   kHeartbeatAck = 6,
   kError = 7,
   kShutdown = 8,
-  kCapacity = 9,
+  // 9 and 10 are not assigned here (kept free for the multicast messages of another branch).
+  kCapacity = 11,
 };
 
 // Status carried by JoinAck and Error. Stable values (SPEC.md).
@@ -60,9 +61,9 @@ struct ServerHello {
 
 inline constexpr uint8_t kJoinFlagDeterministic = 1u << 0;
 // JoinAck only: the job's data packets carry the data MAC (data.h kFlagMac, SPEC.md §6).
-inline constexpr uint8_t kJoinFlagDataMac = 1u << 1;
+inline constexpr uint8_t kJoinFlagDataMac = 1u << 2;
 // Join only: the worker takes Capacity messages (the aggregator sends one after JoinAck).
-inline constexpr uint8_t kJoinFlagCapacity = 1u << 2;
+inline constexpr uint8_t kJoinFlagCapacity = 1u << 3;
 
 // Worker asks to join job `job_key` as `rank` of `n_workers`.
 struct Join {

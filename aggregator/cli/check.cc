@@ -1,0 +1,148 @@
+#include "aggregator/cli/check.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "aggregator/cli/status.h"
+#include "conflux/client/config.h"
+#include "conflux/client/engine.h"
+#include "fmt/format.h"
+
+namespace conflux::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One AllReduce of `count` floats on a one-rank engine: exact (the input back) or why not.
+std::string round_trip(client::Engine& e, size_t count, int timeout_ms, double* us) {
+  std::vector<float> in(count), out(count, -1.0f);
+  for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(i % 1021) * 0.5f;
+  const auto t0 = Clock::now();
+  const uint64_t h = e.allreduce(in.data(), out.data(), count, DType::kFloat32, Op::kSum);
+  std::string err;
+  client::Status s = client::Status::kPending;
+  while (s == client::Status::kPending) {
+    s = e.wait(h, std::chrono::milliseconds(10), &err);
+    if (s == client::Status::kPending &&
+        Clock::now() - t0 > std::chrono::milliseconds(timeout_ms)) {
+      e.abort("conflux check: no result in time");
+      return fmt::format("no result within {} ms (UDP to the data ports blocked or lost?)",
+                         timeout_ms);
+    }
+  }
+  *us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  if (s != client::Status::kDone) return "AllReduce failed: " + err;
+  if (out != in) return "AllReduce returned wrong values";
+  return "";
+}
+
+AggregatorCheck check_one(const client::Endpoint& ep, const CheckOptions& o) {
+  AggregatorCheck c;
+  c.endpoint = ep.to_string();
+  client::ClientConfig cfg;
+  cfg.aggregators = {ep};
+  std::random_device rd;
+  cfg.job_key = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+  cfg.n_workers = 1;
+  cfg.rank = 0;
+  cfg.window_slots = 16;
+  cfg.payload_bytes = o.payload_bytes;
+  cfg.secret = o.secret;
+  cfg.bind_addr = o.bind_addr;
+  cfg.connect_timeout = std::chrono::milliseconds(o.timeout_ms);
+  cfg.join_timeout = std::chrono::milliseconds(o.timeout_ms);
+  cfg.aggregator_timeout = std::chrono::milliseconds(std::max(o.timeout_ms, 1000));
+  auto e = client::Engine::create(cfg, &c.error);
+  if (e == nullptr) return c;
+  c.joined = true;
+  const client::AggregatorInfo& a = e->aggregators().front();
+  c.granted_slots = a.granted_slots;
+  c.payload_bytes = a.payload_bytes;
+  c.data_mac = a.data_mac;
+  c.deterministic = a.deterministic;
+  // Full packets through every slot (a window's worth), then one-packet round trips.
+  const size_t per_packet = e->payload_bytes() / sizeof(float);
+  double us = 0;
+  if (c.error = round_trip(*e, per_packet * a.granted_slots, o.timeout_ms, &us); !c.error.empty()) {
+    return c;
+  }
+  std::vector<double> rtts;
+  for (int i = 0; i < 21 && c.error.empty(); ++i) {
+    c.error = round_trip(*e, per_packet, o.timeout_ms, &us);
+    rtts.push_back(us);
+  }
+  if (!c.error.empty()) return c;
+  std::nth_element(rtts.begin(), rtts.begin() + 10, rtts.end());
+  c.rtt_us = rtts[10];
+  c.round_trip = true;
+  return c;
+}
+
+}  // namespace
+
+CheckReport run_check(const CheckOptions& o) {
+  CheckReport r;
+  std::vector<client::Endpoint> eps;
+  std::string err;
+  if (o.aggregators.empty()) {
+    r.verdict =
+        "no aggregators given (--aggregators or CONFLUX_AGGREGATORS): the plugin would "
+        "decline CollNet and run every collective on the worker ring";
+    return r;
+  }
+  if (!client::parse_endpoints(o.aggregators, &eps, &err)) {
+    r.verdict = "CONFLUX_AGGREGATORS: " + err + ": the plugin would decline CollNet";
+    return r;
+  }
+  for (const client::Endpoint& ep : eps) r.aggregators.push_back(check_one(ep, o));
+  const auto bad = std::find_if(r.aggregators.begin(), r.aggregators.end(),
+                                [](const AggregatorCheck& c) { return !c.round_trip; });
+  r.usable = bad == r.aggregators.end();
+  if (r.usable) {
+    uint32_t payload = UINT32_MAX;
+    for (const AggregatorCheck& c : r.aggregators) payload = std::min(payload, c.payload_bytes);
+    r.verdict =
+        fmt::format("a job would stripe its AllReduce over {} aggregator(s), {} B per packet{}",
+                    r.aggregators.size(), payload,
+                    r.aggregators.front().data_mac ? ", every packet signed (data MAC)" : "");
+  } else {
+    r.verdict = fmt::format(
+        "the plugin would decline CollNet and run every collective on the worker ring: {}: {}",
+        bad->endpoint, bad->error);
+  }
+  return r;
+}
+
+std::string check_table(const CheckReport& r) {
+  std::string out;
+  if (!r.aggregators.empty()) {
+    out = fmt::format("{:<24} {:<6} {:<10} {:>6} {:>8} {:<4} {:>9}  {}\n", "AGGREGATOR", "JOIN",
+                      "ROUNDTRIP", "SLOTS", "PAYLOAD", "MAC", "RTT(us)", "PROBLEM");
+  }
+  for (const AggregatorCheck& c : r.aggregators) {
+    out += fmt::format("{:<24} {:<6} {:<10} {:>6} {:>8} {:<4} {:>9.0f}  {}\n", c.endpoint,
+                       c.joined ? "ok" : "FAILED", c.round_trip ? "ok" : "FAILED", c.granted_slots,
+                       c.payload_bytes, c.data_mac ? "on" : "off", c.rtt_us, c.error);
+  }
+  return out + r.verdict + "\n";
+}
+
+std::string check_json(const CheckReport& r) {
+  std::string out = fmt::format("{{\"usable\": {}, \"verdict\": {}, \"aggregators\": [", r.usable,
+                                json_string(r.verdict));
+  for (size_t i = 0; i < r.aggregators.size(); ++i) {
+    const AggregatorCheck& c = r.aggregators[i];
+    out += fmt::format(
+        "{}{{\"endpoint\": {}, \"joined\": {}, \"round_trip\": {}, \"granted_slots\": {}, "
+        "\"payload_bytes\": {}, \"data_mac\": {}, \"deterministic\": {}, \"rtt_us\": {:.1f}, "
+        "\"error\": {}}}",
+        i ? ", " : "", json_string(c.endpoint), c.joined, c.round_trip, c.granted_slots,
+        c.payload_bytes, c.data_mac, c.deterministic, c.rtt_us, json_string(c.error));
+  }
+  return out + "]}\n";
+}
+
+}  // namespace conflux::cli

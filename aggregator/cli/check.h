@@ -1,0 +1,43 @@
+// `conflux check`: the preflight a user runs on a worker host before a job. For each
+// aggregator it does what the NCCL plugin does at connect, as a one-rank job of its own:
+// TCP connect and ServerHello, the authenticated Join (CONFLUX_SECRET), and full-payload UDP
+// round trips through the aggregator's reduction (a one-rank AllReduce returns its input);
+// then it says what a job would do: which aggregators it would use, or that the plugin would
+// decline CollNet and run everything on the worker ring, and why.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace conflux::cli {
+
+struct CheckOptions {
+  std::string aggregators;  // host:port,... (CONFLUX_AGGREGATORS)
+  std::string secret;       // CONFLUX_SECRET
+  uint32_t payload_bytes = 8192;
+  std::string bind_addr = "0.0.0.0";
+  int timeout_ms = 5000;
+};
+
+struct AggregatorCheck {
+  std::string endpoint;
+  bool joined = false;      // control port, ServerHello, authenticated Join
+  bool round_trip = false;  // full-payload AllReduce exact
+  std::string error;        // the first failure
+  uint32_t granted_slots = 0, payload_bytes = 0;
+  bool data_mac = false, deterministic = false;
+  double rtt_us = 0;  // median one-packet round trip
+};
+
+struct CheckReport {
+  std::vector<AggregatorCheck> aggregators;
+  bool usable = false;  // a job would run CollNet over every aggregator
+  std::string verdict;  // one line for the user
+};
+
+CheckReport run_check(const CheckOptions& o);
+std::string check_table(const CheckReport& r);
+std::string check_json(const CheckReport& r);
+
+}  // namespace conflux::cli
