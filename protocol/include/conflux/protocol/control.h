@@ -63,6 +63,7 @@ inline constexpr uint8_t kJoinFlagDeterministic = 1u << 0;
 // JoinAck only: the job's data packets carry the data MAC (data.h kFlagMac, SPEC.md §6).
 inline constexpr uint8_t kJoinFlagDataMac = 1u << 2;
 // Join only: the worker takes Capacity messages (the aggregator sends one after JoinAck).
+// (Join bits 1 and 2 belong to multicast, SPEC §7.)
 inline constexpr uint8_t kJoinFlagCapacity = 1u << 3;
 
 // Worker asks to join job `job_key` as `rank` of `n_workers`.
