@@ -56,7 +56,9 @@ const std::array<ParamSpec, 30> kParams{{
      "1: aggregators reduce in rank order, so results are bitwise reproducible.",
      &Config::deterministic},
     {"CONFLUX_SECRET", ParamType::kString, "", 0, 0,
-     "Shared secret that authenticates the job to the aggregators (their `secret`).",
+     "Shared secret that authenticates the job to the aggregators (their `secret`). With an "
+     "aggregator that runs `data_mac`, also the root of the per-job key that signs and checks "
+     "every data packet (protocol/SPEC.md §6).",
      &Config::secret},
     {"CONFLUX_WINDOW_SLOTS", ParamType::kInt, "64", 1, 65536,
      "Outstanding packets per aggregator requested at join (the aggregator may grant fewer).",

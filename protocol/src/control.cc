@@ -208,7 +208,11 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
 
 }  // namespace
 
-MsgType msg_type(const ControlMsg& m) { return static_cast<MsgType>(m.index() + 1); }
+MsgType msg_type(const ControlMsg& m) {
+  // Types 1..8 follow the variant's order; Capacity is 11 (9 and 10 unassigned).
+  if (std::holds_alternative<Capacity>(m)) return MsgType::kCapacity;
+  return static_cast<MsgType>(m.index() + 1);
+}
 
 std::string_view msg_type_name(MsgType t) {
   switch (t) {

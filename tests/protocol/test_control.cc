@@ -156,8 +156,10 @@ TEST(Control, HeaderErrors) {
   b = good;
   b[5] = 0;
   EXPECT_EQ(parse(b), ControlParse::kBadType);
-  b[5] = 10;  // one past the last type (Capacity)
-  EXPECT_EQ(parse(b), ControlParse::kBadType);
+  for (uint8_t t : {9, 10, 12}) {  // unassigned, and one past the last type (Capacity, 11)
+    b[5] = t;
+    EXPECT_EQ(parse(b), ControlParse::kBadType) << int(t);
+  }
   b = good;
   b[7] = 1;
   EXPECT_EQ(parse(b), ControlParse::kReservedNonZero);
@@ -208,6 +210,8 @@ TEST(Control, CapacityFields) {
   EXPECT_EQ(c.share_mbps, 500u);
   EXPECT_EQ(c.threads, 4u);
   EXPECT_EQ(to_string(got), "Capacity{line=25000 max=1000 share=500 Mbit/s threads=4}");
+  EXPECT_EQ(msg_type(got), MsgType::kCapacity);
+  EXPECT_EQ(frame(got)[5], 11);  // its type on the wire
   // Unknown rates are 0; no dataplane thread is not a capacity.
   EXPECT_EQ(parse(frame(Capacity{0, 0, 0, 1})), ControlParse::kOk);
   EXPECT_EQ(parse(frame(Capacity{1000, 0, 0, 0})), ControlParse::kBadField);

@@ -29,7 +29,8 @@ enum class MsgType : uint8_t {
   kHeartbeatAck = 6,
   kError = 7,
   kShutdown = 8,
-  kCapacity = 9,
+  // 9 and 10 are not assigned here (kept free for the multicast messages of another branch).
+  kCapacity = 11,
 };
 
 // Status carried by JoinAck and Error. Stable values (SPEC.md).
