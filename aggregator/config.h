@@ -49,6 +49,13 @@ struct Config {
   std::string dpdk_ipv4 = "";
   int64_t dpdk_vlan = 0;
   int64_t dpdk_idle_sleep_us = 0;
+  // Multicast result delivery (protocol/SPEC.md §7).
+  std::string multicast = "auto";
+  std::string multicast_range = "";
+  int64_t multicast_port = 0;
+  int64_t multicast_ttl = 1;
+  std::string multicast_interface = "";
+  int64_t multicast_probe_ms = 1000;
 };
 
 enum class ParamType : uint8_t { kInt, kDouble, kBool, kString };

@@ -85,6 +85,7 @@ class ControlPlane final : private JoinOutbox {
   void send(Connection& c, const proto::ControlMsg& m);
   void fail(Connection& c, proto::Status s, ControlErrorReason why, const std::string& text);
   void deliver(ConnId conn, const proto::JoinAck& ack) override;
+  void send_to(ConnId conn, const proto::ControlMsg& m) override;
   void forget_membership(Connection& c);
 
   // metrics/metrics_http.cc
@@ -94,6 +95,7 @@ class ControlPlane final : private JoinOutbox {
   JobTable& jobs_;
   const Dataplane& dataplane_;
   ControlCounters counters_;
+  MulticastAgreement multicast_;
   JobManager manager_;
   std::unordered_map<ConnId, Connection> conns_;
   std::unordered_map<uint32_t, uint32_t> conns_per_addr_;  // open control connections by peer

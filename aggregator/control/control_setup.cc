@@ -50,7 +50,11 @@ void add_listener(int epfd, int fd, ConnId id) {
 }  // namespace
 
 ControlPlane::ControlPlane(const Config& cfg, JobTable& jobs, const Dataplane& dp)
-    : cfg_(cfg), jobs_(jobs), dataplane_(dp), manager_(cfg, jobs, dp.ports(), counters_) {}
+    : cfg_(cfg),
+      jobs_(jobs),
+      dataplane_(dp),
+      multicast_(cfg, dp, dp.ports(), counters_),
+      manager_(cfg, jobs, dp.ports(), counters_, &multicast_) {}
 
 std::unique_ptr<ControlPlane> ControlPlane::create(const Config& cfg, JobTable& jobs,
                                                    const Dataplane& dataplane, std::string* err) {

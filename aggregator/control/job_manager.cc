@@ -14,8 +14,12 @@ using proto::JoinAck;
 using proto::Status;
 
 JobManager::JobManager(const Config& cfg, JobTable& jobs, std::vector<uint16_t> ports,
-                       ControlCounters& counters)
-    : cfg_(cfg), jobs_(jobs), ports_(std::move(ports)), counters_(counters) {}
+                       ControlCounters& counters, MulticastAgreement* multicast)
+    : cfg_(cfg),
+      jobs_(jobs),
+      ports_(std::move(ports)),
+      counters_(counters),
+      multicast_(multicast) {}
 
 void JobManager::reject(ConnId conn, Status s, JoinOutbox& out) {
   JoinAck ack;
@@ -57,7 +61,8 @@ void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
     }
   } else {
     const Join& f = p.first;
-    if (join.n_workers != f.n_workers || join.flags != f.flags ||
+    constexpr uint8_t kPerRank = proto::kJoinFlagMulticast | proto::kJoinFlagMulticastNoProbe;
+    if (join.n_workers != f.n_workers || ((join.flags ^ f.flags) & ~kPerRank) != 0 ||
         join.payload_bytes != f.payload_bytes || join.requested_slots != f.requested_slots) {
       if (uint64_t s = 0; log_limit_.allow(&s)) {
         spdlog::warn(
@@ -68,15 +73,15 @@ void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
     }
     if (p.ranks[join.rank].has_value()) return reject(conn, Status::kRankInUse, out);
   }
-  p.ranks[join.rank] = Waiting{conn, addr};
+  p.ranks[join.rank] = Waiting{conn, addr, join.flags};
   if (++p.joined == p.first.n_workers) {
     Pending done = std::move(p);
     pending_.erase(it);
-    complete(join.job_key, done, out);
+    complete(join.job_key, done, now, out);
   }
 }
 
-void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
+void JobManager::complete(uint64_t key, Pending& p, Clock::time_point now, JoinOutbox& out) {
   const Join& f = p.first;
   const uint64_t free_slots =
       static_cast<uint64_t>(cfg_.total_slots) > slots_used_ ? cfg_.total_slots - slots_used_ : 0;
@@ -115,15 +120,35 @@ void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
   ack.payload_bytes = jp.payload_bytes;
   ack.flags = jp.deterministic ? proto::kJoinFlagDeterministic : 0;
   ack.ports = ports_;
-  jobs_.publish(std::make_unique<Job>(std::move(jp), static_cast<unsigned>(ports_.size())));
+  // Multicast (SPEC §7) when every rank asked for it; without a probe when every rank said so.
+  uint8_t all_flags = 0xff;
+  for (auto& w : p.ranks) all_flags &= w->flags;
+  std::optional<sockaddr_in> group;
+  if (multicast_ != nullptr && (all_flags & proto::kJoinFlagMulticast) != 0) {
+    group = multicast_->grant(id);
+  }
+  if (group) {
+    jp.group = *group;
+    ack.flags |= proto::kJoinAckFlagMulticast;
+    ack.group = ntohl(group->sin_addr.s_addr);
+    ack.group_port = ntohs(group->sin_port);
+  }
+  auto job = std::make_unique<Job>(std::move(jp), static_cast<unsigned>(ports_.size()));
+  Job& published = *job;
+  jobs_.publish(std::move(job));
   slots_used_ += granted;
   active_.emplace(key, std::move(a));
   counters_.jobs_created.inc();
   counters_.jobs_active.set(active_.size());
   counters_.slots_in_use.set(slots_used_);
   spdlog::info("job {} (key {:016x}) created: {} workers, {} slots, {} bytes/packet{}", id, key,
-               f.n_workers, granted, ack.payload_bytes, ack.flags ? ", deterministic" : "");
+               f.n_workers, granted, ack.payload_bytes,
+               (ack.flags & proto::kJoinFlagDeterministic) ? ", deterministic" : "");
   for (auto& w : p.ranks) out.deliver(w->conn, ack);
+  if (group) {
+    multicast_->start(published, active_.at(key).conns,
+                      (all_flags & proto::kJoinFlagMulticastNoProbe) != 0, now, out);
+  }
 }
 
 void JobManager::on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool member) {
@@ -144,6 +169,7 @@ void JobManager::on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool memb
   a.conns[rank] = 0;
   if (--a.alive > 0) return;
   spdlog::info("job {} (key {:016x}) deleted: every rank left", a.job_id, job_key);
+  if (multicast_ != nullptr) multicast_->on_job_end(a.job_id);
   jobs_.retire(a.job_id);
   slots_used_ -= a.slots;
   active_.erase(it);

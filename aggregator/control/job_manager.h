@@ -15,6 +15,7 @@
 
 #include "aggregator/config.h"
 #include "aggregator/control/control_counters.h"
+#include "aggregator/control/multicast_agreement.h"
 #include "aggregator/engine/job_table.h"
 #include "aggregator/util/rate_limit.h"
 #include "conflux/protocol/control.h"
@@ -31,12 +32,15 @@ class JoinOutbox {
   // Sends `ack` on connection `conn`. status ok: the connection becomes a member of job
   // ack.job_id; any other status: the connection is closed after the ack.
   virtual void deliver(ConnId conn, const proto::JoinAck& ack) = 0;
+  // Sends `m` on member connection `conn` (ignored when it is gone or closing).
+  virtual void send_to(ConnId conn, const proto::ControlMsg& m) = 0;
 };
 
 class JobManager {
  public:
+  // `multicast` (may be null: unicast only) grants and agrees the jobs' groups (SPEC §7).
   JobManager(const Config& cfg, JobTable& jobs, std::vector<uint16_t> ports,
-             ControlCounters& counters);
+             ControlCounters& counters, MulticastAgreement* multicast = nullptr);
 
   // A validated (and authenticated) Join from `conn`; `peer` is the TCP peer address, used
   // when join.udp_addr is 0. Answers through `out`, now or when the rendezvous completes.
@@ -63,6 +67,7 @@ class JobManager {
   struct Waiting {
     ConnId conn;
     sockaddr_in addr;  // where this rank receives results
+    uint8_t flags;     // its Join's flags (the multicast bits are per rank)
   };
   struct Pending {
     proto::Join first;
@@ -77,13 +82,14 @@ class JobManager {
     uint32_t alive;
   };
 
-  void complete(uint64_t key, Pending& p, JoinOutbox& out);
+  void complete(uint64_t key, Pending& p, Clock::time_point now, JoinOutbox& out);
   void reject(ConnId conn, proto::Status s, JoinOutbox& out);
 
   const Config& cfg_;
   JobTable& jobs_;
   std::vector<uint16_t> ports_;
   ControlCounters& counters_;
+  MulticastAgreement* multicast_;
   std::unordered_map<uint64_t, Pending> pending_;
   std::unordered_map<uint64_t, Active> active_;
   uint64_t slots_used_ = 0;

@@ -49,7 +49,9 @@ struct alignas(64) JobQueueCounters {
   Counter packets_in;  // datagrams accepted for this job (valid id and token)
   Counter bytes_in;
   Counter slots_completed;
-  Counter results_sent;  // RESULT datagrams sent (fan-out counts every worker)
+  Counter results_sent;     // RESULT datagrams sent (fan-out counts every worker)
+  Counter result_bytes;     // their bytes (a multicast send counts once)
+  Counter unicast_resends;  // results re-sent to one rank from a COMPLETE bank
 };
 
 }  // namespace conflux::agg

@@ -6,6 +6,7 @@
 
 #include <netinet/in.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -24,6 +25,7 @@ struct JobParams {
   uint32_t payload_bytes = 0;  // granted payload per packet
   bool deterministic = false;
   std::vector<sockaddr_in> workers;  // result address of each rank (index = rank)
+  sockaddr_in group{};               // multicast group and port (SPEC §7); sin_port 0 = none
 };
 
 // Slots owned by one dataplane thread: global slot s = queue + i * n_queues.
@@ -47,11 +49,17 @@ class Job {
   // Any thread (relaxed reads).
   const JobQueueCounters& counters(unsigned queue) const { return counters_[queue]; }
 
+  // Shared results go once to params().group instead of to every worker (SPEC §7). Set by
+  // the control thread when the ranks agreed; read by the dataplane threads per result.
+  void set_multicast(bool on) { multicast_.store(on, std::memory_order_release); }
+  bool multicast() const { return multicast_.load(std::memory_order_acquire); }
+
  private:
   JobParams params_;
   unsigned n_queues_;
   std::unique_ptr<SlotShard[]> shards_;
   std::unique_ptr<JobQueueCounters[]> counters_;
+  std::atomic<bool> multicast_{false};
 };
 
 }  // namespace conflux::agg

@@ -1,8 +1,9 @@
 // RESULT datagrams produced by the SlotEngine while it handles one receive batch, handed to
 // the backend to transmit (sendmmsg, DPDK tx burst, ...). Owned by one dataplane thread.
 // Each entry is a complete datagram (48-byte header + payload) in the batch's arena plus its
-// destination: every worker of the job (fan-out), every worker but one (acknowledgements of
-// an owned result), or one rank (a re-served result, an owned result).
+// destination: every worker of the job (fan-out, or the job's multicast group once its ranks
+// agreed on it), every worker but one (acknowledgements of an owned result), or one rank (a
+// re-served result, an owned result).
 // Job pointers stay valid until the owning thread's next JobTable::quiescent(), so the
 // backend must transmit and clear() the batch before calling it.
 #pragma once
@@ -33,6 +34,10 @@ class ResultBatch final {
       const auto& workers = job->params().workers;
       if (rank != kAllRanks) {
         f(workers[static_cast<size_t>(rank)]);
+        return;
+      }
+      if (except < 0 && job->multicast()) {
+        f(job->params().group);  // one send reaches every worker (SPEC §7)
         return;
       }
       for (size_t w = 0; w < workers.size(); ++w) {

@@ -79,6 +79,7 @@ DropReason SlotEngine::on_contrib(const DataHeader& h, const uint8_t* payload, S
       const bool ack = b.owner >= 0 && b.owner != int32_t{h.contributor};
       emit(*job, b, h, h.contributor, proto::kFlagRetransmit | (ack ? proto::kFlagAck : 0), out);
       counters_.retransmits_served.inc();
+      job->counters(queue_).unicast_resends.inc();
       return DropReason::kOk;
     }
     if (b.has(h.contributor)) return DropReason::kDuplicate;

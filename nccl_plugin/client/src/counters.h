@@ -17,7 +17,7 @@ struct Counters {
   C fault_dropped{0}, fault_duplicated{0}, fault_reordered{0};
   C requests_completed{0}, requests_failed{0};
   C spurious_retransmits{0}, cwnd_decreases{0};
-  C gso_sends{0}, gso_fallbacks{0}, gro_receives{0};
+  C gso_sends{0}, gso_fallbacks{0}, gro_receives{0}, multicast_results{0};
   C congestion_window{0};  // gauge: sum over aggregators of the current window (packets)
   std::array<C, proto::kNumDropReasons> drops{};
 
@@ -48,6 +48,7 @@ struct Counters {
     s.gso_sends = g(gso_sends);
     s.gso_fallbacks = g(gso_fallbacks);
     s.gro_receives = g(gro_receives);
+    s.multicast_results = g(multicast_results);
     for (size_t i = 0; i < drops.size(); ++i) {
       s.drops[i] = g(drops[i]);
     }

@@ -61,7 +61,7 @@ proto::Join make_join(const ClientConfig& cfg, uint16_t udp_port, uint64_t nonce
     j.udp_addr = ntohl(bind.s_addr);
   }
   j.udp_port = udp_port;
-  j.flags = cfg.deterministic ? proto::kJoinFlagDeterministic : 0;
+  j.flags = (cfg.deterministic ? proto::kJoinFlagDeterministic : 0) | multicast_join_flags(cfg);
   j.requested_slots = cfg.window_slots;
   j.payload_bytes = cfg.payload_bytes;
   j.join_timeout_ms = static_cast<uint32_t>(cfg.join_timeout.count());
@@ -94,6 +94,11 @@ std::string accept_ack(const ClientConfig& cfg, size_t i, const proto::JoinAck& 
   ja->info.data_ports = a.ports;
   ja->job_token = a.job_token;
   ja->data_addr = ja->ctl->peer();
+  if ((a.flags & proto::kJoinAckFlagMulticast) != 0) {
+    ja->group.sin_family = AF_INET;
+    ja->group.sin_addr.s_addr = htonl(a.group);
+    ja->group.sin_port = htons(a.group_port);
+  }
   return "";
 }
 

@@ -84,6 +84,14 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
   app.add_option("--fault-dup", c.faults.dup, "duplication probability");
   app.add_option("--fault-reorder", c.faults.reorder, "reordering probability");
   app.add_option("--fault-seed", c.faults.seed, "fault injection seed");
+  app.add_option("--fault-multicast-drop", c.faults.multicast_drop,
+                 "drop probability of datagrams received on multicast groups (1: none heard)");
+  app.add_option("--multicast", c.multicast, "multicast result delivery: auto, on, off")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, client::MulticastMode>{{"auto", client::MulticastMode::kAuto},
+                                                       {"on", client::MulticastMode::kOn},
+                                                       {"off", client::MulticastMode::kOff}},
+          CLI::ignore_case));
   app.add_option("--json", o->json_path, "write a JSON report to this file");
   app.add_flag("--all-tables", all_tables, "every rank prints its table (default: rank 0)");
   app.add_flag("--no-table", no_table, "print no table");

@@ -29,6 +29,8 @@ enum class MsgType : uint8_t {
   kHeartbeatAck = 6,
   kError = 7,
   kShutdown = 8,
+  kMulticastAck = 9,
+  kMulticastMode = 10,
 };
 
 // Status carried by JoinAck and Error. Stable values (SPEC.md).
@@ -58,6 +60,14 @@ struct ServerHello {
 };
 
 inline constexpr uint8_t kJoinFlagDeterministic = 1u << 0;
+// Join: this rank can take results from a multicast group and answers the probe (SPEC §7).
+inline constexpr uint8_t kJoinFlagMulticast = 1u << 1;
+// Join (with kJoinFlagMulticast): multicast forced by the rank's operator, no probe.
+inline constexpr uint8_t kJoinFlagMulticastNoProbe = 1u << 2;
+inline constexpr uint8_t kJoinKnownFlags =
+    kJoinFlagDeterministic | kJoinFlagMulticast | kJoinFlagMulticastNoProbe;
+// JoinAck: the job has a multicast group on this aggregator (JoinAck::group, group_port).
+inline constexpr uint8_t kJoinAckFlagMulticast = 1u << 1;
 
 // Worker asks to join job `job_key` as `rank` of `n_workers`.
 struct Join {
@@ -82,6 +92,9 @@ struct JoinAck {
   uint32_t payload_bytes = 0;   // payload per packet (<= requested)
   uint8_t flags = 0;            // kJoinFlagDeterministic if the job runs deterministic
   std::vector<uint16_t> ports;  // UDP ports; slot s is served by ports[s % ports.size()]
+  // With kJoinAckFlagMulticast (appended after the ports on the wire, SPEC §7):
+  uint32_t group = 0;  // IPv4 multicast group (host order), in 224.0.0.0/4
+  uint16_t group_port = 0;
 };
 
 struct Leave {};
@@ -99,8 +112,25 @@ struct Shutdown {
   uint32_t reason = 0;
 };  // 0 = daemon stopping, 1 = drain
 
-using ControlMsg =
-    std::variant<ServerHello, Join, JoinAck, Leave, Heartbeat, HeartbeatAck, Error, Shutdown>;
+// Worker -> aggregator: this rank received the job's multicast probe (SPEC §7).
+struct MulticastAck {};
+
+// Aggregator -> worker: the job's result delivery on this aggregator, decided once (SPEC §7).
+enum class MulticastReason : uint8_t {
+  kConfirmed = 0,   // every rank received the probe (mode multicast)
+  kForced = 1,      // no probe: forced by configuration (mode multicast)
+  kNoConfirm = 2,   // `rank` did not confirm within the deadline (mode unicast)
+  kSendFailed = 3,  // the aggregator could not send to the group (mode unicast)
+};
+struct MulticastMode {
+  bool multicast = false;
+  MulticastReason reason = MulticastReason::kConfirmed;
+  uint32_t rank = 0;  // kNoConfirm: the lowest rank that did not confirm; else 0
+};
+std::string_view multicast_reason_name(MulticastReason r);
+
+using ControlMsg = std::variant<ServerHello, Join, JoinAck, Leave, Heartbeat, HeartbeatAck, Error,
+                                Shutdown, MulticastAck, MulticastMode>;
 
 MsgType msg_type(const ControlMsg& m);
 std::string_view msg_type_name(MsgType t);

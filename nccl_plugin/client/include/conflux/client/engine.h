@@ -49,6 +49,8 @@ struct AggregatorInfo {
   uint64_t support_mask = 0;   // bit dtype*4+op (ServerHello)
   bool deterministic = false;  // JoinAck flag
   std::vector<uint16_t> data_ports;
+  bool multicast = false;  // results come by the job's multicast group (SPEC §7)
+  std::string group;       // "group:port" granted in the JoinAck, or empty
 };
 
 // Counters, a consistent-enough snapshot (each field read atomically).
@@ -76,6 +78,7 @@ struct EngineStats {
   uint64_t gso_sends = 0;          // sends of several datagrams as one (UDP GSO)
   uint64_t gso_fallbacks = 0;      // 1 when the route refused GSO and sends went plain
   uint64_t gro_receives = 0;       // receives that the kernel coalesced (UDP GRO)
+  uint64_t multicast_results = 0;  // results accepted from a multicast group
   std::array<uint64_t, proto::kNumDropReasons> drops{};  // by proto::DropReason
 };
 
