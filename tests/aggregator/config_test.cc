@@ -118,6 +118,14 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheSource) {
       {{"--control-join-timeout-ms", "0"}, {}, "", {"control_join_timeout_ms", "[1, 3600000]"}},
       {{}, {{"CONFLUX_MAX_CONTROL_CONNECTIONS", "-3"}}, "", {"max_control_connections"}},
       {{}, {}, "max_control_connections_per_addr = 0\n", {"max_control_connections_per_addr"}},
+      {{"--multicast-range", "10.0.0.0/8"}, {}, "", {"multicast_range", "224.0.0.0/4"}},
+      {{"--multicast-range", "239.77.0.0"}, {}, "", {"multicast_range", "CIDR"}},
+      {{"--multicast-range", "239.77.0.0/40"}, {}, "", {"multicast_range", "4..32"}},
+      {{"--multicast-range", "224.0.0.0/16"}, {}, "", {"multicast_range", "224.0.0.0/24"}},
+      {{}, {{"CONFLUX_MULTICAST", "sometimes"}}, "", {"multicast", "environment"}},
+      {{"--multicast-ttl", "0"}, {}, "", {"multicast_ttl", "[1, 255]"}},
+      {{"--multicast-interface", "eth0"}, {}, "", {"multicast_interface", "IPv4"}},
+      {{"--multicast-probe-ms", "10"}, {}, "", {"multicast_probe_ms"}},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;

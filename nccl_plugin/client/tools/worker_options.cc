@@ -84,6 +84,8 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
   app.add_option("--fault-dup", c.faults.dup, "duplication probability");
   app.add_option("--fault-reorder", c.faults.reorder, "reordering probability");
   app.add_option("--fault-seed", c.faults.seed, "fault injection seed");
+  int fault_rank = -1;
+  app.add_option("--fault-rank", fault_rank, "the rank the --fault-* settings apply to (-1: all)");
   app.add_option("--fault-multicast-drop", c.faults.multicast_drop,
                  "drop probability of datagrams received on multicast groups (1: none heard)");
   app.add_option("--multicast", c.multicast, "multicast result delivery: auto, on, off")
@@ -153,6 +155,9 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
   c.join_timeout = std::chrono::milliseconds(join_ms);
   c.connect_timeout = std::chrono::milliseconds(connect_ms);
   o->table = !no_table && (all_tables || c.rank == 0);
+  if (fault_rank >= 0 && static_cast<uint32_t>(fault_rank) != c.rank) {
+    c.faults = client::FaultInjection{};
+  }
   if (o->root >= 0 && static_cast<uint32_t>(o->root) >= c.n_workers) {
     *message = "--root " + std::to_string(o->root) + " is not a rank (--nranks " +
                std::to_string(c.n_workers) + ")";
