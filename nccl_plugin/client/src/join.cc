@@ -51,7 +51,8 @@ std::string hello(const ClientConfig& cfg, size_t i, JoinedAggregator* ja, proto
   return "";
 }
 
-proto::Join make_join(const ClientConfig& cfg, uint16_t udp_port, uint64_t nonce) {
+// multicast: ask for a group (SPEC §7); false for an aggregator that predates it.
+proto::Join make_join(const ClientConfig& cfg, uint16_t udp_port, uint64_t nonce, bool multicast) {
   proto::Join j;
   j.job_key = cfg.job_key;
   j.n_workers = cfg.n_workers;
@@ -61,7 +62,8 @@ proto::Join make_join(const ClientConfig& cfg, uint16_t udp_port, uint64_t nonce
     j.udp_addr = ntohl(bind.s_addr);
   }
   j.udp_port = udp_port;
-  j.flags = (cfg.deterministic ? proto::kJoinFlagDeterministic : 0) | multicast_join_flags(cfg);
+  j.flags = (cfg.deterministic ? proto::kJoinFlagDeterministic : 0) |
+            (multicast ? multicast_join_flags(cfg) : 0);
   j.requested_slots = cfg.window_slots;
   j.payload_bytes = cfg.payload_bytes;
   j.join_timeout_ms = static_cast<uint32_t>(cfg.join_timeout.count());
@@ -102,6 +104,23 @@ std::string accept_ack(const ClientConfig& cfg, size_t i, const proto::JoinAck& 
   return "";
 }
 
+// Connects to aggregator i again and sends its Join.
+std::string send_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, bool multicast,
+                      JoinedAggregator* ja) {
+  proto::ServerHello h;
+  std::string err = hello(cfg, i, ja, &h);
+  if (!err.empty()) {
+    return err;
+  }
+  ja->info.endpoint = cfg.aggregators[i];
+  ja->info.address = ja->ctl->peer_address();
+  ja->info.support_mask = h.support_mask;
+  if (!ja->ctl->send(make_join(cfg, udp_port, h.nonce, multicast), &err)) {
+    return name(cfg, i) + ": sending Join failed: " + err;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
@@ -110,19 +129,14 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
   out->clear();
   out->resize(n);
   for (size_t i = 0; i < n; ++i) {
-    JoinedAggregator& ja = (*out)[i];
-    proto::ServerHello h;
-    std::string err = hello(cfg, i, &ja, &h);
+    std::string err = send_join(cfg, i, udp_port, true, &(*out)[i]);
     if (!err.empty()) {
       return err;
     }
-    ja.info.endpoint = cfg.aggregators[i];
-    ja.info.address = ja.ctl->peer_address();
-    ja.info.support_mask = h.support_mask;
-    if (!ja.ctl->send(make_join(cfg, udp_port, h.nonce), &err)) {
-      return name(cfg, i) + ": sending Join failed: " + err;
-    }
   }
+  // An aggregator older than multicast (SPEC §7) answers the multicast Join flags with
+  // Error{bad_message}; in auto mode such an aggregator is joined again without them.
+  std::vector<bool> retried(n, cfg.multicast != MulticastMode::kAuto);
   // Wait for every JoinAck; the aggregator answers join_timeout itself, we allow 1 s more.
   const int64_t deadline =
       now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.join_timeout).count() +
@@ -150,6 +164,18 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
           acked[i] = true;
           --left;
         } else if (const auto* e = std::get_if<proto::Error>(&m)) {
+          if (e->status == proto::Status::kBadMessage && !retried[i]) {
+            retried[i] = true;
+            if (cfg.log) {
+              cfg.log(LogLevel::kInfo, name(cfg, i) + " does not know multicast (" +
+                                           error_text(*e) + "): joining it again for unicast");
+            }
+            err = send_join(cfg, i, udp_port, false, &ja);
+            if (!err.empty()) {
+              return err;
+            }
+            continue;
+          }
           return name(cfg, i) + " refused Join: " + error_text(*e);
         } else if (const auto* hb = std::get_if<proto::Heartbeat>(&m)) {
           ja.ctl->send(proto::HeartbeatAck{hb->time_ns}, &err);
