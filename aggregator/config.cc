@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "CLI/CLI.hpp"
+#include "aggregator/control/multicast_groups.h"
 #include "aggregator/tree/uplink_client.h"
 #include "fmt/format.h"
 #include "toml++/toml.h"
@@ -103,6 +104,7 @@ std::string finalize_config(Config& cfg) {
     return fmt::format("'data_port' {} + 'threads' {} exceeds port 65535", cfg.data_port,
                        cfg.threads);
   }
+  if (std::string err = check_multicast_config(cfg); !err.empty()) return err;
   if (!cfg.secret.empty() && !cfg.secret_file.empty()) {
     return "'secret' and 'secret_file' are both set; use one";
   }

@@ -53,6 +53,13 @@ struct Config {
   int64_t dpdk_vlan = 0;
   int64_t dpdk_idle_sleep_us = 0;
   std::string parent = "";  // reduction tree: the parent aggregator's control endpoint
+  // Multicast result delivery (protocol/SPEC.md §8).
+  std::string multicast = "auto";
+  std::string multicast_range = "";
+  int64_t multicast_port = 0;
+  int64_t multicast_ttl = 1;
+  std::string multicast_interface = "";
+  int64_t multicast_probe_ms = 1000;
 };
 
 enum class ParamType : uint8_t { kInt, kDouble, kBool, kString };

@@ -29,6 +29,8 @@ constexpr std::array kDataplanes = {
 #endif
 };
 
+constexpr std::array<std::string_view, 3> kMulticastModes = {"auto", "on", "off"};
+
 struct Row {
   ParamInfo info;
   Field field;
@@ -149,6 +151,27 @@ const std::array kRows = {
          "reduction tree: the parent aggregator's control endpoint IPv4:port; every job is joined "
          "there as one contributor for the ranks it serves here (empty = none: a tree of depth 1)"},
         &Config::parent},
+    Row{{"multicast", ParamType::kString,
+         "results by multicast when multicast_range is set: auto (probe every job's group at "
+         "join, unicast if a rank misses it), on (no probe), off",
+         0, 0, kMulticastModes},
+        &Config::multicast},
+    Row{{"multicast_range", ParamType::kString,
+         "multicast groups granted to jobs, CIDR in 224.0.0.0/4 (e.g. 239.77.0.0/16; empty = "
+         "results by unicast only)"},
+        &Config::multicast_range},
+    Row{{"multicast_port", ParamType::kInt,
+         "UDP port of the jobs' multicast groups (0 = the first data port)", 0, kPortMax},
+        &Config::multicast_port},
+    Row{{"multicast_ttl", ParamType::kInt, "IP TTL of multicast results (1 = this segment only)", 1,
+         255},
+        &Config::multicast_ttl},
+    Row{{"multicast_interface", ParamType::kString,
+         "IPv4 address of the interface multicast results leave by (empty = listen)"},
+        &Config::multicast_interface},
+    Row{{"multicast_probe_ms", ParamType::kInt,
+         "multicast = auto: every rank must confirm the group probe within this time", 50, 60000},
+        &Config::multicast_probe_ms},
 };
 
 const std::vector<ParamInfo>& infos() {

@@ -21,6 +21,11 @@ std::unique_ptr<Daemon> Daemon::create(const Config& cfg, std::string* err) {
                                         static_cast<unsigned>(cfg.threads));
   d->dataplane_ = make_dataplane(d->cfg_, *d->jobs_, err);
   if (d->dataplane_ == nullptr) return nullptr;
+  if (!d->cfg_.multicast_range.empty() && !d->dataplane_->can_multicast()) {
+    *err = "'multicast_range' is set but the " + std::string(d->dataplane_->name()) +
+           " dataplane cannot send multicast results";
+    return nullptr;
+  }
   d->control_ = ControlPlane::create(d->cfg_, *d->jobs_, *d->dataplane_, err);
   if (d->control_ == nullptr) return nullptr;
   return d;

@@ -88,7 +88,7 @@ DaemonStatus query_status(const std::string& address, int interval_ms, int timeo
   const auto b0 = by_job(*first, "conflux_job_bytes_in_total");
   const auto b1 = by_job(m, "conflux_job_bytes_in_total");
   const auto jd = by_job(m, "conflux_job_drops_total");
-  const auto jr = by_job(m, "conflux_job_retransmits_served_total");
+  const auto jr = by_job(m, "conflux_job_unicast_resends_total");
   for (const auto& [id, w] : workers) {
     JobStatus j;
     j.id = id;

@@ -43,10 +43,12 @@ struct ControlCounters {
   Counter loop_stalls;  // control loop gaps >= max(worker_timeout_ms / 2, 250 ms)
   Counter jobs_created;
   Counter jobs_deleted;
-  Counter jobs_active;       // gauge
-  Counter slots_in_use;      // gauge
-  Counter draining;          // gauge: 1 while drained (conflux drain)
-  Counter metrics_requests;  // HTTP requests served
+  Counter jobs_active;              // gauge
+  Counter slots_in_use;             // gauge
+  Counter draining;                 // gauge: 1 while drained (conflux drain)
+  Counter metrics_requests;         // HTTP requests served
+  Counter multicast_groups_in_use;  // gauge: groups held by live jobs (SPEC §8)
+  Counter multicast_decisions[2];   // jobs decided, [0] unicast, [1] multicast
 };
 
 }  // namespace conflux::agg

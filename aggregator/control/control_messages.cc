@@ -109,6 +109,8 @@ void ControlPlane::handle(Connection& c, proto::ControlMsg& m) {
     handle_join(c, *j);
   } else if (auto* hb = std::get_if<proto::Heartbeat>(&m)) {
     send(c, proto::HeartbeatAck{hb->time_ns});
+  } else if (std::holds_alternative<proto::MulticastAck>(m) && c.state == S::kMember) {
+    multicast_.on_ack(c.job_id, c.rank, *this);
   } else if (std::holds_alternative<proto::HeartbeatAck>(m)) {
     // Answer to our Heartbeat: last_rx was refreshed on receipt; nothing else to do.
   } else if (std::holds_alternative<proto::Leave>(m)) {
@@ -184,6 +186,11 @@ void ControlPlane::end_member(ConnId conn, proto::Status status, const std::stri
   c.state = Connection::State::kClosing;
   c.close_deadline = Clock::now() + kCloseGrace;
   send(c, proto::Error{status, text});
+}
+
+void ControlPlane::send_to(ConnId conn, const proto::ControlMsg& m) {
+  auto it = conns_.find(conn);
+  if (it != conns_.end() && it->second.state == Connection::State::kMember) send(it->second, m);
 }
 
 void ControlPlane::send(Connection& c, const proto::ControlMsg& m) {

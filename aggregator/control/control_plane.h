@@ -86,6 +86,7 @@ class ControlPlane final : private JoinOutbox {
   void fail(Connection& c, proto::Status s, ControlErrorReason why, const std::string& text);
   void deliver(ConnId conn, const proto::JoinAck& ack) override;
   void end_member(ConnId conn, proto::Status status, const std::string& text) override;
+  void send_to(ConnId conn, const proto::ControlMsg& m) override;
   void forget_membership(Connection& c);
 
   // metrics/metrics_http.cc
@@ -103,6 +104,7 @@ class ControlPlane final : private JoinOutbox {
   const Dataplane& dataplane_;
   ControlCounters counters_;
   std::unique_ptr<UplinkClient> uplink_;  // a leaf of a reduction tree only (cfg.parent)
+  MulticastAgreement multicast_;
   JobManager manager_;
   proto::Capacity capacity_;  // sent after JoinAck to workers that ask (kJoinFlagCapacity)
   std::unordered_map<ConnId, Connection> conns_;

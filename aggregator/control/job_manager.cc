@@ -14,8 +14,14 @@ using proto::JoinAck;
 using proto::Status;
 
 JobManager::JobManager(const Config& cfg, JobTable& jobs, std::vector<uint16_t> ports,
-                       ControlCounters& counters, UplinkClient* uplink)
-    : cfg_(cfg), jobs_(jobs), ports_(std::move(ports)), counters_(counters), uplink_(uplink) {}
+                       ControlCounters& counters, UplinkClient* uplink,
+                       MulticastAgreement* multicast)
+    : cfg_(cfg),
+      jobs_(jobs),
+      ports_(std::move(ports)),
+      counters_(counters),
+      multicast_(multicast),
+      uplink_(uplink) {}
 
 void JobManager::reject(ConnId conn, Status s, JoinOutbox& out) {
   JoinAck ack;
@@ -64,9 +70,10 @@ void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
     }
   } else {
     const Join& f = p.first;
-    // Flags other than deterministic (capacity) are the rank's own business.
-    if (join.n_workers != f.n_workers ||
-        (join.flags & proto::kJoinFlagDeterministic) != (f.flags & proto::kJoinFlagDeterministic) ||
+    // The multicast bits and capacity are each rank's own; the other flags must agree.
+    constexpr uint8_t kPerRank =
+        proto::kJoinFlagMulticast | proto::kJoinFlagMulticastNoProbe | proto::kJoinFlagCapacity;
+    if (join.n_workers != f.n_workers || ((join.flags ^ f.flags) & ~kPerRank) != 0 ||
         join.payload_bytes != f.payload_bytes || join.requested_slots != f.requested_slots ||
         join.served != f.served) {
       if (uint64_t s = 0; log_limit_.allow(&s)) {
@@ -90,16 +97,16 @@ void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
     a.sin_port = htons(port);
     child_addrs.push_back(a);
   }
-  p.ranks[join.rank] = Waiting{conn, addr, join.weight, std::move(child_addrs)};
+  p.ranks[join.rank] = Waiting{conn, addr, join.weight, std::move(child_addrs), join.flags};
   p.joined += join.weight;
   if (p.joined == served) {
     Pending done = std::move(p);
     pending_.erase(it);
-    complete(join.job_key, done, out);
+    complete(join.job_key, done, now, out);
   }
 }
 
-void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
+void JobManager::complete(uint64_t key, Pending& p, Clock::time_point now, JoinOutbox& out) {
   const Join& f = p.first;
   const uint64_t free_slots =
       static_cast<uint64_t>(cfg_.total_slots) > slots_used_ ? cfg_.total_slots - slots_used_ : 0;
@@ -113,7 +120,9 @@ void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
     payload = (payload - static_cast<uint32_t>(proto::kMacTrailerSize)) & ~7u;
   }
   const bool deterministic = cfg_.deterministic || (f.flags & proto::kJoinFlagDeterministic) != 0;
-  if (uplink_ == nullptr) return create(key, p, granted, payload, deterministic, nullptr, out);
+  if (uplink_ == nullptr) {
+    return create(key, p, granted, payload, deterministic, nullptr, now, out);
+  }
   // A leaf: join the parent for the whole subtree first (SPEC.md §7); the job is created when
   // the parent answers, with the smaller of the two grants.
   Join up;
@@ -146,7 +155,7 @@ void JobManager::complete(uint64_t key, Pending& p, JoinOutbox& out) {
 
 void JobManager::create(uint64_t key, Pending& p, uint32_t granted, uint32_t payload_bytes,
                         bool deterministic, std::shared_ptr<const JobParams::Uplink> uplink,
-                        JoinOutbox& out) {
+                        Clock::time_point now, JoinOutbox& out) {
   const Join& f = p.first;
   const uint32_t id = jobs_.allocate_id();
   const bool leaf = uplink != nullptr;
@@ -193,7 +202,24 @@ void JobManager::create(uint64_t key, Pending& p, uint32_t granted, uint32_t pay
   ack.flags = (jp.deterministic ? proto::kJoinFlagDeterministic : 0) |
               (cfg_.data_mac ? proto::kJoinFlagDataMac : 0);
   ack.ports = ports_;
-  jobs_.publish(std::make_unique<Job>(std::move(jp), static_cast<unsigned>(ports_.size())));
+  // Multicast (SPEC §8) when every rank asked for it; without a probe when every rank said so.
+  uint8_t all_flags = 0xff;
+  for (auto& w : p.ranks) {
+    if (w) all_flags &= w->flags;
+  }
+  std::optional<sockaddr_in> group;
+  if (multicast_ != nullptr && (all_flags & proto::kJoinFlagMulticast) != 0) {
+    group = multicast_->grant(id);
+  }
+  if (group) {
+    jp.group = *group;
+    ack.flags |= proto::kJoinAckFlagMulticast;
+    ack.group = ntohl(group->sin_addr.s_addr);
+    ack.group_port = ntohs(group->sin_port);
+  }
+  auto job = std::make_unique<Job>(std::move(jp), static_cast<unsigned>(ports_.size()));
+  Job& published = *job;
+  jobs_.publish(std::move(job));
   if (!leaf) slots_used_ += granted;  // a leaf reserved them when it went up
   active_.emplace(key, std::move(a));
   counters_.jobs_created.inc();
@@ -205,6 +231,10 @@ void JobManager::create(uint64_t key, Pending& p, uint32_t granted, uint32_t pay
                cfg_.data_mac ? ", data MAC" : "", leaf ? ", under the parent aggregator" : "");
   for (auto& w : p.ranks) {
     if (w) out.deliver(w->conn, ack);
+  }
+  if (group) {
+    multicast_->start(published, active_.at(key).conns,
+                      (all_flags & proto::kJoinFlagMulticastNoProbe) != 0, now, out);
   }
 }
 
@@ -278,7 +308,7 @@ void JobManager::uplink_joined(const UplinkEvent& e, JoinOutbox& out) {
   slots_used_ -= p.granted - slots;
   const bool deterministic = (e.ack.flags & proto::kJoinFlagDeterministic) != 0;
   create(e.job_key, p, slots, std::min(p.payload_bytes, e.ack.payload_bytes), deterministic,
-         std::move(up), out);
+         std::move(up), Clock::now(), out);
 }
 
 void JobManager::on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool member, bool lost) {
@@ -311,6 +341,7 @@ void JobManager::on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool memb
   if (--a.alive > 0) return;
   spdlog::info("job {} (key {:016x}) deleted: every rank left", a.job_id, job_key);
   if (uplink_ != nullptr) uplink_->leave(job_key);
+  if (multicast_ != nullptr) multicast_->on_job_end(a.job_id);
   jobs_.retire(a.job_id);
   slots_used_ -= a.slots;
   active_.erase(it);

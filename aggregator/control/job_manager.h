@@ -18,6 +18,7 @@
 
 #include "aggregator/config.h"
 #include "aggregator/control/control_counters.h"
+#include "aggregator/control/multicast_agreement.h"
 #include "aggregator/engine/job_table.h"
 #include "aggregator/tree/uplink_client.h"
 #include "aggregator/util/rate_limit.h"
@@ -37,13 +38,17 @@ class JoinOutbox {
   virtual void deliver(ConnId conn, const proto::JoinAck& ack) = 0;
   // Ends member connection `conn` with Error{status, text} (its job cannot go on).
   virtual void end_member(ConnId conn, proto::Status status, const std::string& text) = 0;
+  // Sends `m` on member connection `conn` (ignored when it is gone or closing).
+  virtual void send_to(ConnId conn, const proto::ControlMsg& m) = 0;
 };
 
 class JobManager {
  public:
   // `uplink`: this leaf's link to its parent aggregator, or null (no parent: depth 1).
+  // `multicast` (may be null: unicast only) grants and agrees the jobs' groups (SPEC §8).
   JobManager(const Config& cfg, JobTable& jobs, std::vector<uint16_t> ports,
-             ControlCounters& counters, UplinkClient* uplink = nullptr);
+             ControlCounters& counters, UplinkClient* uplink = nullptr,
+             MulticastAgreement* multicast = nullptr);
 
   // Handles what the UplinkClient reports (call when its event fd is readable).
   void on_uplink_events(JoinOutbox& out);
@@ -76,6 +81,7 @@ class JobManager {
     sockaddr_in addr;  // where this rank receives results
     uint16_t weight;
     std::vector<sockaddr_in> child_addrs;  // a child aggregator's data ports
+    uint8_t flags;                         // its Join's flags (the multicast bits are per rank)
   };
   struct Pending {
     proto::Join first;
@@ -96,10 +102,11 @@ class JobManager {
     bool broken = false;      // a child aggregator was lost: on_tick() ends the job for the rest
   };
 
-  void complete(uint64_t key, Pending& p, JoinOutbox& out);
-  // Creates and publishes the job and answers its members.
+  void complete(uint64_t key, Pending& p, Clock::time_point now, JoinOutbox& out);
+  // Creates and publishes the job, answers its members and starts its multicast agreement.
   void create(uint64_t key, Pending& p, uint32_t granted, uint32_t payload_bytes,
-              bool deterministic, std::shared_ptr<const JobParams::Uplink> uplink, JoinOutbox& out);
+              bool deterministic, std::shared_ptr<const JobParams::Uplink> uplink,
+              Clock::time_point now, JoinOutbox& out);
   void uplink_joined(const UplinkEvent& e, JoinOutbox& out);
   void reject(ConnId conn, proto::Status s, JoinOutbox& out);
   void no_capacity(uint64_t key, Pending& p, JoinOutbox& out);
@@ -108,6 +115,7 @@ class JobManager {
   JobTable& jobs_;
   std::vector<uint16_t> ports_;
   ControlCounters& counters_;
+  MulticastAgreement* multicast_;
   std::unordered_map<uint64_t, Pending> pending_;
   std::unordered_map<uint64_t, Active> active_;
   std::unordered_map<uint64_t, Pending> uplinking_;  // waiting for the parent (leaf)

@@ -8,8 +8,11 @@
 //   make_dataplane() -> binds/opens everything (ports() valid) -> start() -> ... -> stop().
 #pragma once
 
+#include <netinet/in.h>
+
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +41,15 @@ class Dataplane {
   // Backend-specific metric families (complete Prometheus text with HELP/TYPE lines),
   // appended to /metrics. Control thread. Default: none.
   virtual std::string extra_metrics() const { return {}; }
+  // Multicast result delivery (protocol/SPEC.md §8): whether this backend can send results to
+  // a job's group, and sending one datagram (a PROBE) from its first data port to `to`.
+  // Control thread. Default: unicast only.
+  virtual bool can_multicast() const { return false; }
+  virtual bool send_datagram(const sockaddr_in& to, std::span<const uint8_t> bytes) const {
+    (void)to;
+    (void)bytes;
+    return false;
+  }
 };
 
 // Creates the backend named by cfg.dataplane with cfg.threads queues over `jobs` (which must

@@ -50,9 +50,10 @@ struct alignas(64) JobQueueCounters {
   Counter packets_in;  // datagrams accepted for this job (valid id and token)
   Counter bytes_in;
   Counter slots_completed;
-  Counter results_sent;        // RESULT datagrams sent (fan-out counts every worker)
-  Counter drops;               // of packets_in: dropped by the slot state machine (any reason)
-  Counter retransmits_served;  // results served again to a rank that asked
+  Counter results_sent;     // RESULT datagrams sent (fan-out counts every worker)
+  Counter drops;            // of packets_in: dropped by the slot state machine (any reason)
+  Counter result_bytes;     // their bytes (a multicast send counts once)
+  Counter unicast_resends;  // results re-sent to one rank from a COMPLETE bank
 };
 
 }  // namespace conflux::agg

@@ -6,6 +6,7 @@
 
 #include <netinet/in.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -56,6 +57,7 @@ struct JobParams {
   }
   // Fills the tree fields for a depth-1 job of n_workers ranks of weight 1 (tests, plain jobs).
   void all_members();
+  sockaddr_in group{};  // multicast group and port (SPEC §8); sin_port 0 = none
 };
 
 // Slots owned by one dataplane thread: global slot s = queue + i * n_queues.
@@ -82,11 +84,17 @@ class Job {
   // Any thread (relaxed reads).
   const JobQueueCounters& counters(unsigned queue) const { return counters_[queue]; }
 
+  // Shared results go once to params().group instead of to every worker (SPEC §8). Set by
+  // the control thread when the ranks agreed; read by the dataplane threads per result.
+  void set_multicast(bool on) { multicast_.store(on, std::memory_order_release); }
+  bool multicast() const { return multicast_.load(std::memory_order_acquire); }
+
  private:
   JobParams params_;
   unsigned n_queues_;
   std::unique_ptr<SlotShard[]> shards_;
   std::unique_ptr<JobQueueCounters[]> counters_;
+  std::atomic<bool> multicast_{false};
 };
 
 }  // namespace conflux::agg

@@ -1,9 +1,10 @@
 // RESULT datagrams produced by the SlotEngine while it handles one receive batch, handed to
 // the backend to transmit (sendmmsg, DPDK tx burst, ...). Owned by one dataplane thread.
 // Each entry is a complete datagram (48-byte header + payload) in the batch's arena plus its
-// destination: every member of the job (fan-out), every member but one (acknowledgements of
-// an owned result), one rank (a re-served result, an owned result), or, on a leaf of a
-// reduction tree, the parent aggregator (a partial result going up as a CONTRIB).
+// destination: every member of the job (fan-out, or the job's multicast group once its ranks
+// agreed on it), every member but one (acknowledgements of an owned result), one rank (a
+// re-served result, an owned result), or, on a leaf of a reduction tree, the parent aggregator
+// (a partial result going up as a CONTRIB).
 // Job pointers stay valid until the owning thread's next JobTable::quiescent(), so the
 // backend must transmit and clear() the batch before calling it.
 #pragma once
@@ -39,6 +40,8 @@ class ResultBatch final {
         f(p.uplink->ports[slot % p.uplink->ports.size()]);
       } else if (rank != kAllRanks) {
         f(p.addr(static_cast<uint32_t>(rank), slot));
+      } else if (except < 0 && job->multicast()) {
+        f(p.group);  // one send reaches every worker (SPEC §8)
       } else {
         for (uint32_t w : p.members) {
           if (static_cast<int32_t>(w) != except) f(p.addr(w, slot));

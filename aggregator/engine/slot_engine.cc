@@ -99,7 +99,7 @@ DropReason SlotEngine::on_job_contrib(Job& job, const DataHeader& h, const uint8
       const bool ack = b.owner >= 0 && b.owner != int32_t{h.contributor};  // (owner elsewhere too)
       emit(job, b, h, h.contributor, proto::kFlagRetransmit | (ack ? proto::kFlagAck : 0), out);
       counters_.retransmits_served.inc();
-      job.counters(queue_).retransmits_served.inc();
+      job.counters(queue_).unicast_resends.inc();
       return DropReason::kOk;
     }
     if (b.has(h.contributor)) return DropReason::kDuplicate;

@@ -119,9 +119,16 @@ void job_metrics(Writer& w, const JobTable& jobs) {
              "Of the job's datagrams, those the slot state machine dropped (duplicates, stale "
              "generations, mismatches: the per-thread drop counters say why).",
              [](const JobQueueCounters& c) { return c.drops.get(); });
-  job_family(w, jobs, "conflux_job_retransmits_served_total",
-             "Results served again to a rank of the job that asked for them.",
-             [](const JobQueueCounters& c) { return c.retransmits_served.get(); });
+  job_family(w, jobs, "conflux_job_result_bytes_sent_total",
+             "Bytes of RESULT datagrams sent for the job (a multicast send counts once).",
+             [](const JobQueueCounters& c) { return c.result_bytes.get(); });
+  job_family(w, jobs, "conflux_job_unicast_resends_total",
+             "Results re-sent by unicast to one rank that asked again.",
+             [](const JobQueueCounters& c) { return c.unicast_resends.get(); });
+  w.family("conflux_job_multicast", "gauge", "1 when the job's results go to its multicast group.");
+  jobs.for_each_live([&](const Job& j) {
+    w.sample("conflux_job_multicast", fmt::format("job=\"{}\"", j.id()), j.multicast() ? 1 : 0);
+  });
   w.family("conflux_job_workers", "gauge", "Workers (ranks) of the job.");
   jobs.for_each_live([&](const Job& j) {
     w.sample("conflux_job_workers", fmt::format("job=\"{}\"", j.id()), j.params().n_workers);
@@ -179,6 +186,14 @@ void control_metrics(Writer& w, const ControlCounters& cc) {
       cc.slots_in_use);
   one("conflux_metrics_requests_total", "counter", "HTTP requests served on the metrics port.",
       cc.metrics_requests);
+  one("conflux_multicast_groups_in_use", "gauge", "Multicast groups held by live jobs.",
+      cc.multicast_groups_in_use);
+  w.family("conflux_multicast_decisions_total", "counter",
+           "Jobs whose ranks agreed on result delivery, by mode (multicast or unicast).");
+  w.sample("conflux_multicast_decisions_total", "mode=\"unicast\"",
+           cc.multicast_decisions[0].get());
+  w.sample("conflux_multicast_decisions_total", "mode=\"multicast\"",
+           cc.multicast_decisions[1].get());
 }
 
 // What `conflux status` shows of the daemon itself: version, backend, threads, uptime.

@@ -232,6 +232,11 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
                           f"{int(c.get('packets_out', 0))}, retransmits served "
                           f"{int(c.get('retransmits_served', 0))}, drops {drops or 0}",
                           flush=True)
+                    print(f"# confluxd {role}: bytes in {int(c.get('bytes_in', 0))} out "
+                          f"{int(c.get('bytes_out', 0))}, uplink (tbf) sent "
+                          f"{int(c.get('uplink_bytes', -1))} B, CPU {c.get('cpu_seconds', -1):.2f} s, "
+                          f"jobs by multicast {int(c.get('multicast_jobs', 0))}",
+                          flush=True)
     finally:
         runner.kill_all()
         if fab.created and a.diag:

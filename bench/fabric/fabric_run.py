@@ -22,6 +22,16 @@ class RunError(RuntimeError):
     pass
 
 
+def process_cpu_seconds(pid):
+    """User + system CPU seconds of a running process (/proc/PID/stat), -1 if unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return -1.0
+
+
 def cpu_busy_seconds():
     """Busy CPU seconds of the whole machine so far (/proc/stat: user, nice, system, irq,
     softirq, steal), the cost of a run on a machine that runs nothing else."""
@@ -151,6 +161,14 @@ class Runner:
                 if m:
                     key = m.group(1) + (f"[{m.group(3)}]" if m.group(3) else "")
                     c[key] = c.get(key, 0) + float(m.group(4))
+            m = re.search(r'^conflux_multicast_decisions_total\{mode="multicast"\} (\d+)', r.stdout,
+                          re.M)
+            c["multicast_jobs"] = float(m.group(1)) if m else 0
+            c["cpu_seconds"] = process_cpu_seconds(p.pid)  # `ip netns exec` execs confluxd
+            t = subprocess.run(["tc", "-s", "-n", h.ns, "qdisc", "show", "dev", "eth0"],
+                               capture_output=True, text=True).stdout
+            m = re.search(r"Sent (\d+) bytes", t)
+            c["uplink_bytes"] = float(m.group(1)) if m else -1  # the host's egress (tbf)
             stats[h.role] = c
             self.kill(p)
         self.agg_procs = []

@@ -1,4 +1,6 @@
 // CollNet setup: contexts, devices, listen, the collective connect and its agreement.
+#include <strings.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -104,12 +106,16 @@ client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, in
   cfg.congestion.enabled = c.congestionControl;
   cfg.udp_offload = c.udpOffload;
   cfg.spin_us = static_cast<uint32_t>(c.busyPollUs);
+  cfg.multicast = strcasecmp(c.multicast.c_str(), "on") == 0    ? client::MulticastMode::kOn
+                  : strcasecmp(c.multicast.c_str(), "off") == 0 ? client::MulticastMode::kOff
+                                                                : client::MulticastMode::kAuto;
   // A request without results for this long fails the engine too, so a rank that stops
   // hearing the aggregator (while its control channel lives) starts the failover.
   cfg.stall_timeout = 4 * cfg.aggregator_timeout;
   cfg.join_timeout = std::chrono::milliseconds(c.joinTimeoutMs);
   if (c.faultRank < 0 || c.faultRank == rank) {  // tests only
     cfg.faults.drop = c.faultDrop;
+    cfg.faults.multicast_drop = c.faultMulticastDrop;
     cfg.faults.rx_blackout_after = static_cast<uint64_t>(c.faultRxBlackout);
   }
   cfg.log = [](client::LogLevel level, std::string_view msg) {

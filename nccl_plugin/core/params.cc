@@ -12,7 +12,7 @@
 namespace conflux::plugin {
 namespace {
 
-const std::array<ParamSpec, 30> kParams{{
+const std::array<ParamSpec, 32> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -78,6 +78,11 @@ const std::array<ParamSpec, 30> kParams{{
      "sleeps in poll(); 0: sleep at once (hosts with no spare core), larger: lower latency "
      "for one busy core.",
      &Config::busyPollUs},
+    {"CONFLUX_MULTICAST", ParamType::kString, "auto", 0, 0,
+     "Results from the aggregators by multicast (each result sent once to the job's group): "
+     "auto: where the aggregator grants a group and every rank receives its probe at join, "
+     "else unicast; on: without the probe; off: never (the job is unicast everywhere).",
+     &Config::multicast},
     {"CONFLUX_AGGREGATOR_TIMEOUT_MS", ParamType::kInt, "5000", 100, 3600000,
      "An aggregator silent this long is dead: its collectives move to the ring. A request "
      "with no result for 4x this long does the same.",
@@ -100,6 +105,10 @@ const std::array<ParamSpec, 30> kParams{{
      "Tests only: share of the aggregator datagrams this rank sends and receives that it "
      "drops (fault injection).",
      &Config::faultDrop},
+    {"CONFLUX_FAULT_MULTICAST_DROP", ParamType::kFraction, "0", 0, 0,
+     "Tests only: share of the datagrams this rank receives on the aggregators' multicast "
+     "groups that it drops (1: it hears nothing from them, probes included).",
+     &Config::faultMulticastDrop},
     {"CONFLUX_FAULT_RX_BLACKOUT", ParamType::kInt, "0", 0, 2000000000,
      "Tests only: after this many aggregator datagrams received, this rank drops every later "
      "one (0: off).",
@@ -247,6 +256,13 @@ Status loadConfig(Config* out, std::string* error, const EnvLookup& env) {
       *error = std::string("invalid value '") + v + "' for " + p.name + ": " + why;
       return Status::kInvalidArgument;
     }
+  }
+  if (strcasecmp(cfg.multicast.c_str(), "auto") != 0 &&
+      strcasecmp(cfg.multicast.c_str(), "on") != 0 &&
+      strcasecmp(cfg.multicast.c_str(), "off") != 0) {
+    *error =
+        "invalid value '" + cfg.multicast + "' for CONFLUX_MULTICAST: expected auto, on or off";
+    return Status::kInvalidArgument;
   }
   if (cfg.nthreads * cfg.nsocksPerThread > net::wire::kMaxDataSockets) {
     *error = "CONFLUX_NTHREADS x CONFLUX_NSOCKS_PERTHREAD must be at most 64";

@@ -40,7 +40,9 @@ struct Config {
   bool congestionControl = true;
   bool udpOffload = true;
   int busyPollUs = 50;
-  double faultDrop = 0;  // tests only
+  std::string multicast;          // auto, on or off (protocol/SPEC.md §8)
+  double faultDrop = 0;           // tests only
+  double faultMulticastDrop = 0;  // tests only
   int faultRank = -1;
   int faultRxBlackout = 0;  // tests only
   int faultAbortAt = 0;

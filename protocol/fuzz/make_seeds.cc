@@ -98,6 +98,27 @@ int main(int argc, char** argv) {
     stream.insert(stream.end(), one.begin(), one.end());
   }
   ok &= write_file(ctl_dir + "/seed_stream", stream);
+  // Multicast (SPEC §8), after the older seeds so that their names stay.
+  for (const ControlMsg& m : std::vector<ControlMsg>{
+           Join{0xabcdef, 4, 2, 0, 40000, kJoinFlagMulticast, 64, 8192, 10000, 0},
+           JoinAck{Status::kOk, 3, 0x55, 64, 8192, kJoinAckFlagMulticast, {9000}, 0xEF4D0001, 9000},
+           MulticastAck{}, MulticastMode{false, MulticastReason::kNoConfirm, 2}}) {
+    std::vector<uint8_t> one;
+    encode_control(m, one);
+    ok &= write_file(ctl_dir + "/seed_" + std::to_string(n++), one);
+  }
+  {
+    DataHeader h;
+    h.type = PacketType::kProbe;
+    h.job_id = 7;
+    h.job_token = 0x1122334455667788ULL;
+    h.offset = 3;
+    h.count = 0;
+    h.dtype = static_cast<DType>(0);
+    std::vector<uint8_t> probe(kDataHeaderSize);
+    encode_data_header(h, probe.data());
+    ok &= write_file(data_dir + "/seed_" + std::to_string(n++), probe);
+  }
   if (!ok) {
     std::fprintf(stderr, "make_seeds: could not write the corpus\n");
     return 1;

@@ -47,6 +47,11 @@ void encode_body(const JoinAck& m, Writer& w) {
   w.put<uint8_t>(0);
   w.put<uint16_t>(static_cast<uint16_t>(m.ports.size()));
   for (uint16_t p : m.ports) w.put<uint16_t>(p);
+  if ((m.flags & kJoinAckFlagMulticast) != 0) {
+    w.put<uint32_t>(m.group);
+    w.put<uint16_t>(m.group_port);
+    w.put<uint16_t>(0);
+  }
 }
 void encode_body(const Leave&, Writer&) {}
 void encode_body(const Heartbeat& m, Writer& w) { w.put<uint64_t>(m.time_ns); }
@@ -64,6 +69,25 @@ void encode_body(const Capacity& m, Writer& w) {
   w.put<uint32_t>(m.share_mbps);
   w.put<uint16_t>(m.threads);
   w.put<uint16_t>(0);
+}
+void encode_body(const MulticastAck&, Writer&) {}
+void encode_body(const MulticastMode& m, Writer& w) {
+  w.put<uint8_t>(m.multicast ? 1 : 0);
+  w.put<uint8_t>(static_cast<uint8_t>(m.reason));
+  w.put<uint16_t>(0);
+  w.put<uint32_t>(m.rank);
+}
+
+bool is_multicast_group(uint32_t a) { return (a >> 28) == 0xE; }
+
+// A multicast mode needs a multicast reason and a unicast one a unicast reason.
+bool valid_multicast_mode(uint8_t mode, uint8_t reason) {
+  if (mode == 1) {
+    return reason == static_cast<uint8_t>(MulticastReason::kConfirmed) ||
+           reason == static_cast<uint8_t>(MulticastReason::kForced);
+  }
+  return mode == 0 && (reason == static_cast<uint8_t>(MulticastReason::kNoConfirm) ||
+                       reason == static_cast<uint8_t>(MulticastReason::kSendFailed));
 }
 
 bool valid_status(uint32_t s) { return s <= static_cast<uint32_t>(Status::kInternal); }
@@ -112,7 +136,8 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
       }
       if (reserved != 0) return ControlParse::kReservedNonZero;
       if (m.n_workers == 0 || m.n_workers > kMaxWorkersPerJob || m.rank >= m.n_workers ||
-          m.udp_port == 0 || (m.flags & ~(kJoinFlagDeterministic | kJoinFlagCapacity)) != 0 ||
+          m.udp_port == 0 || (m.flags & ~kJoinKnownFlags) != 0 ||
+          ((m.flags & kJoinFlagMulticastNoProbe) != 0 && (m.flags & kJoinFlagMulticast) == 0) ||
           m.requested_slots == 0 || m.payload_bytes == 0 || m.payload_bytes > kMaxPayloadBytes ||
           m.weight == 0 || m.weight > m.n_workers || m.served > m.n_workers ||
           (m.served != 0 && m.weight > m.served) ||
@@ -135,9 +160,20 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
       if (n_ports > kMaxPorts) return ControlParse::kBadField;
       m.ports.reserve(n_ports);
       for (uint16_t i = 0; i < n_ports; ++i) m.ports.push_back(r.get<uint16_t>());
+      uint16_t reserved2 = 0;
+      if ((m.flags & kJoinAckFlagMulticast) != 0) {
+        m.group = r.get<uint32_t>();
+        m.group_port = r.get<uint16_t>();
+        reserved2 = r.get<uint16_t>();
+      }
       if (!r.ok_and_done()) return ControlParse::kBadLength;
-      if (reserved != 0) return ControlParse::kReservedNonZero;
-      if (!valid_status(status) || (m.flags & ~(kJoinFlagDeterministic | kJoinFlagDataMac)) != 0) {
+      if (reserved != 0 || reserved2 != 0) return ControlParse::kReservedNonZero;
+      if (!valid_status(status) ||
+          (m.flags & ~(kJoinFlagDeterministic | kJoinAckFlagMulticast | kJoinFlagDataMac)) != 0) {
+        return ControlParse::kBadField;
+      }
+      if ((m.flags & kJoinAckFlagMulticast) != 0 &&
+          (!is_multicast_group(m.group) || m.group_port == 0)) {
         return ControlParse::kBadField;
       }
       m.status = static_cast<Status>(status);
@@ -202,6 +238,27 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
       *out = m;
       return ControlParse::kOk;
     }
+    case MsgType::kMulticastAck:
+      if (!r.ok_and_done()) return ControlParse::kBadLength;
+      *out = MulticastAck{};
+      return ControlParse::kOk;
+    case MsgType::kMulticastMode: {
+      const uint8_t mode = r.get<uint8_t>();
+      const uint8_t reason = r.get<uint8_t>();
+      const uint16_t reserved = r.get<uint16_t>();
+      MulticastMode m;
+      m.rank = r.get<uint32_t>();
+      if (!r.ok_and_done()) return ControlParse::kBadLength;
+      if (reserved != 0) return ControlParse::kReservedNonZero;
+      if (!valid_multicast_mode(mode, reason) || m.rank >= kMaxWorkersPerJob ||
+          (reason != static_cast<uint8_t>(MulticastReason::kNoConfirm) && m.rank != 0)) {
+        return ControlParse::kBadField;
+      }
+      m.multicast = mode == 1;
+      m.reason = static_cast<MulticastReason>(reason);
+      *out = m;
+      return ControlParse::kOk;
+    }
   }
   return ControlParse::kBadType;
 }
@@ -209,8 +266,7 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
 }  // namespace
 
 MsgType msg_type(const ControlMsg& m) {
-  // Types 1..8 follow the variant's order; Capacity is 11 (9 and 10 unassigned).
-  if (std::holds_alternative<Capacity>(m)) return MsgType::kCapacity;
+  // Types 1..11 follow the variant's order.
   return static_cast<MsgType>(m.index() + 1);
 }
 
@@ -232,10 +288,28 @@ std::string_view msg_type_name(MsgType t) {
       return "Error";
     case MsgType::kShutdown:
       return "Shutdown";
+    case MsgType::kMulticastAck:
+      return "MulticastAck";
+    case MsgType::kMulticastMode:
+      return "MulticastMode";
     case MsgType::kCapacity:
       return "Capacity";
   }
   return "Unknown";
+}
+
+std::string_view multicast_reason_name(MulticastReason r) {
+  switch (r) {
+    case MulticastReason::kConfirmed:
+      return "every rank received the probe";
+    case MulticastReason::kForced:
+      return "forced by configuration, no probe";
+    case MulticastReason::kNoConfirm:
+      return "a rank did not receive the probe in time";
+    case MulticastReason::kSendFailed:
+      return "the aggregator could not send to the group";
+  }
+  return "unknown";
 }
 
 std::string_view status_name(Status s) {

@@ -28,6 +28,26 @@ enum : size_t {
 static_assert(kOffReserved1 + 2 == kDataHeaderSize, "data header layout");
 static_assert(kDataHeaderSize + kMaxPayloadBytes <= 65507, "must fit one UDP datagram");
 
+// The rest of a PROBE after magic, version and type: 48 bytes, only job_id, token and offset.
+DropReason parse_probe(std::span<const uint8_t> d, DataHeader* out, const uint8_t** payload) {
+  const uint8_t* p = d.data();
+  if (load_be<uint16_t>(p + kOffFlags) != 0) return DropReason::kBadFlags;
+  for (size_t i = kOffContributor; i < kDataHeaderSize; ++i) {
+    const bool field = (i >= kOffToken && i < kOffSlot) || (i >= kOffOffset && i < kOffCount);
+    if (!field && p[i] != 0) return DropReason::kReservedNonZero;
+  }
+  if (d.size() != kDataHeaderSize) return DropReason::kLengthMismatch;
+  *out = DataHeader{};
+  out->type = PacketType::kProbe;
+  out->job_id = load_be<uint32_t>(p + kOffJobId);
+  out->job_token = load_be<uint64_t>(p + kOffToken);
+  out->offset = load_be<uint64_t>(p + kOffOffset);
+  out->count = 0;
+  out->dtype = static_cast<DType>(0);
+  *payload = p + kDataHeaderSize;
+  return DropReason::kOk;
+}
+
 }  // namespace
 
 std::string_view drop_reason_name(DropReason r) {
@@ -107,6 +127,7 @@ DropReason parse_data(std::span<const uint8_t> d, uint32_t max_payload_bytes, Da
   if (load_be<uint32_t>(p + kOffMagic) != kDataMagic) return DropReason::kBadMagic;
   if (p[kOffVersion] != kProtocolVersion) return DropReason::kBadVersion;
   const uint8_t type = p[kOffType];
+  if (type == static_cast<uint8_t>(PacketType::kProbe)) return parse_probe(d, out, payload);
   if (type != static_cast<uint8_t>(PacketType::kContrib) &&
       type != static_cast<uint8_t>(PacketType::kResult)) {
     return DropReason::kBadType;
@@ -152,8 +173,10 @@ std::string DataHeader::to_string() const {
   std::snprintf(
       buf, sizeof(buf),
       "%s job=%u contrib=%u owner=%u slot=%u gen=%u off=%llu count=%u %.*s/%.*s flags=0x%x",
-      type == PacketType::kContrib ? "CONTRIB" : "RESULT", job_id, contributor, owner, slot,
-      generation, static_cast<unsigned long long>(offset), count,
+      type == PacketType::kContrib  ? "CONTRIB"
+      : type == PacketType::kResult ? "RESULT"
+                                    : "PROBE",
+      job_id, contributor, owner, slot, generation, static_cast<unsigned long long>(offset), count,
       static_cast<int>(dtype_name(dtype).size()), dtype_name(dtype).data(),
       static_cast<int>(op_name(op).size()), op_name(op).data(), flags);
   return buf;

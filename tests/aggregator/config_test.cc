@@ -127,6 +127,14 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheSource) {
       {{"--parent", "10.0.0.1"}, {}, "", {"parent", "IPv4:port"}},
       {{"--parent", "10.0.0.1:0"}, {}, "", {"parent", "IPv4:port"}},
       {{}, {{"CONFLUX_PARENT", "10.0.0.1:70000"}}, "", {"parent", "IPv4:port"}},
+      {{"--multicast-range", "10.0.0.0/8"}, {}, "", {"multicast_range", "224.0.0.0/4"}},
+      {{"--multicast-range", "239.77.0.0"}, {}, "", {"multicast_range", "CIDR"}},
+      {{"--multicast-range", "239.77.0.0/40"}, {}, "", {"multicast_range", "4..32"}},
+      {{"--multicast-range", "224.0.0.0/16"}, {}, "", {"multicast_range", "224.0.0.0/24"}},
+      {{}, {{"CONFLUX_MULTICAST", "sometimes"}}, "", {"multicast", "environment"}},
+      {{"--multicast-ttl", "0"}, {}, "", {"multicast_ttl", "[1, 255]"}},
+      {{"--multicast-interface", "eth0"}, {}, "", {"multicast_interface", "IPv4"}},
+      {{"--multicast-probe-ms", "10"}, {}, "", {"multicast_probe_ms"}},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;

@@ -190,7 +190,7 @@ class Hostile {
         d[4] = static_cast<uint8_t>(2 + rng_() % 254);
         break;
       case DropReason::kBadType:
-        d[5] = static_cast<uint8_t>(3 + rng_() % 253);
+        d[5] = static_cast<uint8_t>(4 + rng_() % 252);  // 1-3: CONTRIB, RESULT, PROBE
         break;
       case DropReason::kBadFlags:
         proto::store_be<uint16_t>(&d[6], static_cast<uint16_t>(2 | rng_()));

@@ -115,7 +115,7 @@ TEST_F(SlotEngineTest, CompleteBankResendsToTheAskerOnly) {
   EXPECT_EQ(header_of(1).flags, proto::kFlagRetransmit);
   EXPECT_EQ(result_of(1), (std::vector<int32_t>{3, 3, 3, 3}));
   EXPECT_EQ(counters_.retransmits_served.get(), 1u);
-  EXPECT_EQ(jobs_.find(id_)->counters(0).retransmits_served.get(), 1u);
+  EXPECT_EQ(jobs_.find(id_)->counters(0).unicast_resends.get(), 1u);
   EXPECT_EQ(jobs_.find(id_)->counters(0).drops.get(), 0u);  // a served resend is no drop
   EXPECT_EQ(counters_.slots_completed.get(), 1u);
 }

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 #include <thread>
@@ -43,9 +44,10 @@ std::string DaemonProcess::start(const std::string& dir, const std::vector<std::
                                    "--threads",
                                    "2",
                                    "--ready-file",
-                                   ready,
-                                   "--log-level",
-                                   "warn"};
+                                   ready};
+  if (std::find(extra.begin(), extra.end(), "--log-level") == extra.end()) {
+    argv.insert(argv.end(), {"--log-level", "warn"});  // unless the test asks for another
+  }
   argv.insert(argv.end(), extra.begin(), extra.end());
   std::string err;
   pid = spawn(argv, log, log, &err);

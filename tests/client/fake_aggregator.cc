@@ -121,6 +121,14 @@ void FakeAggregator::run() {
         send_frame(c.fd, nak);
         return;
       }
+      if (opt_.predates_multicast &&
+          (j->flags & (proto::kJoinFlagMulticast | proto::kJoinFlagMulticastNoProbe)) != 0) {
+        ++refused_joins_;
+        send_frame(c.fd,
+                   proto::Error{proto::Status::kBadMessage, "malformed control frame: bad_field"});
+        ::shutdown(c.fd, SHUT_RDWR);
+        return;
+      }
       if (opt_.join_status != proto::Status::kOk) {
         proto::JoinAck nak;
         nak.status = opt_.join_status;

@@ -29,6 +29,9 @@ struct FakeOptions {
   Owned owned = Owned::kSpec;
   // Sent after JoinAck to workers that ask for it (Join flag capacity).
   proto::Capacity capacity{0, 0, 0, 1};
+  // An aggregator older than multicast (SPEC §8): a Join with a multicast flag is malformed
+  // to it (Error{bad_message} and the connection closed).
+  bool predates_multicast = false;
 };
 
 class FakeAggregator {
@@ -49,6 +52,7 @@ class FakeAggregator {
   uint64_t duplicates() const { return duplicates_; }
   uint64_t results_resent() const { return resent_; }
   uint64_t leaves() const { return leaves_; }
+  uint64_t refused_joins() const { return refused_joins_; }  // predates_multicast refusals
 
  private:
   struct State;
@@ -59,7 +63,7 @@ class FakeAggregator {
   std::unique_ptr<State> st_;
   std::atomic<bool> stop_{false}, silent_{false}, shutdown_{false}, close_{false};
   std::atomic<uint64_t> contributions_{0}, retransmitted_{0}, duplicates_{0}, resent_{0},
-      leaves_{0};
+      leaves_{0}, refused_joins_{0};
   std::thread thread_;
 };
 

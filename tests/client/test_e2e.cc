@@ -286,10 +286,12 @@ TEST_F(E2E, PausedDaemonKeepsItsHeartbeatingWorkers) {
   ASSERT_EQ(::kill(d_.pid, SIGCONT), 0);
   auto rs = wait_workers(dir_, pids, 60s);
   expect_all_ok(rs, "verified: all 1 results correct");
+  // The stall was seen (the counter: its log line is rate-limited, and on a loaded machine an
+  // earlier stall may have taken this second's line).
+  EXPECT_GE(d_.metric("conflux_control_loop_stalls_total"), 1);
   EXPECT_EQ(d_.stop(), "exit 0");
   const std::string log = tools::read_file(d_.log);
   EXPECT_EQ(log.find("silent for"), std::string::npos) << log;
-  EXPECT_NE(log.find("control loop did not run for"), std::string::npos) << log;
 }
 
 TEST_F(E2E, NoAggregatorReachableFailsQuickly) {

@@ -117,6 +117,30 @@ TEST(EngineFake, SumsManyPacketsThroughASmallWindow) {
   EXPECT_EQ(s.requests_completed, 7u);
 }
 
+TEST(EngineFake, JoinsAnAggregatorThatPredatesMulticastAgainForUnicast) {
+  FakeOptions o;
+  o.predates_multicast = true;
+  FakeAggregator agg(o);
+  auto es = make_engines({&agg}, 2);  // CONFLUX_MULTICAST=auto: ask, then join again without
+  ASSERT_TRUE(es[0] && es[1]);
+  EXPECT_EQ(agg.refused_joins(), 2u);
+  EXPECT_FALSE(es[0]->aggregators()[0].multicast);
+  check_sum(es, 100);
+
+  FakeAggregator agg2(o);
+  auto off = make_engines({&agg2}, 2, [](ClientConfig& c) { c.multicast = MulticastMode::kOff; });
+  ASSERT_TRUE(off[0] && off[1]);
+  EXPECT_EQ(agg2.refused_joins(), 0u);  // no multicast flag: joined at once
+  check_sum(off, 100);
+
+  FakeAggregator agg3(o);
+  ClientConfig on = base_config({&agg3}, 1, 0);
+  on.multicast = MulticastMode::kOn;  // forced: an aggregator that cannot is an error
+  std::string err;
+  EXPECT_EQ(Engine::create(on, &err), nullptr);
+  EXPECT_NE(err.find("bad_message"), std::string::npos) << err;
+}
+
 TEST(EngineFake, StripesOverTwoAggregators) {
   FakeAggregator a(FakeOptions{}), b(FakeOptions{});
   auto es = make_engines({&a, &b}, 2);

@@ -25,6 +25,11 @@ std::vector<ControlMsg> all_messages() {
       Join{0xabcdef0123456789ULL, 8, 6, 0, 40001, kJoinFlagDeterministic | kJoinFlagCapacity, 64,
            8192, 5000, 0},
       Capacity{25000, 1000, 500, 4},
+      JoinAck{
+          Status::kOk, 13, 0xbeefULL, 64, 8192, kJoinAckFlagMulticast, {7471}, 0xEF4D0001, 7480},
+      MulticastAck{},
+      MulticastMode{true, MulticastReason::kConfirmed, 0},
+      MulticastMode{false, MulticastReason::kNoConfirm, 3},
   };
 }
 
@@ -156,7 +161,7 @@ TEST(Control, HeaderErrors) {
   b = good;
   b[5] = 0;
   EXPECT_EQ(parse(b), ControlParse::kBadType);
-  for (uint8_t t : {9, 10, 12}) {  // unassigned, and one past the last type (Capacity, 11)
+  for (uint8_t t : {12, 13}) {  // one past the last type (Capacity, 11), and beyond
     b[5] = t;
     EXPECT_EQ(parse(b), ControlParse::kBadType) << int(t);
   }
@@ -230,6 +235,67 @@ TEST(Control, CapacityFlagIsForJoinOnly) {
             ControlParse::kBadField);
   EXPECT_EQ(parse(frame(Join{1, 4, 1, 0, 40000, kJoinFlagCapacity, 16, 8192, 0, 0})),
             ControlParse::kOk);
+}
+
+TEST(Control, MulticastGrantIsAppendedOnlyWithItsFlag) {
+  const JoinAck plain{Status::kOk, 1, 1, 4, 8192, 0, {7471}, 0xEF4D0001, 7480};
+  const JoinAck mc{Status::kOk, 1, 1, 4, 8192, kJoinAckFlagMulticast, {7471}, 0xEF4D0001, 7480};
+  const auto bp = frame(plain), bm = frame(mc);
+  EXPECT_EQ(bm.size(), bp.size() + 8);  // group u32, port u16, reserved u16 after the ports
+  ControlMsg got;
+  ASSERT_EQ(parse(bp, &got), ControlParse::kOk);
+  EXPECT_EQ(std::get<JoinAck>(got).group, 0u);  // not on the wire without the flag
+  ASSERT_EQ(parse(bm, &got), ControlParse::kOk);
+  EXPECT_EQ(std::get<JoinAck>(got).group, 0xEF4D0001u);
+  EXPECT_EQ(std::get<JoinAck>(got).group_port, 7480);
+  auto b = bm;
+  b[b.size() - 1] = 1;  // reserved
+  EXPECT_EQ(parse(b), ControlParse::kReservedNonZero);
+  b = bm;
+  b.resize(b.size() - 8);  // flag without the group
+  store_be<uint32_t>(b.data() + 8, static_cast<uint32_t>(b.size() - kControlHeaderSize));
+  EXPECT_EQ(parse(b), ControlParse::kBadLength);
+  JoinAck unicast_group = mc;
+  unicast_group.group = 0x0A000001;  // 10.0.0.1 is no multicast group
+  EXPECT_EQ(parse(frame(unicast_group)), ControlParse::kBadField);
+  JoinAck no_port = mc;
+  no_port.group_port = 0;
+  EXPECT_EQ(parse(frame(no_port)), ControlParse::kBadField);
+}
+
+TEST(Control, JoinMulticastFlags) {
+  Join j{1, 2, 0, 0, 40000, kJoinFlagMulticast | kJoinFlagMulticastNoProbe, 4, 8192, 0, 0};
+  ControlMsg got;
+  ASSERT_EQ(parse(frame(j), &got), ControlParse::kOk);
+  EXPECT_EQ(std::get<Join>(got).flags, kJoinFlagMulticast | kJoinFlagMulticastNoProbe);
+  j.flags = kJoinFlagMulticastNoProbe;  // no probe needs multicast
+  EXPECT_EQ(parse(frame(j)), ControlParse::kBadField);
+  j.flags = 1u << 4;  // the first unassigned bit (3 is capacity)
+  EXPECT_EQ(parse(frame(j)), ControlParse::kBadField);
+}
+
+TEST(Control, MulticastModeFieldRanges) {
+  const auto with = [](uint8_t mode, uint8_t reason, uint32_t rank) {
+    auto b = frame(MulticastMode{});
+    b[kControlHeaderSize] = mode;
+    b[kControlHeaderSize + 1] = reason;
+    store_be<uint32_t>(b.data() + kControlHeaderSize + 4, rank);
+    return parse(b);
+  };
+  EXPECT_EQ(with(1, 0, 0), ControlParse::kOk);
+  EXPECT_EQ(with(1, 1, 0), ControlParse::kOk);
+  EXPECT_EQ(with(0, 2, 5), ControlParse::kOk);
+  EXPECT_EQ(with(0, 3, 0), ControlParse::kOk);
+  EXPECT_EQ(with(1, 2, 0), ControlParse::kBadField);  // a unicast reason with mode multicast
+  EXPECT_EQ(with(0, 0, 0), ControlParse::kBadField);
+  EXPECT_EQ(with(2, 0, 0), ControlParse::kBadField);
+  EXPECT_EQ(with(0, 4, 0), ControlParse::kBadField);
+  EXPECT_EQ(with(0, 3, 1), ControlParse::kBadField);  // rank only with kNoConfirm
+  EXPECT_EQ(with(0, 2, kMaxWorkersPerJob), ControlParse::kBadField);
+  auto b = frame(MulticastAck{});
+  b.push_back(0);
+  store_be<uint32_t>(b.data() + 8, 1);
+  EXPECT_EQ(parse(b), ControlParse::kBadLength);
 }
 
 TEST(Control, ErrorTextIsBounded) {

@@ -93,7 +93,7 @@ TEST(DataHeader, EveryStatelessReasonIsDetected) {
   d = good;
   d[4] = 2;
   EXPECT_EQ(parse(d), DropReason::kBadVersion);
-  for (uint8_t bad_type : {0, 3, 255}) {
+  for (uint8_t bad_type : {0, 4, 255}) {
     d = good;
     d[5] = bad_type;
     EXPECT_EQ(parse(d), DropReason::kBadType) << int(bad_type);
@@ -193,6 +193,38 @@ TEST(DataHeader, AcknowledgementIsAHeaderWithoutPayload) {
   h.flags = kFlagOwned;  // results name no owner
   h.owner = 1;
   EXPECT_EQ(parse(datagram(h)), DropReason::kBadFlags);
+}
+
+TEST(DataHeader, ProbeCarriesOnlyJobTokenAndNumber) {
+  DataHeader h;
+  h.type = PacketType::kProbe;
+  h.job_id = 7;
+  h.job_token = 0x1122334455667788ULL;
+  h.offset = 42;
+  h.count = 0;
+  h.dtype = static_cast<DType>(0);
+  h.op = Op::kSum;
+  std::vector<uint8_t> d(kDataHeaderSize);
+  encode_data_header(h, d.data());
+  DataHeader got;
+  ASSERT_EQ(parse(d, &got), DropReason::kOk);
+  EXPECT_EQ(got.type, PacketType::kProbe);
+  EXPECT_EQ(got.job_id, 7u);
+  EXPECT_EQ(got.job_token, 0x1122334455667788ULL);
+  EXPECT_EQ(got.offset, 42u);
+  EXPECT_NE(got.to_string().find("PROBE"), std::string::npos);
+
+  auto longer = d;
+  longer.push_back(0);
+  EXPECT_EQ(parse(longer), DropReason::kLengthMismatch);
+  for (size_t at : {12, 14, 24, 28, 40, 44, 45, 46}) {  // contributor .. reserved: all zero
+    auto b = d;
+    b[at] = 1;
+    EXPECT_EQ(parse(b), DropReason::kReservedNonZero) << at;
+  }
+  auto flagged = d;
+  flagged[7] = 1;
+  EXPECT_EQ(parse(flagged), DropReason::kBadFlags);
 }
 
 TEST(DataHeader, PayloadLimitIsTheCallersLimit) {

@@ -242,6 +242,7 @@ void DpdkQueue::send_result(rte_mbuf* payload, uint32_t psum, const sockaddr_in&
                    (s_.tx_udp_csum ? RTE_MBUF_F_TX_UDP_CKSUM : 0);
   }
   job->counters(s_.queue).results_sent.inc();
+  job->counters(s_.queue).result_bytes.add(len);
   enqueue(m, len);
 }
 

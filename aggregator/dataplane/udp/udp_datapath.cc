@@ -185,6 +185,7 @@ void UdpQueue::flush_tx() {
         counters_.bytes_out.add(bytes);
         if (tx_segments_[m] > 1) counters_.gso_sends.inc();
         tx_jobs_[m]->counters(queue_).results_sent.add(tx_segments_[m]);
+        tx_jobs_[m]->counters(queue_).result_bytes.add(bytes);
       }
       done += static_cast<size_t>(n);
       continue;
@@ -225,6 +226,7 @@ void UdpQueue::send_plain(size_t m) {
       counters_.packets_out.inc();
       counters_.bytes_out.add(iov[k].iov_len);
       tx_jobs_[m]->counters(queue_).results_sent.inc();
+      tx_jobs_[m]->counters(queue_).result_bytes.add(iov[k].iov_len);
     } else {
       counters_.send_errors.inc();
     }

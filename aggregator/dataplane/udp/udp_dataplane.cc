@@ -53,7 +53,33 @@ int open_socket(const Config& cfg, uint16_t port, uint16_t* bound, std::string* 
   return fd;
 }
 
+// Multicast sends (SPEC §8): the interface the groups leave by, their TTL, and loopback so
+// that workers on this host get them too. Returns "" or an error naming the key.
+std::string set_multicast(int fd, const Config& cfg) {
+  const std::string& ifaddr =
+      cfg.multicast_interface.empty() ? cfg.listen : cfg.multicast_interface;
+  in_addr a{};
+  inet_pton(AF_INET, ifaddr.c_str(), &a);  // both were checked at load
+  if (a.s_addr != INADDR_ANY && setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &a, sizeof(a)) != 0) {
+    return fmt::format("multicast_interface {}: IP_MULTICAST_IF: {}", ifaddr, std::strerror(errno));
+  }
+  const int ttl = static_cast<int>(cfg.multicast_ttl);
+  const int loop = 1;
+  if (setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl)) != 0 ||
+      setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop)) != 0) {
+    return fmt::format("multicast_ttl: {}", std::strerror(errno));
+  }
+  return "";
+}
+
 }  // namespace
+
+bool UdpDataplane::send_datagram(const sockaddr_in& to, std::span<const uint8_t> bytes) const {
+  // The kernel serializes sends on one socket, so the control thread may use queue 0's.
+  return !queues_.empty() && sendto(queues_[0]->fd(), bytes.data(), bytes.size(), MSG_DONTWAIT,
+                                    reinterpret_cast<const sockaddr*>(&to),
+                                    sizeof(to)) == static_cast<ssize_t>(bytes.size());
+}
 
 std::unique_ptr<UdpDataplane> UdpDataplane::create(const Config& cfg, JobTable& jobs,
                                                    std::string* err) {
@@ -69,6 +95,14 @@ std::unique_ptr<UdpDataplane> UdpDataplane::create(const Config& cfg, JobTable& 
     uint16_t port = 0;
     const int fd = open_socket(cfg, want, &port, err);
     if (fd < 0) return nullptr;
+    if (!cfg.multicast_range.empty()) {
+      *err = set_multicast(fd, cfg);
+      if (!err->empty()) {
+        close(fd);
+        return nullptr;
+      }
+      dp->multicast_ = true;
+    }
     dp->queues_.push_back(std::make_unique<UdpQueue>(fd, port, q, n, jobs, cfg, dp->stop_fd_));
   }
   spdlog::info("udp dataplane: {} queue(s) on {}:{} (batch {})", n, cfg.listen,

@@ -26,6 +26,8 @@ class UdpDataplane final : public Dataplane {
   std::vector<uint16_t> ports() const override;
   unsigned n_queues() const override { return static_cast<unsigned>(queues_.size()); }
   const QueueCounters& counters(unsigned q) const override;
+  bool can_multicast() const override { return multicast_; }
+  bool send_datagram(const sockaddr_in& to, std::span<const uint8_t> bytes) const override;
 
  private:
   UdpDataplane() = default;
@@ -34,6 +36,7 @@ class UdpDataplane final : public Dataplane {
   std::vector<std::thread> threads_;
   std::atomic<bool> stopping_{false};
   int stop_fd_ = -1;
+  bool multicast_ = false;  // sockets set up for multicast sends (multicast_range is set)
 };
 
 }  // namespace conflux::agg

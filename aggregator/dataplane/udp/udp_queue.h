@@ -36,6 +36,7 @@ class UdpQueue final {
   void run(const std::atomic<bool>& stop);
 
   uint16_t port() const { return port_; }
+  int fd() const { return fd_; }
   const QueueCounters& counters() const { return counters_; }
 
  private:

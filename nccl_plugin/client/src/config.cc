@@ -127,7 +127,7 @@ std::string validate(const ClientConfig& c) {
     return "bind_addr '" + c.bind_addr + "' is not an IPv4 address";
   }
   const FaultInjection& f = c.faults;
-  for (double p : {f.drop, f.dup, f.reorder}) {
+  for (double p : {f.drop, f.dup, f.reorder, f.multicast_drop}) {
     if (!(p >= 0 && p <= 1)) {
       return "fault probabilities must be in [0, 1]";
     }

@@ -18,7 +18,7 @@ struct Counters {
   C fault_dropped{0}, fault_duplicated{0}, fault_reordered{0};
   C requests_completed{0}, requests_failed{0};
   C spurious_retransmits{0}, cwnd_decreases{0};
-  C gso_sends{0}, gso_fallbacks{0}, gro_receives{0};
+  C gso_sends{0}, gso_fallbacks{0}, gro_receives{0}, multicast_results{0};
   C congestion_window{0};  // gauge: sum over aggregators of the current window (packets)
   C busy_ns{0};            // time with a request in progress, closed intervals
   C busy_since_ns{0};      // start of the open interval (steady clock), 0 when idle
@@ -63,6 +63,7 @@ struct Counters {
       s.busy_ns = closed + (since != 0 && now > since ? now - since : 0);
       break;
     }
+    s.multicast_results = g(multicast_results);
     for (size_t i = 0; i < drops.size(); ++i) {
       s.drops[i] = g(drops[i]);
     }

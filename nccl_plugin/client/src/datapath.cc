@@ -98,15 +98,21 @@ void Progress::flush_tx() {
   tx_.clear();
 }
 
-bool Progress::receive(int64_t now) {
+bool Progress::drain(UdpChannel& ch, const JoinedAggregator* group_of, int64_t now) {
+  Counters& c = sh_->ctr;
+  const uint64_t accepted = c.results_accepted.load(std::memory_order_relaxed);
   bool any = false;
   for (int i = 0; i < kMaxRxBatchesPerRound && !failed_; ++i) {
-    const std::span<const InDatagram> batch = udp_->receive();
+    const std::span<const InDatagram> batch = ch.receive();
     if (batch.empty()) {
       break;
     }
     any = true;
     for (const InDatagram& d : batch) {
+      if (group_of != nullptr && !from_aggregator(*group_of, d.from)) {
+        c.drop(proto::DropReason::kWrongSource);  // sent to the group by someone else
+        continue;
+      }
       on_result(d.data, d.len, d.truncated, now);
       if (failed_) {
         break;
@@ -114,6 +120,20 @@ bool Progress::receive(int64_t now) {
     }
     if (batch.size() < 32) {
       break;  // the socket is probably drained
+    }
+  }
+  if (group_of != nullptr) {
+    Counters::add(c.multicast_results,
+                  c.results_accepted.load(std::memory_order_relaxed) - accepted);
+  }
+  return any;
+}
+
+bool Progress::receive(int64_t now) {
+  bool any = drain(*udp_, nullptr, now);
+  for (Agg& g : aggs_) {
+    if (g.j.group_rx && !failed_) {
+      any |= drain(*g.j.group_rx, &g.j, now);
     }
   }
   for (Agg& g : aggs_) {
@@ -150,6 +170,9 @@ void Progress::on_result(const uint8_t* data, size_t len, bool truncated, int64_
   if (pr != proto::DropReason::kOk) {
     c.drop(pr);
     return;
+  }
+  if (h.type == proto::PacketType::kProbe) {
+    return;  // a multicast probe that came after the agreement (SPEC §8): nothing to do
   }
   if (h.type != proto::PacketType::kResult) {
     c.drop(proto::DropReason::kWrongDirection);

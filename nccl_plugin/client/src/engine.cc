@@ -90,6 +90,9 @@ std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string
 
     std::vector<JoinedAggregator> joined;
     err = join_all(cfg, impl->udp.port(), &joined);
+    if (err.empty()) {
+      err = agree_multicast(cfg, &impl->sh.ctr, &joined);
+    }
     if (!err.empty()) {
       return fail(err);
     }

@@ -51,7 +51,9 @@ std::string hello(const ClientConfig& cfg, size_t i, JoinedAggregator* ja, proto
   return "";
 }
 
-proto::Join make_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, uint64_t nonce) {
+// multicast: ask for a group (SPEC §8); false for an aggregator that predates it.
+proto::Join make_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, uint64_t nonce,
+                      bool multicast) {
   proto::Join j;
   j.job_key = cfg.job_key;
   j.n_workers = cfg.n_workers;
@@ -62,7 +64,8 @@ proto::Join make_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, uint
   }
   j.udp_port = udp_port;
   j.flags = static_cast<uint8_t>((cfg.deterministic ? proto::kJoinFlagDeterministic : 0) |
-                                 (cfg.capacity ? proto::kJoinFlagCapacity : 0));
+                                 (cfg.capacity ? proto::kJoinFlagCapacity : 0) |
+                                 (multicast ? multicast_join_flags(cfg) : 0));
   j.requested_slots = cfg.window_slots;
   j.payload_bytes = cfg.payload_bytes;
   j.join_timeout_ms = static_cast<uint32_t>(cfg.join_timeout.count());
@@ -106,6 +109,28 @@ std::string accept_ack(const ClientConfig& cfg, size_t i, const proto::JoinAck& 
     ja->mac_key = proto::derive_data_key(cfg.secret, a.job_id, a.job_token);
     ja->info.data_mac = true;
   }
+  if ((a.flags & proto::kJoinAckFlagMulticast) != 0) {
+    ja->group.sin_family = AF_INET;
+    ja->group.sin_addr.s_addr = htonl(a.group);
+    ja->group.sin_port = htons(a.group_port);
+  }
+  return "";
+}
+
+// Connects to aggregator i again and sends its Join.
+std::string send_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, bool multicast,
+                      JoinedAggregator* ja) {
+  proto::ServerHello h;
+  std::string err = hello(cfg, i, ja, &h);
+  if (!err.empty()) {
+    return err;
+  }
+  ja->info.endpoint = cfg.aggregators[i];
+  ja->info.address = ja->ctl->peer_address();
+  ja->info.support_mask = h.support_mask;
+  if (!ja->ctl->send(make_join(cfg, i, udp_port, h.nonce, multicast), &err)) {
+    return name(cfg, i) + ": sending Join failed: " + err;
+  }
   return "";
 }
 
@@ -117,19 +142,14 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
   out->clear();
   out->resize(n);
   for (size_t i = 0; i < n; ++i) {
-    JoinedAggregator& ja = (*out)[i];
-    proto::ServerHello h;
-    std::string err = hello(cfg, i, &ja, &h);
+    std::string err = send_join(cfg, i, udp_port, true, &(*out)[i]);
     if (!err.empty()) {
       return err;
     }
-    ja.info.endpoint = cfg.aggregators[i];
-    ja.info.address = ja.ctl->peer_address();
-    ja.info.support_mask = h.support_mask;
-    if (!ja.ctl->send(make_join(cfg, i, udp_port, h.nonce), &err)) {
-      return name(cfg, i) + ": sending Join failed: " + err;
-    }
   }
+  // An aggregator older than multicast (SPEC §8) answers the multicast Join flags with
+  // Error{bad_message}; in auto mode such an aggregator is joined again without them.
+  std::vector<bool> retried(n, cfg.multicast != MulticastMode::kAuto);
   // Wait for every JoinAck (and the Capacity that follows it when asked for); the aggregator
   // answers join_timeout itself, we allow 1 s more.
   const int64_t deadline =
@@ -163,6 +183,18 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
           ja.info.share_mbps = c->share_mbps;
           ja.info.threads = c->threads;
         } else if (const auto* e = std::get_if<proto::Error>(&m)) {
+          if (e->status == proto::Status::kBadMessage && !retried[i]) {
+            retried[i] = true;
+            if (cfg.log) {
+              cfg.log(LogLevel::kInfo, name(cfg, i) + " does not know multicast (" +
+                                           error_text(*e) + "): joining it again for unicast");
+            }
+            err = send_join(cfg, i, udp_port, false, &ja);
+            if (!err.empty()) {
+              return err;
+            }
+            continue;
+          }
           return name(cfg, i) + " refused Join: " + error_text(*e);
         } else if (const auto* hb = std::get_if<proto::Heartbeat>(&m)) {
           ja.ctl->send(proto::HeartbeatAck{hb->time_ns}, &err);

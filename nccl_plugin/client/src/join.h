@@ -13,6 +13,7 @@
 #include "conflux/client/engine.h"
 #include "conflux/protocol/data_mac.h"
 #include "control_channel.h"
+#include "udp_channel.h"
 
 namespace conflux::client {
 
@@ -23,11 +24,28 @@ struct JoinedAggregator {
   sockaddr_in data_addr{};  // the control peer's IPv4 address; port set per slot
   // The job's data MAC key when the aggregator runs with data_mac (SPEC.md §6), else nullopt.
   std::optional<proto::DataKey> mac_key;
+  sockaddr_in group{};  // JoinAck's multicast group (sin_port 0: none)
+  // The group's socket while results may come by multicast (SPEC §8); null when unicast.
+  std::unique_ptr<UdpChannel> group_rx;
 };
 
 // Returns "" and fills *out (one entry per cfg.aggregators, same order), or a message
 // naming the aggregator that failed and why. udp_port: where this worker gets results.
 std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
                      std::vector<JoinedAggregator>* out);
+
+// multicast_join.cc: for every aggregator whose JoinAck granted a group, joins it, answers
+// the probe and waits for the aggregator's MulticastMode (SPEC §8); keeps the group's socket
+// only where the job is multicast and logs each aggregator's choice once. Blocking, like
+// join_all. Returns "" or what failed.
+std::string agree_multicast(const ClientConfig& cfg, Counters* counters,
+                            std::vector<JoinedAggregator>* aggs);
+
+// Join flags for cfg.multicast (SPEC §8).
+uint8_t multicast_join_flags(const ClientConfig& cfg);
+
+// Whether `from` is the aggregator's data address and one of its data ports: the only source
+// a worker takes datagrams on the job's group from (SPEC §8).
+bool from_aggregator(const JoinedAggregator& ja, const sockaddr_in& from);
 
 }  // namespace conflux::client

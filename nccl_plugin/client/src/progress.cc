@@ -212,7 +212,7 @@ void Progress::sleep(int64_t now) {
     sh_->sleeping.store(false, std::memory_order_relaxed);
     return;
   }
-  pollfd fds[2 + 64];
+  pollfd fds[2 + 2 * 64];  // wake, unicast, per aggregator: control and multicast group
   nfds_t n = 0;
   fds[n++] = {sh_->wake_fd, POLLIN, 0};
   if (!failed_) {
@@ -223,6 +223,9 @@ void Progress::sleep(int64_t now) {
       }
       const short ev = static_cast<short>(POLLIN | (g.j.ctl->want_write() ? POLLOUT : 0));
       fds[n++] = {g.j.ctl->fd(), ev, 0};
+      if (g.j.group_rx) {
+        fds[n++] = {g.j.group_rx->fd(), POLLIN, 0};
+      }
     }
   }
   timespec ts{static_cast<time_t>(wait / 1'000'000'000), static_cast<long>(wait % 1'000'000'000)};
@@ -242,6 +245,9 @@ void Progress::leave() {
     std::string err;
     g.j.ctl->send(proto::Leave{}, &err);
     g.j.ctl->close();
+  }
+  for (Agg& g : aggs_) {
+    g.j.group_rx.reset();  // leaves the multicast group
   }
   std::vector<std::shared_ptr<Request>> doomed;
   doomed.swap(active_);

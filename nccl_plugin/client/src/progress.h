@@ -67,6 +67,9 @@ class Progress {
   // datapath.cc: packets; recovery.cc: loss recovery.
   bool send_new(int64_t now);
   bool receive(int64_t now);
+  // Takes up to a few batches from `ch`; `group_of`: the aggregator whose multicast group `ch`
+  // receives (only its datagrams are taken), or null for the unicast socket.
+  bool drain(UdpChannel& ch, const JoinedAggregator* group_of, int64_t now);
   void check_timers(int64_t now);
   void on_result(const uint8_t* data, size_t len, bool truncated, int64_t now);
   // Queues slot's entry of aggregator a (g) for sending, signed when the job has a data MAC.

@@ -48,6 +48,9 @@ void apply_fault(FaultAction action, Counters* ctr, Pass&& pass, Hold&& hold) {
 }  // namespace
 
 UdpChannel::~UdpChannel() {
+  if (fd_ >= 0 && membership_.imr_multiaddr.s_addr != 0) {
+    ::setsockopt(fd_, IPPROTO_IP, IP_DROP_MEMBERSHIP, &membership_, sizeof membership_);
+  }
   if (fd_ >= 0) {
     ::close(fd_);
   }
@@ -56,16 +59,37 @@ UdpChannel::~UdpChannel() {
 std::string UdpChannel::open(const std::string& bind_addr, int buf_bytes, size_t max_datagram,
                              const FaultInjection& faults, uint32_t rank, Counters* counters,
                              bool offload) {
-  ctr_ = counters;
-  max_datagram_ = max_datagram;
-  tx_faults_ = FaultInjector(faults, 2ull * rank);
-  rx_faults_ = FaultInjector(faults, 2ull * rank + 1);
-  rx_blackout_after_ = faults.rx_blackout_after;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   if (::inet_pton(AF_INET, bind_addr.c_str(), &a.sin_addr) != 1) {
     return "bind address '" + bind_addr + "' is not an IPv4 address";
   }
+  if (std::string err = create_socket(buf_bytes, max_datagram, faults, rank, counters);
+      !err.empty()) {
+    return err;
+  }
+  if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    return "UDP bind to " + bind_addr + ": " + errno_text(errno);
+  }
+  socklen_t len = sizeof a;
+  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  port_ = ntohs(a.sin_port);
+  if (offload) {
+    // GSO is chosen per send (a control message); the probe tells whether the kernel has it.
+    gso_ = udp_offload::gso_supported(fd_);
+    gro_ = udp_offload::enable_gro(fd_);
+  }
+  return "";
+}
+
+std::string UdpChannel::create_socket(int buf_bytes, size_t max_datagram,
+                                      const FaultInjection& faults, uint32_t rank,
+                                      Counters* counters) {
+  ctr_ = counters;
+  max_datagram_ = max_datagram;
+  tx_faults_ = FaultInjector(faults, 2ull * rank);
+  rx_faults_ = FaultInjector(faults, 2ull * rank + 1);
+  rx_blackout_after_ = faults.rx_blackout_after;
   fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) {
     return std::string("UDP socket: ") + errno_text(errno);
@@ -80,17 +104,6 @@ std::string UdpChannel::open(const std::string& bind_addr, int buf_bytes, size_t
   }
   socklen_t olen = sizeof rcvbuf_;
   ::getsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf_, &olen);
-  if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    return "UDP bind to " + bind_addr + ": " + errno_text(errno);
-  }
-  socklen_t len = sizeof a;
-  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-  port_ = ntohs(a.sin_port);
-  if (offload) {
-    // GSO is chosen per send (a control message); the probe tells whether the kernel has it.
-    gso_ = udp_offload::gso_supported(fd_);
-    gro_ = udp_offload::enable_gro(fd_);
-  }
   rx_buf_.resize(std::max(size_t{kBatch} * max_datagram_, size_t{kGroBatch} * kGroBufBytes));
   rx_out_.reserve(size_t{2} * kBatch);
   return "";
@@ -246,6 +259,8 @@ std::span<const InDatagram> UdpChannel::receive() {
   for (int i = 0; i < n_bufs; ++i) {
     iov[i] = {rx_buf_.data() + i * buf_len, buf_len};
     msgs[i] = {};
+    msgs[i].msg_hdr.msg_name = &rx_from_[i];
+    msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
     msgs[i].msg_hdr.msg_iov = &iov[i];
     msgs[i].msg_hdr.msg_iovlen = 1;
     if (gro_) {
@@ -260,7 +275,7 @@ std::span<const InDatagram> UdpChannel::receive() {
   for (int i = 0; i < r; ++i) {
     const msghdr& h = msgs[i].msg_hdr;
     take_received(rx_buf_.data() + i * buf_len, msgs[i].msg_len, (h.msg_flags & MSG_TRUNC) != 0,
-                  gro_ ? udp_offload::gro_segment(h) : 0);
+                  gro_ ? udp_offload::gro_segment(h) : 0, rx_from_[i]);
   }
   if (deliver_held && (r > 0 || rx_release_)) {
     for (const auto& h : rx_delivering_) {
@@ -277,7 +292,8 @@ std::span<const InDatagram> UdpChannel::receive() {
   return rx_out_;
 }
 
-void UdpChannel::take_received(const uint8_t* data, size_t len, bool truncated, size_t segment) {
+void UdpChannel::take_received(const uint8_t* data, size_t len, bool truncated, size_t segment,
+                               const sockaddr_in& from) {
   if (segment == 0 || segment >= len) {
     segment = std::max<size_t>(len, 1);  // one datagram
   } else {
@@ -288,7 +304,7 @@ void UdpChannel::take_received(const uint8_t* data, size_t len, bool truncated, 
   do {
     const size_t n = std::min(segment, len - at);
     // A datagram larger than the engine's own limit is refused as with plain receives.
-    const InDatagram d{data + at, n, truncated || n > max_datagram_};
+    const InDatagram d{data + at, n, truncated || n > max_datagram_, from};
     at += n;
     ++datagrams;
     if (rx_blackout_after_ > 0 && ++rx_seen_ > rx_blackout_after_) {

@@ -35,6 +35,7 @@ struct InDatagram {
   const uint8_t* data = nullptr;
   size_t len = 0;
   bool truncated = false;  // larger than the receive buffer
+  sockaddr_in from{};      // the sender (zero for a datagram held back by fault injection)
 };
 
 class UdpChannel {
@@ -50,6 +51,12 @@ class UdpChannel {
   std::string open(const std::string& bind_addr, int buf_bytes, size_t max_datagram,
                    const FaultInjection& faults, uint32_t rank, Counters* counters,
                    bool offload = false);
+  // group_channel.cc: instead of open(), a socket that receives the multicast group
+  // `group` (address and port) joined on the interface with address `iface` (SPEC §8). It
+  // only receives; the group is left when the channel is destroyed.
+  std::string open_group(const sockaddr_in& group, in_addr iface, int buf_bytes,
+                         size_t max_datagram, const FaultInjection& faults, uint32_t rank,
+                         Counters* counters, bool offload);
   int fd() const { return fd_; }
   uint16_t port() const { return port_; }
   // Effective SO_RCVBUF (the kernel reports twice the usable payload space).
@@ -76,11 +83,15 @@ class UdpChannel {
     sockaddr_in dst{};
     std::vector<uint8_t> bytes;
   };
+  // The socket with its buffers, fault injectors and receive buffers, not bound yet.
+  std::string create_socket(int buf_bytes, size_t max_datagram, const FaultInjection& faults,
+                            uint32_t rank, Counters* counters);
   void send_raw(std::span<const OutDatagram> batch);
   void send_held_tx();
 
   // Appends the datagrams of one received buffer (several when the kernel coalesced them).
-  void take_received(const uint8_t* data, size_t len, bool truncated, size_t segment);
+  void take_received(const uint8_t* data, size_t len, bool truncated, size_t segment,
+                     const sockaddr_in& from);
 
   static constexpr int kBatch = 64;
   static constexpr int kGroBatch = 16;           // receive buffers when GRO is on
@@ -97,6 +108,8 @@ class UdpChannel {
   uint64_t rx_blackout_after_ = 0;  // FaultInjection::rx_blackout_after
   uint64_t rx_seen_ = 0;
   std::vector<uint8_t> rx_buf_;  // kBatch * max_datagram_
+  sockaddr_in rx_from_[kBatch]{};
+  ip_mreq membership_{};  // the group joined by open_group (imr_multiaddr 0: none)
   std::vector<InDatagram> rx_out_;
   std::vector<std::vector<uint8_t>> rx_held_, rx_delivering_;
   bool rx_release_ = false;

@@ -109,6 +109,7 @@ void write_json(const WorkerOptions& o, const std::vector<Row>& rows, const clie
     j.field("fault_reordered", s.fault_reordered);
     j.field("gso_sends", s.gso_sends).field("gso_fallbacks", s.gso_fallbacks);
     j.field("gro_receives", s.gro_receives);
+    j.field("multicast_results", s.multicast_results);
     j.key("drops").begin_object();
     for (int i = 1; i < proto::kNumDropReasons; ++i) {
       if (s.drops[i] != 0) {

@@ -89,6 +89,16 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
   app.add_option("--fault-dup", c.faults.dup, "duplication probability");
   app.add_option("--fault-reorder", c.faults.reorder, "reordering probability");
   app.add_option("--fault-seed", c.faults.seed, "fault injection seed");
+  int fault_rank = -1;
+  app.add_option("--fault-rank", fault_rank, "the rank the --fault-* settings apply to (-1: all)");
+  app.add_option("--fault-multicast-drop", c.faults.multicast_drop,
+                 "drop probability of datagrams received on multicast groups (1: none heard)");
+  app.add_option("--multicast", c.multicast, "multicast result delivery: auto, on, off")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, client::MulticastMode>{{"auto", client::MulticastMode::kAuto},
+                                                       {"on", client::MulticastMode::kOn},
+                                                       {"off", client::MulticastMode::kOff}},
+          CLI::ignore_case));
   app.add_option("--json", o->json_path, "write a JSON report to this file");
   app.add_flag("--all-tables", all_tables, "every rank prints its table (default: rank 0)");
   app.add_flag("--no-table", no_table, "print no table");
@@ -166,6 +176,9 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
     c.served_ranks.assign(c.aggregators.size(), mine);
   }
   o->table = !no_table && (all_tables || c.rank == 0);
+  if (fault_rank >= 0 && static_cast<uint32_t>(fault_rank) != c.rank) {
+    c.faults = client::FaultInjection{};
+  }
   if (o->root >= 0 && static_cast<uint32_t>(o->root) >= c.n_workers) {
     *message = "--root " + std::to_string(o->root) + " is not a rank (--nranks " +
                std::to_string(c.n_workers) + ")";

@@ -29,7 +29,8 @@ enum class MsgType : uint8_t {
   kHeartbeatAck = 6,
   kError = 7,
   kShutdown = 8,
-  // 9 and 10 are not assigned here (kept free for the multicast messages of another branch).
+  kMulticastAck = 9,
+  kMulticastMode = 10,
   kCapacity = 11,
 };
 
@@ -60,11 +61,18 @@ struct ServerHello {
 };
 
 inline constexpr uint8_t kJoinFlagDeterministic = 1u << 0;
+// Join: this rank can take results from a multicast group and answers the probe (SPEC §8).
+inline constexpr uint8_t kJoinFlagMulticast = 1u << 1;
+// Join (with kJoinFlagMulticast): multicast forced by the rank's operator, no probe.
+inline constexpr uint8_t kJoinFlagMulticastNoProbe = 1u << 2;
+// Join only: the worker takes Capacity messages (the aggregator sends one after JoinAck).
+inline constexpr uint8_t kJoinFlagCapacity = 1u << 3;
+inline constexpr uint8_t kJoinKnownFlags =
+    kJoinFlagDeterministic | kJoinFlagMulticast | kJoinFlagMulticastNoProbe | kJoinFlagCapacity;
+// JoinAck: the job has a multicast group on this aggregator (JoinAck::group, group_port).
+inline constexpr uint8_t kJoinAckFlagMulticast = 1u << 1;
 // JoinAck only: the job's data packets carry the data MAC (data.h kFlagMac, SPEC.md §6).
 inline constexpr uint8_t kJoinFlagDataMac = 1u << 2;
-// Join only: the worker takes Capacity messages (the aggregator sends one after JoinAck).
-// (Join bits 1 and 2 belong to multicast, SPEC §7.)
-inline constexpr uint8_t kJoinFlagCapacity = 1u << 3;
 
 // Worker asks to join job `job_key` as `rank` of `n_workers`.
 struct Join {
@@ -95,6 +103,9 @@ struct JoinAck {
   uint32_t payload_bytes = 0;   // payload per packet (<= requested)
   uint8_t flags = 0;            // kJoinFlagDeterministic if the job runs deterministic
   std::vector<uint16_t> ports;  // UDP ports; slot s is served by ports[s % ports.size()]
+  // With kJoinAckFlagMulticast (appended after the ports on the wire, SPEC §8):
+  uint32_t group = 0;  // IPv4 multicast group (host order), in 224.0.0.0/4
+  uint16_t group_port = 0;
 };
 
 struct Leave {};
@@ -120,8 +131,25 @@ struct Capacity {
   uint16_t threads = 0;     // dataplane threads, >= 1
 };
 
+// Worker -> aggregator: this rank received the job's multicast probe (SPEC §8).
+struct MulticastAck {};
+
+// Aggregator -> worker: the job's result delivery on this aggregator, decided once (SPEC §8).
+enum class MulticastReason : uint8_t {
+  kConfirmed = 0,   // every rank received the probe (mode multicast)
+  kForced = 1,      // no probe: forced by configuration (mode multicast)
+  kNoConfirm = 2,   // `rank` did not confirm within the deadline (mode unicast)
+  kSendFailed = 3,  // the aggregator could not send to the group (mode unicast)
+};
+struct MulticastMode {
+  bool multicast = false;
+  MulticastReason reason = MulticastReason::kConfirmed;
+  uint32_t rank = 0;  // kNoConfirm: the lowest rank that did not confirm; else 0
+};
+std::string_view multicast_reason_name(MulticastReason r);
+
 using ControlMsg = std::variant<ServerHello, Join, JoinAck, Leave, Heartbeat, HeartbeatAck, Error,
-                                Shutdown, Capacity>;
+                                Shutdown, MulticastAck, MulticastMode, Capacity>;
 
 MsgType msg_type(const ControlMsg& m);
 std::string_view msg_type_name(MsgType t);

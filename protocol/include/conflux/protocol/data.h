@@ -19,7 +19,9 @@ inline constexpr size_t kDataHeaderSize = 48;
 inline constexpr uint32_t kMaxPayloadBytes = 61440;
 inline constexpr uint32_t kDefaultPayloadBytes = 8192;
 
-enum class PacketType : uint8_t { kContrib = 1, kResult = 2 };
+// kProbe: aggregator -> a job's multicast group, 48 bytes, only job_id, job_token and offset
+// (the probe number) set (SPEC §8).
+enum class PacketType : uint8_t { kContrib = 1, kResult = 2, kProbe = 3 };
 
 // Flag bits of DataHeader::flags. Unknown bits are rejected (kBadFlags).
 inline constexpr uint16_t kFlagRetransmit = 1u << 0;  // a sender's repeat of this packet
@@ -99,7 +101,8 @@ void encode_data_header(const DataHeader& h, uint8_t* out);
 // checked without state: magic, version, type, flags (OWNED on CONTRIB only, ACK on RESULT
 // only), reserved bytes (the owner field is reserved without OWNED), dtype, op,
 // count in 1..max_payload_bytes/dtype_size, and datagram length == 48 + payload (0 for an
-// ACK) + the MAC trailer when kFlagMac is set. The tag itself is checked by DataMac.
+// ACK) + the MAC trailer when kFlagMac is set (the tag itself is checked by DataMac). A PROBE
+// must be 48 bytes with every field but job_id, job_token and offset zero.
 // On kOk, *out holds the header and *payload points into `datagram`.
 DropReason parse_data(std::span<const uint8_t> datagram, uint32_t max_payload_bytes,
                       DataHeader* out, const uint8_t** payload);

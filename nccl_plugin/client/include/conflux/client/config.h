@@ -42,6 +42,9 @@ struct FaultInjection {
   // > 0: after this many received datagrams, every later one is dropped (a rank that stops
   // hearing results while the aggregator still takes its contributions).
   uint64_t rx_blackout_after = 0;
+  // Share of the datagrams received on the aggregators' multicast groups that are dropped
+  // (1: this rank hears nothing from the groups, probes included; protocol/SPEC.md §8).
+  double multicast_drop = 0;
   bool enabled() const { return drop > 0 || dup > 0 || reorder > 0; }
 };
 
@@ -54,6 +57,11 @@ struct CongestionConfig {
   uint32_t min_window = 2;       // a decrease never goes below this (capped by W)
   double decrease = 0.5;         // factor of a decrease, in (0, 1); at most once per window
 };
+
+// Multicast result delivery (protocol/SPEC.md §8). kAuto: take an aggregator's group when
+// every rank of the job received its probe; kOn: take it without a probe; kOff: never (the
+// job is then unicast on every aggregator, since a group needs every rank).
+enum class MulticastMode : uint8_t { kAuto, kOn, kOff };
 
 struct ClientConfig {
   std::vector<Endpoint> aggregators;  // control endpoints; the job is striped over all of them
@@ -95,6 +103,7 @@ struct ClientConfig {
   // and coalesced receives (GRO) are taken, where the kernel has them; false: one datagram
   // per send and per receive. The wire format is the same either way.
   bool udp_offload = true;
+  MulticastMode multicast = MulticastMode::kAuto;
   FaultInjection faults;
   LogFn log;  // may be empty (no logging)
 };

@@ -56,6 +56,8 @@ struct AggregatorInfo {
   uint32_t max_mbps = 0;
   uint32_t share_mbps = 0;
   uint16_t threads = 0;
+  bool multicast = false;  // results come by the job's multicast group (SPEC §8)
+  std::string group;       // "group:port" granted in the JoinAck, or empty
 };
 
 // Counters, a consistent-enough snapshot (each field read atomically).
@@ -86,6 +88,7 @@ struct EngineStats {
   // Time with at least one request taken by the progress thread and not finished, the
   // current stretch included: with bytes_sent, the rate of the aggregation path.
   uint64_t busy_ns = 0;
+  uint64_t multicast_results = 0;                        // results accepted from a multicast group
   std::array<uint64_t, proto::kNumDropReasons> drops{};  // by proto::DropReason
 };
 

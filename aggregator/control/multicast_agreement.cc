@@ -1,0 +1,137 @@
+#include "aggregator/control/multicast_agreement.h"
+
+#include <arpa/inet.h>
+
+#include <array>
+
+#include "aggregator/control/job_manager.h"
+#include "conflux/protocol/data.h"
+#include "spdlog/spdlog.h"
+
+namespace conflux::agg {
+namespace {
+
+constexpr auto kProbeInterval = std::chrono::milliseconds(20);
+
+}  // namespace
+
+MulticastAgreement::MulticastAgreement(const Config& cfg, const Dataplane& dp,
+                                       const std::vector<uint16_t>& ports,
+                                       ControlCounters& counters)
+    : cfg_(cfg), dp_(dp), counters_(counters) {
+  MulticastRange range;
+  if (cfg.multicast == "off" || cfg.multicast_range.empty() || !dp.can_multicast() ||
+      ports.empty() || !parse_multicast_range(cfg.multicast_range, &range).empty()) {
+    return;
+  }
+  groups_.emplace(range);
+  port_ = htons(cfg.multicast_port != 0 ? static_cast<uint16_t>(cfg.multicast_port) : ports[0]);
+}
+
+std::optional<sockaddr_in> MulticastAgreement::grant(uint32_t job_id) {
+  if (!groups_) return std::nullopt;
+  const std::optional<uint32_t> g = groups_->acquire();
+  if (!g) {
+    spdlog::warn("job {}: every multicast group of {} is held; results by unicast", job_id,
+                 cfg_.multicast_range);
+    return std::nullopt;
+  }
+  group_of_[job_id] = *g;
+  counters_.multicast_groups_in_use.set(groups_->in_use());
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(*g);
+  a.sin_port = port_;
+  return a;
+}
+
+void MulticastAgreement::start(Job& job, const std::vector<ConnId>& conns, bool no_probe,
+                               Clock::time_point now, JoinOutbox& out) {
+  const auto n = static_cast<uint32_t>(conns.size());
+  Probe p{&job,
+          conns,
+          std::vector<bool>(n, false),
+          n,
+          now + std::chrono::milliseconds(cfg_.multicast_probe_ms),
+          now};
+  if (no_probe || cfg_.multicast == "on") {
+    return decide(p, {true, proto::MulticastReason::kForced, 0}, out);
+  }
+  if (!send_probe(p)) return decide(p, {false, proto::MulticastReason::kSendFailed, 0}, out);
+  probing_.emplace(job.id(), std::move(p));
+}
+
+bool MulticastAgreement::send_probe(Probe& p) {
+  proto::DataHeader h;
+  h.type = proto::PacketType::kProbe;
+  h.job_id = p.job->id();
+  h.job_token = p.job->params().token;
+  h.offset = p.sent++;
+  h.count = 0;
+  h.dtype = static_cast<DType>(0);
+  std::array<uint8_t, proto::kDataHeaderSize> bytes{};
+  proto::encode_data_header(h, bytes.data());
+  p.next_send += kProbeInterval;
+  return dp_.send_datagram(p.job->params().group, bytes);
+}
+
+void MulticastAgreement::on_ack(uint32_t job_id, uint32_t rank, JoinOutbox& out) {
+  auto it = probing_.find(job_id);
+  if (it == probing_.end()) return;  // decided already: a late answer
+  Probe& p = it->second;
+  if (rank >= p.confirmed.size() || p.confirmed[rank]) return;
+  p.confirmed[rank] = true;
+  if (--p.left > 0) return;
+  Probe done = std::move(p);
+  probing_.erase(it);
+  decide(done, {true, proto::MulticastReason::kConfirmed, 0}, out);
+}
+
+void MulticastAgreement::on_tick(Clock::time_point now, JoinOutbox& out) {
+  for (auto it = probing_.begin(); it != probing_.end();) {
+    Probe& p = it->second;
+    proto::MulticastMode mode{false, proto::MulticastReason::kNoConfirm, 0};
+    if (now < p.deadline) {
+      if (now < p.next_send || send_probe(p)) {
+        ++it;
+        continue;
+      }
+      mode.reason = proto::MulticastReason::kSendFailed;
+    } else {
+      while (p.confirmed[mode.rank]) ++mode.rank;  // the lowest rank that did not answer
+    }
+    Probe done = std::move(p);
+    it = probing_.erase(it);
+    decide(done, mode, out);
+  }
+}
+
+void MulticastAgreement::decide(Probe& p, proto::MulticastMode mode, JoinOutbox& out) {
+  Job& job = *p.job;
+  if (mode.multicast) job.set_multicast(true);
+  counters_.multicast_decisions[mode.multicast ? 1 : 0].inc();
+  const sockaddr_in& g = job.params().group;
+  const std::string where =
+      ipv4_text(ntohl(g.sin_addr.s_addr)) + ":" + std::to_string(ntohs(g.sin_port));
+  if (mode.reason == proto::MulticastReason::kNoConfirm) {
+    spdlog::info(
+        "job {}: results by unicast: rank {} did not receive the probe of group {} within {} ms",
+        job.id(), mode.rank, where, cfg_.multicast_probe_ms);
+  } else {
+    spdlog::info("job {}: results by {} to group {} ({})", job.id(),
+                 mode.multicast ? "multicast" : "unicast", where,
+                 proto::multicast_reason_name(mode.reason));
+  }
+  for (ConnId c : p.conns) out.send_to(c, mode);
+}
+
+void MulticastAgreement::on_job_end(uint32_t job_id) {
+  probing_.erase(job_id);
+  auto it = group_of_.find(job_id);
+  if (it == group_of_.end()) return;
+  groups_->release(it->second);
+  group_of_.erase(it);
+  counters_.multicast_groups_in_use.set(groups_->in_use());
+}
+
+}  // namespace conflux::agg

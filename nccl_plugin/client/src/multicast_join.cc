@@ -1,0 +1,187 @@
+// The worker's half of the multicast agreement (protocol/SPEC.md §8), run by Engine::create
+// after join_all: join each granted group, answer the aggregator's probe, take its decision.
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <variant>
+
+#include "join.h"
+
+namespace conflux::client {
+namespace {
+
+constexpr int64_t kPollMs = 20;
+
+// The local address of a control connection: the interface that reaches the aggregator.
+in_addr local_address(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return a.sin_addr;
+}
+
+std::string group_text(const sockaddr_in& g) {
+  char name[INET_ADDRSTRLEN] = "?";
+  ::inet_ntop(AF_INET, &g.sin_addr, name, sizeof name);
+  return std::string(name) + ":" + std::to_string(ntohs(g.sin_port));
+}
+
+// One aggregator whose JoinAck granted a group, until its MulticastMode arrives.
+struct Pending {
+  JoinedAggregator* ja;
+  std::string name;
+  bool acked = false;  // MulticastAck sent
+};
+
+// Reads the group socket; answers the first PROBE of this job from the aggregator.
+void take_probes(Pending& p, Counters* ctr) {
+  if (!p.ja->group_rx) {
+    return;
+  }
+  for (const InDatagram& d : p.ja->group_rx->receive()) {
+    proto::DataHeader h;
+    const uint8_t* payload = nullptr;
+    const proto::DropReason r =
+        proto::parse_data({d.data, d.len}, proto::kMaxPayloadBytes, &h, &payload);
+    if (r != proto::DropReason::kOk) {
+      ctr->drop(r);
+    } else if (!from_aggregator(*p.ja, d.from)) {
+      ctr->drop(proto::DropReason::kWrongSource);
+    } else if (h.type == proto::PacketType::kProbe && h.job_id == p.ja->info.job_id &&
+               h.job_token == p.ja->job_token && !p.acked) {
+      std::string err;
+      p.acked = p.ja->ctl->send(proto::MulticastAck{}, &err);
+    }
+  }
+}
+
+// Handles the control messages waiting on p's connection. Sets *decided on MulticastMode.
+std::string take_control(const ClientConfig& cfg, Pending& p, bool* decided) {
+  while (!*decided) {
+    proto::ControlMsg m;
+    std::string err;
+    const ControlChannel::Rx rx = p.ja->ctl->poll_message(&m, &err);
+    if (rx == ControlChannel::Rx::kNone) {
+      return "";
+    }
+    if (rx != ControlChannel::Rx::kMessage) {
+      return p.name + " during the multicast probe: " + err;
+    }
+    if (const auto* mode = std::get_if<proto::MulticastMode>(&m)) {
+      *decided = true;
+      p.ja->info.multicast = mode->multicast;
+      std::string why(proto::multicast_reason_name(mode->reason));
+      if (mode->reason == proto::MulticastReason::kNoConfirm) {
+        why = "rank " + std::to_string(mode->rank) + " did not receive the probe";
+      }
+      if (cfg.log) {
+        cfg.log(LogLevel::kInfo, p.name + ": results by " +
+                                     (mode->multicast ? "multicast" : "unicast") + " (group " +
+                                     p.ja->info.group + ": " + why + ")");
+      }
+      if (!mode->multicast) {
+        p.ja->group_rx.reset();  // leaves the group
+      }
+    } else if (const auto* hb = std::get_if<proto::Heartbeat>(&m)) {
+      p.ja->ctl->send(proto::HeartbeatAck{hb->time_ns}, &err);
+    } else if (const auto* e = std::get_if<proto::Error>(&m)) {
+      return p.name + " failed the job: " + std::string(proto::status_name(e->status)) + " " +
+             e->text;
+    } else if (!std::holds_alternative<proto::HeartbeatAck>(m)) {
+      return p.name + ": unexpected " + std::string(proto::msg_type_name(proto::msg_type(m))) +
+             " during the multicast probe";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+uint8_t multicast_join_flags(const ClientConfig& cfg) {
+  switch (cfg.multicast) {
+    case MulticastMode::kOff:
+      return 0;
+    case MulticastMode::kAuto:
+      return proto::kJoinFlagMulticast;
+    case MulticastMode::kOn:
+      return proto::kJoinFlagMulticast | proto::kJoinFlagMulticastNoProbe;
+  }
+  return 0;
+}
+
+bool from_aggregator(const JoinedAggregator& ja, const sockaddr_in& from) {
+  if (from.sin_addr.s_addr != ja.data_addr.sin_addr.s_addr) {
+    return false;
+  }
+  for (uint16_t p : ja.info.data_ports) {
+    if (htons(p) == from.sin_port) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string agree_multicast(const ClientConfig& cfg, Counters* ctr,
+                            std::vector<JoinedAggregator>* aggs) {
+  FaultInjection faults;  // tests: a rank that hears the groups badly or not at all
+  faults.drop = cfg.faults.multicast_drop;
+  faults.seed = cfg.faults.seed;
+  std::vector<Pending> pending;
+  for (JoinedAggregator& ja : *aggs) {
+    const std::string name = "aggregator " + ja.info.endpoint.to_string();
+    if (ja.group.sin_port == 0) {
+      if (cfg.multicast != MulticastMode::kOff && cfg.log) {
+        cfg.log(LogLevel::kInfo, name + ": results by unicast (no multicast group granted)");
+      }
+      continue;
+    }
+    ja.info.group = group_text(ja.group);
+    ja.group_rx = std::make_unique<UdpChannel>();
+    const std::string err = ja.group_rx->open_group(
+        ja.group, local_address(ja.ctl->fd()), cfg.socket_buffer_bytes,
+        proto::kDataHeaderSize + ja.info.payload_bytes, faults, cfg.rank, ctr, cfg.udp_offload);
+    if (!err.empty()) {
+      // Not answering the probe makes the whole job unicast on this aggregator.
+      if (cfg.log) {
+        cfg.log(LogLevel::kWarn, name + ": " + err);
+      }
+      ja.group_rx.reset();
+    }
+    pending.push_back({&ja, name});
+  }
+  const int64_t deadline =
+      now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.join_timeout).count();
+  while (!pending.empty()) {
+    for (size_t i = 0; i < pending.size();) {
+      take_probes(pending[i], ctr);
+      bool decided = false;
+      if (std::string err = take_control(cfg, pending[i], &decided); !err.empty()) {
+        return err;
+      }
+      if (decided) {
+        pending.erase(pending.begin() + static_cast<ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    if (pending.empty()) {
+      break;
+    }
+    if (now_ns() > deadline) {
+      return pending[0].name + ": no MulticastMode within " +
+             std::to_string(cfg.join_timeout.count()) + " ms";
+    }
+    std::vector<pollfd> fds;
+    for (const Pending& p : pending) {
+      fds.push_back({p.ja->ctl->fd(), POLLIN, 0});
+      if (p.ja->group_rx) {
+        fds.push_back({p.ja->group_rx->fd(), POLLIN, 0});
+      }
+    }
+    ::poll(fds.data(), fds.size(), kPollMs);
+  }
+  return "";
+}
+
+}  // namespace conflux::client
