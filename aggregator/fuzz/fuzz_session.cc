@@ -30,6 +30,7 @@
 
 #include "aggregator/config.h"
 #include "aggregator/daemon.h"
+#include "aggregator/fuzz/fuzz_program.h"
 #include "conflux/protocol/control.h"
 
 namespace {
@@ -41,30 +42,9 @@ using conflux::agg::Daemon;
 constexpr char kSecret[] = "fuzz-session-secret";
 constexpr int kConnections = 3;
 
-#define CHECK(cond) \
-  do {              \
-    if (!(cond)) {  \
-      std::abort(); \
-    }               \
-  } while (false)
+#define CHECK CONFLUX_FUZZ_CHECK
 
-class Reader {
- public:
-  Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
-  bool more() const { return at_ < n_; }
-  uint8_t byte() { return at_ < n_ ? p_[at_++] : 0; }
-  std::vector<uint8_t> bytes(size_t want) {
-    const size_t n = std::min(want, n_ - at_);
-    std::vector<uint8_t> v(p_ + at_, p_ + at_ + n);
-    at_ += n;
-    return v;
-  }
-
- private:
-  const uint8_t* p_;
-  size_t n_;
-  size_t at_ = 0;
-};
+using Reader = conflux::fuzz::Program;
 
 Daemon& daemon_under_test() {
   static std::unique_ptr<Daemon> d = [] {
@@ -219,7 +199,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         c.send(proto::Leave{});
         break;
       case 4: {
-        const std::vector<uint8_t> b = in.bytes(in.byte());
+        const std::span<const uint8_t> b = in.bytes(in.byte());
         c.write(b.data(), b.size());
         break;
       }

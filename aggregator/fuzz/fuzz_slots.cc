@@ -36,6 +36,7 @@
 #include "aggregator/engine/job_table.h"
 #include "aggregator/engine/result_batch.h"
 #include "aggregator/engine/slot_engine.h"
+#include "aggregator/fuzz/fuzz_program.h"
 #include "conflux/protocol/data.h"
 
 namespace {
@@ -54,35 +55,9 @@ namespace proto = conflux::proto;
 constexpr uint32_t kMaxCount = 8;  // elements per contribution
 constexpr uint32_t kPayloadBytes = kMaxCount * sizeof(int32_t);
 
-#define CHECK(cond) \
-  do {              \
-    if (!(cond)) {  \
-      std::abort(); \
-    }               \
-  } while (false)
+#define CHECK CONFLUX_FUZZ_CHECK
 
-class Reader {
- public:
-  Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
-  bool more() const { return at_ < n_; }
-  uint8_t byte() { return at_ < n_ ? p_[at_++] : 0; }
-  uint32_t u32() {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v = v << 8 | byte();
-    return v;
-  }
-  std::span<const uint8_t> bytes(size_t want) {
-    const size_t n = std::min(want, n_ - at_);
-    std::span<const uint8_t> s(p_ + at_, n);
-    at_ += n;
-    return s;
-  }
-
- private:
-  const uint8_t* p_;
-  size_t n_;
-  size_t at_ = 0;
-};
+using Reader = conflux::fuzz::Program;
 
 class Harness {
  public:

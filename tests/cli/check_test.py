@@ -7,12 +7,11 @@ the plugin would fall back to the ring, and why.
 Usage: check_test.py CONFLUX CONFLUXD"""
 import json
 import os
-import socket
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy"))
-from procs import Daemon, check  # noqa: E402
+from procs import Daemon, check, closed_port  # noqa: E402
 
 
 def conflux_check(cli, *args):
@@ -20,14 +19,6 @@ def conflux_check(cli, *args):
     r = subprocess.run([cli, "check", "--json", "--timeout-ms", "1500", *args],
                        capture_output=True, text=True, timeout=60, env=env)
     return r.returncode, json.loads(r.stdout)
-
-
-def closed_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def main():

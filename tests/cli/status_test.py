@@ -6,24 +6,15 @@ others still shown), usage errors (exit 2), and the job gone after its workers l
 Usage: status_test.py CONFLUX CONFLUXD WORKER VERSION"""
 import json
 import os
-import socket
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy"))
-from procs import Daemon, metric, start_job, stop_job, wait_for  # noqa: E402
+from procs import Daemon, closed_port, metric, start_job, stop_job, wait_for  # noqa: E402
 
 
 def conflux(cli, *args):
     return subprocess.run([cli, *args], capture_output=True, text=True, timeout=30)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def main():
@@ -62,7 +53,7 @@ def main():
         stop_job(job)
 
     # A daemon that is down: exit 1, a clear error, the live one still reported.
-    down = f"127.0.0.1:{free_port()}"
+    down = f"127.0.0.1:{closed_port()}"
     r = conflux(cli, "status", addrs[0], down, "--json", "--interval-ms", "100")
     assert r.returncode == 1, r
     doc = json.loads(r.stdout)

@@ -2,6 +2,7 @@
 fail/check helpers every deploy test reports through."""
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -86,6 +87,15 @@ def stop_job(procs):
             p.kill()
     for p in procs:
         p.wait(timeout=10)
+
+
+def closed_port():
+    """A loopback TCP port nothing listens on (bound once by us, then closed)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 def wait_for(predicate, what, timeout=20):
