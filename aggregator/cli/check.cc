@@ -63,6 +63,8 @@ AggregatorCheck check_one(const client::Endpoint& ep, const CheckOptions& o) {
   c.payload_bytes = a.payload_bytes;
   c.data_mac = a.data_mac;
   c.deterministic = a.deterministic;
+  c.multicast = a.multicast;
+  c.group = a.group;
   // Full packets through every slot (a window's worth), then one-packet round trips.
   const size_t per_packet = e->payload_bytes() / sizeof(float);
   double us = 0;
@@ -104,10 +106,13 @@ CheckReport run_check(const CheckOptions& o) {
   if (r.usable) {
     uint32_t payload = UINT32_MAX;
     for (const AggregatorCheck& c : r.aggregators) payload = std::min(payload, c.payload_bytes);
-    r.verdict =
-        fmt::format("a job would stripe its AllReduce over {} aggregator(s), {} B per packet{}",
-                    r.aggregators.size(), payload,
-                    r.aggregators.front().data_mac ? ", every packet signed (data MAC)" : "");
+    const bool all_mc = std::all_of(r.aggregators.begin(), r.aggregators.end(),
+                                    [](const AggregatorCheck& c) { return c.multicast; });
+    r.verdict = fmt::format(
+        "a job would stripe its AllReduce over {} aggregator(s), {} B per packet{}{}",
+        r.aggregators.size(), payload,
+        r.aggregators.front().data_mac ? ", every packet signed (data MAC)" : "",
+        all_mc ? ", results by multicast (if every rank's host receives the groups too)" : "");
   } else {
     r.verdict = fmt::format(
         "the plugin would decline CollNet and run every collective on the worker ring: {}: {}",
@@ -119,13 +124,15 @@ CheckReport run_check(const CheckOptions& o) {
 std::string check_table(const CheckReport& r) {
   std::string out;
   if (!r.aggregators.empty()) {
-    out = fmt::format("{:<24} {:<6} {:<10} {:>6} {:>8} {:<4} {:>9}  {}\n", "AGGREGATOR", "JOIN",
-                      "ROUNDTRIP", "SLOTS", "PAYLOAD", "MAC", "RTT(us)", "PROBLEM");
+    out =
+        fmt::format("{:<24} {:<6} {:<10} {:>6} {:>8} {:<4} {:<9} {:>9}  {}\n", "AGGREGATOR", "JOIN",
+                    "ROUNDTRIP", "SLOTS", "PAYLOAD", "MAC", "RESULTS", "RTT(us)", "PROBLEM");
   }
   for (const AggregatorCheck& c : r.aggregators) {
-    out += fmt::format("{:<24} {:<6} {:<10} {:>6} {:>8} {:<4} {:>9.0f}  {}\n", c.endpoint,
+    out += fmt::format("{:<24} {:<6} {:<10} {:>6} {:>8} {:<4} {:<9} {:>9.0f}  {}\n", c.endpoint,
                        c.joined ? "ok" : "FAILED", c.round_trip ? "ok" : "FAILED", c.granted_slots,
-                       c.payload_bytes, c.data_mac ? "on" : "off", c.rtt_us, c.error);
+                       c.payload_bytes, c.data_mac ? "on" : "off",
+                       c.multicast ? "multicast" : "unicast", c.rtt_us, c.error);
   }
   return out + r.verdict + "\n";
 }
@@ -137,10 +144,11 @@ std::string check_json(const CheckReport& r) {
     const AggregatorCheck& c = r.aggregators[i];
     out += fmt::format(
         "{}{{\"endpoint\": {}, \"joined\": {}, \"round_trip\": {}, \"granted_slots\": {}, "
-        "\"payload_bytes\": {}, \"data_mac\": {}, \"deterministic\": {}, \"rtt_us\": {:.1f}, "
-        "\"error\": {}}}",
+        "\"payload_bytes\": {}, \"data_mac\": {}, \"deterministic\": {}, \"multicast\": {}, "
+        "\"group\": {}, \"rtt_us\": {:.1f}, \"error\": {}}}",
         i ? ", " : "", json_string(c.endpoint), c.joined, c.round_trip, c.granted_slots,
-        c.payload_bytes, c.data_mac, c.deterministic, c.rtt_us, json_string(c.error));
+        c.payload_bytes, c.data_mac, c.deterministic, c.multicast, json_string(c.group), c.rtt_us,
+        json_string(c.error));
   }
   return out + "]}\n";
 }

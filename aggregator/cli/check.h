@@ -1,7 +1,8 @@
 // `conflux check`: the preflight a user runs on a worker host before a job. For each
 // aggregator it does what the NCCL plugin does at connect, as a one-rank job of its own:
 // TCP connect and ServerHello, the authenticated Join (CONFLUX_SECRET), and full-payload UDP
-// round trips through the aggregator's reduction (a one-rank AllReduce returns its input);
+// round trips through the aggregator's reduction (a one-rank AllReduce returns its input),
+// by multicast when the aggregator grants a group and this host receives its probe;
 // then it says what a job would do: which aggregators it would use, or that the plugin would
 // decline CollNet and run everything on the worker ring, and why.
 #pragma once
@@ -27,7 +28,9 @@ struct AggregatorCheck {
   std::string error;        // the first failure
   uint32_t granted_slots = 0, payload_bytes = 0;
   bool data_mac = false, deterministic = false;
-  double rtt_us = 0;  // median one-packet round trip
+  bool multicast = false;  // results came by the job's group (the probe was received)
+  std::string group;       // the group granted, "" when none
+  double rtt_us = 0;       // median one-packet round trip
 };
 
 struct CheckReport {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`conflux check` against real daemons: a daemon with a secret and the data MAC passes with the
 right secret (JSON: joined, round trip exact, granted payload less the MAC trailer, a round-trip
-time) and exits 0; with a wrong secret, a daemon that drops every datagram (fault injection: the
+time, unicast) and exits 0; one with a multicast range passes with results by multicast; with a wrong secret, a daemon that drops every datagram (fault injection: the
 control port answers, UDP does not), a closed port and no aggregators at all it exits 1 and says
 the plugin would fall back to the ring, and why.
 Usage: check_test.py CONFLUX CONFLUXD"""
@@ -25,6 +25,7 @@ def main():
     cli, confluxd = sys.argv[1:3]
     good = Daemon(confluxd, "--secret", "s3", "--data-mac=true")
     deaf = Daemon(confluxd, "--fault-drop", "1")
+    mcast = Daemon(confluxd, "--multicast-range", "239.77.0.0/16")
     try:
         ok = f"127.0.0.1:{good.control_port}"
         rc, doc = conflux_check(cli, "--aggregators", ok, "--secret", "s3")
@@ -33,6 +34,14 @@ def main():
         check(a["joined"] and a["round_trip"] and a["data_mac"], a)
         check(a["payload_bytes"] == 8192 - 32 and a["granted_slots"] > 0, a)
         check(a["rtt_us"] > 0 and "signed" in doc["verdict"], doc)
+        check(not a["multicast"] and a["group"] == "", a)  # no multicast range there
+
+        # A daemon with a multicast range: the probe reaches this host (loopback), results by
+        # multicast.
+        rc, doc = conflux_check(cli, "--aggregators", f"127.0.0.1:{mcast.control_port}")
+        (a,) = doc["aggregators"]
+        check(rc == 0 and a["round_trip"] and a["multicast"], doc)
+        check(a["group"].startswith("239.77.") and "multicast" in doc["verdict"], doc)
 
         rc, doc = conflux_check(cli, "--aggregators", ok, "--secret", "wrong")
         check(rc == 1 and not doc["usable"] and "auth_failed" in doc["verdict"], doc)
@@ -51,7 +60,7 @@ def main():
         rc, doc = conflux_check(cli)
         check(rc == 1 and doc["aggregators"] == [] and "no aggregators" in doc["verdict"], doc)
     finally:
-        check(good.stop() == 0 and deaf.stop() == 0, "confluxd exit 0")
+        check(good.stop() == 0 and deaf.stop() == 0 and mcast.stop() == 0, "confluxd exit 0")
     print("check: ok")
 
 
