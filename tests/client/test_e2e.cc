@@ -141,6 +141,22 @@ TEST_F(E2E, DataMacEveryDtypeAndOpExactUnderFaults) {
   EXPECT_FALSE(no_secret[0].exited_ok);
 }
 
+// The data MAC and multicast together: the signed results that go to the job's group verify
+// on every rank (one tag per result, whatever the number of receivers).
+TEST_F(E2E, DataMacResultsByMulticastVerify) {
+  start_daemon({"--secret", "mac-secret", "--data-mac=true", "--multicast-range=239.77.0.0/16"});
+  auto rs = run(3, {"--secret", "mac-secret", "--dtype", "float,int32,bf16", "--op", "sum,max",
+                    "--count", "1,1023,70000"});
+  expect_all_ok(rs, "verified: all 18 results correct");
+  for (const WorkerResult& w : rs) {
+    EXPECT_GT(json_number(w.json, "multicast_results"), 0) << w.json;
+    EXPECT_EQ(w.json.find("\"bad_mac\""), std::string::npos) << w.json;
+    // The group's socket takes the trailer too (a truncated result would be dropped as
+    // oversized and come again by unicast after a timeout).
+    EXPECT_EQ(w.json.find("\"oversized\""), std::string::npos) << w.json;
+  }
+}
+
 TEST_F(E2E, DeterministicModeIsBitwiseTheRankOrderReference) {
   // Random float inputs: any other summation order would differ in the last bits. The
   // daemon reorders its input to make arrival order differ from rank order.

@@ -138,9 +138,11 @@ std::string agree_multicast(const ClientConfig& cfg, Counters* ctr,
     }
     ja.info.group = group_text(ja.group);
     ja.group_rx = std::make_unique<UdpChannel>();
-    const std::string err = ja.group_rx->open_group(
-        ja.group, local_address(ja.ctl->fd()), cfg.socket_buffer_bytes,
-        proto::kDataHeaderSize + ja.info.payload_bytes, faults, cfg.rank, ctr, cfg.udp_offload);
+    const std::string err =
+        ja.group_rx->open_group(ja.group, local_address(ja.ctl->fd()), cfg.socket_buffer_bytes,
+                                proto::kDataHeaderSize + ja.info.payload_bytes +
+                                    (ja.info.data_mac ? proto::kMacTrailerSize : 0),
+                                faults, cfg.rank, ctr, cfg.udp_offload);
     if (!err.empty()) {
       // Not answering the probe makes the whole job unicast on this aggregator.
       if (cfg.log) {
