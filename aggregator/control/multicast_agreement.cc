@@ -62,15 +62,9 @@ void MulticastAgreement::start(Job& job, const std::vector<ConnId>& conns, bool 
 }
 
 bool MulticastAgreement::send_probe(Probe& p) {
-  proto::DataHeader h;
-  h.type = proto::PacketType::kProbe;
-  h.job_id = p.job->id();
-  h.job_token = p.job->params().token;
-  h.offset = p.sent++;
-  h.count = 0;
-  h.dtype = static_cast<DType>(0);
   std::array<uint8_t, proto::kDataHeaderSize> bytes{};
-  proto::encode_data_header(h, bytes.data());
+  proto::encode_data_header(proto::probe_header(p.job->id(), p.job->params().token, p.sent++),
+                            bytes.data());
   p.next_send += kProbeInterval;
   return dp_.send_datagram(p.job->params().group, bytes);
 }

@@ -108,15 +108,8 @@ int main(int argc, char** argv) {
     ok &= write_file(ctl_dir + "/seed_" + std::to_string(n++), one);
   }
   {
-    DataHeader h;
-    h.type = PacketType::kProbe;
-    h.job_id = 7;
-    h.job_token = 0x1122334455667788ULL;
-    h.offset = 3;
-    h.count = 0;
-    h.dtype = static_cast<DType>(0);
     std::vector<uint8_t> probe(kDataHeaderSize);
-    encode_data_header(h, probe.data());
+    encode_data_header(probe_header(7, 0x1122334455667788ULL, 3), probe.data());
     ok &= write_file(data_dir + "/seed_" + std::to_string(n++), probe);
   }
   if (!ok) {

@@ -37,13 +37,8 @@ DropReason parse_probe(std::span<const uint8_t> d, DataHeader* out, const uint8_
     if (!field && p[i] != 0) return DropReason::kReservedNonZero;
   }
   if (d.size() != kDataHeaderSize) return DropReason::kLengthMismatch;
-  *out = DataHeader{};
-  out->type = PacketType::kProbe;
-  out->job_id = load_be<uint32_t>(p + kOffJobId);
-  out->job_token = load_be<uint64_t>(p + kOffToken);
-  out->offset = load_be<uint64_t>(p + kOffOffset);
-  out->count = 0;
-  out->dtype = static_cast<DType>(0);
+  *out = probe_header(load_be<uint32_t>(p + kOffJobId), load_be<uint64_t>(p + kOffToken),
+                      load_be<uint64_t>(p + kOffOffset));
   *payload = p + kDataHeaderSize;
   return DropReason::kOk;
 }
@@ -100,6 +95,17 @@ std::string_view drop_reason_name(DropReason r) {
       return "bad_mac";
   }
   return "unknown";
+}
+
+DataHeader probe_header(uint32_t job_id, uint64_t job_token, uint64_t number) {
+  DataHeader h;
+  h.type = PacketType::kProbe;
+  h.job_id = job_id;
+  h.job_token = job_token;
+  h.offset = number;
+  h.count = 0;
+  h.dtype = static_cast<DType>(0);
+  return h;
 }
 
 void encode_data_header(const DataHeader& h, uint8_t* out) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "e2e_fixture.h"
 #include "e2e_harness.h"
 #include "proc.h"
 #include "tests/common/ci_skip.h"
@@ -38,29 +39,12 @@ void expect_all_ok(const std::vector<WorkerResult>& rs, const std::string& verif
   EXPECT_NE(rs[0].out.find(verified), std::string::npos) << rs[0].out;
 }
 
-class E2E : public ::testing::Test {
+class E2E : public DaemonFixture {
  protected:
-  void SetUp() override {
-    dir_ = temp_dir();
-    ASSERT_FALSE(dir_.empty());
-  }
-  void TearDown() override {
-    d_.stop();
-    // Keep the logs of a failed test for inspection.
-    if (!HasFailure()) {
-      std::filesystem::remove_all(dir_);
-    }
-  }
-  void start_daemon(std::vector<std::string> extra = {}) {
-    const std::string err = d_.start(dir_, extra);
-    ASSERT_EQ(err, "");
-  }
   std::vector<WorkerResult> run(uint32_t n, std::vector<std::string> extra,
                                 std::chrono::milliseconds timeout = 60s) {
     return run_workers(dir_, d_.endpoint(), n, args(std::move(extra)), timeout);
   }
-  std::string dir_;
-  DaemonProcess d_;
 };
 
 TEST_F(E2E, EveryDtypeAndOpThreeRanks) {

@@ -9,11 +9,10 @@
 
 #include <atomic>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "conflux/protocol/data.h"
+#include "e2e_fixture.h"
 #include "e2e_harness.h"
 #include "proc.h"
 
@@ -29,13 +28,6 @@ std::vector<std::string> worker_args(std::vector<std::string> extra) {
   std::vector<std::string> a = {"--spin-us", "0", "--warmup", "0", "--log-level", "info"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 size_t count_of(const std::string& text, const std::string& what) {
@@ -60,24 +52,14 @@ double drops(const WorkerResult& w, const std::string& reason) {
   return v < 0 ? 0 : v;
 }
 
-class E2EMulticast : public ::testing::Test {
+class E2EMulticast : public DaemonFixture {
  protected:
-  void SetUp() override {
-    dir_ = temp_dir();
-    ASSERT_FALSE(dir_.empty());
-  }
-  void TearDown() override {
-    d_.stop();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
-  }
   void start_daemon(std::vector<std::string> extra = {}) {
     std::vector<std::string> a = kMulticastDaemon;
     a.insert(a.end(), extra.begin(), extra.end());
-    ASSERT_EQ(d_.start(dir_, a), "");
+    DaemonFixture::start_daemon(a);
   }
-  std::string daemon_log() const { return read_file(d_.log); }
-  std::string dir_;
-  DaemonProcess d_;
+  std::string daemon_log() const { return tools::read_file(d_.log); }
 };
 
 TEST_F(E2EMulticast, EveryDtypeAndOpExactThroughTheGroup) {

@@ -196,16 +196,8 @@ TEST(DataHeader, AcknowledgementIsAHeaderWithoutPayload) {
 }
 
 TEST(DataHeader, ProbeCarriesOnlyJobTokenAndNumber) {
-  DataHeader h;
-  h.type = PacketType::kProbe;
-  h.job_id = 7;
-  h.job_token = 0x1122334455667788ULL;
-  h.offset = 42;
-  h.count = 0;
-  h.dtype = static_cast<DType>(0);
-  h.op = Op::kSum;
   std::vector<uint8_t> d(kDataHeaderSize);
-  encode_data_header(h, d.data());
+  encode_data_header(probe_header(7, 0x1122334455667788ULL, 42), d.data());
   DataHeader got;
   ASSERT_EQ(parse(d, &got), DropReason::kOk);
   EXPECT_EQ(got.type, PacketType::kProbe);

@@ -94,6 +94,9 @@ enum class DropReason : uint8_t {
 inline constexpr int kNumDropReasons = 23;
 std::string_view drop_reason_name(DropReason r);  // "truncated", "bad_magic", ...
 
+// The header of PROBE number `number` of a job (SPEC §8): 48 bytes, nothing else set.
+DataHeader probe_header(uint32_t job_id, uint64_t job_token, uint64_t number);
+
 // Writes the 48-byte header for `h` at `out`. The payload follows at out + 48.
 void encode_data_header(const DataHeader& h, uint8_t* out);
 
