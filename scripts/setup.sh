@@ -8,6 +8,7 @@ PACKAGES=(
   libclang-rt-14-dev libxsimd-dev libtbb-dev libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev
   iproute2 nftables iperf3 procps curl python3 python3-matplotlib libgloo-dev
+  openmpi-bin libopenmpi-dev
   libibverbs-dev librdmacm-dev dpdk-dev libdpdk-dev libssl-dev
   # Tools the tests run (a test that skips for want of one fails under CONFLUX_CI=1):
   # ethtool (DPDK veth tests), the deploy-file checks (shellcheck, systemd-analyze from

@@ -47,7 +47,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="conflux_fabric.py", description=__doc__.split("\n")[0])
     p.add_argument("--build", default=os.path.join(REPO, "build-lead"),
                    help="build dir holding confluxd, the plugin, the driver, conflux-fabric-gloo")
-    for b in ("confluxd", "plugin", "driver", "gloo"):
+    for b in ("confluxd", "plugin", "driver", "gloo", "mpi"):
         p.add_argument(f"--{b}", help=f"path of {b} (overrides --build)")
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--rate", type=int, default=500, help="worker line rate, Mbit/s")
@@ -62,7 +62,7 @@ def parse_args(argv):
                    help="tree: a leaf's rate / worker rate (default: its workers, N/leaves)")
     p.add_argument("--tree-root-factor", type=float,
                    help="tree: the root's rate / worker rate (default: the leaves, 2 for 2)")
-    p.add_argument("--systems", default="conflux,gloo,ring")
+    p.add_argument("--systems", default="conflux,gloo,mpi,ring")
     p.add_argument("--ring-fraction", type=ring_fraction_arg,
                    help="hybrid CONFLUX_RING_FRACTION: a number, or auto (the plugin's measured "
                    "split, also run on the fat aggregator; default: the link-balancing "
@@ -136,9 +136,12 @@ def run_system(runner, rows, fabric_name, label, kind, bnds, a, aggs=(), fractio
         for attempt in (1, 2):
             try:
                 busy0 = fabric_run.cpu_busy_seconds()
-                text = (runner.run_gloo(b, tmo) if kind == "gloo"
-                        else runner.run_driver(kind, b, list(aggs), fraction, tmo,
-                                               per_rank))
+                if kind == "gloo":
+                    text = runner.run_gloo(b, tmo)
+                elif kind == "mpi":
+                    text = runner.run_mpi(b, tmo)
+                else:
+                    text = runner.run_driver(kind, b, list(aggs), fraction, tmo, per_rank)
                 busy_s += fabric_run.cpu_busy_seconds() - busy0
                 break
             except fabric_run.RunError as e:
@@ -199,6 +202,12 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
                 run_system(runner, rows, name, labels["gloo"], "gloo", bnds, a, failures=failures)
             else:
                 print("# gloo: skipped (conflux-fabric-gloo not built: Gloo not found)")
+        if "mpi" in systems:
+            if bins.get("mpi") and shutil.which("mpirun"):
+                run_system(runner, rows, name, labels["mpi"], "mpi", bnds, a, failures=failures)
+            else:
+                print("# mpi: skipped (conflux-fabric-mpi not built or no mpirun: Open MPI not "
+                      "found)")
         if "ring" in systems:
             run_system(runner, rows, name, labels["ring"], "ring", bnds, a, failures=failures)
         if "conflux" not in systems:
@@ -265,13 +274,15 @@ def main(argv):
     bins = {"confluxd": a.confluxd or os.path.join(a.build, "aggregator/confluxd"),
             "plugin": a.plugin or os.path.join(a.build, "nccl_plugin/libnccl-net-conflux.so"),
             "driver": a.driver or os.path.join(a.build, "nccl_plugin/driver/conflux-nccl-driver"),
-            "gloo": a.gloo or os.path.join(a.build, "bench/fabric/conflux-fabric-gloo")}
+            "gloo": a.gloo or os.path.join(a.build, "bench/fabric/conflux-fabric-gloo"),
+            "mpi": a.mpi or os.path.join(a.build, "bench/fabric/conflux-fabric-mpi")}
     for k in ("confluxd", "plugin", "driver"):
         if not os.path.exists(bins[k]):
             print(f"conflux_fabric: error: {k} not found at {bins[k]}", file=sys.stderr)
             return 2
-    if not os.path.exists(bins["gloo"]):
-        bins["gloo"] = None
+    for k in ("gloo", "mpi"):  # optional baselines
+        if not os.path.exists(bins[k]):
+            bins[k] = None
     n, factor = a.workers, a.fat_factor or a.workers
     topos = [t for t in a.topologies.split(",") if t]
     systems = [s for s in a.systems.split(",") if s]
@@ -280,6 +291,7 @@ def main(argv):
               "one": "conflux 1 agg @1x", "hybrid": (f"conflux hybrid f={f:.2f} 1 agg @1x" if f != "auto"
                          else "conflux hybrid auto 1 agg @1x"),
               "ring": "plugin ring (p2p net)", "gloo": "gloo ring (tcp)",
+              "mpi": "open mpi ring (tcp)",
               "fat_hybrid": f"conflux hybrid auto 1 agg @{factor:g}x",
               "tree": f"conflux tree {a.tree_leaves} leaves "
                       f"@{a.tree_leaf_factor or n / a.tree_leaves:g}x, root "

@@ -1,6 +1,6 @@
 """Runs programs inside a Fabric's namespaces: the TCP rate check (iperf3), confluxd on the
 aggregator hosts, conflux-nccl-driver ranks (one process per worker namespace, env-mode
-bootstrap) and conflux-fabric-gloo ranks. Every run's results are verified by the program that
+bootstrap), conflux-fabric-gloo ranks and conflux-fabric-mpi under mpirun. Every run's results are verified by the program that
 produced them; a run that is not `verified: all results correct` on rank 0 with every rank
 exiting 0 raises RunError. Main thread only; `kill_all()` ends every process started here.
 """
@@ -238,3 +238,42 @@ class Runner:
                     "--timeout", str(int(timeout))]
 
         return self._run_ranks("gloo", argv, lambda i, w: {}, timeout + 20)
+
+    def run_mpi(self, band, timeout):
+        """Open MPI's ring: mpirun in worker 0's namespace starts one rank per worker host,
+        reaching the other namespaces through an rsh agent that is `ip netns exec`. The ring
+        algorithm (coll_tuned_allreduce_algorithm 4) and the TCP BTL on eth0 are forced, so the
+        figure is a ring over the same links as every other system."""
+        w0 = self.fabric.workers[0]
+        agent = os.path.join(self.workdir, "netns-rsh")
+        with open(agent, "w") as f:
+            f.write("#!/bin/sh\n# mpirun's rsh agent: HOST COMMAND... runs COMMAND in HOST's "
+                    "namespace\nhost=$1; shift\ncase $host in\n")
+            for w in self.fabric.workers:
+                f.write(f"  {w.ip}) ns={w.ns} ;;\n")
+            f.write('  *) echo "netns-rsh: unknown host $host" >&2; exit 1 ;;\nesac\n'
+                    'exec ip netns exec "$ns" /bin/sh -c "$*"\n')
+        os.chmod(agent, 0o755)
+        mca = {"plm_rsh_agent": agent, "plm_rsh_no_tree_spawn": "1", "pml": "ob1",
+               "btl": "self,tcp", "btl_tcp_if_include": "eth0", "oob_tcp_if_include": "eth0",
+               "coll_tuned_use_dynamic_rules": "1", "coll_tuned_allreduce_algorithm": "4"}
+        argv = ["mpirun", "--allow-run-as-root", "--bind-to", "none", "-np",
+                str(len(self.fabric.workers)),
+                "--host", ",".join(f"{w.ip}:1" for w in self.fabric.workers)]
+        for k, v in mca.items():
+            argv += ["--mca", k, v]
+        argv += [self.bins["mpi"], "-b", str(band["min"]), "-e", str(band["max"]), "-f", "4",
+                 "-n", str(band["iters"]), "-w", str(band["warmup"])]
+        log = self._out("mpi")
+        p = self.spawn(w0, argv, {}, log)
+        try:
+            p.wait(timeout=timeout + 20)
+        except subprocess.TimeoutExpired:
+            raise RunError(f"mpi: timed out after {timeout + 20:.0f} s (log {log})")
+        finally:
+            self.kill(p)
+        text = open(log).read()
+        if p.returncode != 0 or VERIFIED not in text:
+            raise RunError(f"mpi: mpirun exit code {p.returncode}, not verified\n--- {log}\n"
+                           + text[-3000:])
+        return text

@@ -1,5 +1,5 @@
 """ctest fabric_smoke: proves that bench/fabric/conflux_fabric.py builds the emulated cluster,
-runs and verifies all three systems, and tears everything down (also when it is stopped by
+runs and verifies every system (Conflux, the plugin ring, Gloo and Open MPI where built), and tears everything down (also when it is stopped by
 SIGTERM in the middle of a run).
 Usage: fabric_smoke.py HARNESS [harness binary flags...]. Exit 0 pass, 1 fail, 77 skipped."""
 import os
@@ -57,6 +57,8 @@ def main():
             fail(f"missing {needle!r}", out)
     if "gloo: skipped" not in out and "# system: gloo ring (tcp) [lossless]" not in out:
         fail("gloo neither ran nor was reported skipped", out)
+    if "mpi: skipped" not in out and "# system: open mpi ring (tcp) [lossless]" not in out:
+        fail("open mpi neither ran nor was reported skipped", out)
     systems = len([l for l in out.splitlines() if l.startswith("# ") and " rows verified (" in l])
     if systems < 2 or not out.rstrip().endswith("verified: all results correct"):
         fail(f"only {systems} verified system runs", out)
