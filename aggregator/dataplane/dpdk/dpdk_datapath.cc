@@ -1,8 +1,9 @@
 // DPDK dataplane, datapath half: rx burst -> frame parse -> RxPipeline/SlotEngine, reducing
-// straight from the mbuf payload -> results built once, fanned out to every worker -> tx burst
-// with a drain timer. Runs on the queue's lcore; no locks, no virtual calls, no syscalls
-// (except what the PMD does and the optional idle sleep). With software steering, a datagram
-// for another queue's slot is handed over as the mbuf pointer through that queue's ring.
+// straight from the mbuf payload -> results built once, fanned out to every worker (or one
+// frame to the job's multicast group) -> tx burst with a drain timer. Runs on the queue's lcore; no
+// locks, no virtual calls, no syscalls (except what the PMD does and the optional idle sleep). With
+// software steering, a datagram for another queue's slot is handed over as the mbuf pointer through
+// that queue's ring.
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
