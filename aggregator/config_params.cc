@@ -167,7 +167,8 @@ const std::array kRows = {
          255},
         &Config::multicast_ttl},
     Row{{"multicast_interface", ParamType::kString,
-         "IPv4 address of the interface multicast results leave by (empty = listen)"},
+         "IPv4 address of the interface multicast results leave by (empty = listen; the dpdk "
+         "dataplane sends by its port and ignores it)"},
         &Config::multicast_interface},
     Row{{"multicast_probe_ms", ParamType::kInt,
          "multicast = auto: every rank must confirm the group probe within this time", 50, 60000},

@@ -42,8 +42,8 @@ class Dataplane {
   // appended to /metrics. Control thread. Default: none.
   virtual std::string extra_metrics() const { return {}; }
   // Multicast result delivery (protocol/SPEC.md §8): whether this backend can send results to
-  // a job's group, and sending one datagram (a PROBE) from its first data port to `to`.
-  // Control thread. Default: unicast only.
+  // a job's group (ResultBatch entries then name the group), and sending one datagram (a PROBE)
+  // from its first data port to the group `to`. Control thread. Default: unicast only.
   virtual bool can_multicast() const { return false; }
   virtual bool send_datagram(const sockaddr_in& to, std::span<const uint8_t> bytes) const {
     (void)to;

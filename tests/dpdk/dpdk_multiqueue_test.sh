@@ -9,6 +9,9 @@
 #     fall back to software steering: a queue hands a datagram for the other queue's slot over
 #     through that queue's ring. Checks: every dtype x op exact, both queues received frames,
 #     hand-overs happened in both directions' sum (out == in, no ring drops), no wrong_queue.
+#   multicast_2q: the same with multicast results (multicast = auto): each queue sends its
+#     slots' results to the job's group from its own data port, queue 0 also the PROBEs; the
+#     workers take group datagrams from any of the JoinAck's ports.
 # (af_xdp cannot be used here: with 2 queues on a veth the DPDK 22.11 PMD refuses to start,
 # as it accepts at most the interface's "combined" channel count and veth reports only
 # separate rx/tx channels; one queue fails its xsk socket setup with confluxd's mbuf pools.
@@ -19,6 +22,7 @@ set -u
 scenario=$1 confluxd=$2 worker=$3
 case $scenario in
   software_steering_2q) queues=2 ;;
+  multicast_2q) queues=2 ;;
   *) echo "unknown scenario $scenario"; exit 2 ;;
 esac
 AGG_IP=10.78.0.1 WRK_IP=10.78.0.2 CTL=7470 DATA=7471 MET=9470 VETH_QUEUES=$queues
@@ -33,17 +37,29 @@ lcores="--lcores 0@$cpus"
 for q in $(seq $queues); do lcores="$lcores,$q@$cpus"; done
 payload=8192
 vargs="net_af_packet0,iface=$VD,framesz=9216,blocksz=36864,framecnt=512,qpairs=$queues"
+extra=()
+[ $scenario = multicast_2q ] && extra=(--multicast-range 239.78.0.0/24)
 eal="$lcores --no-huge -m 512 --no-pci --file-prefix=cfx$id --no-telemetry --log-level=*:warning"
 ip netns exec $A "$confluxd" --listen $AGG_IP --control-port $CTL --data-port $DATA \
     --metrics-port $MET --threads $queues --dataplane dpdk --dpdk-eal-args "$eal --vdev=$vargs" \
     --dpdk-idle-sleep-us 50 --max-payload-bytes $payload --ready-file "$tmp/ready" \
-    --log-level info >"$tmp/confluxd.log" 2>&1 &
+    "${extra[@]}" --log-level info >"$tmp/confluxd.log" 2>&1 &
 daemon_pid=$!
 wait_ready 150
 
 start_s=$(date +%s)
 run_job 21 3 --payload $payload --dtype all --op all --count 1,1000,70000 --iters 2 --warmup 1 --timeout-s 90 \
-    || fail "all dtype x op"
+    --log-level info || fail "all dtype x op"
+if [ $scenario = multicast_2q ]; then
+  for r in 0 1 2; do
+    grep -q "results by multicast (group 239.78.0.0:$DATA: every rank" "$tmp/w$r.log" \
+        || { cat "$tmp/w$r.log"; fail "rank $r: results not by multicast"; }
+  done
+  for q in 0 1; do  # the group's results left by both queues (their own data ports)
+    sent=$(metric conflux_dataplane_packets_out_total "thread=\"$q\"")
+    [ "$sent" -gt 0 ] || fail "queue $q sent no result"
+  done
+fi
 if [ $queues = 2 ]; then
   # Every worker process is a new UDP flow per data port: more jobs make it (all but) certain
   # that the flow hash puts some flows on the queue that does not own their slots.

@@ -4,7 +4,9 @@
 # SCENARIO: all_types (every dtype x op exact, 3 ranks), loss (5% of results dropped by
 # nftables on the workers' input hook + 2% of contributions dropped by confluxd's receive
 # fault injection), hostile (malformed/foreign frames dropped and counted, daemon still serves),
-# unpinned (no free EAL worker lcore: the queue runs on a registered thread).
+# unpinned (no free EAL worker lcore: the queue runs on a registered thread), multicast
+# (results to the job's group, multicast = auto: the PROBE goes out by DPDK too; every dtype x
+# op exact, 3 ranks that joined the group on the worker veth).
 # Several queues (software steering on a port without rte_flow): dpdk_multiqueue_test.sh.
 #
 # Layout and the kernel's part: veth_lib.sh.
@@ -24,11 +26,14 @@ eal="$lcores --no-huge -m 512 --no-pci --file-prefix=cfx$id --no-telemetry --log
 eal="$eal --vdev=net_af_packet0,iface=$VD,framesz=9216,blocksz=36864,framecnt=512,qpairs=$qpairs"
 fault=0
 [ "$scenario" = loss ] && fault=0.02
+extra=()
+[ "$scenario" = multicast ] && extra=(--multicast-range 239.205.1.2/32 --multicast-ttl 2)
 # Not through ina(): a backgrounded function would be a subshell, and $! must be confluxd
 # itself (ip netns exec execs it) so that cleanup stops it.
 ip netns exec $A "$confluxd" --listen $AGG_IP --control-port $CTL --data-port $DATA --metrics-port $MET \
     --threads $queues --dataplane dpdk --dpdk-eal-args "$eal" --dpdk-idle-sleep-us 50 \
-    --fault-drop $fault --ready-file "$tmp/ready" --log-level info >"$tmp/confluxd.log" 2>&1 &
+    --fault-drop $fault "${extra[@]}" --ready-file "$tmp/ready" --log-level info \
+    >"$tmp/confluxd.log" 2>&1 &
 daemon_pid=$!
 wait_ready 100
 
@@ -41,6 +46,21 @@ case $scenario in
     slots=$(metric conflux_dataplane_slots_completed_total)
     [ "$slots" -gt 0 ] || fail "no slot completed on the dpdk dataplane"
     echo "ok: every dtype x op exact over DPDK; $slots slots, $arp ARP replies"
+    ;;
+  multicast)
+    # Frame-level checks (group MAC, TTL): the dpdk instantiation of the conformance suite,
+    # Backends/ConformanceMulticast.*/dpdk.
+    run_job 16 3 --dtype all --op all --count 1,1000,70000 --iters 2 --warmup 1 --timeout-s 60 \
+        --log-level info || fail "all dtype x op by multicast"
+    for r in 0 1 2; do
+      grep -q "results by multicast (group 239.205.1.2:$DATA: every rank" "$tmp/w$r.log" \
+          || { cat "$tmp/w$r.log"; fail "rank $r: results not by multicast"; }
+    done
+    grep -q "results by multicast to group 239.205.1.2:$DATA (every rank" "$tmp/confluxd.log" \
+        || fail "the daemon did not decide multicast after its probe"
+    decided=$(metric conflux_multicast_decisions_total 'mode="multicast"')
+    [ "$decided" = 1 ] || fail "multicast decisions: $decided"
+    echo "ok: every dtype x op exact by multicast over DPDK (probe and results to the group)"
     ;;
   unpinned)
     grep -q "running unpinned threads" "$tmp/confluxd.log" || fail "no unpinned-thread warning"

@@ -102,6 +102,51 @@ TEST(DpdkFrame, FastChecksumMatchesWordByWordSum) {
   }
 }
 
+TEST(DpdkFrame, MulticastMacIsTheLow23BitsOfTheGroup) {
+  const MacAddr want{{0x01, 0x00, 0x5e, 0x4d, 0x01, 0x02}};
+  EXPECT_EQ(multicast_mac(0xef4d0102), want);  // 239.77.1.2
+  EXPECT_EQ(multicast_mac(0xefcd0102), want);  // 239.205.1.2: bit 23 of the group is dropped
+  EXPECT_EQ(multicast_mac(0xe0000001), (MacAddr{{0x01, 0x00, 0x5e, 0x00, 0x00, 0x01}}));
+  EXPECT_EQ(multicast_mac(0xefffffff), (MacAddr{{0x01, 0x00, 0x5e, 0x7f, 0xff, 0xff}}));
+  EXPECT_TRUE(is_ipv4_multicast(0xe0000000));
+  EXPECT_TRUE(is_ipv4_multicast(0xefffffff));
+  EXPECT_FALSE(is_ipv4_multicast(0xdfffffff));
+  EXPECT_FALSE(is_ipv4_multicast(0xf0000000));
+  EXPECT_FALSE(is_ipv4_multicast(kWorkerIp));
+}
+
+TEST(DpdkFrame, GroupFrameHasTheGroupMacIpAndTtl) {
+  for (uint16_t vlan : {0, 42}) {
+    const auto payload = some_payload(48);
+    const uint32_t group = 0xef4d0102;  // 239.77.1.2
+    UdpHeaderSpec s;
+    address_to_group(&s, group, 3);
+    s.src_port = 7471;
+    s.dst_port = 7500;
+    s.payload_len = uint32_t(payload.size());
+    s.udp_csum = udp_checksum(kAggIp, group, 7471, 7500, s.payload_len,
+                              csum_add(payload.data(), payload.size(), 0));
+    std::vector<uint8_t> f(udp_header_len(vlan) + payload.size());
+    const size_t h = build_udp_headers(f.data(), agg(vlan), s);
+    std::copy(payload.begin(), payload.end(), f.begin() + long(h));
+    const uint8_t* ip = f.data() + h - kUdpHeader - kIpv4Header;
+    EXPECT_EQ(std::vector<uint8_t>(f.begin(), f.begin() + 6),
+              (std::vector<uint8_t>{0x01, 0x00, 0x5e, 0x4d, 0x01, 0x02}));
+    EXPECT_EQ(std::vector<uint8_t>(f.begin() + 6, f.begin() + 12),
+              std::vector<uint8_t>(kAggMac.b, kAggMac.b + 6));
+    EXPECT_EQ(ip[8], 3);  // TTL
+    EXPECT_EQ(std::vector<uint8_t>(ip + 16, ip + 20), (std::vector<uint8_t>{239, 77, 1, 2}));
+    EXPECT_EQ(csum_finish(csum_add(ip, kIpv4Header, 0)), 0);
+    // The UDP checksum verifies over the group's pseudo header.
+    const uint32_t udp_len = kUdpHeader + s.payload_len;
+    const uint32_t pseudo =
+        (kAggIp >> 16) + (kAggIp & 0xffff) + (group >> 16) + (group & 0xffff) + 17 + udp_len;
+    EXPECT_EQ(csum_finish(csum_add(ip + kIpv4Header, udp_len, pseudo)), 0);
+  }
+  // Everything else keeps the unicast TTL.
+  EXPECT_EQ(datagram(some_payload(8))[kEthHeader + 8], kUnicastTtl);
+}
+
 TEST(DpdkFrame, UdpChecksumZeroMeansNone) {
   auto f = datagram(some_payload(64));
   f[kEthHeader + kIpv4Header + 6] = 0;

@@ -1,8 +1,9 @@
 // DPDK dataplane, datapath half: rx burst -> frame parse -> RxPipeline/SlotEngine, reducing
-// straight from the mbuf payload -> results built once, fanned out to every worker -> tx burst
-// with a drain timer. Runs on the queue's lcore; no locks, no virtual calls, no syscalls
-// (except what the PMD does and the optional idle sleep). With software steering, a datagram
-// for another queue's slot is handed over as the mbuf pointer through that queue's ring.
+// straight from the mbuf payload -> results built once, fanned out to every worker (or one
+// frame to the job's multicast group) -> tx burst with a drain timer. Runs on the queue's lcore; no
+// locks, no virtual calls, no syscalls (except what the PMD does and the optional idle sleep). With
+// software steering, a datagram for another queue's slot is handed over as the mbuf pointer through
+// that queue's ring.
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
@@ -85,6 +86,7 @@ void DpdkQueue::run() {
       handle(rx[i], false);
     }
     const uint16_t k = drain_inbox();  // software steering: datagrams other queues handed over
+    drain_control_tx();
     if (n + k == 0) pipeline_.flush(results_);  // idle: release a datagram held by faults
     transmit_results();
     if (tx_n_ > 0 && (n + k == 0 || tx_n_ >= kBurst || rte_rdtsc() - tx_first_tsc_ >= drain)) {
@@ -113,6 +115,13 @@ uint16_t DpdkQueue::drain_inbox() {
   }
   frames_.handoff_in.add(n);
   return n;
+}
+
+void DpdkQueue::drain_control_tx() {
+  if (s_.control_tx == nullptr) return;
+  void* m = nullptr;
+  // Rare (a PROBE every 20 ms while a job's ranks confirm its group): one at a time.
+  while (rte_ring_sc_dequeue(s_.control_tx, &m) == 0) enqueue(static_cast<rte_mbuf*>(m), 0);
 }
 
 bool DpdkQueue::hand_over(rte_mbuf* m, unsigned owner) {
@@ -197,14 +206,18 @@ void DpdkQueue::send_result(rte_mbuf* payload, uint32_t psum, const sockaddr_in&
   const uint32_t dst_ip = ntohl(to.sin_addr.s_addr);
   const uint16_t dst_port = ntohs(to.sin_port);
   UdpHeaderSpec h;
-  if (!neighbors_.lookup(dst_ip, &h.dst_mac)) {
+  h.dst_ip = dst_ip;
+  if (is_ipv4_multicast(dst_ip)) {
+    // The job's group (ResultBatch names it once per shared result): one frame reaches every
+    // rank; its MAC comes from the address, not from ARP.
+    address_to_group(&h, dst_ip, s_.multicast_ttl);
+  } else if (!neighbors_.lookup(dst_ip, &h.dst_mac)) {
     frames_.neighbor_misses.inc();
     counters_.send_errors.inc();  // the worker will resend its contribution and get it again
     request_neighbor(dst_ip);
     return;
   }
   const uint32_t len = rte_pktmbuf_pkt_len(payload);
-  h.dst_ip = dst_ip;
   h.src_port = s_.udp_port;
   h.dst_port = dst_port;
   h.payload_len = len;

@@ -27,8 +27,9 @@ constexpr uint16_t kTxDesc = 512;
 constexpr uint32_t kFanoutMbufs = 8192;  // header + clone mbufs per queue (results x workers)
 constexpr uint16_t kDefaultDataPort = 7471;
 constexpr uint16_t kJumboRoom = RTE_PKTMBUF_HEADROOM + 9216 + 1024;
-constexpr uint32_t kInboxSize = 1024;  // software steering ring per queue (power of two)
-std::atomic<unsigned> g_ring_seq{0};   // ring names are unique per process
+constexpr uint32_t kInboxSize = 1024;    // software steering ring per queue (power of two)
+constexpr uint32_t kControlTxSize = 64;  // PROBEs waiting for queue 0 (one per job per 20 ms)
+std::atomic<unsigned> g_ring_seq{0};     // ring names are unique per process
 
 struct PortPlan {
   rte_eth_conf conf{};
@@ -87,6 +88,13 @@ std::string add_flow(uint16_t port, uint32_t ip, uint16_t udp_port, uint16_t que
                        e.message != nullptr ? e.message : "unsupported");
   }
   return "";
+}
+
+// Frees a ring and the mbufs still parked in it.
+void free_ring(rte_ring* r) {
+  void* m = nullptr;
+  while (rte_ring_sc_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+  rte_ring_free(r);
 }
 
 }  // namespace
@@ -223,6 +231,19 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
       }
     }
   }
+  const std::string ctl_name = fmt::format("cfx_ctl_tx_{}", g_ring_seq.fetch_add(1));
+  dp->control_tx_ = rte_ring_create(ctl_name.c_str(), kControlTxSize, socket, RING_F_SC_DEQ);
+  if (dp->control_tx_ == nullptr) {
+    *err = fmt::format("dpdk: ring {}: {}", ctl_name, rte_strerror(rte_errno));
+    return nullptr;
+  }
+  dp->hdr_pool_ = hdr;
+  dp->local_ = local;
+  dp->multicast_ttl_ = static_cast<uint8_t>(cfg.multicast_ttl);
+  if (!cfg.multicast_interface.empty() && cfg.multicast_interface != ip_text) {
+    spdlog::warn("dpdk: multicast_interface {} ignored: multicast results leave by port {} ({})",
+                 cfg.multicast_interface, port, ip_text);
+  }
   for (uint16_t q = 0; q < nq; ++q) {
     dpdk::QueueSetup s;
     s.port_id = port;
@@ -238,6 +259,8 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
     s.idle_sleep_us = static_cast<uint32_t>(cfg.dpdk_idle_sleep_us);
     s.stop = &dp->stopping_;
     s.inboxes = dp->inboxes_.empty() ? nullptr : dp->inboxes_.data();
+    s.multicast_ttl = dp->multicast_ttl_;
+    s.control_tx = q == 0 ? dp->control_tx_ : nullptr;
     dp->queues_.push_back(std::make_unique<DpdkQueue>(s, jobs, cfg));
   }
   spdlog::info(
@@ -257,11 +280,35 @@ DpdkDataplane::~DpdkDataplane() {
     (void)rte_eth_dev_stop(port_id_);
   }
   queues_.clear();
-  for (rte_ring* r : inboxes_) {  // every lcore has stopped: free what is still parked
-    void* m = nullptr;
-    while (rte_ring_sc_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
-    rte_ring_free(r);
+  for (rte_ring* r : inboxes_) free_ring(r);  // every lcore has stopped
+  if (control_tx_ != nullptr) free_ring(control_tx_);
+}
+
+bool DpdkDataplane::send_datagram(const sockaddr_in& to, std::span<const uint8_t> bytes) const {
+  const uint32_t group = ntohl(to.sin_addr.s_addr);
+  if (!dpdk::is_ipv4_multicast(group) || control_tx_ == nullptr) return false;
+  const size_t hdr = dpdk::udp_header_len(local_.vlan);
+  rte_mbuf* m = rte_pktmbuf_alloc(hdr_pool_);  // no lcore cache on this thread: the pool's ring
+  char* p = m != nullptr ? rte_pktmbuf_append(m, uint16_t(hdr + bytes.size())) : nullptr;
+  if (p == nullptr) {
+    if (m != nullptr) rte_pktmbuf_free(m);
+    return false;
   }
+  dpdk::UdpHeaderSpec h;
+  dpdk::address_to_group(&h, group, multicast_ttl_);
+  h.src_port = local_.first_port;  // from the first data port, as the UDP backend sends it
+  h.dst_port = ntohs(to.sin_port);
+  h.payload_len = static_cast<uint32_t>(bytes.size());
+  // Both checksums in software: the frame carries no offload flags.
+  h.udp_csum = dpdk::udp_checksum(local_.ip, group, h.src_port, h.dst_port, h.payload_len,
+                                  dpdk::csum_add(bytes.data(), bytes.size(), 0));
+  dpdk::build_udp_headers(reinterpret_cast<uint8_t*>(p), local_, h);
+  std::memcpy(p + hdr, bytes.data(), bytes.size());
+  if (rte_ring_mp_enqueue(control_tx_, m) != 0) {  // queue 0 is not draining it
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  return true;
 }
 
 std::string DpdkDataplane::start() {

@@ -5,7 +5,8 @@
 // queue has an rte_ring inbox (multi-producer, single-consumer), and the queue that receives
 // a datagram for another queue's slot hands the mbuf pointer to the owner's inbox (ring full:
 // dropped and counted). ARP is answered by whichever queue receives it; queue 0 sends a
-// gratuitous ARP at start.
+// gratuitous ARP at start. Multicast results (protocol/SPEC.md §8) are frames to the group's
+// MAC (RFC 1112) built like unicast ones; the control thread's PROBEs go out through queue 0.
 // Setup (EAL, mempools, port, queues, flows) in dpdk_dataplane.cc; datapath in
 // dpdk_datapath.cc. This header has no DPDK types, so the registry can include it.
 #pragma once
@@ -17,7 +18,9 @@
 #include <vector>
 
 #include "aggregator/dataplane/dataplane.h"
+#include "aggregator/dataplane/dpdk/frame.h"
 
+struct rte_mempool;
 struct rte_ring;
 
 namespace conflux::agg {
@@ -41,6 +44,12 @@ class DpdkDataplane final : public Dataplane {
   unsigned n_queues() const override { return static_cast<unsigned>(queues_.size()); }
   const QueueCounters& counters(unsigned q) const override;
   std::string extra_metrics() const override;
+  // Any group: the port sends frames to the group's MAC itself (no route, no interface choice:
+  // results leave by the DPDK port; multicast_interface does not apply).
+  bool can_multicast() const override { return true; }
+  // Only to a multicast group (the PROBE): builds the frame here and hands it to queue 0,
+  // which owns TX queue 0. False when `to` is not a group or the frame cannot be queued.
+  bool send_datagram(const sockaddr_in& to, std::span<const uint8_t> bytes) const override;
   // True when the port could not install the rte_flow rules and queues hand datagrams over.
   bool software_steering() const;
 
@@ -50,7 +59,11 @@ class DpdkDataplane final : public Dataplane {
   uint16_t port_id_ = 0;
   bool port_started_ = false;
   std::vector<std::unique_ptr<dpdk::DpdkQueue>> queues_;
-  std::vector<rte_ring*> inboxes_;    // software steering: one per queue; empty otherwise
+  std::vector<rte_ring*> inboxes_;   // software steering: one per queue; empty otherwise
+  rte_ring* control_tx_ = nullptr;   // control thread -> queue 0 (QueueSetup::control_tx)
+  rte_mempool* hdr_pool_ = nullptr;  // the PROBE frames' mbufs
+  dpdk::LocalAddr local_;            // source of the PROBEs: the first data port
+  uint8_t multicast_ttl_ = 1;
   std::vector<unsigned> lcores_;      // EAL lcores running a queue
   std::vector<std::thread> threads_;  // or registered threads
   std::atomic<bool> stopping_{false};

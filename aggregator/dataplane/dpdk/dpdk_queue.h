@@ -38,11 +38,15 @@ struct QueueSetup {
   bool tx_ip_csum = false;            // the port computes IPv4 header checksums
   bool tx_udp_csum = false;           // the port computes UDP checksums
   uint32_t idle_sleep_us = 0;  // sleep this long after kIdlePolls empty polls (0 = always spin)
+  uint8_t multicast_ttl = 1;   // IPv4 TTL of results sent to a job's group (SPEC §8)
   const std::atomic<bool>* stop = nullptr;
   // Software steering: n_queues rings (multi-producer, single-consumer), inboxes[q] drained
   // by queue q; a datagram for a slot of queue q received elsewhere is handed over there.
   // nullptr = the port steers (rte_flow) or there is one queue.
   rte_ring* const* inboxes = nullptr;
+  // Complete frames other threads built for this queue to send (the control thread's multicast
+  // PROBEs: TX queues are not thread-safe). Queue 0 only; nullptr elsewhere.
+  rte_ring* control_tx = nullptr;
 };
 
 class DpdkQueue final {
@@ -70,6 +74,7 @@ class DpdkQueue final {
   void handle(rte_mbuf* m, bool from_peer);
   bool hand_over(rte_mbuf* m, unsigned owner);  // false: not handed over (caller frees)
   uint16_t drain_inbox();                       // frames taken from inboxes[queue]
+  void drain_control_tx();                      // control_tx frames -> TX buffer
   void transmit_results();                      // ResultBatch -> TX buffer, then clear()
   void send_result(rte_mbuf* payload, uint32_t psum, const sockaddr_in& to, Job* job);
   void send_arp(uint16_t op, const MacAddr& mac, uint32_t ip);

@@ -201,7 +201,7 @@ size_t build_udp_headers(uint8_t* out, const LocalAddr& local, const UdpHeaderSp
   wr16(ip + 2, static_cast<uint16_t>(udp_len + kIpv4Header));
   wr16(ip + 4, s.ip_id);
   wr16(ip + 6, 0x4000);  // DF
-  ip[8] = 64;
+  ip[8] = s.ttl;
   ip[9] = 17;
   wr16(ip + 10, 0);
   wr32(ip + 12, local.ip);
@@ -213,6 +213,11 @@ size_t build_udp_headers(uint8_t* out, const LocalAddr& local, const UdpHeaderSp
   wr16(udp + 4, static_cast<uint16_t>(udp_len));
   wr16(udp + 6, s.udp_csum);
   return off + kIpv4Header + kUdpHeader;
+}
+
+MacAddr multicast_mac(uint32_t group) {
+  return MacAddr{{0x01, 0x00, 0x5e, static_cast<uint8_t>((group >> 16) & 0x7f),
+                  static_cast<uint8_t>(group >> 8), static_cast<uint8_t>(group)}};
 }
 
 size_t build_arp(uint8_t* out, const LocalAddr& local, uint16_t op, const MacAddr& target_mac,

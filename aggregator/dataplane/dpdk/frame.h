@@ -29,6 +29,7 @@ inline constexpr size_t kMinFrame = 60;  // Ethernet minimum without FCS
 inline constexpr uint16_t kEtherIpv4 = 0x0800;
 inline constexpr uint16_t kEtherArp = 0x0806;
 inline constexpr uint16_t kEtherVlan = 0x8100;
+inline constexpr uint8_t kUnicastTtl = 64;  // IPv4 TTL of everything but multicast results
 
 // Why a frame was not handed to the aggregation engine (metrics label `reason`).
 enum class FrameDrop : uint8_t {
@@ -97,10 +98,24 @@ struct UdpHeaderSpec {
   uint16_t ip_id = 0;
   uint16_t udp_csum = 0;  // stored as given (network order is applied); 0 = none
   bool ip_csum = true;    // compute the IPv4 header checksum (false: offload, field = 0)
+  uint8_t ttl = kUnicastTtl;
 };
 
-// Writes udp_header_len(local.vlan) bytes of headers at `out` (DF set, TTL 64).
+// Writes udp_header_len(local.vlan) bytes of headers at `out` (DF set, TTL s.ttl).
 size_t build_udp_headers(uint8_t* out, const LocalAddr& local, const UdpHeaderSpec& s);
+
+// IPv4 multicast (224.0.0.0/4, host order): a job's result group (protocol/SPEC.md §8).
+inline bool is_ipv4_multicast(uint32_t ip) { return (ip >> 28) == 0xE; }
+// The Ethernet address of IPv4 group `group` (host order): 01:00:5e and the low 23 bits of the
+// group (RFC 1112 §6.4), so 32 groups share one MAC and receivers filter by IP.
+MacAddr multicast_mac(uint32_t group);
+// Addresses a datagram to group `group`: its MAC instead of a neighbour's (a group has no ARP
+// entry), and `ttl` (multicast_ttl: 1 keeps the results on the segment).
+inline void address_to_group(UdpHeaderSpec* s, uint32_t group, uint8_t ttl) {
+  s->dst_mac = multicast_mac(group);
+  s->dst_ip = group;
+  s->ttl = ttl;
+}
 
 // Writes an ARP frame (request when op == 1, reply when op == 2) padded to kMinFrame (+VLAN)
 // at `out` (room for 64 bytes). A request goes to broadcast; a gratuitous ARP is a request
