@@ -70,6 +70,9 @@ def parse_args(argv):
     p.add_argument("--loss", type=float, default=0.0,
                    help="percent random loss: adds a lossy copy of the fat fabric")
     p.add_argument("--loss-systems", default="conflux")
+    p.add_argument("--deaf-workers", default="",
+                   help="comma-separated worker indices whose hosts drop every IPv4 multicast "
+                   "datagram at input (nftables): a rank that cannot hear its job's group")
     p.add_argument("--loss-topologies", default="fat",
                    help="conflux topologies run on the lossy fabric (e.g. fat,tree)")
     p.add_argument("--minbytes", default="4")
@@ -180,7 +183,8 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
         aggs.append(("t0", int(a.rate * (a.tree_root_factor or leaves))))
         aggs += [(f"t{j + 1}", int(a.rate * (a.tree_leaf_factor or n / leaves)))
                  for j in range(leaves)]
-    fab = fabric_ns.Fabric(prefix, n, a.rate, aggs, loss_pct=loss)
+    deaf = [int(i) for i in a.deaf_workers.split(",") if i]
+    fab = fabric_ns.Fabric(prefix, n, a.rate, aggs, loss_pct=loss, deaf_workers=deaf)
     workdir = os.path.join(workdir, name)
     os.makedirs(workdir, exist_ok=True)
     runner = fabric_run.Runner(fab, bins, workdir, a.idle_sleep_us,
@@ -244,7 +248,8 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
                     print(f"# confluxd {role}: bytes in {int(c.get('bytes_in', 0))} out "
                           f"{int(c.get('bytes_out', 0))}, uplink (tbf) sent "
                           f"{int(c.get('uplink_bytes', -1))} B, CPU {c.get('cpu_seconds', -1):.2f} s, "
-                          f"jobs by multicast {int(c.get('multicast_jobs', 0))}",
+                          f"jobs by multicast {int(c.get('multicast_jobs', 0))}, by unicast "
+                          f"{int(c.get('unicast_jobs', 0))}",
                           flush=True)
     finally:
         runner.kill_all()

@@ -77,12 +77,15 @@ class Host:
 
 class Fabric:
     """workers: count; worker_mbit: their line rate; aggs: list of (role, mbit) such as
-    [("a0", 2000), ("a1", 500)]; loss_pct: random loss at every receiver (0 = none)."""
+    [("a0", 2000), ("a1", 500)]; loss_pct: random loss at every receiver (0 = none);
+    deaf_workers: indices of workers whose hosts drop all IPv4 multicast at input."""
 
-    def __init__(self, prefix, workers, worker_mbit, aggs, loss_pct=0.0, mtu=9000):
+    def __init__(self, prefix, workers, worker_mbit, aggs, loss_pct=0.0, mtu=9000,
+                 deaf_workers=()):
         if not NS_RE.match(prefix + "-"):
             raise FabricError(f"prefix {prefix!r} must look like cfx<pid>")
         self.prefix, self.mtu, self.loss_pct = prefix, mtu, loss_pct
+        self.deaf_workers = list(deaf_workers)
         self.switch = f"{prefix}-sw"
         self.workers = [Host(f"w{i}", f"{prefix}-w{i}", f"{SUBNET}.{WORKER_BASE + i}", worker_mbit)
                         for i in range(workers)]
@@ -116,6 +119,15 @@ class Fabric:
         sh(["ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "cfxloss", "in", "iifname",
             "eth0", "numgen", "random", "mod", "10000", "<", str(thresh), "counter", "drop"])
 
+    def _add_deaf(self, ns):
+        """Drops every IPv4 multicast datagram arriving on eth0 (the group's results and
+        probes), as a host behind a switch that does not forward the group would see it."""
+        sh(["ip", "netns", "exec", ns, "nft", "add", "table", "inet", "cfxdeaf"])
+        sh(["ip", "netns", "exec", ns, "nft", "add", "chain", "inet", "cfxdeaf", "in",
+            "{ type filter hook input priority 0; policy accept; }"])
+        sh(["ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "cfxdeaf", "in", "iifname",
+            "eth0", "ip", "daddr", "224.0.0.0/4", "counter", "drop"])
+
     def loss_counts(self):
         """{role: packets dropped by the loss rule} (empty without loss)."""
         out = {}
@@ -144,6 +156,8 @@ class Fabric:
             self._shape(self.switch, h.role, h.mbit)    # switch -> host
             if self.loss_pct > 0:
                 self._add_loss(h.ns)
+        for i in self.deaf_workers:
+            self._add_deaf(self.workers[i].ns)
         self._wait_reachable()
 
     def _wait_reachable(self):

@@ -161,9 +161,10 @@ class Runner:
                 if m:
                     key = m.group(1) + (f"[{m.group(3)}]" if m.group(3) else "")
                     c[key] = c.get(key, 0) + float(m.group(4))
-            m = re.search(r'^conflux_multicast_decisions_total\{mode="multicast"\} (\d+)', r.stdout,
-                          re.M)
-            c["multicast_jobs"] = float(m.group(1)) if m else 0
+            for mode in ("multicast", "unicast"):  # per job and aggregator (SPEC section 8)
+                m = re.search(rf'^conflux_multicast_decisions_total\{{mode="{mode}"\}} (\d+)',
+                              r.stdout, re.M)
+                c[f"{mode}_jobs"] = float(m.group(1)) if m else 0
             c["cpu_seconds"] = process_cpu_seconds(p.pid)  # `ip netns exec` execs confluxd
             t = subprocess.run(["tc", "-s", "-n", h.ns, "qdisc", "show", "dev", "eth0"],
                                capture_output=True, text=True).stdout
