@@ -98,6 +98,7 @@ CollComm::~CollComm() {
     pending = !queue_.empty();
   }
   cv_.notify_all();
+  ring_wake_.notify_all();
   // The engine may hold user buffers of unfinished requests; stop it touching them first.
   // (NCCL closes a communicator only once its requests are done; the queue is then empty.)
   {
@@ -182,12 +183,18 @@ bool CollComm::submit(CollRequest* r, bool agg_capable) {
       hand_to_engine(*r);
     }
   }
+  // A request with nothing for the ring thread to do (no ring share, no split exchange to
+  // start) has its ring share done here: waking the ring thread only to say so costs a
+  // context switch per request, which is most of a small AllReduce on a busy host.
+  const bool ring_work = r->agg_count < r->count || r->split_exchange;
+  if (!ring_work) r->ring_state.store(1, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lk(mu_);
     queue_.push_back(r);
-    ring_queue_.push_back(r);
+    if (ring_work) ring_queue_.push_back(r);
   }
   cv_.notify_all();
+  if (ring_work) ring_wake_.notify_all();
   return true;
 }
 
@@ -450,7 +457,7 @@ void CollComm::run_ring() {
       std::unique_lock<std::mutex> lk(mu_);
       const bool busy = split_running_ || std::any_of(active.begin(), active.end(),
                                                       [](const auto& a) { return a != nullptr; });
-      if (!busy) cv_.wait(lk, [this] { return stop_ || !ring_queue_.empty(); });
+      if (!busy) ring_wake_.wait(lk, [this] { return stop_ || !ring_queue_.empty(); });
       if (stop_) return;
       // Start in request order: stop at the first request whose lane is still busy. A
       // request that ends a split period starts the period's exchange (after the previous
