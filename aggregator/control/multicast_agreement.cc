@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <array>
 
 #include "aggregator/control/job_manager.h"
@@ -47,11 +48,14 @@ std::optional<sockaddr_in> MulticastAgreement::grant(uint32_t job_id) {
 
 void MulticastAgreement::start(Job& job, const std::vector<ConnId>& conns, bool no_probe,
                                Clock::time_point now, JoinOutbox& out) {
-  const auto n = static_cast<uint32_t>(conns.size());
+  // Only the ranks connected here answer: a leaf of a reduction tree serves some of the
+  // job's ranks, and its group reaches only those.
+  const auto here =
+      static_cast<uint32_t>(conns.size() - std::count(conns.begin(), conns.end(), ConnId{0}));
   Probe p{&job,
           conns,
-          std::vector<bool>(n, false),
-          n,
+          std::vector<bool>(conns.size(), false),
+          here,
           now + std::chrono::milliseconds(cfg_.multicast_probe_ms),
           now};
   if (no_probe || cfg_.multicast == "on") {
@@ -73,7 +77,7 @@ void MulticastAgreement::on_ack(uint32_t job_id, uint32_t rank, JoinOutbox& out)
   auto it = probing_.find(job_id);
   if (it == probing_.end()) return;  // decided already: a late answer
   Probe& p = it->second;
-  if (rank >= p.confirmed.size() || p.confirmed[rank]) return;
+  if (rank >= p.confirmed.size() || p.conns[rank] == 0 || p.confirmed[rank]) return;
   p.confirmed[rank] = true;
   if (--p.left > 0) return;
   Probe done = std::move(p);
@@ -92,7 +96,8 @@ void MulticastAgreement::on_tick(Clock::time_point now, JoinOutbox& out) {
       }
       mode.reason = proto::MulticastReason::kSendFailed;
     } else {
-      while (p.confirmed[mode.rank]) ++mode.rank;  // the lowest rank that did not answer
+      // The lowest rank here that did not answer.
+      while (p.conns[mode.rank] == 0 || p.confirmed[mode.rank]) ++mode.rank;
     }
     Probe done = std::move(p);
     it = probing_.erase(it);
@@ -116,7 +121,9 @@ void MulticastAgreement::decide(Probe& p, proto::MulticastMode mode, JoinOutbox&
                  mode.multicast ? "multicast" : "unicast", where,
                  proto::multicast_reason_name(mode.reason));
   }
-  for (ConnId c : p.conns) out.send_to(c, mode);
+  for (ConnId c : p.conns) {
+    if (c != 0) out.send_to(c, mode);
+  }
 }
 
 void MulticastAgreement::on_job_end(uint32_t job_id) {

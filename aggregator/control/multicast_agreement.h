@@ -50,9 +50,10 @@ class MulticastAgreement {
  private:
   struct Probe {
     Job* job;
-    std::vector<ConnId> conns;    // by rank
+    std::vector<ConnId> conns;    // by rank; 0 for a rank that is not here (under another
+                                  // leaf of a reduction tree, SPEC section 7)
     std::vector<bool> confirmed;  // by rank
-    uint32_t left;                // ranks yet to confirm
+    uint32_t left;                // ranks here yet to confirm
     Clock::time_point deadline;
     Clock::time_point next_send;
     uint64_t sent = 0;  // probes sent (the next one's number)

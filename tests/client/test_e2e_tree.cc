@@ -95,6 +95,29 @@ TEST_F(TreeE2E, EveryDtypeAndOpExactThroughTwoLeavesAndARoot) {
   for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &root_}) EXPECT_EQ(d->stop(), "exit 0");
 }
 
+TEST_F(TreeE2E, LeavesSendTheRootsResultsToTheirWorkersByMulticast) {
+  // Each leaf has its own range (two daemons on one host would otherwise grant the same
+  // group); the root answers the leaves by unicast, each leaf its two workers by its group.
+  ASSERT_EQ(start_in("root", root_, {}), "");
+  for (int l = 0; l < 2; ++l) {
+    ASSERT_EQ(start_in("leaf" + std::to_string(l), leaf_[l],
+                       {"--parent", root_.endpoint(), "--multicast-range",
+                        l == 0 ? "239.77.0.0/24" : "239.78.0.0/24", "--log-level", "info"}),
+              "");
+  }
+  auto rs =
+      run({"--dtype", "all", "--op", "all", "--count", "1,7,1023,70000", "--log-level", "info"});
+  expect_all_ok(rs, "verified: all 192 results correct");
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    const std::string group = r < 2 ? "239.77.0.0:" : "239.78.0.0:";
+    EXPECT_NE(rs[r].err.find("results by multicast (group " + group), std::string::npos)
+        << "rank " << r << ":\n"
+        << rs[r].err;
+    EXPECT_GT(json_number(rs[r].json, "multicast_results"), 0) << rs[r].json;
+  }
+  for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &root_}) EXPECT_EQ(d->stop(), "exit 0");
+}
+
 TEST_F(TreeE2E, DeterministicModeIsBitwiseTheTwoLevelReferenceRunAfterRun) {
   // Random float inputs: any other order (within a leaf or between leaves) would differ in
   // the last bits. Every daemon reorders its input, so arrival order differs from rank order
