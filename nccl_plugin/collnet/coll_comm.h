@@ -281,7 +281,7 @@ class CollComm {
   std::mutex mu_;
   std::condition_variable cv_;         // queue_ or stop_ changed: the completion thread
   std::condition_variable ring_wake_;  // ring_queue_ or stop_ changed: the ring thread
-  std::mutex ring_mu_;  // ring shares completing: CollRequest::ring_state
+  std::mutex ring_mu_;                 // ring shares completing: CollRequest::ring_state
   std::condition_variable ring_cv_;
   std::deque<CollRequest*> queue_;       // submission order; popped by the completion thread
   std::deque<CollRequest*> ring_queue_;  // submission order; popped by the ring thread
