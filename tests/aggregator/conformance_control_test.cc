@@ -1,5 +1,6 @@
 // Conformance: the control plane (rendezvous, errors, authentication, timeouts, life cycle).
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -63,6 +64,104 @@ TEST_P(ControlPlane, CapacityFollowsTheJoinAckWhenAskedFor) {
   spec.job_key = 32;
   spec.flags = 0;
   auto plain = join_job(spec, 1);
+  plain[0]->ctl.send(proto::Heartbeat{5});
+  const auto m = plain[0]->ctl.recv_skip_heartbeats(3000);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_TRUE(std::holds_alternative<proto::HeartbeatAck>(*m)) << proto::to_string(*m);
+}
+
+// The next Capacity on `w`'s control connection (heartbeats skipped), or nullopt.
+std::optional<proto::Capacity> next_capacity(Worker& w, int timeout_ms = 3000) {
+  const auto m = w.ctl.recv_skip_heartbeats(timeout_ms);
+  if (!m) return std::nullopt;
+  const auto* c = std::get_if<proto::Capacity>(&*m);
+  EXPECT_NE(c, nullptr) << proto::to_string(*m);
+  if (c == nullptr) return std::nullopt;
+  return *c;
+}
+
+// Fair share (SPEC §3): two jobs on one daemon get half of its capacity each. The first job
+// hears its update (reason: a job joined) when the second joins, and gets the whole again
+// (reason: a job left) when the second leaves; /metrics shows the grants and the pacing.
+TEST_P(ControlPlane, TwoJobsShareTheCapacityAndHearEveryGrantUpdate) {
+  Config cfg = base_config();
+  cfg.max_mbps = 1000;
+  cfg.line_mbps = 25000;
+  start(cfg);
+  JoinSpec spec;
+  spec.job_key = 41;
+  spec.flags = proto::kJoinFlagCapacity;
+  auto first = join_job(spec, 2);
+  for (auto& x : first) {
+    const auto c = next_capacity(*x);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->share_mbps, 1000u);  // alone: the whole capacity
+    EXPECT_EQ(c->reason, proto::CapacityReason::kJoined);
+  }
+  const auto job1 =
+      std::map<std::string, std::string>{{"job", std::to_string(first[0]->ack.job_id)}};
+  EXPECT_EQ(metric_sum(metrics(), "conflux_job_paced_mbps", job1), 0)
+      << "a job alone is not paced beyond max_mbps";
+
+  spec.job_key = 42;
+  auto second = join_job(spec, 2);
+  for (auto& x : second) {
+    const auto c = next_capacity(*x);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->share_mbps, 500u);
+    EXPECT_EQ(c->reason, proto::CapacityReason::kJoined);
+    EXPECT_EQ(c->max_mbps, 1000u);
+    EXPECT_EQ(c->line_mbps, 25000u);
+  }
+  for (auto& x : first) {
+    const auto c = next_capacity(*x);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->share_mbps, 500u);
+    EXPECT_EQ(c->reason, proto::CapacityReason::kJobJoined);
+    EXPECT_EQ(c->max_mbps, 1000u);
+    EXPECT_EQ(c->threads, daemon().data_ports().size());
+  }
+  const auto job2 =
+      std::map<std::string, std::string>{{"job", std::to_string(second[0]->ack.job_id)}};
+  const std::string m = metrics();
+  EXPECT_EQ(metric_sum(m, "conflux_job_grant_mbps", job1), 500);
+  EXPECT_EQ(metric_sum(m, "conflux_job_grant_mbps", job2), 500);
+  EXPECT_EQ(metric_sum(m, "conflux_job_paced_mbps", job1), 500);
+  EXPECT_EQ(metric_sum(m, "conflux_job_paced_mbps", job2), 500);
+  EXPECT_NE(m.find("conflux_job_result_mbps{job="), std::string::npos);
+
+  for (auto& x : second) ASSERT_TRUE(x->ctl.send(proto::Leave{}));
+  for (auto& x : first) {
+    const auto c = next_capacity(*x);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->share_mbps, 1000u);  // alone again: the whole
+    EXPECT_EQ(c->reason, proto::CapacityReason::kJobLeft);
+  }
+  EXPECT_EQ(metric_sum(metrics(), "conflux_job_grant_mbps", job1), 1000);
+  EXPECT_EQ(metric_sum(metrics(), "conflux_job_paced_mbps", job1), 0);
+  // Nothing more: a heartbeat is answered, no further Capacity.
+  first[0]->ctl.send(proto::Heartbeat{7});
+  const auto hb = first[0]->ctl.recv_skip_heartbeats(3000);
+  ASSERT_TRUE(hb.has_value());
+  EXPECT_TRUE(std::holds_alternative<proto::HeartbeatAck>(*hb)) << proto::to_string(*hb);
+}
+
+// A job that did not ask for Capacity messages hears no update when another job joins; the
+// one that asked gets its half after its JoinAck.
+TEST_P(ControlPlane, NoGrantUpdateUnlessAsked) {
+  Config cfg = base_config();
+  cfg.line_mbps = 0;
+  cfg.max_mbps = 2000;
+  start(cfg);
+  JoinSpec spec;
+  spec.job_key = 51;
+  auto plain = join_job(spec, 1);
+  spec.job_key = 52;
+  spec.flags = proto::kJoinFlagCapacity;
+  auto asking = join_job(spec, 1);
+  const auto c = next_capacity(*asking[0]);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->share_mbps, 1000u);
   plain[0]->ctl.send(proto::Heartbeat{5});
   const auto m = plain[0]->ctl.recv_skip_heartbeats(3000);
   ASSERT_TRUE(m.has_value());
