@@ -163,7 +163,11 @@ void ControlPlane::deliver(ConnId conn, const proto::JoinAck& ack) {
     c.job_id = ack.job_id;
     c.last_heartbeat = Clock::now();
     send(c, ack);
-    if (c.wants_capacity) send(c, capacity_);
+    if (c.wants_capacity) {
+      proto::Capacity cap = capacity_;
+      cap.share_mbps = manager_.share_mbps(c.job_key);
+      send(c, cap);
+    }
     return;
   }
   if (uint64_t s = 0; may_log(LogKind::kJoin, &s)) {
@@ -191,6 +195,20 @@ void ControlPlane::end_member(ConnId conn, proto::Status status, const std::stri
 void ControlPlane::send_to(ConnId conn, const proto::ControlMsg& m) {
   auto it = conns_.find(conn);
   if (it != conns_.end() && it->second.state == Connection::State::kMember) send(it->second, m);
+}
+
+void ControlPlane::send_grant(ConnId conn, uint32_t share_mbps, proto::CapacityReason why) {
+  auto it = conns_.find(conn);
+  if (it == conns_.end()) return;
+  Connection& c = it->second;
+  if (c.state != Connection::State::kMember || !c.wants_capacity || c.dead || c.write_shut) return;
+  proto::Capacity cap = capacity_;
+  cap.share_mbps = share_mbps;
+  cap.reason = why;
+  // Queued, flushed by the event loop: called while the JobManager walks its jobs, so no
+  // write error may come back into it from here.
+  proto::encode_control(cap, c.wbuf);
+  watch_write(c, true);
 }
 
 void ControlPlane::send(Connection& c, const proto::ControlMsg& m) {
@@ -238,7 +256,7 @@ size_t ControlPlane::set_draining(bool on) {
 void ControlPlane::forget_membership(Connection& c) {
   using S = Connection::State;
   if (c.state == S::kPending || c.state == S::kMember) {
-    manager_.on_gone(c.id, c.job_key, c.rank, c.state == S::kMember, !c.left);
+    manager_.on_gone(c.id, c.job_key, c.rank, c.state == S::kMember, !c.left, *this);
   }
 }
 

@@ -87,6 +87,7 @@ class ControlPlane final : private JoinOutbox {
   void deliver(ConnId conn, const proto::JoinAck& ack) override;
   void end_member(ConnId conn, proto::Status status, const std::string& text) override;
   void send_to(ConnId conn, const proto::ControlMsg& m) override;
+  void send_grant(ConnId conn, uint32_t share_mbps, proto::CapacityReason why) override;
   void forget_membership(Connection& c);
 
   // metrics/metrics_http.cc
@@ -106,7 +107,9 @@ class ControlPlane final : private JoinOutbox {
   std::unique_ptr<UplinkClient> uplink_;  // a leaf of a reduction tree only (cfg.parent)
   MulticastAgreement multicast_;
   JobManager manager_;
-  proto::Capacity capacity_;  // sent after JoinAck to workers that ask (kJoinFlagCapacity)
+  // Sent after JoinAck to workers that ask (kJoinFlagCapacity), share_mbps their job's grant,
+  // and again as an update when the grant changes (JobManager::regrant).
+  proto::Capacity capacity_;
   std::unordered_map<ConnId, Connection> conns_;
   std::unordered_map<uint32_t, uint32_t> conns_per_addr_;  // open control connections by peer
   std::array<RateLimiter, static_cast<size_t>(LogKind::kCount)> log_limits_;

@@ -79,12 +79,14 @@ ControlPlane::ControlPlane(const Config& cfg, JobTable& jobs, const Dataplane& d
   };
   capacity_.line_mbps = mbps(advertised_line_mbps(cfg.line_mbps, cfg.listen));
   capacity_.max_mbps = mbps(cfg.max_mbps);
-  // No division among jobs yet: each job may use what the daemon can send.
+  // The bandwidth capacity the JobManager divides among the live jobs (each Capacity carries
+  // its job's part); enforced by pacing only under an operator's max_mbps.
   capacity_.share_mbps = capacity_.max_mbps == 0 ? capacity_.line_mbps
                          : capacity_.line_mbps == 0
                              ? capacity_.max_mbps
                              : std::min(capacity_.line_mbps, capacity_.max_mbps);
   capacity_.threads = static_cast<uint16_t>(dp.n_queues());
+  manager_.set_capacity(capacity_.share_mbps, capacity_.max_mbps != 0);
   spdlog::info(
       "capacity advertised to workers: line {} Mbit/s{}, cap {} Mbit/s{}, {} dataplane "
       "thread(s)",

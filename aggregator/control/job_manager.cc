@@ -219,9 +219,12 @@ void JobManager::create(uint64_t key, Pending& p, uint32_t granted, uint32_t pay
   }
   auto job = std::make_unique<Job>(std::move(jp), static_cast<unsigned>(ports_.size()));
   Job& published = *job;
+  a.job = &published;
+  a.result_bytes = 0;
   jobs_.publish(std::move(job));
   if (!leaf) slots_used_ += granted;  // a leaf reserved them when it went up
   active_.emplace(key, std::move(a));
+  regrant(key, proto::CapacityReason::kJobJoined, out);  // before the JoinAcks: their Capacity
   counters_.jobs_created.inc();
   counters_.jobs_active.set(active_.size());
   counters_.slots_in_use.set(slots_used_);
@@ -311,7 +314,8 @@ void JobManager::uplink_joined(const UplinkEvent& e, JoinOutbox& out) {
          std::move(up), Clock::now(), out);
 }
 
-void JobManager::on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool member, bool lost) {
+void JobManager::on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool member, bool lost,
+                         JoinOutbox& out) {
   if (!member) {
     if (auto u = uplinking_.find(job_key); u != uplinking_.end()) {
       // A member left while its leaf joins the parent: give the job up here and above.
@@ -348,9 +352,48 @@ void JobManager::on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool memb
   counters_.jobs_deleted.inc();
   counters_.jobs_active.set(active_.size());
   counters_.slots_in_use.set(slots_used_);
+  regrant(job_key, proto::CapacityReason::kJobLeft, out);
+}
+
+uint32_t JobManager::share_mbps(uint64_t job_key) const {
+  auto it = active_.find(job_key);
+  return it == active_.end() ? 0 : it->second.share_mbps;
+}
+
+void JobManager::regrant(uint64_t changed, proto::CapacityReason why, JoinOutbox& out) {
+  if (active_.empty()) return;
+  const uint32_t share = capacity_mbps_ / static_cast<uint32_t>(active_.size());
+  // A job alone is not paced beyond the daemon's own max_mbps bucket (as before fair share).
+  const uint32_t pace = enforce_ && active_.size() > 1 ? std::max<uint32_t>(share, 1) : 0;
+  for (auto& [key, a] : active_) {
+    a.job->set_grant(share, pace);
+    if (a.share_mbps == share) continue;
+    const bool update = key != changed;  // the joining job gets its grant after its JoinAck
+    a.share_mbps = share;
+    if (!update) continue;
+    spdlog::info("job {} (key {:016x}): grant now {} Mbit/s of {} ({} live jobs; a job {})",
+                 a.job_id, key, share, capacity_mbps_, active_.size(),
+                 why == proto::CapacityReason::kJobJoined ? "joined" : "left");
+    for (ConnId c : a.conns) {
+      if (c != 0) out.send_grant(c, share, why);
+    }
+  }
+}
+
+void JobManager::sample_rates(Clock::time_point now) {
+  const double dt = std::chrono::duration<double>(now - last_sample_).count();
+  if (dt < 1.0) return;
+  last_sample_ = now;
+  for (auto& [key, a] : active_) {
+    uint64_t bytes = 0;
+    for (unsigned q = 0; q < a.job->n_queues(); ++q) bytes += a.job->counters(q).result_bytes.get();
+    a.job->set_result_mbps(static_cast<double>(bytes - a.result_bytes) * 8 / 1e6 / dt);
+    a.result_bytes = bytes;
+  }
 }
 
 void JobManager::on_tick(Clock::time_point now, JoinOutbox& out) {
+  sample_rates(now);
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (now < it->second.deadline) {
       ++it;

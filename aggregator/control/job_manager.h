@@ -5,7 +5,11 @@
 // member at once. On a leaf of a reduction tree (`parent` configured) it first joins the
 // parent through the UplinkClient and creates the job with the parent's grant. Deletes a job
 // when every member has left or disconnected (a leaf then leaves the parent); a lost parent
-// ends the leaf's job for its members. Control thread only.
+// ends the leaf's job for its members. Fair share: the daemon's bandwidth capacity is divided
+// in equal parts among the live jobs (max-min fair without per-job weights: a Join carries
+// nothing an operator could key a weight on); when a job joins or leaves, every other live job
+// whose grant changed is told (Capacity update, SPEC.md §3), and with max_mbps each job's
+// result sends are paced to its grant while more than one job is live. Control thread only.
 #pragma once
 
 #include <netinet/in.h>
@@ -40,6 +44,9 @@ class JoinOutbox {
   virtual void end_member(ConnId conn, proto::Status status, const std::string& text) = 0;
   // Sends `m` on member connection `conn` (ignored when it is gone or closing).
   virtual void send_to(ConnId conn, const proto::ControlMsg& m) = 0;
+  // Tells member `conn` its job's new grant (a Capacity update, only if its Join asked for
+  // Capacity messages).
+  virtual void send_grant(ConnId conn, uint32_t share_mbps, proto::CapacityReason why) = 0;
 };
 
 class JobManager {
@@ -61,7 +68,9 @@ class JobManager {
   // The connection that joined (job_key, rank) left, closed or timed out. `member` tells
   // whether it had received its JoinAck (else it was still waiting in the rendezvous);
   // `lost`: it did not send Leave. A lost child aggregator breaks its job (SPEC.md §7).
-  void on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool member, bool lost = false);
+  // A deleted job frees its share: the other jobs are told their new grants through `out`.
+  void on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool member, bool lost,
+               JoinOutbox& out);
 
   // Join timeouts and memory reclamation; call periodically.
   void on_tick(Clock::time_point now, JoinOutbox& out);
@@ -71,6 +80,15 @@ class JobManager {
 
   // Rejects every waiting rank (daemon stopping).
   void cancel_pending(proto::Status status, JoinOutbox& out);
+
+  // The bandwidth capacity divided among the jobs, Mbit/s (0 = unknown: no grants), and
+  // whether grants are enforced (max_mbps set: the result sends are paced).
+  void set_capacity(uint32_t capacity_mbps, bool enforce) {
+    capacity_mbps_ = capacity_mbps;
+    enforce_ = enforce;
+  }
+  // The grant of live job `job_key`, Mbit/s (0 = unknown or no such job).
+  uint32_t share_mbps(uint64_t job_key) const;
 
   size_t pending_jobs() const { return pending_.size(); }
   size_t active_jobs() const { return active_.size(); }
@@ -98,8 +116,11 @@ class JobManager {
     uint32_t slots;
     std::vector<ConnId> conns;  // by rank; 0 once gone
     uint32_t alive;
-    std::vector<bool> child;  // by rank: a child aggregator (it gave its data ports)
-    bool broken = false;      // a child aggregator was lost: on_tick() ends the job for the rest
+    std::vector<bool> child;    // by rank: a child aggregator (it gave its data ports)
+    bool broken = false;        // a child aggregator was lost: on_tick() ends the job for the rest
+    Job* job = nullptr;         // published; freed only after retire()
+    uint32_t share_mbps = 0;    // its grant
+    uint64_t result_bytes = 0;  // at the last rate sample
   };
 
   void complete(uint64_t key, Pending& p, Clock::time_point now, JoinOutbox& out);
@@ -110,6 +131,10 @@ class JobManager {
   void uplink_joined(const UplinkEvent& e, JoinOutbox& out);
   void reject(ConnId conn, proto::Status s, JoinOutbox& out);
   void no_capacity(uint64_t key, Pending& p, JoinOutbox& out);
+  // Divides the capacity among the live jobs again after job `changed` joined or left; tells
+  // every other job whose grant changed.
+  void regrant(uint64_t changed, proto::CapacityReason why, JoinOutbox& out);
+  void sample_rates(Clock::time_point now);  // each job's achieved result rate (metrics)
 
   const Config& cfg_;
   JobTable& jobs_;
@@ -121,6 +146,9 @@ class JobManager {
   std::unordered_map<uint64_t, Pending> uplinking_;  // waiting for the parent (leaf)
   UplinkClient* uplink_;
   uint64_t slots_used_ = 0;
+  uint32_t capacity_mbps_ = 0;
+  bool enforce_ = false;
+  Clock::time_point last_sample_{};
   RateLimiter log_limit_;  // every line a client can trigger (SPEC: no client floods the log)
 };
 

@@ -14,6 +14,7 @@
 
 #include "aggregator/engine/counters.h"
 #include "aggregator/engine/slot.h"
+#include "aggregator/util/token_bucket.h"
 #include "conflux/protocol/data_mac.h"
 
 namespace conflux::agg {
@@ -64,6 +65,9 @@ struct JobParams {
 struct alignas(64) SlotShard {
   std::vector<Slot> slots;
   uint64_t mac_seq = 0;  // data MAC: the last sequence number this queue signed with
+  // The job's grant pacing on this queue (Job::pacer): its bucket and the rate it was made for.
+  TokenBucket pacer{0, 0};
+  uint32_t pacer_mbps = 0;
 };
 
 class Job {
@@ -89,12 +93,39 @@ class Job {
   void set_multicast(bool on) { multicast_.store(on, std::memory_order_release); }
   bool multicast() const { return multicast_.load(std::memory_order_acquire); }
 
+  // Fair share (set by the control thread, control/job_manager.h). grant: what the job was
+  // told it may use (Capacity share_mbps), Mbit/s, 0 = unknown; pace: what its result sends
+  // are held to, 0 = not paced (a job alone, or no max_mbps).
+  void set_grant(uint32_t grant_mbps, uint32_t pace_mbps) {
+    grant_mbps_.store(grant_mbps, std::memory_order_relaxed);
+    pace_mbps_.store(pace_mbps, std::memory_order_relaxed);
+  }
+  uint32_t grant_mbps() const { return grant_mbps_.load(std::memory_order_relaxed); }
+  uint32_t pace_mbps() const { return pace_mbps_.load(std::memory_order_relaxed); }
+  // Dataplane thread `queue` only: the bucket its sends of this job wait for (an equal part
+  // of the pace per queue, like the daemon's max_mbps bucket), or null when not paced.
+  TokenBucket* pacer(unsigned queue) {
+    const uint32_t pace = pace_mbps();
+    SlotShard& s = shards_[queue];
+    if (pace != s.pacer_mbps) {
+      s.pacer_mbps = pace;
+      s.pacer = egress_bucket(pace, n_queues_);
+    }
+    return pace == 0 ? nullptr : &s.pacer;
+  }
+  // Achieved result rate, Mbit/s, over the control thread's last sampling period.
+  void set_result_mbps(double v) { result_mbps_.store(v, std::memory_order_relaxed); }
+  double result_mbps() const { return result_mbps_.load(std::memory_order_relaxed); }
+
  private:
   JobParams params_;
   unsigned n_queues_;
   std::unique_ptr<SlotShard[]> shards_;
   std::unique_ptr<JobQueueCounters[]> counters_;
   std::atomic<bool> multicast_{false};
+  std::atomic<uint32_t> grant_mbps_{0};
+  std::atomic<uint32_t> pace_mbps_{0};
+  std::atomic<double> result_mbps_{0};
 };
 
 }  // namespace conflux::agg

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cmath>
 #include <functional>
 
 #include "fmt/format.h"
@@ -136,6 +137,24 @@ void job_metrics(Writer& w, const JobTable& jobs) {
   w.family("conflux_job_slots", "gauge", "Slots granted to the job.");
   jobs.for_each_live([&](const Job& j) {
     w.sample("conflux_job_slots", fmt::format("job=\"{}\"", j.id()), j.params().slots);
+  });
+  w.family("conflux_job_grant_mbps", "gauge",
+           "The job's fair share of the bandwidth capacity, Mbit/s (its Capacity share_mbps; 0 = "
+           "unknown).");
+  jobs.for_each_live([&](const Job& j) {
+    w.sample("conflux_job_grant_mbps", fmt::format("job=\"{}\"", j.id()), j.grant_mbps());
+  });
+  w.family("conflux_job_paced_mbps", "gauge",
+           "What the job's result sends are paced to, Mbit/s (0 = not paced: alone, or no "
+           "max_mbps).");
+  jobs.for_each_live([&](const Job& j) {
+    w.sample("conflux_job_paced_mbps", fmt::format("job=\"{}\"", j.id()), j.pace_mbps());
+  });
+  w.family("conflux_job_result_mbps", "gauge",
+           "The job's achieved result rate, Mbit/s of RESULT bytes over the last second or so.");
+  jobs.for_each_live([&](const Job& j) {
+    w.sample("conflux_job_result_mbps", fmt::format("job=\"{}\"", j.id()),
+             static_cast<uint64_t>(std::llround(j.result_mbps())));
   });
 }
 

@@ -557,6 +557,7 @@ void CollComm::start_split_exchange(uint32_t seq) {
       }
       mine.agg_bytes = static_cast<double>(st.bytes_sent - sample_sent_);
       mine.agg_busy_s = static_cast<double>(st.busy_ns - sample_busy_ns_) * 1e-9;
+      mine.grant_mbps = static_cast<double>(st.grant_mbps);
       sample_sent_ = st.bytes_sent;
       sample_busy_ns_ = st.busy_ns;
     }

@@ -56,6 +56,7 @@ struct Verdict {
   int64_t ring_min_us = 0;   // CONFLUX_RING_MIN_US here (rank 0's is used)
   double link_mbps = 0;
   double capacity_mbps = 0;
+  double grant_mbps = 0;  // sum of its aggregators' grants (Capacity share_mbps) now
 };
 
 // The smallest value of a Verdict field over every rank.
@@ -290,9 +291,13 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   if (netGetProperties(l->dev, &props) == Status::kOk) mine.link_mbps = props.speed;
   if (engine != nullptr) {
     std::vector<collnet::AggregatorShare> shares;
-    for (const auto& a : engine->aggregators()) {
-      shares.push_back({a.granted_slots, static_cast<uint32_t>(cfg.windowSlots),
-                        static_cast<double>(a.share_mbps)});
+    // The grants now (a grant update may have come since the JoinAck): the prior and the
+    // grant the controller compares later updates with are the same figures.
+    const std::vector<uint32_t> grants = engine->grants();
+    for (size_t i = 0; i < grants.size(); ++i) {
+      shares.push_back({engine->aggregators()[i].granted_slots,
+                        static_cast<uint32_t>(cfg.windowSlots), static_cast<double>(grants[i])});
+      mine.grant_mbps += grants[i];
     }
     mine.capacity_mbps =
         collnet::aggregator_capacity_mbps(nranks, mine.link_mbps, cfg.aggregatorMbps, shares);
@@ -335,6 +340,8 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
     opts.controller.emplace(nranks, smallest(all, &Verdict::link_mbps) * 1e6 / 8,
                             smallest(all, &Verdict::capacity_mbps) * 1e6 / 8,
                             static_cast<uint32_t>(engine->aggregators().size()));
+    // A later grant update (another job joined or left an aggregator) scales R from here.
+    opts.controller->set_grant(smallest(all, &Verdict::grant_mbps));
     opts.ring_fraction = opts.controller->ring_fraction();
   }
   opts.ring_min_bytes = ring_min_bytes(all);

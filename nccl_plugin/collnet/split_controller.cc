@@ -79,9 +79,25 @@ SplitDecision SplitController::update(std::span<const PathSample> all) {
     epoch_ = newest->epoch;
     const uint32_t before = aggregators_;
     aggregators_ = newest->aggregators;
+    if (grant_ != 0) grant_ = -1;  // the new engine's grants are adopted, not a change
     return move_to(target(), "re-striped from " + std::to_string(before) + " to " +
                                  std::to_string(aggregators_) + " aggregator(s), capacity " +
                                  mbps(capacity_));
+  }
+  // A grant update that every rank has seen: a new prior for R, scaled like a re-stripe.
+  bool agreed = all[0].grant_mbps > 0;
+  for (const PathSample& s : all) agreed = agreed && s.grant_mbps == all[0].grant_mbps;
+  if (agreed && all[0].grant_mbps != grant_) {
+    const double before = grant_;
+    grant_ = all[0].grant_mbps;
+    if (before > 0) {
+      capacity_ *= grant_ / before;
+      capacity_known_ = false;
+      char why[96];
+      std::snprintf(why, sizeof why, "aggregator grants now %.0f Mbit/s (were %.0f)", grant_,
+                    before);
+      return move_to(target(), std::string(why) + ", capacity " + mbps(capacity_));
+    }
   }
   double a = all[0].agg_bytes, a_ov = all[0].agg_bytes_with_ring, r = all[0].ring_bytes;
   double ta = 0, tr = 0;

@@ -24,7 +24,7 @@
 // expects to gain less than the band is not made (no oscillation on noise), and each path keeps a
 // small probe share so that its rate stays measured. Priors: L from a ring measured at connect, R
 // from the capacity the aggregators advertise (or CONFLUX_AGGREGATOR_MBPS). A re-stripe scales R to
-// the survivors.
+// the survivors; a grant update scales R by the new grant over the old (a new prior).
 #pragma once
 
 #include <cstdint>
@@ -42,8 +42,9 @@ struct PathSample {
   double ring_busy_s = 0;          // time with at least one ring share running
   uint32_t epoch = 0;              // re-stripes this rank's communicator has made
   uint32_t aggregators = 0;        // aggregators of its engine of that epoch
+  double grant_mbps = 0;           // sum of its aggregators' current grants (Capacity), 0 unknown
 };
-static_assert(sizeof(PathSample) == 48, "exchanged between ranks as raw bytes");
+static_assert(sizeof(PathSample) == 56, "exchanged between ranks as raw bytes");
 
 struct SplitTuning {
   double band = 0.03;            // keep the split unless the model expects it this much faster
@@ -68,6 +69,12 @@ class SplitController {
   double ring_fraction() const { return 1.0 - agg_share_; }
   double link_bps() const { return link_; }
   double capacity_bps() const { return capacity_; }
+  double grant_mbps() const { return grant_; }
+  // The aggregators' grants (sum of share_mbps) the priors were taken from, agreed by every
+  // rank at connect; 0 = unknown. A later grant update (SPEC §3, e.g. another job joined an
+  // aggregator) that every rank reports in the same period scales R by new/old and restarts
+  // R as a prior (the next measurement replaces it).
+  void set_grant(double grant_mbps) { grant_ = grant_mbps; }
 
   // One decision from every rank's sample of the same period (all[i] from rank i). Depends
   // only on the controller's state and `all`; every rank starts from the same priors and
@@ -91,6 +98,7 @@ class SplitController {
   double agg_share_;
   bool link_known_ = false, capacity_known_ = false;
   bool settling_ = false;  // the split just changed: the next period is mixed, not measured
+  double grant_ = 0;       // agreed grant sum, Mbit/s; 0 unknown, < 0 re-striped: adopt the next
 };
 
 }  // namespace conflux::collnet

@@ -68,7 +68,8 @@ void encode_body(const Capacity& m, Writer& w) {
   w.put<uint32_t>(m.max_mbps);
   w.put<uint32_t>(m.share_mbps);
   w.put<uint16_t>(m.threads);
-  w.put<uint16_t>(0);
+  w.put<uint8_t>(static_cast<uint8_t>(m.reason));
+  w.put<uint8_t>(0);
 }
 void encode_body(const MulticastAck&, Writer&) {}
 void encode_body(const MulticastMode& m, Writer& w) {
@@ -231,10 +232,14 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
       m.max_mbps = r.get<uint32_t>();
       m.share_mbps = r.get<uint32_t>();
       m.threads = r.get<uint16_t>();
-      const uint16_t reserved = r.get<uint16_t>();
+      const uint8_t reason = r.get<uint8_t>();
+      const uint8_t reserved = r.get<uint8_t>();
       if (!r.ok_and_done()) return ControlParse::kBadLength;
       if (reserved != 0) return ControlParse::kReservedNonZero;
-      if (m.threads == 0) return ControlParse::kBadField;
+      if (m.threads == 0 || reason > static_cast<uint8_t>(CapacityReason::kJobLeft)) {
+        return ControlParse::kBadField;
+      }
+      m.reason = static_cast<CapacityReason>(reason);
       *out = m;
       return ControlParse::kOk;
     }
@@ -296,6 +301,18 @@ std::string_view msg_type_name(MsgType t) {
       return "Capacity";
   }
   return "Unknown";
+}
+
+std::string_view capacity_reason_name(CapacityReason r) {
+  switch (r) {
+    case CapacityReason::kJoined:
+      return "joined";
+    case CapacityReason::kJobJoined:
+      return "job joined";
+    case CapacityReason::kJobLeft:
+      return "job left";
+  }
+  return "unknown";
 }
 
 std::string_view multicast_reason_name(MulticastReason r) {
@@ -418,8 +435,12 @@ std::string to_string(const ControlMsg& m) {
                   static_cast<int>(status_name(a->status).size()), status_name(a->status).data(),
                   a->job_id, a->granted_slots, a->payload_bytes, a->ports.size());
   } else if (const auto* c = std::get_if<Capacity>(&m)) {
-    std::snprintf(buf, sizeof(buf), "Capacity{line=%u max=%u share=%u Mbit/s threads=%u}",
-                  c->line_mbps, c->max_mbps, c->share_mbps, c->threads);
+    // An update names its reason; the first Capacity of a job reads as it always did.
+    const std::string why = c->reason == CapacityReason::kJoined
+                                ? std::string()
+                                : " (" + std::string(capacity_reason_name(c->reason)) + ")";
+    std::snprintf(buf, sizeof(buf), "Capacity{line=%u max=%u share=%u Mbit/s threads=%u%s}",
+                  c->line_mbps, c->max_mbps, c->share_mbps, c->threads, why.c_str());
   } else if (const auto* e = std::get_if<Error>(&m)) {
     std::snprintf(buf, sizeof(buf), "Error{%.*s: %.200s}",
                   static_cast<int>(status_name(e->status).size()), status_name(e->status).data(),

@@ -1,5 +1,6 @@
 // Conformance: the control plane (rendezvous, errors, authentication, timeouts, life cycle).
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -39,22 +40,62 @@ TEST_P(ControlPlane, HelloAdvertisesLimitsAndEverySupportedPair) {
   EXPECT_EQ(w[0]->ack.ports, daemon().data_ports());
 }
 
+// The next Capacity on `w`'s control connection (heartbeats skipped), or nullopt.
+std::optional<proto::Capacity> next_capacity(Worker& w, int timeout_ms = 3000) {
+  const auto m = w.ctl.recv_skip_heartbeats(timeout_ms);
+  if (!m) return std::nullopt;
+  const auto* c = std::get_if<proto::Capacity>(&*m);
+  EXPECT_NE(c, nullptr) << proto::to_string(*m);
+  if (c == nullptr) return std::nullopt;
+  return *c;
+}
+
+// Sends a Heartbeat on `w` and expects its answer next: nothing (no Capacity) was pending.
+void expect_nothing_pending(Worker& w, uint64_t time) {
+  w.ctl.send(proto::Heartbeat{time});
+  const auto m = w.ctl.recv_skip_heartbeats(3000);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_TRUE(std::holds_alternative<proto::HeartbeatAck>(*m)) << proto::to_string(*m);
+}
+
+// Every worker of `ws` gets a Capacity next with this grant and reason and the rest of the
+// capped daemon's figures (capped_config).
+void expect_grants(const std::vector<std::unique_ptr<Worker>>& ws, uint32_t share_mbps,
+                   proto::CapacityReason why, size_t threads) {
+  for (const auto& x : ws) {
+    const auto c = next_capacity(*x);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->share_mbps, share_mbps);
+    EXPECT_EQ(c->reason, why);
+    EXPECT_EQ(c->max_mbps, 1000u);
+    EXPECT_EQ(c->line_mbps, 25000u);
+    EXPECT_EQ(c->threads, threads);
+  }
+}
+
+// A daemon capped at 1000 Mbit/s with a configured line rate of 25000.
+Config capped_config(Config cfg) {
+  cfg.max_mbps = 1000;
+  cfg.line_mbps = 25000;
+  return cfg;
+}
+
+JoinSpec capacity_job(uint64_t key) {
+  JoinSpec spec;
+  spec.job_key = key;
+  spec.flags = proto::kJoinFlagCapacity;
+  return spec;
+}
+
 // A worker that sets Join flag capacity gets a Capacity right after its JoinAck: the cap, the
 // configured line rate and the dataplane threads; one that does not, gets none.
 TEST_P(ControlPlane, CapacityFollowsTheJoinAckWhenAskedFor) {
-  Config cfg = base_config();
-  cfg.max_mbps = 1000;
-  cfg.line_mbps = 25000;
-  start(cfg);
-  JoinSpec spec;
-  spec.job_key = 31;
-  spec.flags = proto::kJoinFlagCapacity;
+  start(capped_config(base_config()));
+  JoinSpec spec = capacity_job(31);
   auto w = join_job(spec, 2);
   for (auto& x : w) {
-    const auto m = x->ctl.recv_skip_heartbeats(3000);
-    ASSERT_TRUE(m.has_value());
-    const auto* c = std::get_if<proto::Capacity>(&*m);
-    ASSERT_NE(c, nullptr) << proto::to_string(*m);
+    const auto c = next_capacity(*x);  // a Capacity, not any other message
+    ASSERT_TRUE(c.has_value());
     EXPECT_EQ(c->line_mbps, 25000u);
     EXPECT_EQ(c->max_mbps, 1000u);
     EXPECT_EQ(c->share_mbps, 1000u);  // the smaller of the two
@@ -63,10 +104,55 @@ TEST_P(ControlPlane, CapacityFollowsTheJoinAckWhenAskedFor) {
   spec.job_key = 32;
   spec.flags = 0;
   auto plain = join_job(spec, 1);
-  plain[0]->ctl.send(proto::Heartbeat{5});
-  const auto m = plain[0]->ctl.recv_skip_heartbeats(3000);
-  ASSERT_TRUE(m.has_value());
-  EXPECT_TRUE(std::holds_alternative<proto::HeartbeatAck>(*m)) << proto::to_string(*m);
+  expect_nothing_pending(*plain[0], 5);
+}
+
+// Fair share (SPEC §3): two jobs on one daemon get half of its capacity each. The first job
+// hears its update (reason: a job joined) when the second joins, and gets the whole again
+// (reason: a job left) when the second leaves; /metrics shows the grants and the pacing.
+TEST_P(ControlPlane, TwoJobsShareTheCapacityAndHearEveryGrantUpdate) {
+  start(capped_config(base_config()));
+  JoinSpec spec = capacity_job(41);
+  auto first = join_job(spec, 2);
+  const size_t threads = daemon().data_ports().size();
+  expect_grants(first, 1000, proto::CapacityReason::kJoined, threads);  // alone: the whole
+  const auto job1 =
+      std::map<std::string, std::string>{{"job", std::to_string(first[0]->ack.job_id)}};
+  EXPECT_EQ(metric_sum(metrics(), "conflux_job_paced_mbps", job1), 0)
+      << "a job alone is not paced beyond max_mbps";
+
+  spec.job_key = 42;
+  auto second = join_job(spec, 2);
+  expect_grants(second, 500, proto::CapacityReason::kJoined, threads);
+  expect_grants(first, 500, proto::CapacityReason::kJobJoined, threads);
+  const auto job2 =
+      std::map<std::string, std::string>{{"job", std::to_string(second[0]->ack.job_id)}};
+  const std::string m = metrics();
+  EXPECT_EQ(metric_sum(m, "conflux_job_grant_mbps", job1), 500);
+  EXPECT_EQ(metric_sum(m, "conflux_job_grant_mbps", job2), 500);
+  EXPECT_EQ(metric_sum(m, "conflux_job_paced_mbps", job1), 500);
+  EXPECT_EQ(metric_sum(m, "conflux_job_paced_mbps", job2), 500);
+  EXPECT_NE(m.find("conflux_job_result_mbps{job="), std::string::npos);
+
+  for (auto& x : second) ASSERT_TRUE(x->ctl.send(proto::Leave{}));
+  expect_grants(first, 1000, proto::CapacityReason::kJobLeft, threads);  // alone again
+  EXPECT_EQ(metric_sum(metrics(), "conflux_job_grant_mbps", job1), 1000);
+  EXPECT_EQ(metric_sum(metrics(), "conflux_job_paced_mbps", job1), 0);
+  expect_nothing_pending(*first[0], 7);  // no further Capacity
+}
+
+// A job that did not ask for Capacity messages hears no update when another job joins; the
+// one that asked gets its half after its JoinAck.
+TEST_P(ControlPlane, NoGrantUpdateUnlessAsked) {
+  start(capped_config(base_config()));
+  JoinSpec spec;
+  spec.job_key = 51;
+  auto plain = join_job(spec, 1);
+  auto asking = join_job(capacity_job(52), 1);
+  const auto c = next_capacity(*asking[0]);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->share_mbps, 500u);
+  expect_nothing_pending(*plain[0], 5);
 }
 
 TEST_P(ControlPlane, MalformedFramesGetErrorThenClose) {

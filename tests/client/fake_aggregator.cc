@@ -240,6 +240,14 @@ void FakeAggregator::run() {
         }
       }
     }
+    if (const uint64_t g = grant_.exchange(0); g != 0) {
+      proto::Capacity c = opt_.capacity;
+      c.share_mbps = static_cast<uint32_t>(g - 1);
+      c.reason = grant_why_.load();
+      for (Conn& conn : s.conns) {
+        if (conn.fd >= 0 && (s.job.flags & proto::kJoinFlagCapacity)) send_frame(conn.fd, c);
+      }
+    }
     if (close_.exchange(false)) {
       for (Conn& c : s.conns) {
         if (c.fd >= 0) {

@@ -46,6 +46,12 @@ class FakeAggregator {
   void set_silent(bool v) { silent_ = v; }     // ignore everything, answer nothing
   void send_shutdown() { shutdown_ = true; }   // Shutdown{0} on every connection
   void close_connections() { close_ = true; }  // close every control connection
+  // A grant update (SPEC §3): options().capacity with this share and reason, to every
+  // connection of a job that asked for Capacity messages.
+  void send_grant(uint32_t share_mbps, proto::CapacityReason why) {
+    grant_why_ = why;
+    grant_ = share_mbps + 1;  // 0: none pending
+  }
 
   uint64_t contributions() const { return contributions_; }
   uint64_t retransmitted_contributions() const { return retransmitted_; }
@@ -62,6 +68,8 @@ class FakeAggregator {
   uint16_t control_port_ = 0;
   std::unique_ptr<State> st_;
   std::atomic<bool> stop_{false}, silent_{false}, shutdown_{false}, close_{false};
+  std::atomic<uint64_t> grant_{0};
+  std::atomic<proto::CapacityReason> grant_why_{proto::CapacityReason::kJobJoined};
   std::atomic<uint64_t> contributions_{0}, retransmitted_{0}, duplicates_{0}, resent_{0},
       leaves_{0}, refused_joins_{0};
   std::thread thread_;

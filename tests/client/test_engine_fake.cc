@@ -87,6 +87,43 @@ TEST(EngineFake, JoinsAndExposesTheGrant) {
   EXPECT_TRUE(es[0]->healthy());
 }
 
+// A grant update (Capacity while running, SPEC §3) is taken, not treated as unexpected: the
+// engine reports the new share and stays healthy; requests still complete.
+TEST(EngineFake, AGrantUpdateWhileRunningIsReported) {
+  FakeOptions o;
+  o.capacity = {25000, 1000, 1000, 2};
+  FakeAggregator agg(o);
+  auto es = make_engines({&agg}, 2);
+  for (auto& e : es) {
+    EXPECT_EQ(e->grants(), std::vector<uint32_t>{1000});
+    EXPECT_EQ(e->stats().grant_mbps, 1000u);
+    EXPECT_EQ(e->stats().grant_updates, 0u);
+  }
+  agg.send_grant(500, proto::CapacityReason::kJobJoined);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (auto& e : es) {
+    while (e->stats().grant_updates == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(e->stats().grant_updates, 1u);
+    EXPECT_EQ(e->stats().grant_mbps, 500u);
+    EXPECT_EQ(e->grants(), std::vector<uint32_t>{500});
+    EXPECT_EQ(e->aggregators()[0].share_mbps, 1000u);  // as at join
+    EXPECT_TRUE(e->healthy());
+  }
+  std::vector<std::vector<float>> in(2, std::vector<float>(64, 1.0f)), out(2);
+  for (int r = 0; r < 2; ++r) out[r].resize(64);
+  uint64_t h[2];
+  for (int r = 0; r < 2; ++r) {
+    h[r] = es[r]->allreduce(in[r].data(), out[r].data(), 64, DType::kFloat32, Op::kSum);
+  }
+  for (int r = 0; r < 2; ++r) {
+    std::string err;
+    EXPECT_EQ(es[r]->wait(h[r], std::chrono::seconds(10), &err), Status::kDone) << err;
+    EXPECT_EQ(out[r], std::vector<float>(64, 2.0f));
+  }
+}
+
 // busy_ns (the aggregation path's rate for the measured split) runs while a request is in
 // flight and stands still while none is.
 TEST(EngineFake, BusyTimeCountsOnlyWhileRequestsAreInFlight) {

@@ -228,5 +228,57 @@ TEST(SplitController, ARestripeScalesTheCapacityToTheSurvivors) {
   EXPECT_LE(period_time(f, 1 - ctl.ring_fraction()), best_time(f) * 1.08);
 }
 
+// A grant update (SPEC §3: another job joined the aggregator) is a new prior for R once every
+// rank reports it: R scales by new/old and the split moves to the ring; the whole grant back
+// scales R back. One rank that has not heard it yet holds the change (same decision on every
+// rank).
+TEST(SplitController, AGrantUpdateIsANewPrior) {
+  Fabric f;
+  f.capacity = 4 * kGbit;
+  SplitController ctl(f.n, f.link, f.capacity, 1);
+  ctl.set_grant(1000);
+  run(ctl, f, 4);
+  const double capacity = ctl.capacity_bps();
+  const double ring = ctl.ring_fraction();
+  std::vector<PathSample> all(4);
+  for (PathSample& s : all) s.grant_mbps = 500;
+  all[3].grant_mbps = 1000;  // not yet on rank 3
+  EXPECT_FALSE(ctl.update(all).changed);
+  EXPECT_EQ(ctl.capacity_bps(), capacity);
+  EXPECT_EQ(ctl.grant_mbps(), 1000);
+  all[3].grant_mbps = 500;
+  SplitDecision d = ctl.update(all);
+  EXPECT_TRUE(d.changed);
+  EXPECT_NE(d.reason.find("aggregator grants now 500 Mbit/s (were 1000)"), std::string::npos)
+      << d.reason;
+  EXPECT_EQ(ctl.capacity_bps(), capacity / 2);
+  EXPECT_EQ(ctl.grant_mbps(), 500);
+  EXPECT_GT(ctl.ring_fraction(), ring);
+  EXPECT_FALSE(ctl.update(all).changed);  // the same grant again: nothing new
+  for (PathSample& s : all) s.grant_mbps = 1000;
+  d = ctl.update(all);
+  EXPECT_TRUE(d.changed);
+  EXPECT_EQ(ctl.capacity_bps(), capacity);
+  EXPECT_EQ(ctl.ring_fraction(), ring);
+}
+
+// After a re-stripe the new engine's grants are adopted as they are, not taken as an update.
+TEST(SplitController, ARestripeAdoptsTheNewGrants) {
+  Fabric f;
+  SplitController ctl(f.n, f.link, f.capacity, 2);
+  ctl.set_grant(2000);
+  std::vector<PathSample> all(4);
+  for (PathSample& s : all) {
+    s.epoch = 1;
+    s.aggregators = 1;
+    s.grant_mbps = 1000;
+  }
+  EXPECT_NE(ctl.update(all).reason.find("re-striped"), std::string::npos);
+  const double capacity = ctl.capacity_bps();
+  ctl.update(all);
+  EXPECT_EQ(ctl.capacity_bps(), capacity);
+  EXPECT_EQ(ctl.grant_mbps(), 1000);
+}
+
 }  // namespace
 }  // namespace conflux::collnet

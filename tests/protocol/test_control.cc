@@ -197,6 +197,29 @@ TEST(Control, JoinFieldRanges) {
   EXPECT_EQ(bad([](Join& j) { j.payload_bytes = kMaxPayloadBytes + 1; }), ControlParse::kBadField);
 }
 
+// A grant update (SPEC §3): the same message again while the job runs, with its reason in the
+// byte before the reserved one; the first Capacity of a job keeps reason 0 (its old encoding).
+TEST(Control, CapacityUpdateCarriesItsReason) {
+  for (auto why : {CapacityReason::kJobJoined, CapacityReason::kJobLeft}) {
+    ControlMsg got;
+    ASSERT_EQ(parse(frame(Capacity{25000, 1000, 500, 4, why}), &got), ControlParse::kOk);
+    const auto& c = std::get<Capacity>(got);
+    EXPECT_EQ(c.share_mbps, 500u);
+    EXPECT_EQ(c.reason, why);
+    EXPECT_EQ(frame(got)[kControlHeaderSize + 14], static_cast<uint8_t>(why));
+  }
+  ControlMsg got;
+  ASSERT_EQ(parse(frame(Capacity{25000, 1000, 500, 4, CapacityReason::kJobLeft}), &got),
+            ControlParse::kOk);
+  EXPECT_EQ(to_string(got), "Capacity{line=25000 max=1000 share=500 Mbit/s threads=4 (job left)}");
+  EXPECT_EQ(frame(Capacity{25000, 1000, 500, 4})[kControlHeaderSize + 14], 0);
+  EXPECT_EQ(capacity_reason_name(CapacityReason::kJobJoined), "job joined");
+  auto b = frame(Capacity{1000, 0, 0, 2});
+  b[kControlHeaderSize + 14] = 3;  // no such reason
+  EXPECT_EQ(parse(b), ControlParse::kBadField);
+  EXPECT_EQ(b.size(), kControlHeaderSize + 16);
+}
+
 TEST(Control, JoinAckOkNeedsUsableGrant) {
   EXPECT_EQ(parse(frame(JoinAck{Status::kOk, 1, 1, 0, 8192, 0, {7471}})), ControlParse::kBadField);
   EXPECT_EQ(parse(frame(JoinAck{Status::kOk, 1, 1, 4, 8192, 0, {}})), ControlParse::kBadField);
@@ -221,7 +244,7 @@ TEST(Control, CapacityFields) {
   EXPECT_EQ(parse(frame(Capacity{0, 0, 0, 1})), ControlParse::kOk);
   EXPECT_EQ(parse(frame(Capacity{1000, 0, 0, 0})), ControlParse::kBadField);
   auto b = frame(Capacity{1000, 0, 0, 2});
-  b.back() = 1;  // the reserved u16
+  b.back() = 1;  // the reserved u8
   EXPECT_EQ(parse(b), ControlParse::kReservedNonZero);
   b = frame(Capacity{1000, 0, 0, 2});
   b.push_back(0);

@@ -169,10 +169,16 @@ void UdpQueue::queue_tx(size_t first, size_t n) {
 }
 
 void UdpQueue::flush_tx() {
+  // A job held to its fair share (several jobs live under max_mbps) waits for its own bucket
+  // too; a message goes to one worker, so one job.
+  bool paced = egress_.limited();
+  for (size_t m = 0; m < tx_n_ && !paced; ++m) paced = tx_jobs_[m]->pace_mbps() != 0;
   size_t done = 0;
   while (done < tx_n_) {
-    // Paced: one message per call, so the bucket charges each before the next leaves.
-    const size_t want = egress_.limited() ? 1 : tx_n_ - done;
+    // Paced: one message per call, so the buckets charge each before the next leaves.
+    const size_t want = paced ? 1 : tx_n_ - done;
+    TokenBucket* share = paced ? tx_jobs_[done]->pacer(queue_) : nullptr;
+    if (share != nullptr) wait_for_tokens(*share);
     wait_for_tokens(egress_);
     const int n = sendmmsg(fd_, tx_msgs_.data() + done, static_cast<unsigned>(want), 0);
     if (n > 0) {
@@ -181,6 +187,7 @@ void UdpQueue::flush_tx() {
         uint64_t bytes = 0;
         for (size_t k = 0; k < h.msg_iovlen; ++k) bytes += h.msg_iov[k].iov_len;
         egress_.consume(steady_ns(), bytes);
+        if (share != nullptr) share->consume(steady_ns(), bytes);
         counters_.packets_out.add(tx_segments_[m]);
         counters_.bytes_out.add(bytes);
         if (tx_segments_[m] > 1) counters_.gso_sends.inc();
@@ -218,11 +225,14 @@ void UdpQueue::send_plain(size_t m) {
   h.msg_control = nullptr;
   h.msg_controllen = 0;
   h.msg_iovlen = 1;
+  TokenBucket* share = tx_jobs_[m]->pacer(queue_);
   for (size_t k = 0; k < n; ++k) {
     h.msg_iov = const_cast<iovec*>(&iov[k]);
+    if (share != nullptr) wait_for_tokens(*share);
     wait_for_tokens(egress_);
     if (sendmsg(fd_, &h, 0) >= 0) {
       egress_.consume(steady_ns(), iov[k].iov_len);
+      if (share != nullptr) share->consume(steady_ns(), iov[k].iov_len);
       counters_.packets_out.inc();
       counters_.bytes_out.add(iov[k].iov_len);
       tx_jobs_[m]->counters(queue_).results_sent.inc();

@@ -3,7 +3,8 @@
 // With `udp_offload` (and a kernel that has them) received buffers may hold several
 // coalesced datagrams (UDP GRO), cut apart here, and the results of one batch to one worker
 // leave as GSO sends (one sendmmsg message for up to 64 same-size datagrams).
-// With `max_mbps` every send waits for this queue's token bucket (max_mbps / threads).
+// With `max_mbps` every send waits for this queue's token bucket (max_mbps / threads), and,
+// while several jobs are live, for its job's bucket too (its fair share / threads, Job::pacer).
 #pragma once
 
 #include <sys/socket.h>

@@ -22,6 +22,8 @@ struct Counters {
   C congestion_window{0};  // gauge: sum over aggregators of the current window (packets)
   C busy_ns{0};            // time with a request in progress, closed intervals
   C busy_since_ns{0};      // start of the open interval (steady clock), 0 when idle
+  C grant_mbps{0};         // gauge: sum of the aggregators' current grants
+  C grant_updates{0};      // Capacity updates received while running
   std::array<C, proto::kNumDropReasons> drops{};
 
   static void add(C& c, uint64_t n = 1) {
@@ -64,6 +66,8 @@ struct Counters {
       break;
     }
     s.multicast_results = g(multicast_results);
+    s.grant_mbps = g(grant_mbps);
+    s.grant_updates = g(grant_updates);
     for (size_t i = 0; i < drops.size(); ++i) {
       s.drops[i] = g(drops[i]);
     }

@@ -98,10 +98,14 @@ std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string
     }
 
     impl->payload_bytes = UINT32_MAX;
+    uint64_t grant_sum = 0;
     for (const JoinedAggregator& j : joined) {
       impl->infos.push_back(j.info);
+      impl->sh.grants.push_back(j.info.share_mbps);  // no other thread yet
+      grant_sum += j.info.share_mbps;
       impl->payload_bytes = std::min(impl->payload_bytes, j.info.payload_bytes);
     }
+    impl->sh.ctr.grant_mbps.store(grant_sum, std::memory_order_relaxed);
     impl->progress =
         std::make_unique<Progress>(&impl->sh, &impl->udp, std::move(joined), impl->payload_bytes);
     Progress* p = impl->progress.get();
@@ -287,6 +291,11 @@ bool Engine::supports(DType dtype, Op op) const {
 }
 
 const std::vector<AggregatorInfo>& Engine::aggregators() const { return impl_->infos; }
+
+std::vector<uint32_t> Engine::grants() const {
+  std::lock_guard<std::mutex> lk(impl_->sh.mu);
+  return impl_->sh.grants;
+}
 uint32_t Engine::payload_bytes() const { return impl_->payload_bytes; }
 uint16_t Engine::udp_port() const { return impl_->udp.port(); }
 EngineStats Engine::stats() const { return impl_->sh.ctr.snapshot(); }

@@ -58,6 +58,7 @@ class Progress {
   // progress.cc: loop, control plane, failure.
   bool take_submissions();
   bool poll_control(int64_t now);
+  void on_grant(size_t aggregator, const proto::Capacity& c);  // a Capacity while running
   void handle_abort();
   void fail_engine(const std::string& reason, int aggregator = -1);
   void finish(Request* r, Status st, const std::string& error);

@@ -1,6 +1,7 @@
 // The progress thread's side of the control channels: heartbeats, liveness (silence for
-// aggregator_timeout), and the messages that end an aggregator (Shutdown, Error, a closed
-// or malformed connection). See protocol/SPEC.md §3 and §4 (job life cycle).
+// aggregator_timeout), grant updates (Capacity while running), and the messages that end an
+// aggregator (Shutdown, Error, a closed or malformed connection). See protocol/SPEC.md §3 and §4
+// (job life cycle).
 #include <variant>
 
 #include "progress.h"
@@ -39,6 +40,8 @@ bool Progress::poll_control(int64_t now) {
         g.j.ctl->send(proto::HeartbeatAck{hb->time_ns}, &err);
       } else if (std::holds_alternative<proto::HeartbeatAck>(m)) {
         // liveness only
+      } else if (const auto* c = std::get_if<proto::Capacity>(&m); c != nullptr && cfg.capacity) {
+        on_grant(gi, *c);
       } else if (const auto* s = std::get_if<proto::Shutdown>(&m)) {
         g.alive = false;
         fail_engine(who + " shut down" +
@@ -81,6 +84,26 @@ bool Progress::poll_control(int64_t now) {
     }
   }
   return work;
+}
+
+void Progress::on_grant(size_t gi, const proto::Capacity& c) {
+  // A grant update (SPEC.md §3): another job joined or left this aggregator.
+  uint64_t sum = 0;
+  uint32_t before = 0;
+  {
+    std::lock_guard<std::mutex> lk(sh_->mu);
+    before = sh_->grants[gi];
+    sh_->grants[gi] = c.share_mbps;
+    for (uint32_t g : sh_->grants) sum += g;
+  }
+  sh_->ctr.grant_mbps.store(sum, std::memory_order_relaxed);
+  Counters::add(sh_->ctr.grant_updates);
+  if (c.share_mbps != before) {
+    sh_->log(LogLevel::kInfo, "aggregator " + aggs_[gi].j.info.endpoint.to_string() +
+                                  " grant now " + std::to_string(c.share_mbps) + " Mbit/s (was " +
+                                  std::to_string(before) +
+                                  "): " + std::string(proto::capacity_reason_name(c.reason)));
+  }
 }
 
 }  // namespace conflux::client

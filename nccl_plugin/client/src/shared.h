@@ -31,6 +31,9 @@ struct Shared {
   std::string fail_reason;   // guarded by mu; the first error that failed the engine
   std::string abort_reason;  // guarded by mu; set by abort(), consumed by progress
   uint64_t abort_requested = 0, abort_done = 0;  // guarded by mu
+  // Each aggregator's current grant (Capacity share_mbps, SPEC.md §3), Mbit/s, by index;
+  // guarded by mu. Set at join, updated by the progress thread when a grant update comes.
+  std::vector<uint32_t> grants;
   std::condition_variable abort_cv;
   // Engine::wait() callers sleep here; the progress thread notifies when it finishes a
   // request while `waiters` > 0.

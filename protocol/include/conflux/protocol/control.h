@@ -122,13 +122,23 @@ struct Error {
 struct Shutdown {
   uint32_t reason = 0;
 };  // 0 = daemon stopping, 1 = drain
+// Why a Capacity was sent (SPEC.md §3). Stable values.
+enum class CapacityReason : uint8_t {
+  kJoined = 0,     // right after this job's JoinAck
+  kJobJoined = 1,  // an update: another job joined the aggregator
+  kJobLeft = 2,    // an update: another job left it
+};
+std::string_view capacity_reason_name(CapacityReason r);
+
 // What the aggregator can carry (SPEC.md §3), sent after an ok JoinAck to a worker that
-// set kJoinFlagCapacity. 0 in a rate field = unknown (line) or none (cap).
+// set kJoinFlagCapacity, and again (an update of share_mbps) whenever the job's grant
+// changes while it runs. 0 in a rate field = unknown (line) or none (cap).
 struct Capacity {
   uint32_t line_mbps = 0;   // NIC line rate
   uint32_t max_mbps = 0;    // configured cap on the result bytes it sends
-  uint32_t share_mbps = 0;  // what this job may use now
+  uint32_t share_mbps = 0;  // what this job may use now (its grant)
   uint16_t threads = 0;     // dataplane threads, >= 1
+  CapacityReason reason = CapacityReason::kJoined;
 };
 
 // Worker -> aggregator: this rank received the job's multicast probe (SPEC §8).

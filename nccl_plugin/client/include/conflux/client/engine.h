@@ -50,7 +50,8 @@ struct AggregatorInfo {
   bool deterministic = false;  // JoinAck flag
   bool data_mac = false;       // JoinAck flag: data packets carry a MAC (SPEC.md §6)
   std::vector<uint16_t> data_ports;
-  // Its Capacity message (ClientConfig::capacity), Mbit/s; 0 = unknown / no cap.
+  // Its Capacity message (ClientConfig::capacity), Mbit/s; 0 = unknown / no cap. As at join:
+  // later grant updates show in Engine::grants() and EngineStats::grant_mbps.
   bool capacity_known = false;
   uint32_t line_mbps = 0;
   uint32_t max_mbps = 0;
@@ -88,7 +89,11 @@ struct EngineStats {
   // Time with at least one request taken by the progress thread and not finished, the
   // current stretch included: with bytes_sent, the rate of the aggregation path.
   uint64_t busy_ns = 0;
-  uint64_t multicast_results = 0;                        // results accepted from a multicast group
+  uint64_t multicast_results = 0;  // results accepted from a multicast group
+  // Sum over the aggregators of their current grant to this job (Capacity share_mbps),
+  // Mbit/s, 0 = unknown; it moves when an aggregator sends a grant update (SPEC.md §3).
+  uint64_t grant_mbps = 0;
+  uint64_t grant_updates = 0;                            // grant updates received while running
   std::array<uint64_t, proto::kNumDropReasons> drops{};  // by proto::DropReason
 };
 
@@ -141,6 +146,9 @@ class Engine {
   bool supports(DType dtype, Op op) const;
 
   const std::vector<AggregatorInfo>& aggregators() const;
+  // Each aggregator's current grant to this job, Mbit/s, by index into aggregators(): its
+  // share_mbps at join, then the latest grant update it sent (0 = unknown).
+  std::vector<uint32_t> grants() const;
   // Payload per packet used for cutting: the smallest grant over the aggregators.
   uint32_t payload_bytes() const;
   uint16_t udp_port() const;  // local UDP port results arrive on

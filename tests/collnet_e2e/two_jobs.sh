@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Two jobs on the same aggregators (run under with_confluxd.sh): job A starts, job B joins once
+# A is connected, B ends while A still runs. Each job's output lines are prefixed "job A: " /
+# "job B: "; exits non-zero when either job does.
+#   two_jobs.sh --a "ARGS OF A..." -- CMD ARGS...   (CMD ARGS: job B; A runs CMD with its own args)
+set -uo pipefail
+[[ $1 == --a ]] || { echo "two_jobs: usage: two_jobs.sh --a 'ARGS' -- CMD ARGS..." >&2; exit 2; }
+read -r -a a_args <<<"$2"
+shift 3  # --a ARGS --
+cmd=$1
+shift
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$cmd" "${a_args[@]}" >"$work/a" 2>&1 &
+a_pid=$!
+# B joins once A's CollNet is connected (NCCL_DEBUG=INFO prints it).
+for _ in $(seq 1 600); do
+  grep -q "CollNet connected" "$work/a" && break
+  kill -0 "$a_pid" 2>/dev/null || break
+  sleep 0.1
+done
+"$cmd" "$@" >"$work/b" 2>&1
+b_rc=$?
+wait "$a_pid"
+a_rc=$?
+sed 's/^/job A: /' "$work/a"
+sed 's/^/job B: /' "$work/b"
+echo "two_jobs: job A exit $a_rc, job B exit $b_rc"
+[[ $a_rc -eq 0 && $b_rc -eq 0 ]]
