@@ -31,7 +31,7 @@ struct CollHandle {
   uint32_t version;
   uint8_t ring[net::wire::kHandleBytes];
 };
-static_assert(sizeof(CollHandle) <= size_t(abi::NCCL_NET_HANDLE_MAXSIZE));
+static_assert(sizeof(CollHandle) <= size_t(nccl::NCCL_NET_HANDLE_MAXSIZE));
 
 struct CollContext {
   static constexpr uint32_t kMagic = 0x43435458;
@@ -148,7 +148,7 @@ std::unique_ptr<client::Engine> join_aggregators(const Config& c, uint64_t key, 
 
 }  // namespace
 
-Status collInit(void** ctx, uint64_t commId, abi::ncclDebugLogger_t log) {
+Status collInit(void** ctx, uint64_t commId, nccl::ncclDebugLogger_t log) {
   if (ctx == nullptr) return Status::kInvalidArgument;
   *ctx = nullptr;
   CFX_RETURN_IF_ERROR(PluginState::acquire(log));
@@ -170,7 +170,7 @@ Status collFinalize(void* ctx) {
   return Status::kOk;
 }
 
-Status collInitLegacy(abi::ncclDebugLogger_t log) { return netInitLegacy(log); }
+Status collInitLegacy(nccl::ncclDebugLogger_t log) { return netInitLegacy(log); }
 
 Status collDevices(int* ndev) { return netDevices(ndev); }
 
@@ -194,7 +194,7 @@ Status collListen(void* ctx, int dev, void* handle, void** listenComm) {
   CFX_RETURN_IF_ERROR(s->transport().listen(dev, &ring, &l->ring));
   CollHandle h{kHandleMagic, 1, {}};
   std::memcpy(h.ring, ring.bytes, sizeof h.ring);
-  std::memset(handle, 0, abi::NCCL_NET_HANDLE_MAXSIZE);
+  std::memset(handle, 0, nccl::NCCL_NET_HANDLE_MAXSIZE);
   std::memcpy(handle, &h, sizeof h);
   *listenComm = l.release();
   return Status::kOk;

@@ -12,8 +12,8 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "abi/nccl_types.h"
 #include "core/params.h"
+#include "nccl/nccl_types.h"
 #include "net/transport.h"
 
 namespace conflux::plugin {
@@ -21,7 +21,7 @@ namespace conflux::plugin {
 class PluginState {
  public:
   // Thread-safe. On failure nothing is kept (a later acquire retries from scratch).
-  static Status acquire(abi::ncclDebugLogger_t logger);
+  static Status acquire(nccl::ncclDebugLogger_t logger);
   static void release();
   // The state while at least one reference is held, else nullptr. Lock-free.
   static PluginState* get();
@@ -52,10 +52,10 @@ struct NetContext {
   static constexpr uint32_t kMagic = 0x43545854;
   uint32_t magic = kMagic;
   uint64_t commId = 0;
-  int trafficClass = abi::NCCL_NET_TRAFFIC_CLASS_UNDEF;
+  int trafficClass = nccl::NCCL_NET_TRAFFIC_CLASS_UNDEF;
 };
 
 // Routes conflux::net logging to NCCL's logger with the prefix "NET/Conflux".
-void installNcclLogger(abi::ncclDebugLogger_t logger);
+void installNcclLogger(nccl::ncclDebugLogger_t logger);
 
 }  // namespace conflux::plugin

@@ -38,7 +38,7 @@ Status CollNetSession::agree(bool ok_here, const std::string& why_here,
   return Status::Ok();
 }
 
-Status CollNetSession::open(const abi::ncclCollNet_v11_t* cn, uint64_t comm_id, Bootstrap* bs,
+Status CollNetSession::open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id, Bootstrap* bs,
                             HostBuffers* bufs, const Deadline* dl) {
   cn_ = cn;
   bs_ = bs;
@@ -63,13 +63,13 @@ Status CollNetSession::open(const abi::ncclCollNet_v11_t* cn, uint64_t comm_id, 
     ok = false;
     why = "collnet.devices reported " + std::to_string(ndev) + " devices (CollNet unavailable)";
   }
-  abi::ncclNetProperties_v11_t props{};
+  nccl::ncclNetProperties_v11_t props{};
   if (ok && (rc = cn_->getProperties(0, &props)) != 0) ok = failed("collnet.getProperties(0)", rc);
   if (ok) {
     dev_name_ = props.name != nullptr ? props.name : "";
     max_coll_bytes_ = props.maxCollBytes;
   }
-  char handle[abi::NCCL_NET_HANDLE_MAXSIZE] = {};
+  char handle[nccl::NCCL_NET_HANDLE_MAXSIZE] = {};
   if (ok && (rc = cn_->listen(ctx_, 0, handle, &listen_comm_)) != 0)
     ok = failed("collnet.listen(dev 0)", rc);
   std::vector<std::string> handles;
@@ -82,7 +82,7 @@ Status CollNetSession::open(const abi::ncclCollNet_v11_t* cn, uint64_t comm_id, 
   std::vector<void*> ptrs(handles.size());
   for (size_t r = 0; r < handles.size(); ++r) {
     copies[r].assign(handles[r].begin(), handles[r].end());
-    copies[r].resize(abi::NCCL_NET_HANDLE_MAXSIZE);
+    copies[r].resize(nccl::NCCL_NET_HANDLE_MAXSIZE);
     ptrs[r] = copies[r].data();
   }
   rc = cn_->connect(ptrs.data(), bs_->nranks(), rank_, listen_comm_, &coll_comm_);
@@ -108,8 +108,8 @@ Status CollNetSession::open(const abi::ncclCollNet_v11_t* cn, uint64_t comm_id, 
       std::string call = "collnet.reduceSupport(" + std::string(dtype_name(static_cast<DType>(t))) +
                          ", " + std::string(op_name(static_cast<Op>(o))) + ")";
       DRV_CALL(rank_, call.c_str(),
-               cn_->reduceSupport(static_cast<abi::ncclDataType_t>(t),
-                                  static_cast<abi::ncclRedOp_t>(o), &sup));
+               cn_->reduceSupport(static_cast<nccl::ncclDataType_t>(t),
+                                  static_cast<nccl::ncclRedOp_t>(o), &sup));
       support[t * kNumOps + o] = sup ? '1' : '0';
     }
   }
@@ -124,9 +124,9 @@ Status CollNetSession::open(const abi::ncclCollNet_v11_t* cn, uint64_t comm_id, 
     }
   }
   DRV_CALL(rank_, "collnet.regMr(send buffer, NCCL_PTR_HOST)",
-           cn_->regMr(coll_comm_, bufs_->send, bufs_->bytes, abi::NCCL_PTR_HOST, &send_mh_));
+           cn_->regMr(coll_comm_, bufs_->send, bufs_->bytes, nccl::NCCL_PTR_HOST, &send_mh_));
   DRV_CALL(rank_, "collnet.regMr(recv buffer, NCCL_PTR_HOST)",
-           cn_->regMr(coll_comm_, bufs_->recv, bufs_->bytes, abi::NCCL_PTR_HOST, &recv_mh_));
+           cn_->regMr(coll_comm_, bufs_->recv, bufs_->bytes, nccl::NCCL_PTR_HOST, &recv_mh_));
   return Status::Ok();
 }
 
@@ -213,8 +213,8 @@ Status CollNetSession::allreduce(void* send, void* recv, size_t count, DType t, 
         const size_t first = i * chunk_elems;
         DRV_CALL(rank_, "collnet.iallreduce",
                  cn_->iallreduce(coll_comm_, s + first * es, d + first * es, elems(i),
-                                 static_cast<abi::ncclDataType_t>(t),
-                                 static_cast<abi::ncclRedOp_t>(op), smh, rmh, req));
+                                 static_cast<nccl::ncclDataType_t>(t),
+                                 static_cast<nccl::ncclRedOp_t>(op), smh, rmh, req));
         return Status::Ok();
       },
       [&](size_t i) { return elems(i) * es; });

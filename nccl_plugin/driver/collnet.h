@@ -43,7 +43,7 @@ class CollNetSession {
 
   // Ok with available()==false when CollNet is unavailable or declined (reason() says why,
   // identically on every rank). An error Status only for failures NCCL would abort on.
-  Status open(const abi::ncclCollNet_v11_t* cn, uint64_t comm_id, Bootstrap* bs, HostBuffers* bufs,
+  Status open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id, Bootstrap* bs, HostBuffers* bufs,
               const Deadline* dl);
   bool available() const { return coll_comm_ != nullptr; }
   const std::string& reason() const { return reason_; }
@@ -75,7 +75,7 @@ class CollNetSession {
   Status direct(bool reduce, void* send, void* recv, size_t count, DType t, Op op, size_t chunk,
                 int inflight);
 
-  const abi::ncclCollNet_v11_t* cn_ = nullptr;
+  const nccl::ncclCollNet_v11_t* cn_ = nullptr;
   Bootstrap* bs_ = nullptr;
   HostBuffers* bufs_ = nullptr;
   const Deadline* dl_ = nullptr;

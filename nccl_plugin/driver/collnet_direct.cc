@@ -24,13 +24,13 @@ Status CollNetSession::direct(bool reduce, void* send, void* recv, size_t count,
       [&](size_t i, void** req) {
         const size_t off = i * cb;
         if (reduce) {
-          abi::ncclNetSGE_v11_t part{send_mh_, s + off, win_bytes(i)};
+          nccl::ncclNetSGE_v11_t part{send_mh_, s + off, win_bytes(i)};
           DRV_CALL(rank_, "collnet.ireducescatter",
                    cn_->ireducescatter(coll_comm_, 1, &part, own(d, off), per_rank, off,
-                                       win_bytes(i), static_cast<abi::ncclDataType_t>(t),
-                                       static_cast<abi::ncclRedOp_t>(op), recv_mh_, req));
+                                       win_bytes(i), static_cast<nccl::ncclDataType_t>(t),
+                                       static_cast<nccl::ncclRedOp_t>(op), recv_mh_, req));
         } else {
-          abi::ncclNetSGE_v11_t part{recv_mh_, d + off, win_bytes(i)};
+          nccl::ncclNetSGE_v11_t part{recv_mh_, d + off, win_bytes(i)};
           DRV_CALL(rank_, "collnet.iallgather",
                    cn_->iallgather(coll_comm_, own(s, off), 1, &part, per_rank, off, win_bytes(i),
                                    send_mh_, req));

@@ -30,7 +30,7 @@ class NetRing {
   NetRing& operator=(const NetRing&) = delete;
 
   // Connects the ring and registers `bufs` (kept by reference until teardown).
-  Status setup(const abi::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, HostBuffers* bufs,
+  Status setup(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, HostBuffers* bufs,
                size_t chunk_bytes, int inflight, const Deadline* dl);
   // send/recv must be bufs->send / bufs->recv (recv == send for in place).
   Status allreduce(void* send, void* recv, size_t count, DType t, Op op);
@@ -45,7 +45,7 @@ class NetRing {
   Status register_all(void* comm, const char* which, void** mh);
   void* send_mhandle(const void* ptr) const;
 
-  const abi::ncclNet_v11_t* net_ = nullptr;
+  const nccl::ncclNet_v11_t* net_ = nullptr;
   Bootstrap* bs_ = nullptr;
   HostBuffers* bufs_ = nullptr;
   const Deadline* dl_ = nullptr;

@@ -6,7 +6,7 @@
 
 namespace conflux::driver {
 
-Status NetRing::setup(const abi::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, HostBuffers* bufs,
+Status NetRing::setup(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, HostBuffers* bufs,
                       size_t chunk_bytes, int inflight, const Deadline* dl) {
   net_ = net;
   bs_ = bs;
@@ -20,7 +20,7 @@ Status NetRing::setup(const abi::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, H
   if (nranks_ == 1) return Status::Ok();  // no peer: AllReduce is a copy
 
   // listen on device 0; the handle goes to every rank through the bootstrap.
-  char handle[abi::NCCL_NET_HANDLE_MAXSIZE] = {};
+  char handle[nccl::NCCL_NET_HANDLE_MAXSIZE] = {};
   void* listen_comm = nullptr;
   DRV_CALL(rank_, "net.listen(dev 0)", net_->listen(ctx, 0, handle, &listen_comm));
   if (listen_comm == nullptr) {
@@ -32,11 +32,11 @@ Status NetRing::setup(const abi::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, H
   const int prev = (rank_ + nranks_ - 1) % nranks_;
   // NCCL keeps the peer's handle in its own memory and passes the same bytes to every
   // connect() retry (plugins may keep connection state in it): so do we.
-  char peer_handle[abi::NCCL_NET_HANDLE_MAXSIZE];
+  char peer_handle[nccl::NCCL_NET_HANDLE_MAXSIZE];
   std::memcpy(peer_handle, handles[next].data(), sizeof peer_handle);
 
-  abi::ncclNetDeviceHandle_v11_t* send_dev = nullptr;
-  abi::ncclNetDeviceHandle_v11_t* recv_dev = nullptr;
+  nccl::ncclNetDeviceHandle_v11_t* send_dev = nullptr;
+  nccl::ncclNetDeviceHandle_v11_t* recv_dev = nullptr;
   uint64_t polls = 0;
   while (send_comm_ == nullptr || recv_comm_ == nullptr) {
     if (send_comm_ == nullptr) {
@@ -68,7 +68,8 @@ Status NetRing::register_all(void* comm, const char* which, void** mh) {
   for (int i = 0; i < 3; ++i) {
     std::string call = std::string("net.regMr(") + which + " comm, " + names[i] + ", " +
                        std::to_string(sizes[i]) + " B, NCCL_PTR_HOST)";
-    DRV_CALL(rank_, call.c_str(), net_->regMr(comm, ptrs[i], sizes[i], abi::NCCL_PTR_HOST, &mh[i]));
+    DRV_CALL(rank_, call.c_str(),
+             net_->regMr(comm, ptrs[i], sizes[i], nccl::NCCL_PTR_HOST, &mh[i]));
   }
   return Status::Ok();
 }

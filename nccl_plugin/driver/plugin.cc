@@ -18,26 +18,26 @@ std::atomic<int> g_log_rank{-1};
 
 int debug_level_from_env() {
   const char* v = std::getenv("NCCL_DEBUG");
-  if (v == nullptr) return abi::NCCL_LOG_NONE;
-  if (strcasecmp(v, "VERSION") == 0) return abi::NCCL_LOG_VERSION;
-  if (strcasecmp(v, "WARN") == 0) return abi::NCCL_LOG_WARN;
-  if (strcasecmp(v, "INFO") == 0) return abi::NCCL_LOG_INFO;
-  if (strcasecmp(v, "ABORT") == 0) return abi::NCCL_LOG_ABORT;
-  if (strcasecmp(v, "TRACE") == 0) return abi::NCCL_LOG_TRACE;
-  return abi::NCCL_LOG_NONE;
+  if (v == nullptr) return nccl::NCCL_LOG_NONE;
+  if (strcasecmp(v, "VERSION") == 0) return nccl::NCCL_LOG_VERSION;
+  if (strcasecmp(v, "WARN") == 0) return nccl::NCCL_LOG_WARN;
+  if (strcasecmp(v, "INFO") == 0) return nccl::NCCL_LOG_INFO;
+  if (strcasecmp(v, "ABORT") == 0) return nccl::NCCL_LOG_ABORT;
+  if (strcasecmp(v, "TRACE") == 0) return nccl::NCCL_LOG_TRACE;
+  return nccl::NCCL_LOG_NONE;
 }
 
 const char* level_name(int level) {
   switch (level) {
-    case abi::NCCL_LOG_VERSION:
+    case nccl::NCCL_LOG_VERSION:
       return "VERSION";
-    case abi::NCCL_LOG_WARN:
+    case nccl::NCCL_LOG_WARN:
       return "WARN";
-    case abi::NCCL_LOG_INFO:
+    case nccl::NCCL_LOG_INFO:
       return "INFO";
-    case abi::NCCL_LOG_ABORT:
+    case nccl::NCCL_LOG_ABORT:
       return "ABORT";
-    case abi::NCCL_LOG_TRACE:
+    case nccl::NCCL_LOG_TRACE:
       return "TRACE";
     default:
       return "LOG";
@@ -55,14 +55,14 @@ bool is_bare_name(const std::string& n) {
 
 void set_log_rank(int rank) { g_log_rank.store(rank); }
 
-void driver_logger(abi::ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
+void driver_logger(nccl::ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
                    const char* fmt, ...) {
   static const int threshold = debug_level_from_env();
   int lvl = static_cast<int>(level);
-  if (lvl == abi::NCCL_LOG_NONE || threshold == abi::NCCL_LOG_NONE) return;
+  if (lvl == nccl::NCCL_LOG_NONE || threshold == nccl::NCCL_LOG_NONE) return;
   // ABORT messages are warnings that must be seen: print them whenever WARN would print.
-  int eff = (lvl == abi::NCCL_LOG_ABORT) ? abi::NCCL_LOG_WARN : lvl;
-  int thr = (threshold == abi::NCCL_LOG_ABORT) ? abi::NCCL_LOG_WARN : threshold;
+  int eff = (lvl == nccl::NCCL_LOG_ABORT) ? nccl::NCCL_LOG_WARN : lvl;
+  int thr = (threshold == nccl::NCCL_LOG_ABORT) ? nccl::NCCL_LOG_WARN : threshold;
   if (eff > thr) return;
   char msg[1024];
   va_list ap;
@@ -81,21 +81,21 @@ void driver_logger(abi::ncclDebugLogLevel level, unsigned long flags, const char
 
 const char* result_name(int r) {
   switch (r) {
-    case abi::ncclSuccess:
+    case nccl::ncclSuccess:
       return "ncclSuccess";
-    case abi::ncclUnhandledCudaError:
+    case nccl::ncclUnhandledCudaError:
       return "ncclUnhandledCudaError";
-    case abi::ncclSystemError:
+    case nccl::ncclSystemError:
       return "ncclSystemError";
-    case abi::ncclInternalError:
+    case nccl::ncclInternalError:
       return "ncclInternalError";
-    case abi::ncclInvalidArgument:
+    case nccl::ncclInvalidArgument:
       return "ncclInvalidArgument";
-    case abi::ncclInvalidUsage:
+    case nccl::ncclInvalidUsage:
       return "ncclInvalidUsage";
-    case abi::ncclRemoteError:
+    case nccl::ncclRemoteError:
       return "ncclRemoteError";
-    case abi::ncclInProgress:
+    case nccl::ncclInProgress:
       return "ncclInProgress";
     default:
       return "unknown ncclResult_t";
@@ -169,10 +169,10 @@ Status load_plugin(const std::string& name_in, LoadedPlugin* out) {
     unload_plugin(out);
     return Status::Error(msg);
   }
-  out->net = static_cast<const abi::ncclNet_v11_t*>(dlsym(out->lib, "ncclNetPlugin_v11"));
+  out->net = static_cast<const nccl::ncclNet_v11_t*>(dlsym(out->lib, "ncclNetPlugin_v11"));
   if (out->collnet_symbol == "ncclCollNetPlugin_v11") {
     out->collnet =
-        static_cast<const abi::ncclCollNet_v11_t*>(dlsym(out->lib, "ncclCollNetPlugin_v11"));
+        static_cast<const nccl::ncclCollNet_v11_t*>(dlsym(out->lib, "ncclCollNetPlugin_v11"));
   }
   return Status::Ok();
 }

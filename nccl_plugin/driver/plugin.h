@@ -6,23 +6,21 @@
 #include <string>
 #include <vector>
 
-#include "abi/net_v11.h"
 #include "driver/status.h"
+#include "nccl/net_v11.h"
 
 namespace conflux::driver {
 
-namespace abi = ::conflux::abi;
-
 struct LoadedPlugin {
-  void* lib = nullptr;                              // dlopen handle
-  std::string opened_as;                            // the name dlopen succeeded with
-  std::string path;                                 // resolved file (dladdr), for reports
-  std::string net_symbol;                           // first ncclNetPlugin_vN found ("" if none)
-  std::string collnet_symbol;                       // first ncclCollNetPlugin_vN found
-  std::vector<std::string> net_versions;            // every ncclNetPlugin_vN present
-  std::vector<std::string> collnet_versions;        // every ncclCollNetPlugin_vN present
-  const abi::ncclNet_v11_t* net = nullptr;          // set when ncclNetPlugin_v11 is used
-  const abi::ncclCollNet_v11_t* collnet = nullptr;  // set when ncclCollNetPlugin_v11 exists
+  void* lib = nullptr;                               // dlopen handle
+  std::string opened_as;                             // the name dlopen succeeded with
+  std::string path;                                  // resolved file (dladdr), for reports
+  std::string net_symbol;                            // first ncclNetPlugin_vN found ("" if none)
+  std::string collnet_symbol;                        // first ncclCollNetPlugin_vN found
+  std::vector<std::string> net_versions;             // every ncclNetPlugin_vN present
+  std::vector<std::string> collnet_versions;         // every ncclCollNetPlugin_vN present
+  const nccl::ncclNet_v11_t* net = nullptr;          // set when ncclNetPlugin_v11 is used
+  const nccl::ncclCollNet_v11_t* collnet = nullptr;  // set when ncclCollNetPlugin_v11 exists
 };
 
 // dlopen(RTLD_NOW | RTLD_LOCAL) by NCCL_NET_PLUGIN rules: `name` as given, then (if it is a
@@ -37,7 +35,7 @@ void unload_plugin(LoadedPlugin* p);
 // The logger given to init(): NCCL's signature. Prints "[rank] LEVEL file:line msg" to stderr
 // when NCCL_DEBUG is WARN/INFO/TRACE (INFO prints WARN too). Thread-safe (one write per line).
 void set_log_rank(int rank);
-void driver_logger(abi::ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
+void driver_logger(nccl::ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
                    const char* fmt, ...);
 
 // "ncclSystemError" etc.

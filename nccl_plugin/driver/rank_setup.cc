@@ -37,7 +37,7 @@ std::string join(const std::vector<std::string>& v) {
 
 }  // namespace
 
-Status check_net_members(const abi::ncclNet_v11_t* n) {
+Status check_net_members(const nccl::ncclNet_v11_t* n) {
   return check("ncclNetPlugin_v11", {{"name", n->name != nullptr},
                                      {"init", n->init != nullptr},
                                      {"devices", n->devices != nullptr},
@@ -56,7 +56,7 @@ Status check_net_members(const abi::ncclNet_v11_t* n) {
                                      {"finalize", n->finalize != nullptr}});
 }
 
-Status check_collnet_members(const abi::ncclCollNet_v11_t* c) {
+Status check_collnet_members(const nccl::ncclCollNet_v11_t* c) {
   return check("ncclCollNetPlugin_v11", {{"name", c->name != nullptr},
                                          {"init", c->init != nullptr},
                                          {"devices", c->devices != nullptr},
@@ -73,22 +73,22 @@ Status check_collnet_members(const abi::ncclCollNet_v11_t* c) {
                                          {"finalize", c->finalize != nullptr}});
 }
 
-Status net_init(const abi::ncclNet_v11_t* net, int rank, uint64_t comm_id, void** ctx,
+Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, void** ctx,
                 NetDevice* dev) {
-  abi::ncclNetCommConfig_v11_t config{};
-  config.trafficClass = abi::NCCL_NET_TRAFFIC_CLASS_UNDEF;
+  nccl::ncclNetCommConfig_v11_t config{};
+  config.trafficClass = nccl::NCCL_NET_TRAFFIC_CLASS_UNDEF;
   DRV_CALL(rank, "net.init", net->init(ctx, comm_id, &config, driver_logger, nullptr));
   DRV_CALL(rank, "net.devices", net->devices(&dev->ndev));
   if (dev->ndev <= 0) {
     return Status::Error("net.devices reported " + std::to_string(dev->ndev) +
                          " devices; NCCL would not use this plugin");
   }
-  abi::ncclNetProperties_v11_t props{};
+  nccl::ncclNetProperties_v11_t props{};
   DRV_CALL(rank, "net.getProperties(0)", net->getProperties(0, &props));
   dev->name = props.name != nullptr ? props.name : "(null)";
   dev->speed_mbps = props.speed;
   dev->ptr_support = props.ptrSupport;
-  if ((props.ptrSupport & abi::NCCL_PTR_HOST) == 0) {
+  if ((props.ptrSupport & nccl::NCCL_PTR_HOST) == 0) {
     return Status::Error("net device 0 does not support NCCL_PTR_HOST (ptrSupport=" +
                          std::to_string(props.ptrSupport) + ")");
   }

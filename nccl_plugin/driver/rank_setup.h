@@ -13,8 +13,8 @@ namespace conflux::driver {
 
 // Error naming the first NULL member NCCL would call (makeVDevice/setNetAttr/irecvConsumed/
 // regMrDmaBuf/iflush/getDeviceMr may be NULL).
-Status check_net_members(const abi::ncclNet_v11_t* net);
-Status check_collnet_members(const abi::ncclCollNet_v11_t* cn);
+Status check_net_members(const nccl::ncclNet_v11_t* net);
+Status check_collnet_members(const nccl::ncclCollNet_v11_t* cn);
 
 struct NetDevice {
   std::string name;
@@ -25,7 +25,7 @@ struct NetDevice {
 
 // net.init(&ctx, commId, &{trafficClass=-1}, logger, NULL) -> devices -> getProperties(0).
 // Fails if there is no device or device 0 cannot take host memory.
-Status net_init(const abi::ncclNet_v11_t* net, int rank, uint64_t comm_id, void** ctx,
+Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, void** ctx,
                 NetDevice* dev);
 
 // A communicator id every rank agrees on (rank 0 draws it; like NCCL's commHash).

@@ -2,9 +2,9 @@
 // comm config passed to connect; init once per process, no finalize.
 #pragma once
 
-#include "abi/nccl_types.h"
+#include "nccl/nccl_types.h"
 
-namespace conflux::abi {
+namespace conflux::nccl {
 
 using ncclNetVDeviceProps_v10_t = ncclNetVDeviceProps_t;
 using ncclNetCommConfig_v10_t = ncclNetCommConfig_t;
@@ -99,4 +99,4 @@ static_assert(sizeof(ncclCollNet_v10_t) == 144);
 static_assert(sizeof(ncclNetProperties_v10_t) == 104);
 #endif
 
-}  // namespace conflux::abi
+}  // namespace conflux::nccl

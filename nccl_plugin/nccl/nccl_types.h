@@ -1,7 +1,7 @@
 // Conflux's own declarations of the NCCL plugin ABI: the types shared by every version.
 //
 // Written from the published ABI facts (see /work/shared/reference/nccl-plugin-abi.md); no NCCL
-// header is included or copied. Everything lives in namespace conflux::abi so these names never
+// header is included or copied. Everything lives in namespace conflux::nccl so these names never
 // clash with <nccl.h> in a translation unit that also includes it. Only layout and values matter
 // to NCCL: it reaches the plugin through exported C data symbols (see abi/export.h).
 #pragma once
@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace conflux::abi {
+namespace conflux::nccl {
 
 // Result codes (values fixed by the ABI).
 enum ncclResult_t : int {
@@ -111,4 +111,4 @@ struct ncclNetCommConfig_t {
   int trafficClass;  // NCCL_NET_TRAFFIC_CLASS_UNDEF when not set
 };
 
-}  // namespace conflux::abi
+}  // namespace conflux::nccl

@@ -2,9 +2,9 @@
 // with a context pointer, comm config moved to init, setNetAttr, maxMultiRequestSize.
 #pragma once
 
-#include "abi/nccl_types.h"
+#include "nccl/nccl_types.h"
 
-namespace conflux::abi {
+namespace conflux::nccl {
 
 using ncclNetVDeviceProps_v11_t = ncclNetVDeviceProps_t;
 using ncclNetCommConfig_v11_t = ncclNetCommConfig_t;
@@ -125,4 +125,4 @@ static_assert(offsetof(ncclNetProperties_v11_t, maxP2pBytes) == 88);
 static_assert(offsetof(ncclNet_v11_t, finalize) == 160);
 #endif
 
-}  // namespace conflux::abi
+}  // namespace conflux::nccl

@@ -6,9 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "abi/nccl_types.h"
+#include "nccl/nccl_types.h"
 
-namespace conflux::abi {
+namespace conflux::nccl {
 
 struct ncclNvlDomainInfo_v5_t;   // opaque
 struct ncclTunerConstants_v5_t;  // opaque
@@ -31,4 +31,4 @@ struct ncclTuner_v5_t {
   ncclResult_t (*finalize)(void* ctx);
 };
 
-}  // namespace conflux::abi
+}  // namespace conflux::nccl
