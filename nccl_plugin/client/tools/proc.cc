@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -116,6 +117,43 @@ std::map<std::string, std::string> wait_ready_file(const std::string& path, pid_
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+std::vector<std::string> local_confluxd_argv(const std::string& confluxd,
+                                             const std::string& ready_file,
+                                             const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {confluxd, "--listen",     "127.0.0.1", "--control-port",
+                                   "0",      "--data-port",  "0",         "--metrics-port",
+                                   "0",      "--ready-file", ready_file};
+  if (std::find(extra.begin(), extra.end(), "--log-level") == extra.end()) {
+    argv.insert(argv.end(), {"--log-level", "warn"});
+  }
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+std::string start_local_confluxd(const std::string& confluxd, const std::string& ready_file,
+                                 const std::vector<std::string>& extra,
+                                 const std::string& stdout_path, const std::string& stderr_path,
+                                 LocalDaemon* d) {
+  ::unlink(ready_file.c_str());
+  std::string err;
+  d->pid = spawn(local_confluxd_argv(confluxd, ready_file, extra), stdout_path, stderr_path, &err);
+  if (d->pid < 0) {
+    return err;
+  }
+  auto kv = wait_ready_file(ready_file, d->pid, std::chrono::seconds(10), &err);
+  if (kv.empty()) {
+    return err;
+  }
+  d->control_port = static_cast<uint16_t>(std::stoi(kv["control_port"]));
+  d->metrics_port = static_cast<uint16_t>(std::stoi(kv["metrics_port"]));
+  d->data_ports.clear();
+  std::stringstream ports(kv["data_ports"]);
+  for (std::string p; std::getline(ports, p, ',');) {
+    d->data_ports.push_back(static_cast<uint16_t>(std::stoi(p)));
+  }
+  return "";
 }
 
 std::string http_get(uint16_t port, const std::string& path, std::string* error) {

@@ -1,5 +1,6 @@
 // Process and file helpers for the launcher and the end-to-end tests: spawn a child
-// with its output in files, wait with a time limit, read confluxd's ready file, fetch
+// with its output in files, wait with a time limit, start a local confluxd and read its
+// ready file, fetch
 // its Prometheus /metrics over HTTP. POSIX only; no global state.
 #pragma once
 
@@ -30,6 +31,28 @@ std::string describe_status(int status);
 std::map<std::string, std::string> wait_ready_file(const std::string& path, pid_t daemon,
                                                    std::chrono::milliseconds timeout,
                                                    std::string* error);
+
+// A confluxd on 127.0.0.1 for the tests and benchmarks, on ephemeral ports that it writes to
+// its ready file.
+struct LocalDaemon {
+  pid_t pid = -1;
+  uint16_t control_port = 0, metrics_port = 0;
+  std::vector<uint16_t> data_ports;  // one per dataplane thread
+};
+
+// Its command line: `confluxd --listen 127.0.0.1`, control, data and metrics ports 0,
+// `--ready-file ready_file`, `--log-level warn` unless `extra` names a log level, then `extra`.
+std::vector<std::string> local_confluxd_argv(const std::string& confluxd,
+                                             const std::string& ready_file,
+                                             const std::vector<std::string>& extra);
+
+// Removes a ready file left from an earlier run, spawns local_confluxd_argv() with its output
+// in the two files and waits up to 10 s for the ready file. Returns "" or an error; d->pid is
+// the child whenever one was started, ready or not (the caller stops it).
+std::string start_local_confluxd(const std::string& confluxd, const std::string& ready_file,
+                                 const std::vector<std::string>& extra,
+                                 const std::string& stdout_path, const std::string& stderr_path,
+                                 LocalDaemon* d);
 
 // HTTP/1.0 GET http://127.0.0.1:port/path. Returns the body, or "" and *error.
 std::string http_get(uint16_t port, const std::string& path, std::string* error);
