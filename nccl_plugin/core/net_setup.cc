@@ -46,27 +46,10 @@ PluginState* stateOrWarn(const char* fn) {
 }  // namespace
 
 Status netInit(void** ctx, uint64_t commId, int trafficClass, nccl::ncclDebugLogger_t log) {
-  if (ctx == nullptr) return Status::kInvalidArgument;
-  *ctx = nullptr;
-  CFX_RETURN_IF_ERROR(PluginState::acquire(log));
-  auto* c = new NetContext();
-  c->commId = commId;
-  c->trafficClass = trafficClass;
-  *ctx = c;
-  return Status::kOk;
+  return openContext(ctx, NetContext::kMagic, commId, trafficClass, log);
 }
 
-Status netFinalize(void* ctx) {
-  auto* c = static_cast<NetContext*>(ctx);
-  if (c == nullptr || c->magic != NetContext::kMagic) {
-    CFX_WARN(kLogNet, "finalize called with an invalid context");
-    return Status::kInvalidArgument;
-  }
-  c->magic = 0;
-  delete c;
-  PluginState::release();
-  return Status::kOk;
-}
+Status netFinalize(void* ctx) { return closeContext(ctx, NetContext::kMagic, "finalize", kLogNet); }
 
 Status netInitLegacy(nccl::ncclDebugLogger_t log) {
   static std::mutex mu;

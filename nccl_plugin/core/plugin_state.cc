@@ -53,6 +53,31 @@ Status PluginState::acquire(nccl::ncclDebugLogger_t logger) {
   return Status::kOk;
 }
 
+Status openContext(void** ctx, uint32_t magic, uint64_t commId, int trafficClass,
+                   nccl::ncclDebugLogger_t log) {
+  if (ctx == nullptr) return Status::kInvalidArgument;
+  *ctx = nullptr;
+  CFX_RETURN_IF_ERROR(PluginState::acquire(log));
+  auto* c = new NetContext();
+  c->magic = magic;
+  c->commId = commId;
+  c->trafficClass = trafficClass;
+  *ctx = c;
+  return Status::kOk;
+}
+
+Status closeContext(void* ctx, uint32_t magic, const char* fn, unsigned long logFlags) {
+  auto* c = static_cast<NetContext*>(ctx);
+  if (c == nullptr || c->magic != magic) {
+    CFX_WARN(logFlags, "%s called with an invalid context", fn);
+    return Status::kInvalidArgument;
+  }
+  c->magic = 0;
+  delete c;
+  PluginState::release();
+  return Status::kOk;
+}
+
 void PluginState::release() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_refs == 0) return;

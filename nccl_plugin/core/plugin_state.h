@@ -4,7 +4,7 @@
 //   - v8..v10 init() takes one permanent reference per process (those ABIs have no finalize).
 // The first acquire reads CONFLUX_* and discovers devices; the last release stops the helper
 // threads of any connection NCCL left open (NCCL dlcloses the library right after).
-// CollNet will hold references the same way from its own init/finalize.
+// CollNet holds references the same way from its own init/finalize (openContext).
 #pragma once
 
 #include <cstdint>
@@ -47,13 +47,20 @@ class PluginState {
 };
 
 // Per-communicator context handed to NCCL by v11 init (and used with default values for the
-// older ABIs, which have no context).
+// older ABIs, which have no context). The net's and the CollNet's differ only in `magic`.
 struct NetContext {
-  static constexpr uint32_t kMagic = 0x43545854;
+  static constexpr uint32_t kMagic = 0x43545854;      // ncclNet
+  static constexpr uint32_t kCollMagic = 0x43435458;  // ncclCollNet
   uint32_t magic = kMagic;
   uint64_t commId = 0;
   int trafficClass = nccl::NCCL_NET_TRAFFIC_CLASS_UNDEF;
 };
+
+// v11 init / finalize of a context of kind `magic`: each holds one reference on the process
+// state. closeContext refuses a context of another kind, or none, with one warning naming `fn`.
+Status openContext(void** ctx, uint32_t magic, uint64_t commId, int trafficClass,
+                   nccl::ncclDebugLogger_t log);
+Status closeContext(void* ctx, uint32_t magic, const char* fn, unsigned long logFlags);
 
 // Routes conflux::net logging to NCCL's logger with the prefix "NET/Conflux".
 void installNcclLogger(nccl::ncclDebugLogger_t logger);
