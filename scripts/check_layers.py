@@ -7,7 +7,7 @@ them), and compares the layers of the two folders. Two orders are checked:
 
   * the top-level components (LAYERS; a subfolder named there is a component of its own): a component may include its own files and those of
     lower layers; two components on the same layer may not include each other;
-  * the folders inside nccl_plugin/ (PLUGIN_LAYERS), the same way.
+  * the folders inside nccl_plugin/ (PLUGIN_LAYERS) and tools/ (TOOLS_LAYERS), the same way.
 
 Usage: scripts/check_layers.py [--root DIR] [--verbose]   (exit 1 on a backward include)
        scripts/check_layers.py --self-test                 (checks the check on a small tree)
@@ -37,8 +37,14 @@ PLUGIN_LAYERS = {
     "collnet": 3,
     "tuner": 4,
     "abi": 5,     # the per-version adapters NCCL loads
-    "driver": 6,  # a tool that loads the built library
 }
+TOOLS_LAYERS = {
+    "util": 0,    # process, ready-file, metrics and JSON helpers (conflux_tools_util)
+    "worker": 1,  # conflux-allreduce-worker
+    "driver": 1,  # conflux-nccl-driver
+}
+# The folders inside a component, ordered the same way.
+INNER_LAYERS = {"nccl_plugin": PLUGIN_LAYERS, "tools": TOOLS_LAYERS}
 # Where the build lets a quoted include be found (besides the including file's folder).
 INCLUDE_ROOTS = [
     ".",
@@ -48,8 +54,6 @@ INCLUDE_ROOTS = [
     "protocol/include",
     "nccl_plugin/client/include",
     "nccl_plugin/client/src",
-    "nccl_plugin/client/tools",
-    "nccl_plugin/driver",
     "tools",
 ]
 SOURCE_EXT = (".h", ".hpp", ".cc", ".cpp", ".cu", ".cuh")
@@ -66,8 +70,9 @@ def folder_layer(rel):
         if len(parts) > n and name in LAYERS:
             out.append((name, LAYERS[name], "top"))
             break
-    if parts[0] == "nccl_plugin" and len(parts) > 2 and parts[1] in PLUGIN_LAYERS:
-        out.append(("nccl_plugin/" + parts[1], PLUGIN_LAYERS[parts[1]], "nccl_plugin"))
+    inner = INNER_LAYERS.get(parts[0], {})
+    if len(parts) > 2 and parts[1] in inner:
+        out.append((parts[0] + "/" + parts[1], inner[parts[1]], parts[0]))
     return out
 
 

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "json_writer.h"
-#include "proc.h"
+#include "util/json_writer.h"
+#include "util/proc.h"
 
 #ifndef CONFLUX_CONFLUXD_PATH
 #define CONFLUX_CONFLUXD_PATH ""

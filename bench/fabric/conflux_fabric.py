@@ -264,7 +264,7 @@ def main(argv):
         return 0
     bins = {"confluxd": a.confluxd or os.path.join(a.build, "aggregator/confluxd"),
             "plugin": a.plugin or os.path.join(a.build, "nccl_plugin/libnccl-net-conflux.so"),
-            "driver": a.driver or os.path.join(a.build, "nccl_plugin/driver/conflux-nccl-driver"),
+            "driver": a.driver or os.path.join(a.build, "tools/driver/conflux-nccl-driver"),
             "gloo": a.gloo or os.path.join(a.build, "bench/fabric/conflux-fabric-gloo")}
     for k in ("confluxd", "plugin", "driver"):
         if not os.path.exists(bins[k]):

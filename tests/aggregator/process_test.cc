@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "conformance.h"
-#include "proc.h"
+#include "util/proc.h"
 
 namespace conflux::agg::testing {
 namespace {

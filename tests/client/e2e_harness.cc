@@ -8,7 +8,7 @@
 #include <sstream>
 #include <thread>
 
-#include "proc.h"
+#include "util/proc.h"
 
 namespace conflux::client::e2e {
 

@@ -1,8 +1,8 @@
-#include "worker_options.h"
+#include "worker/worker_options.h"
 
 #include <CLI/CLI.hpp>
 
-#include "size_list.h"
+#include "util/size_list.h"
 
 namespace conflux::tools {
 

@@ -1,4 +1,4 @@
-#include "size_list.h"
+#include "util/size_list.h"
 
 #include <charconv>
 

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "conflux/client/engine.h"
-#include "json_writer.h"
-#include "worker_data.h"
-#include "worker_options.h"
+#include "util/json_writer.h"
+#include "worker/worker_data.h"
+#include "worker/worker_options.h"
 
 namespace conflux::tools {
 namespace {

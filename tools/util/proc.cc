@@ -1,4 +1,4 @@
-#include "proc.h"
+#include "util/proc.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "worker_data.h"
+#include "worker/worker_data.h"
 
 #include <algorithm>
 #include <cmath>

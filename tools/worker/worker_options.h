@@ -7,7 +7,7 @@
 
 #include "conflux/client/config.h"
 #include "conflux/common/dtype.h"
-#include "worker_data.h"
+#include "worker/worker_data.h"
 
 namespace conflux::tools {
 
