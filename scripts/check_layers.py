@@ -40,6 +40,7 @@ PLUGIN_LAYERS = {
 }
 TOOLS_LAYERS = {
     "util": 0,    # process, ready-file, metrics and JSON helpers (conflux_tools_util)
+    "verify": 0,  # element codec and rank-order reference (conflux_tools_verify)
     "worker": 1,  # conflux-allreduce-worker
     "driver": 1,  # conflux-nccl-driver
 }

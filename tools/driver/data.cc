@@ -5,12 +5,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "conflux/common/reduce.h"
+#include "conflux/common/ref_ops.h"
+#include "verify/verify.h"
 
 namespace conflux::driver {
 namespace {
-
-namespace cr = ::conflux::reduce;
 
 uint64_t mix(uint64_t x) {  // splitmix64 finaliser
   x += 0x9E3779B97F4A7C15ULL;
@@ -76,64 +75,6 @@ double random_float_value(uint64_t r) {
   return static_cast<double>(r >> 11) * (2.0 / 9007199254740992.0) - 1.0;
 }
 
-void store_float(DType t, void* base, size_t i, double v) {
-  auto* b = static_cast<unsigned char*>(base);
-  float f = static_cast<float>(v);
-  switch (t) {
-    case DType::kFloat16: {
-      uint16_t h = cr::float_to_half(f);
-      std::memcpy(b + 2 * i, &h, 2);
-      break;
-    }
-    case DType::kBfloat16: {
-      uint16_t h = cr::float_to_bf16(f);
-      std::memcpy(b + 2 * i, &h, 2);
-      break;
-    }
-    case DType::kFloat8e4m3:
-      b[i] = cr::float_to_fp8e4m3(f);
-      break;
-    case DType::kFloat8e5m2:
-      b[i] = cr::float_to_fp8e5m2(f);
-      break;
-    case DType::kFloat32:
-      std::memcpy(b + 4 * i, &f, 4);
-      break;
-    case DType::kFloat64:
-      std::memcpy(b + 8 * i, &v, 8);
-      break;
-    default:
-      break;
-  }
-}
-
-double load_float(DType t, const void* base, size_t i) {
-  const auto* b = static_cast<const unsigned char*>(base);
-  uint16_t h = 0;
-  float f = 0;
-  double d = 0;
-  switch (t) {
-    case DType::kFloat16:
-      std::memcpy(&h, b + 2 * i, 2);
-      return cr::half_to_float(h);
-    case DType::kBfloat16:
-      std::memcpy(&h, b + 2 * i, 2);
-      return cr::bf16_to_float(h);
-    case DType::kFloat8e4m3:
-      return cr::fp8e4m3_to_float(b[i]);
-    case DType::kFloat8e5m2:
-      return cr::fp8e5m2_to_float(b[i]);
-    case DType::kFloat32:
-      std::memcpy(&f, b + 4 * i, 4);
-      return f;
-    case DType::kFloat64:
-      std::memcpy(&d, b + 8 * i, 8);
-      return d;
-    default:
-      return 0;
-  }
-}
-
 bool is_signed_int(DType t) {
   return t == DType::kInt8 || t == DType::kInt32 || t == DType::kInt64;
 }
@@ -170,20 +111,6 @@ uint64_t int_op(DType t, Op op, uint64_t a, uint64_t b) {
   return a;
 }
 
-int64_t exact_op(Op op, int64_t a, int64_t b) {
-  switch (op) {
-    case Op::kSum:
-      return a + b;
-    case Op::kProd:
-      return a * b;
-    case Op::kMax:
-      return a > b ? a : b;
-    case Op::kMin:
-      return a < b ? a : b;
-  }
-  return a;
-}
-
 uint64_t count_wrong_bitwise(const InputSpec& s, const unsigned char* res, size_t count,
                              size_t at) {
   constexpr size_t kBlock = 4096;
@@ -199,7 +126,8 @@ uint64_t count_wrong_bitwise(const InputSpec& s, const unsigned char* res, size_
       srcs[r] = inputs.data() + static_cast<size_t>(r) * kBlock * es;
       fill_input(s, r, at + first, n, const_cast<void*>(srcs[r]));
     }
-    cr::reduce_n(s.dtype, s.op, ref.data(), srcs.data(), s.nranks, n, scratch.data());
+    verify::rank_order_reference(s.dtype, s.op, srcs.data(), s.nranks, n, {}, ref.data(),
+                                 scratch.data());
     for (size_t i = 0; i < n; ++i) {
       if (std::memcmp(ref.data() + i * es, res + (first + i) * es, es) != 0) ++wrong;
     }
@@ -224,7 +152,7 @@ void fill_input(const InputSpec& s, int rank, size_t first, size_t n, void* dst)
     double v = s.kind == InputKind::kRandom
                    ? random_float_value(r)
                    : static_cast<double>(exact_float_value(s, r, rank, first + k));
-    store_float(s.dtype, dst, k, v);
+    verify::store_value(s.dtype, v, static_cast<unsigned char*>(dst) + k * dtype_size(s.dtype));
   }
 }
 
@@ -246,8 +174,10 @@ uint64_t count_wrong(const InputSpec& s, const void* result, size_t count, size_
   for (size_t i = 0; i < count; ++i) {
     int64_t acc = exact_float_value(s, rnd(bases[0], at + i), 0, at + i);
     for (int r = 1; r < s.nranks; ++r)
-      acc = exact_op(s.op, acc, exact_float_value(s, rnd(bases[r], at + i), r, at + i));
-    if (!(load_float(s.dtype, res, i) == static_cast<double>(acc))) ++wrong;
+      acc = reduce::apply_op<int64_t>(s.op, acc,
+                                      exact_float_value(s, rnd(bases[r], at + i), r, at + i));
+    if (!(verify::load_value(s.dtype, res + i * dtype_size(s.dtype)) == static_cast<double>(acc)))
+      ++wrong;
   }
   return wrong;
 }

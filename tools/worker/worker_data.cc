@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "conflux/common/reduce.h"
+#include "verify/verify.h"
 
 namespace conflux::tools {
 namespace {
@@ -53,96 +53,6 @@ double value(const DataSpec& s, uint64_t h) {
   return 0;
 }
 
-void store(DType t, double v, uint8_t* p) {
-  switch (t) {
-    case DType::kInt8: {
-      int8_t x = static_cast<int8_t>(v);
-      std::memcpy(p, &x, 1);
-      return;
-    }
-    case DType::kUint8: {
-      uint8_t x = static_cast<uint8_t>(v);
-      std::memcpy(p, &x, 1);
-      return;
-    }
-    case DType::kInt32: {
-      int32_t x = static_cast<int32_t>(v);
-      std::memcpy(p, &x, 4);
-      return;
-    }
-    case DType::kUint32: {
-      uint32_t x = static_cast<uint32_t>(v);
-      std::memcpy(p, &x, 4);
-      return;
-    }
-    case DType::kInt64: {
-      int64_t x = static_cast<int64_t>(v);
-      std::memcpy(p, &x, 8);
-      return;
-    }
-    case DType::kUint64: {
-      uint64_t x = static_cast<uint64_t>(v);
-      std::memcpy(p, &x, 8);
-      return;
-    }
-    case DType::kFloat16: {
-      uint16_t x = reduce::float_to_half(static_cast<float>(v));
-      std::memcpy(p, &x, 2);
-      return;
-    }
-    case DType::kFloat32: {
-      float x = static_cast<float>(v);
-      std::memcpy(p, &x, 4);
-      return;
-    }
-    case DType::kFloat64:
-      std::memcpy(p, &v, 8);
-      return;
-    case DType::kBfloat16: {
-      uint16_t x = reduce::float_to_bf16(static_cast<float>(v));
-      std::memcpy(p, &x, 2);
-      return;
-    }
-    case DType::kFloat8e4m3:
-      *p = reduce::float_to_fp8e4m3(static_cast<float>(v));
-      return;
-    case DType::kFloat8e5m2:
-      *p = reduce::float_to_fp8e5m2(static_cast<float>(v));
-      return;
-  }
-}
-
-double load(DType t, const uint8_t* p) {
-  switch (t) {
-    case DType::kFloat16: {
-      uint16_t x;
-      std::memcpy(&x, p, 2);
-      return reduce::half_to_float(x);
-    }
-    case DType::kFloat32: {
-      float x;
-      std::memcpy(&x, p, 4);
-      return x;
-    }
-    case DType::kFloat64: {
-      double x;
-      std::memcpy(&x, p, 8);
-      return x;
-    }
-    case DType::kBfloat16: {
-      uint16_t x;
-      std::memcpy(&x, p, 2);
-      return reduce::bf16_to_float(x);
-    }
-    case DType::kFloat8e4m3:
-      return reduce::fp8e4m3_to_float(*p);
-    case DType::kFloat8e5m2:
-      return reduce::fp8e5m2_to_float(*p);
-    default:
-      return 0;  // integers are compared bitwise
-  }
-}
-
 // Mantissa bits and smallest subnormal of the floats, for the rounding tolerance.
 void float_params(DType t, int* mant, double* tiny) {
   switch (t) {
@@ -186,31 +96,10 @@ std::string describe(const DataSpec& s, size_t i, const uint8_t* got, const uint
   };
   std::string msg = "element " + std::to_string(i) + ": got " + hex(got) + " want " + hex(want);
   if (dtype_is_float(s.dtype)) {
-    msg += " (" + std::to_string(load(s.dtype, got)) + " vs " +
-           std::to_string(load(s.dtype, want)) + ")";
+    msg += " (" + std::to_string(verify::load_value(s.dtype, got)) + " vs " +
+           std::to_string(verify::load_value(s.dtype, want)) + ")";
   }
   return msg;
-}
-
-// What the aggregators compute in deterministic mode: rank order at one level; with a tree,
-// each leaf's rank-order result (rounded to the dtype) reduced in leaf order.
-void reference(const DataSpec& s, const std::vector<const void*>& srcs, size_t n, uint8_t* want,
-               uint8_t* scratch) {
-  if (s.leaves.empty()) {
-    reduce::reduce_n(s.dtype, s.op, want, srcs.data(), s.n_ranks, n, scratch);
-    return;
-  }
-  const size_t es = dtype_size(s.dtype);
-  std::vector<std::vector<uint8_t>> partial(s.leaves.size(), std::vector<uint8_t>(n * es));
-  std::vector<const void*> parts;
-  size_t first = 0;
-  for (size_t l = 0; l < s.leaves.size(); ++l) {
-    reduce::reduce_n(s.dtype, s.op, partial[l].data(), srcs.data() + first, s.leaves[l], n,
-                     scratch);
-    parts.push_back(partial[l].data());
-    first += s.leaves[l];
-  }
-  reduce::reduce_n(s.dtype, s.op, want, parts.data(), parts.size(), n, scratch);
 }
 
 }  // namespace
@@ -220,7 +109,7 @@ void generate(const DataSpec& s, uint32_t rank, size_t first, size_t n, void* ou
   auto* p = static_cast<uint8_t*>(out);
   const uint64_t base = mix(s.seed * 0x9E3779B97F4A7C15ull + rank + 1);
   for (size_t i = 0; i < n; ++i) {
-    store(s.dtype, value(s, mix(base + first + i)), p + i * es);
+    verify::store_value(s.dtype, value(s, mix(base + first + i)), p + i * es);
   }
 }
 
@@ -242,7 +131,8 @@ size_t verify(const DataSpec& s, const void* got_v, size_t count, std::string* f
       generate(s, r, first, n, in[r].data());
       srcs[r] = in[r].data();
     }
-    reference(s, srcs, n, want.data(), scratch.data());
+    verify::rank_order_reference(s.dtype, s.op, srcs.data(), s.n_ranks, n, s.leaves, want.data(),
+                                 scratch.data());
     for (size_t i = 0; i < n; ++i) {
       const uint8_t* g = got + (first + i) * es;
       const uint8_t* w = want.data() + i * es;
@@ -254,14 +144,14 @@ size_t verify(const DataSpec& s, const void* got_v, size_t count, std::string* f
         // Another summation order: fp32/fp64 accumulation error plus one rounding step.
         double mag = 0;
         for (uint32_t r = 0; r < s.n_ranks; ++r) {
-          mag += std::fabs(load(s.dtype, in[r].data() + i * es));
+          mag += std::fabs(verify::load_value(s.dtype, in[r].data() + i * es));
         }
-        const double ref = load(s.dtype, w);
+        const double ref = verify::load_value(s.dtype, w);
         if (s.op == Op::kProd) {
           mag = std::fabs(ref);
         }
         const double tol = s.n_ranks * acc_eps * mag + std::ldexp(std::fabs(ref), -mant) + tiny;
-        const double diff = std::fabs(load(s.dtype, g) - ref);
+        const double diff = std::fabs(verify::load_value(s.dtype, g) - ref);
         ok = diff <= tol;
       }
       if (!ok && wrong++ == 0 && first_wrong != nullptr) {

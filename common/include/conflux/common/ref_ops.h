@@ -1,14 +1,15 @@
 // Scalar element operators with the documented semantics (reduce.h); used by the
-// reference implementation. Integers wrap (computed in unsigned, no UB); float
-// min/max return the first operand when it is NaN or wins, else the second, which
-// propagates NaN and is exactly what the vector kernels compute with a select.
+// reference implementation and by the tools that verify results (tools/verify). Integers wrap
+// (computed in unsigned, no UB); float min/max return the first operand when it is NaN or wins,
+// else the second, which propagates NaN and is exactly what the vector kernels compute with a
+// select.
 #pragma once
 
 #include <type_traits>
 
 #include "conflux/common/dtype.h"
 
-namespace conflux::reduce::detail {
+namespace conflux::reduce {
 
 template <class T>
 T apply_op(Op op, T a, T b) {
@@ -39,4 +40,4 @@ T apply_op(Op op, T a, T b) {
   return a;
 }
 
-}  // namespace conflux::reduce::detail
+}  // namespace conflux::reduce
