@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: one confluxd and 4 worker processes on this machine doing AllReduce through
-# libnccl-net-conflux.so, called exactly as NCCL's proxy calls it (nccl_plugin/driver).
+# libnccl-net-conflux.so, called exactly as NCCL's proxy calls it (tools/driver).
 # Prints nccl-tests-style tables for the aggregator path, a hybrid aggregator/ring split and
 # the plugin's pure ring, side by side, and checks every element of every result.
 #   scripts/demo.sh [--json FILE] [any conflux-nccl-driver flag, e.g. -e 256M --nranks 8]
@@ -32,7 +32,7 @@ metrics=$(sed -n 's/^metrics_port=//p' "$work/ready")
 echo "# confluxd pid $daemon_pid: control 127.0.0.1:$control, metrics http://127.0.0.1:$metrics/metrics"
 
 export CONFLUX_AGGREGATORS=127.0.0.1:$control CONFLUX_SOCKET_IFNAME=lo CONFLUX_PAYLOAD_BYTES=$payload
-"$B/nccl_plugin/driver/conflux-nccl-driver" --plugin "$B/nccl_plugin/libnccl-net-conflux.so" \
+"$B/tools/driver/conflux-nccl-driver" --plugin "$B/nccl_plugin/libnccl-net-conflux.so" \
   --nranks 4 --modes collnet,hybrid,ring --ring-fraction 0.5 -b 4 -e 64M -f 4 -n 10 -w 2 \
   --require-collnet --idle-sleep-us 20 "$@"
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Formatting check: every tracked C++/CUDA source must be as clang-format (.clang-format,
 # Google style, 100 columns) leaves it. Fix with: clang-format -i $(git ls-files '*.cc' '*.h' '*.cu')
+# Layer check: no folder includes a higher one (scripts/check_layers.py names the layers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || scripts/setup.sh
 mapfile -t files < <(git ls-files '*.cc' '*.h' '*.cu')
 clang-format --dry-run -Werror "${files[@]}"
 echo "lint: ${#files[@]} files formatted as .clang-format says"
+python3 scripts/check_layers.py

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "json_writer.h"
-#include "proc.h"
+#include "util/json_writer.h"
+#include "util/proc.h"
 
 #ifndef CONFLUX_CONFLUXD_PATH
 #define CONFLUX_CONFLUXD_PATH ""
@@ -110,36 +110,21 @@ int run(const Options& o) {
   std::string aggregators;
   for (uint32_t a = 0; a < o.daemons; ++a) {
     Daemon& d = ds[a];
-    const std::string ready = dir + "/ready" + std::to_string(a);
     d.log = dir + "/confluxd" + std::to_string(a) + ".log";
-    ::unlink(ready.c_str());  // a reused --log-dir may hold one from an earlier run
-    std::vector<std::string> argv = {o.confluxd,
-                                     "--listen",
-                                     "127.0.0.1",
-                                     "--control-port",
-                                     "0",
-                                     "--data-port",
-                                     "0",
-                                     "--metrics-port",
-                                     "0",
-                                     "--threads",
-                                     std::to_string(o.threads),
-                                     "--ready-file",
-                                     ready,
-                                     "--log-level",
-                                     "warn"};
-    argv.insert(argv.end(), o.daemon_args.begin(), o.daemon_args.end());
-    d.pid = spawn(argv, d.log, d.log + ".err", &err);
-    auto kv = d.pid > 0 ? wait_ready_file(ready, d.pid, std::chrono::seconds(10), &err)
-                        : std::map<std::string, std::string>{};
-    if (kv.empty()) {
+    std::vector<std::string> args = {"--threads", std::to_string(o.threads)};
+    args.insert(args.end(), o.daemon_args.begin(), o.daemon_args.end());
+    LocalDaemon local;
+    err = start_local_confluxd(o.confluxd, dir + "/ready" + std::to_string(a), args, d.log,
+                               d.log + ".err", &local);
+    d.pid = local.pid;
+    if (!err.empty()) {
       std::fprintf(stderr, "launch: confluxd %u: %s\n%s", a, err.c_str(),
                    read_file(d.log + ".err").c_str());
       stop_daemons(ds, &problems);
       return 1;
     }
-    d.control_port = static_cast<uint16_t>(std::stoi(kv["control_port"]));
-    d.metrics_port = static_cast<uint16_t>(std::stoi(kv["metrics_port"]));
+    d.control_port = local.control_port;
+    d.metrics_port = local.metrics_port;
     d.metrics_before = http_get(d.metrics_port, "/metrics", &err);
     aggregators += (a ? "," : "") + std::string("127.0.0.1:") + std::to_string(d.control_port);
   }

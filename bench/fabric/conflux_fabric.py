@@ -278,7 +278,7 @@ def main(argv):
         return 0
     bins = {"confluxd": a.confluxd or os.path.join(a.build, "aggregator/confluxd"),
             "plugin": a.plugin or os.path.join(a.build, "nccl_plugin/libnccl-net-conflux.so"),
-            "driver": a.driver or os.path.join(a.build, "nccl_plugin/driver/conflux-nccl-driver"),
+            "driver": a.driver or os.path.join(a.build, "tools/driver/conflux-nccl-driver"),
             "gloo": a.gloo or os.path.join(a.build, "bench/fabric/conflux-fabric-gloo"),
             "mpi": a.mpi or os.path.join(a.build, "bench/fabric/conflux-fabric-mpi")}
     for k in ("confluxd", "plugin", "driver"):

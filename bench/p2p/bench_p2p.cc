@@ -18,11 +18,11 @@
 #include <thread>
 #include <vector>
 
-#include "abi/net_v11.h"
+#include "nccl/net_v11.h"
 
 namespace {
 
-using namespace conflux::abi;
+using namespace conflux::nccl;
 using Clock = std::chrono::steady_clock;
 
 struct Options {

@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "conflux/common/reduce.h"
-#include "ref_ops.h"
+#include "conflux/common/ref_ops.h"
 
 namespace conflux::reduce::ref {
 namespace {
@@ -26,7 +26,7 @@ void store(void* p, size_t i, T v) {
 template <class T>
 void accumulate_wide(Op op, void* acc, const void* src, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    store<T>(acc, i, detail::apply_op(op, load<T>(acc, i), load<T>(src, i)));
+    store<T>(acc, i, apply_op(op, load<T>(acc, i), load<T>(src, i)));
   }
 }
 
@@ -40,7 +40,7 @@ void init_narrow(void* acc, const void* src, size_t n) {
 template <class S, float (*Widen)(S)>
 void accumulate_narrow(Op op, void* acc, const void* src, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    store<float>(acc, i, detail::apply_op(op, load<float>(acc, i), Widen(load<S>(src, i))));
+    store<float>(acc, i, apply_op(op, load<float>(acc, i), Widen(load<S>(src, i))));
   }
 }
 

@@ -4,7 +4,7 @@
 #include <exception>
 #include <new>
 
-#include "abi/nccl_types.h"
+#include "abi/nccl_names.h"
 #include "core/net_api.h"
 #include "net/log.h"
 

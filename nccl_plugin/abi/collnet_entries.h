@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "abi/nccl_types.h"
+#include "abi/nccl_names.h"
 #include "collnet/collnet_api.h"
 
 namespace conflux::abi::collnet_entries {

@@ -2,8 +2,8 @@
 #include "abi/adapter_util.h"
 #include "abi/collnet_entries.h"
 #include "abi/export.h"
-#include "abi/net_v8.h"
 #include "collnet/collnet_api.h"
+#include "nccl/net_v8.h"
 
 namespace conflux::abi {
 namespace {

@@ -2,7 +2,7 @@
 // Each is a tiny wrapper: call the core, convert exceptions (see adapter_util.h).
 #pragma once
 
-#include "abi/nccl_types.h"
+#include "abi/nccl_names.h"
 
 namespace conflux::abi::entries {
 

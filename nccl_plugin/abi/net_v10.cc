@@ -1,5 +1,5 @@
 // Exports ncclNetPlugin_v10 (NCCL 2.26-2.27): init once per process, config at connect.
-#include "abi/net_v10.h"
+#include "nccl/net_v10.h"
 
 #include "abi/adapter_util.h"
 #include "abi/export.h"

@@ -1,5 +1,5 @@
 // Exports ncclNetPlugin_v11 (NCCL 2.28-2.29).
-#include "abi/net_v11.h"
+#include "nccl/net_v11.h"
 
 #include "abi/adapter_util.h"
 #include "abi/export.h"

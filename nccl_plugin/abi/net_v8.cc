@@ -1,5 +1,5 @@
 // Exports ncclNetPlugin_v8 (NCCL 2.20-2.23): int sizes, no forceFlush/vProps/max*Bytes.
-#include "abi/net_v8.h"
+#include "nccl/net_v8.h"
 
 #include "abi/adapter_util.h"
 #include "abi/export.h"

@@ -1,5 +1,5 @@
 // Exports ncclNetPlugin_v9 (NCCL 2.24-2.25): no profiler, no phandles.
-#include "abi/net_v9.h"
+#include "nccl/net_v9.h"
 
 #include "abi/adapter_util.h"
 #include "abi/export.h"

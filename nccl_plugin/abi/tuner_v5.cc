@@ -1,6 +1,6 @@
 // Exports ncclTunerPlugin_v5 (NCCL 2.28): NCCL finds it in the net plugin library when
 // NCCL_TUNER_PLUGIN is unset. Policy: tuner/tuner.h.
-#include "abi/tuner_v5.h"
+#include "nccl/tuner_v5.h"
 
 #include "abi/adapter_util.h"
 #include "abi/export.h"

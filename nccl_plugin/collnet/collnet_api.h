@@ -10,15 +10,15 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "abi/nccl_types.h"
 #include "core/net_api.h"
+#include "nccl/nccl_types.h"
 
 namespace conflux::plugin {
 
 // v11: per-communicator context. v8..v10: collInitLegacy once per process.
-Status collInit(void** ctx, uint64_t commId, abi::ncclDebugLogger_t log);
+Status collInit(void** ctx, uint64_t commId, nccl::ncclDebugLogger_t log);
 Status collFinalize(void* ctx);
-Status collInitLegacy(abi::ncclDebugLogger_t log);
+Status collInitLegacy(nccl::ncclDebugLogger_t log);
 
 // CollNet devices mirror the net devices (same index, same name).
 Status collDevices(int* ndev);

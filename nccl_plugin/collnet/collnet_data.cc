@@ -43,11 +43,11 @@ Status collRegMr(void* collComm, void* data, size_t size, int type, void** mhand
   if (mhandle == nullptr) return Status::kInvalidArgument;
   *mhandle = nullptr;
   if (comm_or_warn(collComm, "CollNet regMr") == nullptr) return Status::kInvalidArgument;
-  if (type != abi::NCCL_PTR_HOST) {
+  if (type != nccl::NCCL_PTR_HOST) {
     CFX_WARN(kLogColl,
              "CollNet regMr: refusing %s memory at %p (%zu bytes): Conflux reduces host memory "
              "only",
-             type == abi::NCCL_PTR_CUDA ? "CUDA" : "non-host", data, size);
+             type == nccl::NCCL_PTR_CUDA ? "CUDA" : "non-host", data, size);
     return Status::kInternalError;
   }
   auto* mr = new CollMr;

@@ -31,13 +31,7 @@ struct CollHandle {
   uint32_t version;
   uint8_t ring[net::wire::kHandleBytes];
 };
-static_assert(sizeof(CollHandle) <= size_t(abi::NCCL_NET_HANDLE_MAXSIZE));
-
-struct CollContext {
-  static constexpr uint32_t kMagic = 0x43435458;
-  uint32_t magic = kMagic;
-  uint64_t commId = 0;
-};
+static_assert(sizeof(CollHandle) <= size_t(nccl::NCCL_NET_HANDLE_MAXSIZE));
 
 struct CollListen {
   static constexpr uint32_t kMagic = 0x434c5354;
@@ -149,29 +143,15 @@ std::unique_ptr<client::Engine> join_aggregators(const Config& c, uint64_t key, 
 
 }  // namespace
 
-Status collInit(void** ctx, uint64_t commId, abi::ncclDebugLogger_t log) {
-  if (ctx == nullptr) return Status::kInvalidArgument;
-  *ctx = nullptr;
-  CFX_RETURN_IF_ERROR(PluginState::acquire(log));
-  auto* c = new CollContext();
-  c->commId = commId;
-  *ctx = c;
-  return Status::kOk;
+Status collInit(void** ctx, uint64_t commId, nccl::ncclDebugLogger_t log) {
+  return openContext(ctx, NetContext::kCollMagic, commId, nccl::NCCL_NET_TRAFFIC_CLASS_UNDEF, log);
 }
 
 Status collFinalize(void* ctx) {
-  auto* c = static_cast<CollContext*>(ctx);
-  if (c == nullptr || c->magic != CollContext::kMagic) {
-    CFX_WARN(kLogColl, "CollNet finalize called with an invalid context");
-    return Status::kInvalidArgument;
-  }
-  c->magic = 0;
-  delete c;
-  PluginState::release();
-  return Status::kOk;
+  return closeContext(ctx, NetContext::kCollMagic, "CollNet finalize", kLogColl);
 }
 
-Status collInitLegacy(abi::ncclDebugLogger_t log) { return netInitLegacy(log); }
+Status collInitLegacy(nccl::ncclDebugLogger_t log) { return netInitLegacy(log); }
 
 Status collDevices(int* ndev) { return netDevices(ndev); }
 
@@ -195,100 +175,94 @@ Status collListen(void* ctx, int dev, void* handle, void** listenComm) {
   CFX_RETURN_IF_ERROR(s->transport().listen(dev, &ring, &l->ring));
   CollHandle h{kHandleMagic, 1, {}};
   std::memcpy(h.ring, ring.bytes, sizeof h.ring);
-  std::memset(handle, 0, abi::NCCL_NET_HANDLE_MAXSIZE);
+  std::memset(handle, 0, nccl::NCCL_NET_HANDLE_MAXSIZE);
   std::memcpy(handle, &h, sizeof h);
   *listenComm = l.release();
   return Status::kOk;
 }
 
-Status collConnect(void* const* handles, int nranks, int rank, void* listenComm, void** collComm) {
-  if (handles == nullptr || collComm == nullptr || nranks < 1 || rank < 0 || rank >= nranks) {
-    return Status::kInvalidArgument;
-  }
-  *collComm = nullptr;
-  auto* l = static_cast<CollListen*>(listenComm);
-  PluginState* s = PluginState::get();
-  if (l == nullptr || l->magic != CollListen::kMagic || s == nullptr) {
-    CFX_WARN(kLogColl, "CollNet connect: invalid listen comm or plugin not initialised");
-    return Status::kInvalidArgument;
-  }
+namespace {
+
+// The steps of collConnect, in order. Each that fails logs one warning naming the rank.
+
+bool valid_handles(void* const* handles, int nranks) {
   for (int i = 0; i < nranks; ++i) {
     CollHandle h;
     std::memcpy(&h, handles[i], sizeof h);
     if (h.magic != kHandleMagic || h.version != 1) {
       CFX_WARN(kLogColl, "CollNet connect: handle of rank %d is not a Conflux handle", i);
-      return Status::kInvalidArgument;
+      return false;
     }
   }
-  const Config& cfg = s->config();
-  const auto timeout = std::chrono::milliseconds(cfg.joinTimeoutMs);
+  return true;
+}
 
-  // 1. The worker rings (the main ring's lanes, the failover ring, the split ring): connect to
-  //    rank+1 lanes + 2 times (each completes without the peer's accept), then accept
-  //    rank-1's connections, in the same order.
-  collnet::CollRings rings;
-  const int lanes = cfg.ringLanes;
-  if (nranks > 1) {
-    CollHandle peer;
-    std::memcpy(&peer, handles[(rank + 1) % nranks], sizeof peer);
-    net::ConnectHandle ring;
-    std::memcpy(ring.bytes, peer.ring, sizeof ring.bytes);
-    Status st = Status::kOk;
-    for (int i = 0; i < lanes && st == Status::kOk; ++i) {
-      rings.next.emplace_back();
-      st = s->transport().connectBlocking(l->dev, ring, timeout, &rings.next.back());
-    }
-    if (st == Status::kOk) {
-      st = s->transport().connectBlocking(l->dev, ring, timeout, &rings.failover_next);
-    }
-    if (st == Status::kOk) {
-      st = s->transport().connectBlocking(l->dev, ring, timeout, &rings.split_next);
-    }
-    for (int i = 0; i < lanes && st == Status::kOk; ++i) {
-      rings.prev.emplace_back();
-      st = net::TcpTransport::acceptBlocking(*l->ring, timeout, &rings.prev.back());
-    }
-    if (st == Status::kOk) {
-      st = net::TcpTransport::acceptBlocking(*l->ring, timeout, &rings.failover_prev);
-    }
-    if (st == Status::kOk) {
-      st = net::TcpTransport::acceptBlocking(*l->ring, timeout, &rings.split_prev);
-    }
-    if (st != Status::kOk) {
-      CFX_WARN(kLogColl, "CollNet connect: rank %d could not build the worker ring (%s)", rank,
-               net::toString(st));
-      return st;
-    }
+// 1. The worker rings (the main ring's lanes, the failover ring, the split ring): connect to
+//    rank+1 lanes + 2 times (each completes without the peer's accept), then accept
+//    rank-1's connections, in the same order.
+Status connect_rings(const PluginState& s, const CollListen& l, const void* next_handle, int rank,
+                     int lanes, std::chrono::milliseconds timeout, collnet::CollRings* rings) {
+  CollHandle peer;
+  std::memcpy(&peer, next_handle, sizeof peer);
+  net::ConnectHandle ring;
+  std::memcpy(ring.bytes, peer.ring, sizeof ring.bytes);
+  Status st = Status::kOk;
+  for (int i = 0; i < lanes && st == Status::kOk; ++i) {
+    rings->next.emplace_back();
+    st = s.transport().connectBlocking(l.dev, ring, timeout, &rings->next.back());
   }
-  net::SendComm* next = nranks > 1 ? rings.next.front().get() : nullptr;
-  net::RecvComm* prev = nranks > 1 ? rings.prev.front().get() : nullptr;
+  if (st == Status::kOk) {
+    st = s.transport().connectBlocking(l.dev, ring, timeout, &rings->failover_next);
+  }
+  if (st == Status::kOk) {
+    st = s.transport().connectBlocking(l.dev, ring, timeout, &rings->split_next);
+  }
+  for (int i = 0; i < lanes && st == Status::kOk; ++i) {
+    rings->prev.emplace_back();
+    st = net::TcpTransport::acceptBlocking(*l.ring, timeout, &rings->prev.back());
+  }
+  if (st == Status::kOk) {
+    st = net::TcpTransport::acceptBlocking(*l.ring, timeout, &rings->failover_prev);
+  }
+  if (st == Status::kOk) {
+    st = net::TcpTransport::acceptBlocking(*l.ring, timeout, &rings->split_prev);
+  }
+  if (st != Status::kOk) {
+    CFX_WARN(kLogColl, "CollNet connect: rank %d could not build the worker ring (%s)", rank,
+             net::toString(st));
+  }
+  return st;
+}
 
-  // 2. The aggregators: first which ranks share each one (a reduction tree's leaves).
-  std::vector<uint32_t> served;
-  {
-    std::vector<client::Endpoint> eps;
-    std::vector<std::string> names;
-    std::string unused;  // a bad list fails the join below, on every rank
-    if (client::parse_endpoints(cfg.aggregators, &eps, &unused)) {
-      for (const client::Endpoint& e : eps) names.push_back(e.to_string());
-    }
-    // The ranks' first use of the ring: allow for ranks that arrive far apart (as below).
-    const Status st = collnet::served_ranks(next, prev, rank, nranks, names, 2 * timeout, &served);
-    if (st != Status::kOk) {
-      CFX_WARN(kLogColl, "CollNet connect: rank %d: exchanging aggregator names failed (%s)", rank,
-               net::toString(st));
-      return st;
-    }
+// 2. Which ranks share each aggregator (a reduction tree's leaves), over the ring.
+Status exchange_served(const Config& cfg, net::SendComm* next, net::RecvComm* prev, int rank,
+                       int nranks, std::chrono::milliseconds timeout,
+                       std::vector<uint32_t>* served) {
+  std::vector<client::Endpoint> eps;
+  std::vector<std::string> names;
+  std::string unused;  // a bad list fails the join below, on every rank
+  if (client::parse_endpoints(cfg.aggregators, &eps, &unused)) {
+    for (const client::Endpoint& e : eps) names.push_back(e.to_string());
   }
+  // The ranks' first use of the ring: allow for ranks that arrive far apart (as below).
+  const Status st = collnet::served_ranks(next, prev, rank, nranks, names, 2 * timeout, served);
+  if (st != Status::kOk) {
+    CFX_WARN(kLogColl, "CollNet connect: rank %d: exchanging aggregator names failed (%s)", rank,
+             net::toString(st));
+  }
+  return st;
+}
+
+// 3. This rank's verdict after its join (engine: the joined aggregators, or null and `why`).
+Verdict local_verdict(const Config& cfg, int dev, int nranks, const client::Engine* engine,
+                      const std::string& why) {
   Verdict mine;
-  std::string why;
-  auto engine = join_aggregators(cfg, job_key(handles, nranks), nranks, rank, served, &why);
   mine.ok = engine != nullptr;
   std::snprintf(mine.reason, sizeof mine.reason, "%s", why.c_str());
   mine.ring_fraction = cfg.ringFraction;
   mine.ring_min_us = cfg.ringMinUs;
   NetProperties props;
-  if (netGetProperties(l->dev, &props) == Status::kOk) mine.link_mbps = props.speed;
+  if (netGetProperties(dev, &props) == Status::kOk) mine.link_mbps = props.speed;
   if (engine != nullptr) {
     std::vector<collnet::AggregatorShare> shares;
     // The grants now (a grant update may have come since the JoinAck): the prior and the
@@ -302,13 +276,17 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
     mine.capacity_mbps =
         collnet::aggregator_capacity_mbps(nranks, mine.link_mbps, cfg.aggregatorMbps, shares);
   }
+  return mine;
+}
 
-  // 3. Agreement: everyone learns every rank's verdict, so all decline or none does.
-  std::vector<Verdict> all(static_cast<size_t>(nranks));
+// 4. Agreement: everyone learns every rank's verdict, so all decline or none does.
+Status agree(const Config& cfg, net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
+             const Verdict& mine, std::chrono::milliseconds timeout, std::vector<Verdict>* all) {
+  all->assign(static_cast<size_t>(nranks), Verdict{});
   if (nranks > 1) {
     // Ranks reach this point up to one join timeout apart (a rank that fails fast waits for
     // those still inside Engine::create), so allow two.
-    const Status st = collnet::ring_allgather(next, prev, rank, nranks, &mine, all.data(),
+    const Status st = collnet::ring_allgather(next, prev, rank, nranks, &mine, all->data(),
                                               sizeof(Verdict), 2 * timeout);
     if (st != Status::kOk) {
       CFX_WARN(kLogColl, "CollNet connect: rank %d: agreement over the ring failed (%s)", rank,
@@ -316,30 +294,36 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
       return st;
     }
   } else {
-    all[0] = mine;
+    (*all)[0] = mine;
   }
   for (int i = 0; i < nranks; ++i) {
-    if (all[static_cast<size_t>(i)].ok) continue;
+    if ((*all)[static_cast<size_t>(i)].ok) continue;
     if (cfg.requireAggregators) {
       CFX_WARN(kLogColl | kLogInit,
                "CONFLUX_REQUIRE_AGGREGATORS=1 and rank %d cannot use the aggregators: %s", i,
-               all[static_cast<size_t>(i)].reason);
+               (*all)[static_cast<size_t>(i)].reason);
       return Status::kSystemError;
     }
     CFX_INFO(kLogColl | kLogInit,
              "CollNet declined on every rank: rank %d cannot use the aggregators (%s); NCCL "
              "will use its own algorithms",
-             i, all[static_cast<size_t>(i)].reason);
+             i, (*all)[static_cast<size_t>(i)].reason);
     return Status::kSystemError;
   }
+  return Status::kOk;
+}
 
+// 5. The communicator's options from the agreed verdicts, with the re-join on survivors.
+collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>& all, uint64_t key,
+                                  int nranks, int rank, const std::vector<uint32_t>& served,
+                                  const client::Engine& engine) {
   collnet::CollOptions opts;
   opts.ring_fraction = agreed_ring_fraction(all, nranks);
   if (all[0].ring_fraction == kAutoFraction && nranks > 1) {
     // Measured while the job runs, from the agreed link and capacity (Mbit/s to bytes/s).
     opts.controller.emplace(nranks, smallest(all, &Verdict::link_mbps) * 1e6 / 8,
                             smallest(all, &Verdict::capacity_mbps) * 1e6 / 8,
-                            static_cast<uint32_t>(engine->aggregators().size()));
+                            static_cast<uint32_t>(engine.aggregators().size()));
     // A later grant update (another job joined or left an aggregator) scales R from here.
     opts.controller->set_grant(smallest(all, &Verdict::grant_mbps));
     opts.ring_fraction = opts.controller->ring_fraction();
@@ -351,25 +335,60 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   if (cfg.faultRank < 0 || cfg.faultRank == rank) {
     opts.fault_abort_at = static_cast<uint32_t>(cfg.faultAbortAt);
   }
-  {
-    std::string unused;
-    client::ClientConfig base =
-        engine_config(cfg, job_key(handles, nranks), nranks, rank, served, &unused);
-    base.faults = {};  // test faults are for the first engine only
-    opts.rejoin = [base](const std::vector<size_t>& survivors, uint32_t epoch,
-                         std::string* why) -> std::unique_ptr<client::Engine> {
-      client::ClientConfig c = base;
-      c.aggregators.clear();
-      c.served_ranks.clear();
-      for (size_t i : survivors) {
-        c.aggregators.push_back(base.aggregators.at(i));
-        if (!base.served_ranks.empty()) c.served_ranks.push_back(base.served_ranks.at(i));
-      }
-      // A job of its own on each survivor, the same on every rank.
-      c.job_key = base.job_key ^ (0x9e3779b97f4a7c15ULL * epoch);
-      return client::Engine::create(c, why);
-    };
+  std::string unused;
+  client::ClientConfig base = engine_config(cfg, key, nranks, rank, served, &unused);
+  base.faults = {};  // test faults are for the first engine only
+  opts.rejoin = [base](const std::vector<size_t>& survivors, uint32_t epoch,
+                       std::string* why) -> std::unique_ptr<client::Engine> {
+    client::ClientConfig c = base;
+    c.aggregators.clear();
+    c.served_ranks.clear();
+    for (size_t i : survivors) {
+      c.aggregators.push_back(base.aggregators.at(i));
+      if (!base.served_ranks.empty()) c.served_ranks.push_back(base.served_ranks.at(i));
+    }
+    // A job of its own on each survivor, the same on every rank.
+    c.job_key = base.job_key ^ (0x9e3779b97f4a7c15ULL * epoch);
+    return client::Engine::create(c, why);
+  };
+  return opts;
+}
+
+}  // namespace
+
+Status collConnect(void* const* handles, int nranks, int rank, void* listenComm, void** collComm) {
+  if (handles == nullptr || collComm == nullptr || nranks < 1 || rank < 0 || rank >= nranks) {
+    return Status::kInvalidArgument;
   }
+  *collComm = nullptr;
+  auto* l = static_cast<CollListen*>(listenComm);
+  PluginState* s = PluginState::get();
+  if (l == nullptr || l->magic != CollListen::kMagic || s == nullptr) {
+    CFX_WARN(kLogColl, "CollNet connect: invalid listen comm or plugin not initialised");
+    return Status::kInvalidArgument;
+  }
+  if (!valid_handles(handles, nranks)) return Status::kInvalidArgument;
+  const Config& cfg = s->config();
+  const auto timeout = std::chrono::milliseconds(cfg.joinTimeoutMs);
+
+  collnet::CollRings rings;
+  if (nranks > 1) {
+    CFX_RETURN_IF_ERROR(
+        connect_rings(*s, *l, handles[(rank + 1) % nranks], rank, cfg.ringLanes, timeout, &rings));
+  }
+  net::SendComm* next = nranks > 1 ? rings.next.front().get() : nullptr;
+  net::RecvComm* prev = nranks > 1 ? rings.prev.front().get() : nullptr;
+
+  std::vector<uint32_t> served;
+  CFX_RETURN_IF_ERROR(exchange_served(cfg, next, prev, rank, nranks, timeout, &served));
+  std::string why;
+  const uint64_t key = job_key(handles, nranks);
+  auto engine = join_aggregators(cfg, key, nranks, rank, served, &why);
+  const Verdict mine = local_verdict(cfg, l->dev, nranks, engine.get(), why);
+
+  std::vector<Verdict> all;
+  CFX_RETURN_IF_ERROR(agree(cfg, next, prev, rank, nranks, mine, timeout, &all));
+  const collnet::CollOptions opts = comm_options(cfg, all, key, nranks, rank, served, *engine);
   if (rank == 0) {
     CFX_INFO(kLogColl | kLogInit,
              "CollNet connected: %d ranks, %zu aggregator(s), ring fraction %.3f%s (ring shares "

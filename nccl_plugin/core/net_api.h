@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "abi/nccl_types.h"
+#include "nccl/nccl_types.h"
 #include "net/status.h"
 
 namespace conflux::plugin {
@@ -29,9 +29,9 @@ struct NetProperties {
   float latency = 0;
   int maxComms = 0;
   int maxRecvs = 0;
-  abi::ncclNetDeviceType netDeviceType = abi::NCCL_NET_DEVICE_HOST;
+  nccl::ncclNetDeviceType netDeviceType = nccl::NCCL_NET_DEVICE_HOST;
   int netDeviceVersion = 0;
-  abi::ncclNetVDeviceProps_t vProps{};
+  nccl::ncclNetVDeviceProps_t vProps{};
   size_t maxP2pBytes = 0;
   size_t maxCollBytes = 0;
   int maxMultiRequestSize = 0;
@@ -41,10 +41,10 @@ struct NetProperties {
 inline constexpr const char* kNetName = "Conflux";
 
 // v11: one context per NCCL communicator; *ctx receives it.
-Status netInit(void** ctx, uint64_t commId, int trafficClass, abi::ncclDebugLogger_t log);
+Status netInit(void** ctx, uint64_t commId, int trafficClass, nccl::ncclDebugLogger_t log);
 Status netFinalize(void* ctx);
 // v8..v10: once per process (later calls only refresh the logger); never finalized.
-Status netInitLegacy(abi::ncclDebugLogger_t log);
+Status netInitLegacy(nccl::ncclDebugLogger_t log);
 
 Status netDevices(int* ndev);
 Status netGetProperties(int dev, NetProperties* props);

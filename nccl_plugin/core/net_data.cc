@@ -33,7 +33,7 @@ T* commAs(void* p, bool wantSend, const char* fn) {
 Status netRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
   if (mhandle == nullptr) return Status::kInvalidArgument;
   *mhandle = nullptr;
-  if (type != abi::NCCL_PTR_HOST) {
+  if (type != nccl::NCCL_PTR_HOST) {
     CFX_WARN(kLogNet, "regMr: memory type %d refused (only host memory, NCCL_PTR_HOST)", type);
     return Status::kInternalError;
   }

@@ -18,7 +18,7 @@ using net::kLogNet;
 // NCCL's handle buffer: bytes [0, 64) the wire handle, [64, 128) connect-in-progress state.
 constexpr size_t kScratchOffset = net::wire::kHandleBytes;
 constexpr uint64_t kPendingCookie = 0x474e49444e455043;  // marks a live Connector pointer
-static_assert(kScratchOffset + 16 <= size_t(abi::NCCL_NET_HANDLE_MAXSIZE));
+static_assert(kScratchOffset + 16 <= size_t(nccl::NCCL_NET_HANDLE_MAXSIZE));
 
 net::Connector* pendingConnector(const void* handle) {
   const auto* b = static_cast<const uint8_t*>(handle) + kScratchOffset;
@@ -45,30 +45,13 @@ PluginState* stateOrWarn(const char* fn) {
 
 }  // namespace
 
-Status netInit(void** ctx, uint64_t commId, int trafficClass, abi::ncclDebugLogger_t log) {
-  if (ctx == nullptr) return Status::kInvalidArgument;
-  *ctx = nullptr;
-  CFX_RETURN_IF_ERROR(PluginState::acquire(log));
-  auto* c = new NetContext();
-  c->commId = commId;
-  c->trafficClass = trafficClass;
-  *ctx = c;
-  return Status::kOk;
+Status netInit(void** ctx, uint64_t commId, int trafficClass, nccl::ncclDebugLogger_t log) {
+  return openContext(ctx, NetContext::kMagic, commId, trafficClass, log);
 }
 
-Status netFinalize(void* ctx) {
-  auto* c = static_cast<NetContext*>(ctx);
-  if (c == nullptr || c->magic != NetContext::kMagic) {
-    CFX_WARN(kLogNet, "finalize called with an invalid context");
-    return Status::kInvalidArgument;
-  }
-  c->magic = 0;
-  delete c;
-  PluginState::release();
-  return Status::kOk;
-}
+Status netFinalize(void* ctx) { return closeContext(ctx, NetContext::kMagic, "finalize", kLogNet); }
 
-Status netInitLegacy(abi::ncclDebugLogger_t log) {
+Status netInitLegacy(nccl::ncclDebugLogger_t log) {
   static std::mutex mu;
   static bool held = false;  // the permanent reference of the v8..v10 ABIs
   installNcclLogger(log);
@@ -98,16 +81,16 @@ Status netGetProperties(int dev, NetProperties* p) {
   p->name = const_cast<char*>(d.name.c_str());
   p->pciPath = d.pciPath.empty() ? nullptr : const_cast<char*>(d.pciPath.c_str());
   p->guid = uint64_t(dev);
-  p->ptrSupport = abi::NCCL_PTR_HOST;
+  p->ptrSupport = nccl::NCCL_PTR_HOST;
   p->speed = d.speedMbps;
   p->maxComms = 65536;
   p->maxRecvs = net::kMaxRecvs;
-  p->netDeviceType = abi::NCCL_NET_DEVICE_HOST;
-  p->netDeviceVersion = abi::NCCL_NET_DEVICE_INVALID_VERSION;
+  p->netDeviceType = nccl::NCCL_NET_DEVICE_HOST;
+  p->netDeviceVersion = nccl::NCCL_NET_DEVICE_INVALID_VERSION;
   p->vProps.ndevs = 1;
   p->vProps.devs[0] = dev;
-  p->maxP2pBytes = abi::NCCL_MAX_NET_SIZE_BYTES;
-  p->maxCollBytes = abi::NCCL_MAX_NET_SIZE_BYTES;
+  p->maxP2pBytes = nccl::NCCL_MAX_NET_SIZE_BYTES;
+  p->maxCollBytes = nccl::NCCL_MAX_NET_SIZE_BYTES;
   p->maxMultiRequestSize = 1;
   return Status::kOk;
 }
@@ -116,7 +99,7 @@ Status netListen(void* ctx, int dev, void* handle, void** listenComm) {
   PluginState* s = stateOrWarn("listen");
   if (s == nullptr || handle == nullptr || listenComm == nullptr) return Status::kInvalidUsage;
   *listenComm = nullptr;
-  std::memset(handle, 0, abi::NCCL_NET_HANDLE_MAXSIZE);
+  std::memset(handle, 0, nccl::NCCL_NET_HANDLE_MAXSIZE);
   net::ConnectHandle h;
   std::unique_ptr<net::ListenComm> l;
   CFX_RETURN_IF_ERROR(s->transport().listen(dev, &h, &l));

@@ -11,25 +11,25 @@ std::mutex g_mu;                       // guards acquire/release
 int g_refs = 0;                        // under g_mu
 std::unique_ptr<PluginState> g_owner;  // under g_mu
 std::atomic<PluginState*> g_state{nullptr};
-std::atomic<abi::ncclDebugLogger_t> g_logger{nullptr};
+std::atomic<nccl::ncclDebugLogger_t> g_logger{nullptr};
 
 void ncclSink(net::LogLevel level, unsigned long flags, const char* file, int line,
               const char* message) {
-  abi::ncclDebugLogger_t log = g_logger.load(std::memory_order_acquire);
+  nccl::ncclDebugLogger_t log = g_logger.load(std::memory_order_acquire);
   if (log != nullptr) {
-    log(abi::ncclDebugLogLevel(int(level)), flags, file, line, "NET/Conflux : %s", message);
+    log(nccl::ncclDebugLogLevel(int(level)), flags, file, line, "NET/Conflux : %s", message);
   }
 }
 
 }  // namespace
 
-void installNcclLogger(abi::ncclDebugLogger_t logger) {
+void installNcclLogger(nccl::ncclDebugLogger_t logger) {
   if (logger == nullptr) return;  // keep the previous sink (stderr default or NCCL's)
   g_logger.store(logger, std::memory_order_release);
   net::setLogSink(&ncclSink);
 }
 
-Status PluginState::acquire(abi::ncclDebugLogger_t logger) {
+Status PluginState::acquire(nccl::ncclDebugLogger_t logger) {
   installNcclLogger(logger);
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_refs > 0) {
@@ -50,6 +50,31 @@ Status PluginState::acquire(abi::ncclDebugLogger_t logger) {
   g_refs = 1;
   CFX_INFO(net::kLogInit | net::kLogNet, "initialized with %d device(s)",
            g_owner->transport_->numDevices());
+  return Status::kOk;
+}
+
+Status openContext(void** ctx, uint32_t magic, uint64_t commId, int trafficClass,
+                   nccl::ncclDebugLogger_t log) {
+  if (ctx == nullptr) return Status::kInvalidArgument;
+  *ctx = nullptr;
+  CFX_RETURN_IF_ERROR(PluginState::acquire(log));
+  auto* c = new NetContext();
+  c->magic = magic;
+  c->commId = commId;
+  c->trafficClass = trafficClass;
+  *ctx = c;
+  return Status::kOk;
+}
+
+Status closeContext(void* ctx, uint32_t magic, const char* fn, unsigned long logFlags) {
+  auto* c = static_cast<NetContext*>(ctx);
+  if (c == nullptr || c->magic != magic) {
+    CFX_WARN(logFlags, "%s called with an invalid context", fn);
+    return Status::kInvalidArgument;
+  }
+  c->magic = 0;
+  delete c;
+  PluginState::release();
   return Status::kOk;
 }
 

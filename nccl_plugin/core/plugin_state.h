@@ -4,7 +4,7 @@
 //   - v8..v10 init() takes one permanent reference per process (those ABIs have no finalize).
 // The first acquire reads CONFLUX_* and discovers devices; the last release stops the helper
 // threads of any connection NCCL left open (NCCL dlcloses the library right after).
-// CollNet will hold references the same way from its own init/finalize.
+// CollNet holds references the same way from its own init/finalize (openContext).
 #pragma once
 
 #include <cstdint>
@@ -12,8 +12,8 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "abi/nccl_types.h"
 #include "core/params.h"
+#include "nccl/nccl_types.h"
 #include "net/transport.h"
 
 namespace conflux::plugin {
@@ -21,7 +21,7 @@ namespace conflux::plugin {
 class PluginState {
  public:
   // Thread-safe. On failure nothing is kept (a later acquire retries from scratch).
-  static Status acquire(abi::ncclDebugLogger_t logger);
+  static Status acquire(nccl::ncclDebugLogger_t logger);
   static void release();
   // The state while at least one reference is held, else nullptr. Lock-free.
   static PluginState* get();
@@ -47,15 +47,22 @@ class PluginState {
 };
 
 // Per-communicator context handed to NCCL by v11 init (and used with default values for the
-// older ABIs, which have no context).
+// older ABIs, which have no context). The net's and the CollNet's differ only in `magic`.
 struct NetContext {
-  static constexpr uint32_t kMagic = 0x43545854;
+  static constexpr uint32_t kMagic = 0x43545854;      // ncclNet
+  static constexpr uint32_t kCollMagic = 0x43435458;  // ncclCollNet
   uint32_t magic = kMagic;
   uint64_t commId = 0;
-  int trafficClass = abi::NCCL_NET_TRAFFIC_CLASS_UNDEF;
+  int trafficClass = nccl::NCCL_NET_TRAFFIC_CLASS_UNDEF;
 };
 
+// v11 init / finalize of a context of kind `magic`: each holds one reference on the process
+// state. closeContext refuses a context of another kind, or none, with one warning naming `fn`.
+Status openContext(void** ctx, uint32_t magic, uint64_t commId, int trafficClass,
+                   nccl::ncclDebugLogger_t log);
+Status closeContext(void* ctx, uint32_t magic, const char* fn, unsigned long logFlags);
+
 // Routes conflux::net logging to NCCL's logger with the prefix "NET/Conflux".
-void installNcclLogger(abi::ncclDebugLogger_t logger);
+void installNcclLogger(nccl::ncclDebugLogger_t logger);
 
 }  // namespace conflux::plugin

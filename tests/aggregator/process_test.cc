@@ -18,13 +18,15 @@
 #include <thread>
 
 #include "conformance.h"
+#include "util/proc.h"
 
 namespace conflux::agg::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// `nofile` > 0: the child's RLIMIT_NOFILE (soft and hard).
+// Starts args[0] (confluxd) with its stderr in a file; `nofile` > 0: the child's RLIMIT_NOFILE
+// (soft and hard).
 pid_t spawn(const std::vector<std::string>& args, const std::string& stderr_path,
             rlim_t nofile = 0) {
   const pid_t pid = fork();
@@ -34,15 +36,22 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& stderr_path
       if (setrlimit(RLIMIT_NOFILE, &lim) != 0) _exit(126);
     }
     std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(CONFLUXD_PATH));
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     FILE* f = std::freopen(stderr_path.c_str(), "w", stderr);
     (void)f;
-    execv(CONFLUXD_PATH, argv.data());
+    execv(argv[0], argv.data());
     _exit(127);
   }
   return pid;
+}
+
+// confluxd on 127.0.0.1 with ephemeral ports and the `dataplane` under test.
+std::vector<std::string> local_confluxd(const std::string& ready, const std::string& dataplane,
+                                        const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"--dataplane", dataplane, "--log-level", "info"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return tools::local_confluxd_argv(CONFLUXD_PATH, ready, args);
 }
 
 // Waits for the child to exit; returns its exit code, or -1 after timeout_ms.
@@ -134,10 +143,7 @@ class Process : public ::testing::TestWithParam<std::string> {
 
 TEST_P(Process, SigtermWithWorkersSaysShutdownAndExitsZero) {
   const std::string ready = dir_ + "/ready";
-  const pid_t pid =
-      spawn({"--listen", "127.0.0.1", "--control-port", "0", "--data-port", "0", "--metrics-port",
-             "0", "--ready-file", ready, "--dataplane", GetParam(), "--log-level", "info"},
-            dir_ + "/stderr");
+  const pid_t pid = spawn(local_confluxd(ready, GetParam()), dir_ + "/stderr");
   auto kv = read_ready(ready, 5000);
   ASSERT_EQ(kv.size(), 4u) << slurp(dir_ + "/stderr");
   EXPECT_EQ(kv["pid"], std::to_string(pid));
@@ -177,17 +183,17 @@ TEST_P(Process, SigtermWithWorkersSaysShutdownAndExitsZero) {
 }
 
 TEST_P(Process, ConfigurationErrorsExitWithCode2) {
-  const pid_t a = spawn({"--threads", "many"}, dir_ + "/a");
+  const pid_t a = spawn({CONFLUXD_PATH, "--threads", "many"}, dir_ + "/a");
   EXPECT_EQ(wait_exit(a, 5000), 2);
   EXPECT_NE(slurp(dir_ + "/a").find("threads"), std::string::npos);
   std::ofstream(dir_ + "/bad.toml") << "contro_port = 1\n";
-  const pid_t b = spawn({"--config", dir_ + "/bad.toml"}, dir_ + "/b");
+  const pid_t b = spawn({CONFLUXD_PATH, "--config", dir_ + "/bad.toml"}, dir_ + "/b");
   EXPECT_EQ(wait_exit(b, 5000), 2);
   EXPECT_NE(slurp(dir_ + "/b").find("contro_port"), std::string::npos);
   // A directory given as the config file (issue 14: it used to run on defaults).
-  const pid_t c =
-      spawn({"--config", dir_, "--control-port", "0", "--data-port", "0", "--metrics-port", "-1"},
-            dir_ + "/c");
+  const pid_t c = spawn({CONFLUXD_PATH, "--config", dir_, "--control-port", "0", "--data-port", "0",
+                         "--metrics-port", "-1"},
+                        dir_ + "/c");
   EXPECT_EQ(wait_exit(c, 5000), 2);
   EXPECT_NE(slurp(dir_ + "/c").find("'" + dir_ + "' is not a regular file"), std::string::npos)
       << slurp(dir_ + "/c");
@@ -199,9 +205,7 @@ TEST_P(Process, ConfigurationErrorsExitWithCode2) {
 // the descriptors are free again.
 TEST_P(Process, OutOfFileDescriptorsNeitherSpinsNorFloodsAndRecovers) {
   const std::string ready = dir_ + "/ready";
-  const pid_t pid = spawn({"--listen", "127.0.0.1", "--control-port", "0", "--data-port", "0",
-                           "--metrics-port", "0", "--ready-file", ready, "--dataplane", GetParam(),
-                           "--log-level", "info", "--control-join-timeout-ms", "60000"},
+  const pid_t pid = spawn(local_confluxd(ready, GetParam(), {"--control-join-timeout-ms", "60000"}),
                           dir_ + "/stderr", /*nofile=*/48);
   auto kv = read_ready(ready, 5000);
   ASSERT_EQ(kv.size(), 4u) << slurp(dir_ + "/stderr");
@@ -254,11 +258,9 @@ TEST_P(Process, OutOfFileDescriptorsNeitherSpinsNorFloodsAndRecovers) {
 // exactly. A worker that really went silent is still closed, one worker timeout later.
 TEST_P(Process, StoppedDaemonKeepsTheWorkersThatKeptTalking) {
   const std::string ready = dir_ + "/ready";
-  const pid_t pid =
-      spawn({"--listen", "127.0.0.1", "--control-port", "0", "--data-port", "0", "--metrics-port",
-             "0", "--ready-file", ready, "--dataplane", GetParam(), "--log-level", "info",
-             "--worker-timeout-ms", "500", "--heartbeat-ms", "100"},
-            dir_ + "/stderr");
+  const pid_t pid = spawn(
+      local_confluxd(ready, GetParam(), {"--worker-timeout-ms", "500", "--heartbeat-ms", "100"}),
+      dir_ + "/stderr");
   auto kv = read_ready(ready, 5000);
   ASSERT_EQ(kv.size(), 4u) << slurp(dir_ + "/stderr");
   const auto control_port = static_cast<uint16_t>(std::stoi(kv["control_port"]));

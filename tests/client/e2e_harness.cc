@@ -8,7 +8,7 @@
 #include <sstream>
 #include <thread>
 
-#include "proc.h"
+#include "util/proc.h"
 
 namespace conflux::client::e2e {
 
@@ -30,42 +30,20 @@ DaemonProcess::~DaemonProcess() {
 }
 
 std::string DaemonProcess::start(const std::string& dir, const std::vector<std::string>& extra) {
-  const std::string ready = dir + "/ready";
   log = dir + "/confluxd.log";
-  std::vector<std::string> argv = {CONFLUX_CONFLUXD_PATH,
-                                   "--listen",
-                                   "127.0.0.1",
-                                   "--control-port",
-                                   "0",
-                                   "--data-port",
-                                   "0",
-                                   "--metrics-port",
-                                   "0",
-                                   "--threads",
-                                   "2",
-                                   "--ready-file",
-                                   ready};
-  if (std::find(extra.begin(), extra.end(), "--log-level") == extra.end()) {
-    argv.insert(argv.end(), {"--log-level", "warn"});  // unless the test asks for another
-  }
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  std::string err;
-  pid = spawn(argv, log, log, &err);
-  if (pid < 0) {
-    return err;
-  }
-  auto kv = tools::wait_ready_file(ready, pid, std::chrono::seconds(10), &err);
-  if (kv.empty()) {
+  std::vector<std::string> args = {"--threads", "2"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  tools::LocalDaemon d;
+  const std::string err =
+      tools::start_local_confluxd(CONFLUX_CONFLUXD_PATH, dir + "/ready", args, log, log, &d);
+  if (!err.empty()) {
     pid = -1;
-    return err + "\n" + read_file(log);
+    return d.pid > 0 ? err + "\n" + read_file(log) : err;
   }
-  control_port = static_cast<uint16_t>(std::stoi(kv["control_port"]));
-  metrics_port = static_cast<uint16_t>(std::stoi(kv["metrics_port"]));
-  data_ports.clear();
-  std::stringstream ports(kv["data_ports"]);
-  for (std::string p; std::getline(ports, p, ',');) {
-    data_ports.push_back(static_cast<uint16_t>(std::stoi(p)));
-  }
+  pid = d.pid;
+  control_port = d.control_port;
+  metrics_port = d.metrics_port;
+  data_ports = d.data_ports;
   return "";
 }
 

@@ -10,8 +10,8 @@
 
 #include "e2e_fixture.h"
 #include "e2e_harness.h"
-#include "proc.h"
 #include "tests/common/ci_skip.h"
+#include "util/proc.h"
 
 namespace conflux::client::e2e {
 namespace {

@@ -30,8 +30,8 @@
 
 #include "conflux/protocol/data.h"
 #include "e2e_harness.h"
-#include "proc.h"
 #include "tests/common/ci_skip.h"
+#include "util/proc.h"
 
 namespace conflux::client::e2e {
 namespace {

@@ -14,7 +14,7 @@
 #include "conflux/protocol/data.h"
 #include "e2e_fixture.h"
 #include "e2e_harness.h"
-#include "proc.h"
+#include "util/proc.h"
 
 namespace conflux::client::e2e {
 namespace {

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "e2e_harness.h"
-#include "proc.h"
+#include "util/proc.h"
 
 namespace conflux::client::e2e {
 namespace {

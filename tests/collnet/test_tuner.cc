@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "abi/tuner_v5.h"
+#include "nccl/tuner_v5.h"
 #include "tuner/tuner.h"
 
 namespace conflux::tuner {
@@ -19,28 +19,28 @@ struct Table {
       for (float& v : row) v = 10.0f;
   }
   float** ptr() { return reinterpret_cast<float**>(t); }
-  float chain() const { return t[abi::kNcclAlgoCollNetChain][abi::kNcclProtoSimple]; }
+  float chain() const { return t[nccl::kNcclAlgoCollNetChain][nccl::kNcclProtoSimple]; }
 };
 
 TEST(Tuner, PicksCollNetInsideTheRange) {
   TunerPolicy p{1024, 1 << 20, 4};
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 4096, true, true, true), Choice::kCollNetChain);
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 1024, true, true, true), Choice::kCollNetChain);
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 1 << 20, true, true, true), Choice::kCollNetChain);
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 512, true, true, true), Choice::kNotCollNet);
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, (1 << 20) + 1, true, true, true),
+  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 4096, true, true, true), Choice::kCollNetChain);
+  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 1024, true, true, true), Choice::kCollNetChain);
+  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 1 << 20, true, true, true), Choice::kCollNetChain);
+  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 512, true, true, true), Choice::kNotCollNet);
+  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, (1 << 20) + 1, true, true, true),
             Choice::kNotCollNet);
   p.max_bytes = 0;  // unlimited
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, size_t(1) << 40, true, true, true),
+  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, size_t(1) << 40, true, true, true),
             Choice::kCollNetChain);
 }
 
 TEST(Tuner, HarmlessWithoutCollNet) {
   const TunerPolicy p{0, 0, 4};
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 4096, false, true, true), Choice::kLeave);
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 4096, true, false, true), Choice::kLeave);
+  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 4096, false, true, true), Choice::kLeave);
+  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 4096, true, false, true), Choice::kLeave);
   EXPECT_EQ(decide(p, 2 /* AllGather */, 4096, true, true, true), Choice::kLeave);
-  EXPECT_EQ(decide(TunerPolicy{0, 0, 1}, abi::kNcclFuncAllReduce, 4096, true, true, true),
+  EXPECT_EQ(decide(TunerPolicy{0, 0, 1}, nccl::kNcclFuncAllReduce, 4096, true, true, true),
             Choice::kLeave);
 }
 
@@ -48,20 +48,20 @@ TEST(Tuner, SteersAwayFromCollNetWithoutAggregatorCapacity) {
   // Connected, but every comm failed over (or sends everything over the ring): CollNet would
   // only run the worker ring, so NCCL's Ring is preferred, whatever the size.
   const TunerPolicy p{0, 0, 4};
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 4096, true, true, false), Choice::kNotCollNet);
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 1 << 26, true, true, false), Choice::kNotCollNet);
-  EXPECT_EQ(decide(p, abi::kNcclFuncAllReduce, 4096, true, false, false), Choice::kLeave);
+  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 4096, true, true, false), Choice::kNotCollNet);
+  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 1 << 26, true, true, false), Choice::kNotCollNet);
+  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 4096, true, false, false), Choice::kLeave);
 }
 
 TEST(Tuner, ApplyEditsOnlyCollNetChainSimple) {
   Table a;
   apply(Choice::kCollNetChain, a.ptr(), kAlgos, kProtos);
   EXPECT_EQ(a.chain(), 0.0f);
-  EXPECT_EQ(a.t[abi::kNcclAlgoRing][abi::kNcclProtoSimple], 10.0f);
+  EXPECT_EQ(a.t[nccl::kNcclAlgoRing][nccl::kNcclProtoSimple], 10.0f);
   Table b;
   apply(Choice::kNotCollNet, b.ptr(), kAlgos, kProtos);
   EXPECT_EQ(b.chain(), -1.0f);
-  EXPECT_EQ(b.t[abi::kNcclAlgoRing][abi::kNcclProtoSimple], 10.0f);
+  EXPECT_EQ(b.t[nccl::kNcclAlgoRing][nccl::kNcclProtoSimple], 10.0f);
   Table c;
   apply(Choice::kLeave, c.ptr(), kAlgos, kProtos);
   EXPECT_EQ(c.chain(), 10.0f);

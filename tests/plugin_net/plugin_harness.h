@@ -17,12 +17,12 @@
 #include <thread>
 #include <vector>
 
-#include "abi/net_v11.h"
-#include "abi/net_v8.h"
+#include "nccl/net_v11.h"
+#include "nccl/net_v8.h"
 
 namespace cfxtest {
 
-using namespace conflux::abi;
+using namespace conflux::nccl;
 
 // Captures every line the plugin logs (through the logger given to init).
 struct LogCapture {

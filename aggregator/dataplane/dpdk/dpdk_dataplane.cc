@@ -97,6 +97,120 @@ void free_ring(rte_ring* r) {
   rte_ring_free(r);
 }
 
+// The steps of DpdkDataplane::create, in order. Each returns "" or its error.
+
+// Port `port` exists and has `nq` RX and TX queues; its description in *info.
+std::string check_port(uint16_t port, uint16_t nq, rte_eth_dev_info* info) {
+  if (!rte_eth_dev_is_valid_port(port)) {
+    return fmt::format("dpdk: no port {} ({} port(s) available; check dpdk_eal_args --vdev/-a)",
+                       port, rte_eth_dev_count_avail());
+  }
+  if (int rc = rte_eth_dev_info_get(port, info); rc != 0) {
+    return fmt::format("dpdk: port {} info: {}", port, rte_strerror(-rc));
+  }
+  if (nq > info->max_rx_queues || nq > info->max_tx_queues) {
+    return fmt::format("dpdk: port {} ({}) has {} rx / {} tx queues, threads = {}", port,
+                       info->driver_name, info->max_rx_queues, info->max_tx_queues, nq);
+  }
+  return "";
+}
+
+struct Pools {
+  rte_mempool* pkt = nullptr;    // RX and result mbufs
+  rte_mempool* hdr = nullptr;    // fan-out headers
+  rte_mempool* clone = nullptr;  // fan-out clones (ports with multi-segment TX only)
+  uint32_t n_pkt = 0;
+  uint16_t room = 0;  // data room of a pkt mbuf
+};
+
+// Receive mbufs are never held across a burst (contributions are reduced into the slot
+// accumulators at once), so the pools scale with rings and bursts, not with slot windows.
+// Frames parked in software-steering inboxes (only with several queues) hold RX mbufs too.
+std::string make_pools(uint16_t nq, uint16_t rxd, uint16_t txd, int socket, bool multi_seg,
+                       Pools* p) {
+  std::string err;
+  p->n_pkt = nq * (rxd + txd + 4u * DpdkQueue::kBurst + DpdkQueue::kTxBuffer) +
+             (nq > 1 ? nq * kInboxSize : 0) + 512;
+  p->pkt = dpdk::shared_pool("pkt", p->n_pkt, p->room, socket, &err);
+  p->hdr =
+      p->pkt ? dpdk::shared_pool("hdr", nq * kFanoutMbufs, RTE_PKTMBUF_HEADROOM + 128, socket, &err)
+             : nullptr;
+  p->clone = (p->hdr && multi_seg) ? dpdk::shared_pool("clone", nq * kFanoutMbufs, 0, socket, &err)
+                                   : nullptr;
+  if (p->pkt == nullptr || p->hdr == nullptr || (multi_seg && p->clone == nullptr)) {
+    return err;
+  }
+  return "";
+}
+
+// Sets up the nq RX/TX queue pairs; may switch the pkt pool to jumbo mbufs (p->room).
+std::string setup_queues(uint16_t port, uint16_t nq, const rte_eth_dev_info& info,
+                         const PortPlan& plan, uint16_t rxd, uint16_t txd, int socket, Pools* p) {
+  for (uint16_t q = 0; q < nq; ++q) {
+    rte_eth_rxconf rxc = info.default_rxconf;
+    rxc.offloads = plan.conf.rxmode.offloads;
+    rte_eth_txconf txc = info.default_txconf;
+    txc.offloads = plan.conf.txmode.offloads;
+    int rc = rte_eth_rx_queue_setup(port, q, rxd, socket, &rxc, p->pkt);
+    if (rc == -ENOMEM && p->room < kJumboRoom) {
+      // Some PMDs need every RX mbuf to hold their own largest frame, which the API does not
+      // report (af_packet: its framesz, while it says max_rx_pktlen 1518) and which can exceed
+      // what max_payload_bytes needs: retry once with mbufs for a 9216-byte frame.
+      spdlog::info("dpdk: port {} ({}) wants larger RX mbufs than {} bytes; using {}", port,
+                   info.driver_name, p->room, kJumboRoom);
+      p->room = kJumboRoom;
+      std::string err;
+      p->pkt = dpdk::shared_pool("pkt", p->n_pkt, p->room, socket, &err);
+      if (p->pkt == nullptr) return err;
+      rc = rte_eth_rx_queue_setup(port, q, rxd, socket, &rxc, p->pkt);
+    }
+    if (rc == 0) rc = rte_eth_tx_queue_setup(port, q, txd, socket, &txc);
+    if (rc != 0) {
+      return fmt::format("dpdk: port {} queue {} setup: {}", port, q, rte_strerror(-rc));
+    }
+  }
+  return "";
+}
+
+// Raises the port's MTU to ip_mtu where it is lower (a warning where the port refuses).
+void raise_mtu(uint16_t port, const rte_eth_dev_info& info, uint32_t ip_mtu, const Config& cfg) {
+  uint16_t mtu = 0;
+  if (rte_eth_dev_get_mtu(port, &mtu) == 0 && mtu < ip_mtu &&
+      rte_eth_dev_set_mtu(port, static_cast<uint16_t>(ip_mtu)) != 0) {
+    spdlog::warn(
+        "dpdk: port {} ({}) keeps MTU {} < {} needed for {}-byte payloads; larger "
+        "frames may be dropped by the port (af_packet: the interface MTU and framesz "
+        "decide)",
+        port, info.driver_name, mtu, ip_mtu, cfg.max_payload_bytes);
+  }
+}
+
+// Several queues: rte_flow rules steer each UDP port to its queue, or, where the port has
+// none, one inbox ring per queue (software steering). The rings go to *inboxes as they are
+// made (their owner frees them, also after an error).
+std::string steer(uint16_t port, const dpdk::LocalAddr& local, uint16_t nq,
+                  const rte_eth_dev_info& info, const PortPlan& plan, int socket,
+                  std::vector<rte_ring*>* inboxes) {
+  (void)rte_flow_flush(port, nullptr);
+  std::string e;
+  for (uint16_t q = 0; q < nq && e.empty(); ++q) {
+    e = add_flow(port, local.ip, uint16_t(local.first_port + q), q);
+  }
+  if (e.empty()) return "";
+  (void)rte_flow_flush(port, nullptr);
+  spdlog::info(
+      "dpdk: port {} ({}) cannot steer UDP ports to queues ({}): software steering "
+      "(queues hand datagrams to the slot's owner through rings; RSS {})",
+      port, info.driver_name, e, plan.conf.rxmode.mq_mode == RTE_ETH_MQ_RX_RSS ? "on" : "off");
+  for (uint16_t q = 0; q < nq; ++q) {
+    const std::string name = fmt::format("cfx_inbox_{}", g_ring_seq.fetch_add(1));
+    rte_ring* r = rte_ring_create(name.c_str(), kInboxSize, socket, RING_F_SC_DEQ);
+    if (r == nullptr) return fmt::format("dpdk: ring {}: {}", name, rte_strerror(rte_errno));
+    inboxes->push_back(r);
+  }
+  return "";
+}
+
 }  // namespace
 
 std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable& jobs,
@@ -115,28 +229,19 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
     return nullptr;
   }
   const auto port = static_cast<uint16_t>(cfg.dpdk_port);
-  if (!rte_eth_dev_is_valid_port(port)) {
-    *err = fmt::format("dpdk: no port {} ({} port(s) available; check dpdk_eal_args --vdev/-a)",
-                       port, rte_eth_dev_count_avail());
-    return nullptr;
-  }
   const auto nq = static_cast<uint16_t>(cfg.threads);
   rte_eth_dev_info info{};
-  if (int rc = rte_eth_dev_info_get(port, &info); rc != 0) {
-    *err = fmt::format("dpdk: port {} info: {}", port, rte_strerror(-rc));
-    return nullptr;
-  }
-  if (nq > info.max_rx_queues || nq > info.max_tx_queues) {
-    *err = fmt::format("dpdk: port {} ({}) has {} rx / {} tx queues, threads = {}", port,
-                       info.driver_name, info.max_rx_queues, info.max_tx_queues, nq);
+  if (std::string e = check_port(port, nq, &info); !e.empty()) {
+    *err = e;
     return nullptr;
   }
   // Largest frame: Ethernet + VLAN + IPv4 + UDP + data header + payload.
   const uint32_t ip_mtu = uint32_t(dpdk::kIpv4Header + dpdk::kUdpHeader) +
                           uint32_t(cfg.max_payload_bytes) + uint32_t(proto::kDataHeaderSize);
   const uint32_t frame = ip_mtu + uint32_t(dpdk::kEthHeader + dpdk::kVlanTag);
-  auto room = static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM +
-                                    std::max<uint32_t>(2048, (frame + 64 + 1023) / 1024 * 1024));
+  Pools pools;
+  pools.room = static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM +
+                                     std::max<uint32_t>(2048, (frame + 64 + 1023) / 1024 * 1024));
   PortPlan plan = plan_port(info, ip_mtu, nq);
 
   std::unique_ptr<DpdkDataplane> dp(new DpdkDataplane());
@@ -149,51 +254,15 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
   uint16_t rxd = kRxDesc, txd = kTxDesc;
   (void)rte_eth_dev_adjust_nb_rx_tx_desc(port, &rxd, &txd);
   const int socket = rte_eth_dev_socket_id(port) < 0 ? SOCKET_ID_ANY : rte_eth_dev_socket_id(port);
-  // Receive mbufs are never held across a burst (contributions are reduced into the slot
-  // accumulators at once), so the pools scale with rings and bursts, not with slot windows.
-  // Frames parked in software-steering inboxes (only with several queues) hold RX mbufs too.
-  const uint32_t n_pkt = nq * (rxd + txd + 4u * DpdkQueue::kBurst + DpdkQueue::kTxBuffer) +
-                         (nq > 1 ? nq * kInboxSize : 0) + 512;
-  rte_mempool* pkt = dpdk::shared_pool("pkt", n_pkt, room, socket, err);
-  rte_mempool* hdr =
-      pkt ? dpdk::shared_pool("hdr", nq * kFanoutMbufs, RTE_PKTMBUF_HEADROOM + 128, socket, err)
-          : nullptr;
-  rte_mempool* clone = (hdr && plan.multi_seg)
-                           ? dpdk::shared_pool("clone", nq * kFanoutMbufs, 0, socket, err)
-                           : nullptr;
-  if (pkt == nullptr || hdr == nullptr || (plan.multi_seg && clone == nullptr)) return nullptr;
-  for (uint16_t q = 0; q < nq; ++q) {
-    rte_eth_rxconf rxc = info.default_rxconf;
-    rxc.offloads = plan.conf.rxmode.offloads;
-    rte_eth_txconf txc = info.default_txconf;
-    txc.offloads = plan.conf.txmode.offloads;
-    int rc = rte_eth_rx_queue_setup(port, q, rxd, socket, &rxc, pkt);
-    if (rc == -ENOMEM && room < kJumboRoom) {
-      // Some PMDs need every RX mbuf to hold their own largest frame, which the API does not
-      // report (af_packet: its framesz, while it says max_rx_pktlen 1518) and which can exceed
-      // what max_payload_bytes needs: retry once with mbufs for a 9216-byte frame.
-      spdlog::info("dpdk: port {} ({}) wants larger RX mbufs than {} bytes; using {}", port,
-                   info.driver_name, room, kJumboRoom);
-      room = kJumboRoom;
-      pkt = dpdk::shared_pool("pkt", n_pkt, room, socket, err);
-      if (pkt == nullptr) return nullptr;
-      rc = rte_eth_rx_queue_setup(port, q, rxd, socket, &rxc, pkt);
-    }
-    if (rc == 0) rc = rte_eth_tx_queue_setup(port, q, txd, socket, &txc);
-    if (rc != 0) {
-      *err = fmt::format("dpdk: port {} queue {} setup: {}", port, q, rte_strerror(-rc));
-      return nullptr;
-    }
+  if (std::string e = make_pools(nq, rxd, txd, socket, plan.multi_seg, &pools); !e.empty()) {
+    *err = e;
+    return nullptr;
   }
-  uint16_t mtu = 0;
-  if (rte_eth_dev_get_mtu(port, &mtu) == 0 && mtu < ip_mtu &&
-      rte_eth_dev_set_mtu(port, static_cast<uint16_t>(ip_mtu)) != 0) {
-    spdlog::warn(
-        "dpdk: port {} ({}) keeps MTU {} < {} needed for {}-byte payloads; larger "
-        "frames may be dropped by the port (af_packet: the interface MTU and framesz "
-        "decide)",
-        port, info.driver_name, mtu, ip_mtu, cfg.max_payload_bytes);
+  if (std::string e = setup_queues(port, nq, info, plan, rxd, txd, socket, &pools); !e.empty()) {
+    *err = e;
+    return nullptr;
   }
+  raise_mtu(port, info, ip_mtu, cfg);
   if (int rc = rte_eth_dev_start(port); rc != 0) {
     *err = fmt::format("dpdk: start port {}: {}", port, rte_strerror(-rc));
     return nullptr;
@@ -209,26 +278,9 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
   local.first_port = cfg.data_port != 0 ? static_cast<uint16_t>(cfg.data_port) : kDefaultDataPort;
   local.n_ports = nq;
   if (nq > 1) {
-    (void)rte_flow_flush(port, nullptr);
-    std::string e;
-    for (uint16_t q = 0; q < nq && e.empty(); ++q) {
-      e = add_flow(port, local.ip, uint16_t(local.first_port + q), q);
-    }
-    if (!e.empty()) {
-      (void)rte_flow_flush(port, nullptr);
-      spdlog::info(
-          "dpdk: port {} ({}) cannot steer UDP ports to queues ({}): software steering "
-          "(queues hand datagrams to the slot's owner through rings; RSS {})",
-          port, info.driver_name, e, plan.conf.rxmode.mq_mode == RTE_ETH_MQ_RX_RSS ? "on" : "off");
-      for (uint16_t q = 0; q < nq; ++q) {
-        const std::string name = fmt::format("cfx_inbox_{}", g_ring_seq.fetch_add(1));
-        rte_ring* r = rte_ring_create(name.c_str(), kInboxSize, socket, RING_F_SC_DEQ);
-        if (r == nullptr) {
-          *err = fmt::format("dpdk: ring {}: {}", name, rte_strerror(rte_errno));
-          return nullptr;  // ~DpdkDataplane frees the rings made so far
-        }
-        dp->inboxes_.push_back(r);
-      }
+    if (std::string e = steer(port, local, nq, info, plan, socket, &dp->inboxes_); !e.empty()) {
+      *err = e;
+      return nullptr;  // ~DpdkDataplane frees the rings made so far
     }
   }
   const std::string ctl_name = fmt::format("cfx_ctl_tx_{}", g_ring_seq.fetch_add(1));
@@ -237,7 +289,7 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
     *err = fmt::format("dpdk: ring {}: {}", ctl_name, rte_strerror(rte_errno));
     return nullptr;
   }
-  dp->hdr_pool_ = hdr;
+  dp->hdr_pool_ = pools.hdr;
   dp->local_ = local;
   dp->multicast_ttl_ = static_cast<uint8_t>(cfg.multicast_ttl);
   if (!cfg.multicast_interface.empty() && cfg.multicast_interface != ip_text) {
@@ -251,9 +303,9 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
     s.n_queues = nq;
     s.local = local;
     s.udp_port = static_cast<uint16_t>(local.first_port + q);
-    s.pkt_pool = pkt;
-    s.hdr_pool = hdr;
-    s.clone_pool = clone;
+    s.pkt_pool = pools.pkt;
+    s.hdr_pool = pools.hdr;
+    s.clone_pool = pools.clone;
     s.tx_ip_csum = plan.tx_ip_csum;
     s.tx_udp_csum = plan.tx_udp_csum;
     s.idle_sleep_us = static_cast<uint32_t>(cfg.dpdk_idle_sleep_us);
@@ -268,8 +320,8 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
       "room {}, fan-out {}, tx csum ip {} udp {}",
       port, info.driver_name, fmt::format("{:02x}", fmt::join(local.mac.b, ":")), ip_text,
       local.first_port, local.first_port + nq - 1, local.vlan, nq,
-      nq == 1 ? "none" : (dp->inboxes_.empty() ? "rte_flow" : "software"), room,
-      clone != nullptr ? "clone" : "copy", plan.tx_ip_csum, plan.tx_udp_csum);
+      nq == 1 ? "none" : (dp->inboxes_.empty() ? "rte_flow" : "software"), pools.room,
+      pools.clone != nullptr ? "clone" : "copy", plan.tx_ip_csum, plan.tx_udp_csum);
   return dp;
 }
 

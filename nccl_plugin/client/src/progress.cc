@@ -11,11 +11,8 @@
 namespace conflux::client {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kReorderHoldNs = 1 * kMs;  // longest a fault-reordered datagram is held
 constexpr int64_t kMaxSleepNs = 100 * kMs;
-
-int64_t ns(std::chrono::nanoseconds d) { return d.count(); }
 
 }  // namespace
 

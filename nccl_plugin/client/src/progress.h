@@ -7,6 +7,7 @@
 
 #include <netinet/in.h>
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <string>
@@ -19,6 +20,10 @@
 #include "window.h"
 
 namespace conflux::client {
+
+// The progress thread counts time in nanoseconds of now_ns() (control_channel.h).
+inline constexpr int64_t kMs = 1'000'000;
+inline int64_t ns(std::chrono::nanoseconds d) { return d.count(); }
 
 class Progress {
  public:

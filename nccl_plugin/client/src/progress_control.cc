@@ -7,10 +7,6 @@
 #include "progress.h"
 
 namespace conflux::client {
-namespace {
-constexpr int64_t kMs = 1'000'000;
-int64_t ns(std::chrono::nanoseconds d) { return d.count(); }
-}  // namespace
 
 bool Progress::poll_control(int64_t now) {
   bool work = false;

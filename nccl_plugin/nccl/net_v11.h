@@ -1,0 +1,128 @@
+// NCCL net/collnet plugin ABI, version 11 (NCCL 2.28-2.29): per-communicator init/finalize
+// with a context pointer, comm config moved to init, setNetAttr, maxMultiRequestSize.
+#pragma once
+
+#include "nccl/nccl_types.h"
+
+namespace conflux::nccl {
+
+using ncclNetVDeviceProps_v11_t = ncclNetVDeviceProps_t;
+using ncclNetCommConfig_v11_t = ncclNetCommConfig_t;
+
+struct ncclNetProperties_v11_t {
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush;
+  int speed;  // Mbps
+  int port;
+  float latency;  // us
+  int maxComms;
+  int maxRecvs;
+  ncclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+  ncclNetVDeviceProps_v11_t vProps;
+  size_t maxP2pBytes;
+  size_t maxCollBytes;
+  int maxMultiRequestSize;
+};
+
+inline constexpr int32_t NCCL_NET_ATTR_UNDEF = -1;
+
+struct ncclNetCommAttr_v11_t {
+  int32_t maxConcurrentPeers;
+  int32_t minConcurrentPeers;
+  int32_t maxFlowsPerPeer;
+  int32_t minFlowsPerPeer;
+};
+
+struct ncclNetAttr_v11_t {
+  ncclNetCommAttr_v11_t sendCommAttr;
+  ncclNetCommAttr_v11_t recvCommAttr;
+  uint32_t op;
+  uint32_t algo;
+  uint32_t proto;
+};
+
+struct ncclNet_v11_t {
+  const char* name;
+  ncclResult_t (*init)(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
+                       ncclDebugLogger_t log, ncclProfilerCallback_t prof);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v11_t* props);
+  ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(void* ctx, int dev, void* handle, void** sendComm,
+                          ncclNetDeviceHandle_v11_t** sendDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm,
+                         ncclNetDeviceHandle_v11_t** recvDevComm);
+  ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset,
+                              int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle,
+                        void* phandle, void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags,
+                        void** mhandles, void** phandles, void** request);
+  ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
+                         void** request);
+  ncclResult_t (*test)(void* request, int* done, int* sizes);
+  ncclResult_t (*closeSend)(void* sendComm);
+  ncclResult_t (*closeRecv)(void* recvComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
+  ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v11_t* props);
+  ncclResult_t (*finalize)(void* ctx);
+  ncclResult_t (*setNetAttr)(void* ctx, ncclNetAttr_v11_t* netAttr);
+};
+
+struct ncclNetSGE_v11_t {
+  void* mhandle;
+  void* address;
+  size_t size;
+};
+
+struct ncclCollNet_v11_t {
+  const char* name;
+  ncclResult_t (*init)(void** ctx, uint64_t commId, ncclDebugLogger_t log);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v11_t* props);
+  ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(void* handles[], int nranks, int rank, void* listenComm, void** collComm);
+  ncclResult_t (*reduceSupport)(ncclDataType_t dataType, ncclRedOp_t redOp, int* supported);
+  ncclResult_t (*regMr)(void* collComm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* collComm, void* data, size_t size, int type, uint64_t offset,
+                              int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* collComm, void* mhandle);
+  ncclResult_t (*iallreduce)(void* collComm, void* sendData, void* recvData, size_t count,
+                             ncclDataType_t dataType, ncclRedOp_t redOp, void* sendMhandle,
+                             void* recvMhandle, void** request);
+  ncclResult_t (*iallgather)(void* collComm, void* sendData, int nRecvParts,
+                             ncclNetSGE_v11_t* recvParts, size_t bytesPerRank, size_t windowOffset,
+                             size_t windowBytes, void* sendMhandle, void** request);
+  ncclResult_t (*ireducescatter)(void* collComm, int nSendParts, ncclNetSGE_v11_t* sendParts,
+                                 void* recvData, size_t bytesPerRank, size_t windowOffset,
+                                 size_t windowBytes, ncclDataType_t dataType, ncclRedOp_t redOp,
+                                 void* recvMhandle, void** request);
+  ncclResult_t (*iflush)(void* collComm, void* data, int size, void* mhandle, void** request);
+  ncclResult_t (*test)(void* request, int* done, int* size);
+  ncclResult_t (*closeColl)(void* collComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v11_t* props);
+  ncclResult_t (*finalize)(void* ctx);
+};
+
+// Layout checks (LP64), verified against NCCL's own declarations.
+#if defined(__LP64__)
+static_assert(sizeof(ncclNet_v11_t) == 176);
+static_assert(sizeof(ncclCollNet_v11_t) == 152);
+static_assert(sizeof(ncclNetProperties_v11_t) == 112);
+static_assert(sizeof(ncclNetSGE_v11_t) == 24);
+static_assert(sizeof(ncclNetAttr_v11_t) == 44);
+static_assert(offsetof(ncclNetProperties_v11_t, maxP2pBytes) == 88);
+static_assert(offsetof(ncclNet_v11_t, finalize) == 160);
+#endif
+
+}  // namespace conflux::nccl

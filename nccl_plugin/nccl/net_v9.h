@@ -1,0 +1,100 @@
+// NCCL net/collnet plugin ABI, version 9 (NCCL 2.24-2.25): size_t sizes, virtual NICs,
+// max transfer sizes; no profiler callback, no phandles; init once per process.
+#pragma once
+
+#include "nccl/nccl_types.h"
+
+namespace conflux::nccl {
+
+using ncclNetVDeviceProps_v9_t = ncclNetVDeviceProps_t;
+
+struct ncclNetProperties_v9_t {
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush;
+  int speed;  // Mbps
+  int port;
+  float latency;  // us
+  int maxComms;
+  int maxRecvs;
+  ncclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+  ncclNetVDeviceProps_v9_t vProps;
+  size_t maxP2pBytes;
+  size_t maxCollBytes;
+};
+
+struct ncclNet_v9_t {
+  const char* name;
+  ncclResult_t (*init)(ncclDebugLogger_t log);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v9_t* props);
+  ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(int dev, void* handle, void** sendComm,
+                          ncclNetDeviceHandle_v9_t** sendDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v9_t** recvDevComm);
+  ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset,
+                              int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle,
+                        void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags,
+                        void** mhandles, void** request);
+  ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
+                         void** request);
+  ncclResult_t (*test)(void* request, int* done, int* sizes);
+  ncclResult_t (*closeSend)(void* sendComm);
+  ncclResult_t (*closeRecv)(void* recvComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
+  ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v9_t* props);
+};
+
+struct ncclNetSGE_v9_t {
+  void* mhandle;
+  void* address;
+  size_t size;
+};
+
+struct ncclCollNet_v9_t {
+  const char* name;
+  ncclResult_t (*init)(ncclDebugLogger_t log);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v9_t* props);
+  ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(void* handles[], int nranks, int rank, void* listenComm, void** collComm);
+  ncclResult_t (*reduceSupport)(ncclDataType_t dataType, ncclRedOp_t redOp, int* supported);
+  ncclResult_t (*regMr)(void* collComm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* collComm, void* data, size_t size, int type, uint64_t offset,
+                              int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* collComm, void* mhandle);
+  ncclResult_t (*iallreduce)(void* collComm, void* sendData, void* recvData, size_t count,
+                             ncclDataType_t dataType, ncclRedOp_t redOp, void* sendMhandle,
+                             void* recvMhandle, void** request);
+  ncclResult_t (*iallgather)(void* collComm, void* sendData, int nRecvParts,
+                             ncclNetSGE_v9_t* recvParts, size_t bytesPerRank, size_t windowOffset,
+                             size_t windowBytes, void* sendMhandle, void** request);
+  ncclResult_t (*ireducescatter)(void* collComm, int nSendParts, ncclNetSGE_v9_t* sendParts,
+                                 void* recvData, size_t bytesPerRank, size_t windowOffset,
+                                 size_t windowBytes, ncclDataType_t dataType, ncclRedOp_t redOp,
+                                 void* recvMhandle, void** request);
+  ncclResult_t (*iflush)(void* collComm, void* data, int size, void* mhandle, void** request);
+  ncclResult_t (*test)(void* request, int* done, int* size);
+  ncclResult_t (*closeColl)(void* collComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v9_t* props);
+};
+
+// Layout checks (LP64), verified against NCCL's own declarations.
+#if defined(__LP64__)
+static_assert(sizeof(ncclNet_v9_t) == 160);
+static_assert(sizeof(ncclCollNet_v9_t) == 144);
+static_assert(sizeof(ncclNetProperties_v9_t) == 104);
+#endif
+
+}  // namespace conflux::nccl

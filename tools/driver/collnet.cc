@@ -1,0 +1,239 @@
+// CollNet session: setup/agreement, chunked iallreduce, teardown (see collnet.h).
+#include "driver/collnet.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "driver/idle.h"
+
+namespace conflux::driver {
+
+Status CollNetSession::agree(bool ok_here, const std::string& why_here,
+                             const std::string& blob_here, std::vector<std::string>* blobs,
+                             bool* all_ok) {
+  std::string mine(1, ok_here ? '1' : '0');
+  uint32_t why_len = static_cast<uint32_t>(why_here.size());
+  mine.append(reinterpret_cast<const char*>(&why_len), sizeof why_len);
+  mine += why_here;
+  mine += blob_here;
+  std::vector<std::string> all;
+  DRV_TRY(bs_->allgather(mine, &all));
+  *all_ok = true;
+  blobs->assign(all.size(), std::string());
+  for (size_t r = 0; r < all.size(); ++r) {
+    const std::string& a = all[r];
+    uint32_t len = 0;
+    if (a.size() < 5) return Status::Error("bootstrap: malformed CollNet outcome");
+    std::memcpy(&len, a.data() + 1, sizeof len);
+    if (a.size() < 5 + static_cast<size_t>(len))
+      return Status::Error("bootstrap: malformed CollNet outcome");
+    if (a[0] != '1') {
+      *all_ok = false;
+      reason_ += (reason_.empty() ? "" : "\n") + std::string("CollNet declined on rank ") +
+                 std::to_string(r) + ": " + a.substr(5, len);
+    }
+    (*blobs)[r] = a.substr(5 + len);
+  }
+  return Status::Ok();
+}
+
+Status CollNetSession::open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id, Bootstrap* bs,
+                            HostBuffers* bufs, const Deadline* dl) {
+  cn_ = cn;
+  bs_ = bs;
+  bufs_ = bufs;
+  dl_ = dl;
+  rank_ = bs->rank();
+  reason_.clear();
+  std::string why;
+  auto failed = [&why](const char* call, int rc) {
+    why = std::string(call) + " returned " + std::to_string(rc) + " (" + result_name(rc) + ")";
+    return false;
+  };
+
+  // Phase 1: local setup up to listen; then every rank learns every outcome.
+  bool ok = true;
+  int rc = cn_->init(&ctx_, comm_id, driver_logger);
+  if (rc != 0) ok = failed("collnet.init", rc);
+  inited_ = (rc == 0);
+  int ndev = 0;
+  if (ok && (rc = cn_->devices(&ndev)) != 0) ok = failed("collnet.devices", rc);
+  if (ok && ndev <= 0) {
+    ok = false;
+    why = "collnet.devices reported " + std::to_string(ndev) + " devices (CollNet unavailable)";
+  }
+  nccl::ncclNetProperties_v11_t props{};
+  if (ok && (rc = cn_->getProperties(0, &props)) != 0) ok = failed("collnet.getProperties(0)", rc);
+  if (ok) {
+    dev_name_ = props.name != nullptr ? props.name : "";
+    max_coll_bytes_ = props.maxCollBytes;
+  }
+  char handle[nccl::NCCL_NET_HANDLE_MAXSIZE] = {};
+  if (ok && (rc = cn_->listen(ctx_, 0, handle, &listen_comm_)) != 0)
+    ok = failed("collnet.listen(dev 0)", rc);
+  std::vector<std::string> handles;
+  bool all_ok = false;
+  DRV_TRY(agree(ok, why, std::string(handle, sizeof handle), &handles, &all_ok));
+  if (!all_ok) return decline_cleanup();
+
+  // Phase 2: the blocking, collective connect; then agree again.
+  std::vector<std::vector<char>> copies(handles.size());
+  std::vector<void*> ptrs(handles.size());
+  for (size_t r = 0; r < handles.size(); ++r) {
+    copies[r].assign(handles[r].begin(), handles[r].end());
+    copies[r].resize(nccl::NCCL_NET_HANDLE_MAXSIZE);
+    ptrs[r] = copies[r].data();
+  }
+  rc = cn_->connect(ptrs.data(), bs_->nranks(), rank_, listen_comm_, &coll_comm_);
+  if (rc != 0 || coll_comm_ == nullptr) {
+    ok = rc != 0 ? failed("collnet.connect", rc) : false;
+    if (rc == 0) why = "collnet.connect returned success but no collComm";
+    listen_comm_ = nullptr;  // NCCL forgets the listen comm of a failed connect
+    coll_comm_ = nullptr;
+  } else {
+    void* l = listen_comm_;
+    listen_comm_ = nullptr;
+    DRV_CALL(rank_, "collnet.closeListen", cn_->closeListen(l));  // NCCL: right after connect
+  }
+  std::vector<std::string> ignored;
+  DRV_TRY(agree(ok, why, std::string(), &ignored, &all_ok));
+  if (!all_ok) return decline_cleanup();
+
+  // Phase 3: datatype/op support, agreed across ranks, and buffer registration.
+  std::string support(kNumDTypes * kNumOps, '0');
+  for (int t = 0; t < kNumDTypes; ++t) {
+    for (int o = 0; o < kNumOps; ++o) {
+      int sup = 0;
+      std::string call = "collnet.reduceSupport(" + std::string(dtype_name(static_cast<DType>(t))) +
+                         ", " + std::string(op_name(static_cast<Op>(o))) + ")";
+      DRV_CALL(rank_, call.c_str(),
+               cn_->reduceSupport(static_cast<nccl::ncclDataType_t>(t),
+                                  static_cast<nccl::ncclRedOp_t>(o), &sup));
+      support[t * kNumOps + o] = sup ? '1' : '0';
+    }
+  }
+  std::vector<std::string> all;
+  DRV_TRY(bs_->allgather(support, &all));
+  for (int t = 0; t < kNumDTypes; ++t) {
+    for (int o = 0; o < kNumOps; ++o) {
+      bool u = true;
+      for (const std::string& a : all)
+        u = u && a.size() == support.size() && a[t * kNumOps + o] == '1';
+      usable_[t][o] = u;
+    }
+  }
+  DRV_CALL(rank_, "collnet.regMr(send buffer, NCCL_PTR_HOST)",
+           cn_->regMr(coll_comm_, bufs_->send, bufs_->bytes, nccl::NCCL_PTR_HOST, &send_mh_));
+  DRV_CALL(rank_, "collnet.regMr(recv buffer, NCCL_PTR_HOST)",
+           cn_->regMr(coll_comm_, bufs_->recv, bufs_->bytes, nccl::NCCL_PTR_HOST, &recv_mh_));
+  return Status::Ok();
+}
+
+Status CollNetSession::decline_cleanup() {
+  if (coll_comm_ != nullptr) {
+    void* c = coll_comm_;
+    coll_comm_ = nullptr;
+    DRV_CALL(rank_, "collnet.closeColl (after decline)", cn_->closeColl(c));
+  }
+  if (listen_comm_ != nullptr) {  // listened, but connect was never attempted
+    void* l = listen_comm_;
+    listen_comm_ = nullptr;
+    DRV_CALL(rank_, "collnet.closeListen (after decline)", cn_->closeListen(l));
+  }
+  if (inited_) {
+    inited_ = false;
+    DRV_CALL(rank_, "collnet.finalize (after decline)", cn_->finalize(ctx_));
+  }
+  return Status::Ok();
+}
+
+Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight, const PostFn& post,
+                                const std::function<size_t(size_t)>& bytes) {
+  const size_t window = static_cast<size_t>(inflight);
+  std::vector<void*> reqs(window, nullptr);
+  size_t posted = 0, done = 0;
+  uint64_t idle = 0;
+  while (done < nchunks) {
+    bool progress = false;
+    while (posted < nchunks && posted - done < window) {
+      void* req = nullptr;
+      DRV_TRY(post(posted, &req));
+      if (req == nullptr) break;  // "try again later"
+      reqs[posted % window] = req;
+      ++posted;
+      progress = true;
+    }
+    while (done < posted) {
+      int flag = 0, size = -1;
+      DRV_CALL(rank_, "collnet.test", cn_->test(reqs[done % window], &flag, &size));
+      if (!flag) break;
+      const size_t expect = bytes(done);
+      if (size < 0 || static_cast<size_t>(size) != expect) {
+        return Status::Error(std::string("collnet.test reported size ") + std::to_string(size) +
+                             " for a " + what + " chunk of " + std::to_string(expect) + " bytes");
+      }
+      reqs[done % window] = nullptr;
+      ++done;
+      progress = true;
+    }
+    if (progress) {
+      idle = 0;
+      continue;
+    }
+    if ((++idle & 1023) == 0 && dl_->passed()) {
+      return Status::Error(std::string("--timeout reached in collnet ") + what + " (" +
+                           std::to_string(done) + "/" + std::to_string(nchunks) + " chunks done)");
+    }
+    idle_pause();
+  }
+  return Status::Ok();
+}
+
+size_t CollNetSession::chunk_bytes(size_t requested, size_t esize) const {
+  size_t cb = requested;
+  if (max_coll_bytes_ > 0 && cb > max_coll_bytes_) cb = max_coll_bytes_;
+  cb -= cb % esize;
+  return cb > 0 ? cb : esize;
+}
+
+Status CollNetSession::allreduce(void* send, void* recv, size_t count, DType t, Op op, size_t chunk,
+                                 int inflight) {
+  const size_t es = dtype_size(t);
+  const size_t chunk_elems = chunk_bytes(chunk, es) / es;
+  const size_t nchunks = (count + chunk_elems - 1) / chunk_elems;
+  void* smh = send_mh_;
+  void* rmh = (recv == send) ? send_mh_ : recv_mh_;
+  auto* s = static_cast<char*>(send);
+  auto* d = static_cast<char*>(recv);
+  auto elems = [&](size_t i) { return std::min(chunk_elems, count - i * chunk_elems); };
+  return pipeline(
+      "AllReduce", nchunks, inflight,
+      [&](size_t i, void** req) {
+        const size_t first = i * chunk_elems;
+        DRV_CALL(rank_, "collnet.iallreduce",
+                 cn_->iallreduce(coll_comm_, s + first * es, d + first * es, elems(i),
+                                 static_cast<nccl::ncclDataType_t>(t),
+                                 static_cast<nccl::ncclRedOp_t>(op), smh, rmh, req));
+        return Status::Ok();
+      },
+      [&](size_t i) { return elems(i) * es; });
+}
+
+Status CollNetSession::close() {
+  if (coll_comm_ != nullptr) {
+    DRV_CALL(rank_, "collnet.deregMr(send buffer)", cn_->deregMr(coll_comm_, send_mh_));
+    DRV_CALL(rank_, "collnet.deregMr(recv buffer)", cn_->deregMr(coll_comm_, recv_mh_));
+    send_mh_ = recv_mh_ = nullptr;
+    void* c = coll_comm_;
+    coll_comm_ = nullptr;
+    DRV_CALL(rank_, "collnet.closeColl", cn_->closeColl(c));
+  }
+  if (inited_) {
+    inited_ = false;
+    DRV_CALL(rank_, "collnet.finalize", cn_->finalize(ctx_));
+  }
+  return Status::Ok();
+}
+
+}  // namespace conflux::driver

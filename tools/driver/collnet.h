@@ -1,0 +1,95 @@
+// One CollNet "communicator" as NCCL 2.28 sets it up and drives CollNetChain AllReduce with
+// host staging, through ncclCollNet_v11.
+//
+// Exact plugin calls (see README.md "Call sequence"):
+//   open:  init(&cctx, commId, logger) -> devices(&n) -> getProperties(0) -> listen(cctx, 0,
+//          handle, &listenComm) -> [allgather ok flags + handles; any failure: all decline]
+//          -> connect(handles[], nranks, rank, listenComm, &collComm) (blocking, collective)
+//          -> [allgather outcome; any failure: all decline] -> closeListen(listenComm)
+//          -> reduceSupport(dtype 0..11, op 0..3) -> [allgather; usable = supported on all]
+//          -> regMr(collComm, send, bytes, NCCL_PTR_HOST) -> regMr(collComm, recv, ...)
+//   op:    per chunk of chunk_bytes: iallreduce(collComm, send+off, recv+off, count, dtype, op,
+//          sendMh, recvMh, &req) (NULL req: retry later), at most `inflight` outstanding,
+//          test(req, &done, &size) oldest first until done; size must equal the chunk's bytes
+//   direct: ReduceScatter / AllGather as CollNetDirect's proxy drives them: the
+//          nranks * bytesPerRank buffer in windows of chunk_bytes; per window one
+//          ireducescatter(collComm, 1, {sendMh, send+winOffset, winBytes}, recvPtr,
+//          bytesPerRank, winOffset, winBytes, dtype, op, recvMh, &req) or
+//          iallgather(collComm, sendPtr, 1, {recvMh, recv+winOffset, winBytes}, bytesPerRank,
+//          winOffset, winBytes, sendMh, &req), where recvPtr/sendPtr is this rank's block
+//          advanced by winOffset % bytesPerRank when the window starts inside that block
+//   close: deregMr(send) -> deregMr(recv) -> closeColl -> finalize(cctx)
+//   decline after a local success: closeColl (if connected) -> finalize; after a failed
+//   connect NCCL drops the listen comm without closing it, and so does the driver.
+// All calls come from the rank's main thread (NCCL's proxy thread).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "conflux/common/dtype.h"
+#include "driver/bootstrap.h"
+#include "driver/buffers.h"
+#include "driver/plugin.h"
+
+namespace conflux::driver {
+
+class CollNetSession {
+ public:
+  CollNetSession() = default;
+  CollNetSession(const CollNetSession&) = delete;
+  CollNetSession& operator=(const CollNetSession&) = delete;
+
+  // Ok with available()==false when CollNet is unavailable or declined (reason() says why,
+  // identically on every rank). An error Status only for failures NCCL would abort on.
+  Status open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id, Bootstrap* bs, HostBuffers* bufs,
+              const Deadline* dl);
+  bool available() const { return coll_comm_ != nullptr; }
+  const std::string& reason() const { return reason_; }
+  const std::string& device_name() const { return dev_name_; }
+  bool supported(DType t, Op op) const {
+    return usable_[static_cast<int>(t)][static_cast<int>(op)];
+  }
+
+  Status allreduce(void* send, void* recv, size_t count, DType t, Op op, size_t chunk_bytes,
+                   int inflight);
+  // count = elements per rank: send holds nranks * count, recv this rank's count.
+  Status reducescatter(void* send, void* recv, size_t count, DType t, Op op, size_t chunk_bytes,
+                       int inflight);
+  // count = elements per rank: send holds count, recv nranks * count.
+  Status allgather(void* send, void* recv, size_t count, DType t, size_t chunk_bytes, int inflight);
+  Status close();
+
+ private:
+  Status agree(bool ok_here, const std::string& why_here, const std::string& blob_here,
+               std::vector<std::string>* blobs, bool* all_ok);
+  Status decline_cleanup();
+  // Posts chunk i (a null request means "again later") with up to `inflight` outstanding,
+  // tests them oldest first and checks each completed size against bytes(i).
+  using PostFn = std::function<Status(size_t i, void** req)>;
+  Status pipeline(const char* what, size_t nchunks, int inflight, const PostFn& post,
+                  const std::function<size_t(size_t)>& bytes);
+  size_t chunk_bytes(size_t requested, size_t esize) const;
+  // The window loop shared by reducescatter and allgather.
+  Status direct(bool reduce, void* send, void* recv, size_t count, DType t, Op op, size_t chunk,
+                int inflight);
+
+  const nccl::ncclCollNet_v11_t* cn_ = nullptr;
+  Bootstrap* bs_ = nullptr;
+  HostBuffers* bufs_ = nullptr;
+  const Deadline* dl_ = nullptr;
+  int rank_ = 0;
+  void* ctx_ = nullptr;
+  bool inited_ = false;
+  void* listen_comm_ = nullptr;
+  void* coll_comm_ = nullptr;
+  void* send_mh_ = nullptr;
+  void* recv_mh_ = nullptr;
+  size_t max_coll_bytes_ = 0;
+  std::string reason_;
+  std::string dev_name_;
+  bool usable_[kNumDTypes][kNumOps] = {};
+};
+
+}  // namespace conflux::driver

@@ -1,0 +1,162 @@
+// Per-rank setup helpers (see rank_setup.h).
+#include "driver/rank_setup.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <ctime>
+#include <random>
+
+#include "conflux/common/reduce.h"
+
+extern char** environ;
+
+namespace conflux::driver {
+namespace {
+
+struct Member {
+  const char* name;
+  bool present;
+};
+
+Status check(const char* what, std::initializer_list<Member> members) {
+  for (const Member& m : members) {
+    if (!m.present) {
+      return Status::Error(std::string(what) + "." + m.name +
+                           " is NULL in the plugin, but NCCL calls it");
+    }
+  }
+  return Status::Ok();
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+}  // namespace
+
+Status check_net_members(const nccl::ncclNet_v11_t* n) {
+  return check("ncclNetPlugin_v11", {{"name", n->name != nullptr},
+                                     {"init", n->init != nullptr},
+                                     {"devices", n->devices != nullptr},
+                                     {"getProperties", n->getProperties != nullptr},
+                                     {"listen", n->listen != nullptr},
+                                     {"connect", n->connect != nullptr},
+                                     {"accept", n->accept != nullptr},
+                                     {"regMr", n->regMr != nullptr},
+                                     {"deregMr", n->deregMr != nullptr},
+                                     {"isend", n->isend != nullptr},
+                                     {"irecv", n->irecv != nullptr},
+                                     {"test", n->test != nullptr},
+                                     {"closeSend", n->closeSend != nullptr},
+                                     {"closeRecv", n->closeRecv != nullptr},
+                                     {"closeListen", n->closeListen != nullptr},
+                                     {"finalize", n->finalize != nullptr}});
+}
+
+Status check_collnet_members(const nccl::ncclCollNet_v11_t* c) {
+  return check("ncclCollNetPlugin_v11", {{"name", c->name != nullptr},
+                                         {"init", c->init != nullptr},
+                                         {"devices", c->devices != nullptr},
+                                         {"getProperties", c->getProperties != nullptr},
+                                         {"listen", c->listen != nullptr},
+                                         {"connect", c->connect != nullptr},
+                                         {"reduceSupport", c->reduceSupport != nullptr},
+                                         {"regMr", c->regMr != nullptr},
+                                         {"deregMr", c->deregMr != nullptr},
+                                         {"iallreduce", c->iallreduce != nullptr},
+                                         {"test", c->test != nullptr},
+                                         {"closeColl", c->closeColl != nullptr},
+                                         {"closeListen", c->closeListen != nullptr},
+                                         {"finalize", c->finalize != nullptr}});
+}
+
+Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, void** ctx,
+                NetDevice* dev) {
+  nccl::ncclNetCommConfig_v11_t config{};
+  config.trafficClass = nccl::NCCL_NET_TRAFFIC_CLASS_UNDEF;
+  DRV_CALL(rank, "net.init", net->init(ctx, comm_id, &config, driver_logger, nullptr));
+  DRV_CALL(rank, "net.devices", net->devices(&dev->ndev));
+  if (dev->ndev <= 0) {
+    return Status::Error("net.devices reported " + std::to_string(dev->ndev) +
+                         " devices; NCCL would not use this plugin");
+  }
+  nccl::ncclNetProperties_v11_t props{};
+  DRV_CALL(rank, "net.getProperties(0)", net->getProperties(0, &props));
+  dev->name = props.name != nullptr ? props.name : "(null)";
+  dev->speed_mbps = props.speed;
+  dev->ptr_support = props.ptrSupport;
+  if ((props.ptrSupport & nccl::NCCL_PTR_HOST) == 0) {
+    return Status::Error("net device 0 does not support NCCL_PTR_HOST (ptrSupport=" +
+                         std::to_string(props.ptrSupport) + ")");
+  }
+  return Status::Ok();
+}
+
+Status agree_comm_id(Bootstrap* bs, uint64_t* id) {
+  uint64_t mine = 0;
+  if (bs->rank() == 0) {
+    std::random_device rd;
+    mine = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+  }
+  std::vector<std::string> all;
+  DRV_TRY(bs->allgather(std::string(reinterpret_cast<char*>(&mine), sizeof mine), &all));
+  if (all[0].size() != sizeof mine) return Status::Error("bootstrap: malformed comm id");
+  std::memcpy(id, all[0].data(), sizeof mine);
+  return Status::Ok();
+}
+
+RunInfo describe_run(const Options& o, const LoadedPlugin& p, const NetDevice& d, int nranks) {
+  RunInfo info;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  char when[64] = {};
+  std::time_t now = std::time(nullptr);
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  info.add("date", when);
+  info.add("host", host);
+  info.add("plugin", p.path);
+  info.add("plugin_opened_as", p.opened_as);
+  info.add("net_symbol", p.net_symbol);
+  info.add("net_versions", join(p.net_versions));
+  info.add("collnet_symbol", p.collnet_symbol);
+  info.add("collnet_versions", join(p.collnet_versions));
+  info.add("net_name", p.net != nullptr && p.net->name != nullptr ? p.net->name : "");
+  info.add("net_ndev", std::to_string(d.ndev));
+  info.add("net_dev0_name", d.name);
+  info.add("net_dev0_speed_mbps", std::to_string(d.speed_mbps));
+  info.add("nranks", std::to_string(nranks));
+  std::vector<std::string> modes, dtypes, ops;
+  for (Mode m : o.modes) modes.push_back(mode_name(m));
+  for (DType t : o.dtypes) dtypes.emplace_back(dtype_name(t));
+  for (Op op : o.ops) ops.emplace_back(op_name(op));
+  info.add("modes", join(modes));
+  info.add("dtypes", join(dtypes));
+  info.add("ops", join(ops));
+  info.add("minbytes", std::to_string(o.minbytes));
+  info.add("maxbytes", std::to_string(o.maxbytes));
+  info.add("stepfactor", std::to_string(o.stepfactor));
+  info.add("iters", std::to_string(o.iters));
+  info.add("warmup", std::to_string(o.warmup));
+  info.add("chunk_bytes", std::to_string(o.chunk_bytes));
+  info.add("inflight", std::to_string(o.inflight));
+  info.add("inplace", o.inplace ? "1" : "0");
+  info.add("deterministic", o.deterministic ? "1" : "0");
+  info.add("check_iters", o.check_iters ? "1" : "0");
+  info.add("ring_fraction", std::to_string(o.ring_fraction));
+  info.add("seed", std::to_string(o.seed));
+  info.add("idle_sleep_us", std::to_string(o.idle_sleep_us));
+  info.add("reduce_isa", std::string(conflux::reduce::active_isa()));
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    if (kv.rfind("CONFLUX_", 0) == 0 || kv.rfind("NCCL_", 0) == 0) {
+      size_t eq = kv.find('=');
+      info.add("env." + kv.substr(0, eq), eq == std::string::npos ? "" : kv.substr(eq + 1));
+    }
+  }
+  return info;
+}
+
+}  // namespace conflux::driver

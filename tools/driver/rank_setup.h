@@ -1,0 +1,36 @@
+// Per-rank setup helpers: ABI member checks, net init as NCCL does it, run description.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "driver/bootstrap.h"
+#include "driver/options.h"
+#include "driver/plugin.h"
+#include "driver/report.h"
+
+namespace conflux::driver {
+
+// Error naming the first NULL member NCCL would call (makeVDevice/setNetAttr/irecvConsumed/
+// regMrDmaBuf/iflush/getDeviceMr may be NULL).
+Status check_net_members(const nccl::ncclNet_v11_t* net);
+Status check_collnet_members(const nccl::ncclCollNet_v11_t* cn);
+
+struct NetDevice {
+  std::string name;
+  int speed_mbps = 0;
+  int ptr_support = 0;
+  int ndev = 0;
+};
+
+// net.init(&ctx, commId, &{trafficClass=-1}, logger, NULL) -> devices -> getProperties(0).
+// Fails if there is no device or device 0 cannot take host memory.
+Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, void** ctx,
+                NetDevice* dev);
+
+// A communicator id every rank agrees on (rank 0 draws it; like NCCL's commHash).
+Status agree_comm_id(Bootstrap* bs, uint64_t* id);
+
+RunInfo describe_run(const Options& o, const LoadedPlugin& p, const NetDevice& d, int nranks);
+
+}  // namespace conflux::driver

@@ -1,0 +1,279 @@
+// conflux-allreduce-worker: one rank of an AllReduce run through Conflux aggregators.
+// Prints an nccl-tests style table (rank 0 by default), checks every element, writes an
+// optional JSON report. Exit code: 0 all correct, 1 wrong results or an engine error,
+// 2 usage error.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "conflux/client/engine.h"
+#include "util/json_writer.h"
+#include "worker/worker_data.h"
+#include "worker/worker_options.h"
+
+namespace conflux::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Row {
+  DType dtype = DType::kFloat32;
+  Op op = Op::kSum;
+  uint64_t bytes = 0, count = 0;
+  double time_us = 0, algbw = 0, busbw = 0;
+  size_t wrong = 0;
+  bool checked = false;
+};
+
+// Waits for one request; returns "" or the error.
+std::string wait_for(client::Engine& e, uint64_t id, double timeout_s) {
+  const auto t0 = Clock::now();
+  const auto limit = std::chrono::duration<double>(timeout_s);
+  for (int spins = 0;; ++spins) {
+    std::string err;
+    const client::Status st = e.test(id, &err);
+    if (st == client::Status::kDone) {
+      return "";
+    }
+    if (st == client::Status::kError) {
+      return err;
+    }
+    if (Clock::now() - t0 > limit) {
+      return "request did not finish within the --timeout-s limit";
+    }
+    if (spins > 64) {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+}
+
+std::string run_once(client::Engine& e, const void* send, void* recv, uint64_t count,
+                     const DataSpec& spec, const WorkerOptions& o) {
+  if (o.root < 0) {
+    return wait_for(e, e.allreduce(send, recv, count, spec.dtype, spec.op), o.timeout_s);
+  }
+  const auto root = static_cast<uint32_t>(o.root);
+  void* out = root == o.client.rank ? recv : nullptr;  // only the root has a receive buffer
+  return wait_for(e, e.reduce(send, out, count, spec.dtype, spec.op, root), o.timeout_s);
+}
+
+void print_header(const WorkerOptions& o) {
+  std::printf("# conflux-allreduce-worker: %u ranks, %s, %s inputs, %d iters%s\n",
+              o.client.n_workers, o.client.deterministic ? "deterministic" : "arrival order",
+              o.inputs == InputKind::kExact ? "exact" : "random", o.iters,
+              o.root < 0 ? "" : (", Reduce to rank " + std::to_string(o.root)).c_str());
+  std::printf("#%13s %12s %8s %6s %11s %12s %12s %8s\n", "size(B)", "count", "type", "redop",
+              "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+}
+
+void print_row(const Row& r) {
+  std::printf(" %13llu %12llu %8s %6s %11.2f %12.3f %12.3f %8s\n",
+              static_cast<unsigned long long>(r.bytes), static_cast<unsigned long long>(r.count),
+              std::string(dtype_name(r.dtype)).c_str(), std::string(op_name(r.op)).c_str(),
+              r.time_us, r.algbw, r.busbw, r.checked ? std::to_string(r.wrong).c_str() : "N/A");
+  std::fflush(stdout);
+}
+
+void write_json(const WorkerOptions& o, const std::vector<Row>& rows, const client::Engine* e,
+                const std::string& error, bool ok) {
+  JsonWriter j;
+  j.begin_object();
+  j.field("rank", o.client.rank).field("nranks", o.client.n_workers);
+  j.field("deterministic", o.client.deterministic).field("iters", o.iters);
+  j.field("inputs", o.inputs == InputKind::kExact ? "exact" : "random");
+  j.field("ok", ok).field("error", error);
+  j.key("results").begin_array();
+  for (const Row& r : rows) {
+    j.begin_object();
+    j.field("dtype", dtype_name(r.dtype)).field("op", op_name(r.op));
+    j.field("bytes", r.bytes).field("count", r.count).field("time_us", r.time_us);
+    j.field("algbw_gbps", r.algbw).field("busbw_gbps", r.busbw);
+    j.field("checked", r.checked).field("wrong", uint64_t{r.wrong});
+    j.end_object();
+  }
+  j.end_array();
+  if (e != nullptr) {
+    const client::EngineStats s = e->stats();
+    j.key("stats").begin_object();
+    j.field("packets_sent", s.packets_sent).field("packets_received", s.packets_received);
+    j.field("bytes_sent", s.bytes_sent).field("bytes_received", s.bytes_received);
+    j.field("retransmits", s.retransmits)
+        .field("fast_retransmits", s.fast_retransmits)
+        .field("results_accepted", s.results_accepted);
+    j.field("results_duplicated", s.results_duplicated).field("send_errors", s.send_errors);
+    j.field("fault_dropped", s.fault_dropped).field("fault_duplicated", s.fault_duplicated);
+    j.field("fault_reordered", s.fault_reordered);
+    j.field("gso_sends", s.gso_sends).field("gso_fallbacks", s.gso_fallbacks);
+    j.field("gro_receives", s.gro_receives);
+    j.field("multicast_results", s.multicast_results);
+    j.key("drops").begin_object();
+    for (int i = 1; i < proto::kNumDropReasons; ++i) {
+      if (s.drops[i] != 0) {
+        j.field(proto::drop_reason_name(static_cast<proto::DropReason>(i)), s.drops[i]);
+      }
+    }
+    j.end_object().end_object();
+  }
+  j.end_object();
+  std::ofstream(o.json_path) << j.str() << "\n";
+}
+
+// Runs warmup + timed iterations of one size, then one checked run. "" or the error.
+std::string run_size(client::Engine& e, const WorkerOptions& o, const DataSpec& spec, Row* row,
+                     std::string* first_wrong) {
+  const uint64_t count = row->count;
+  std::unique_ptr<uint8_t[]> send(new uint8_t[row->bytes]);
+  std::unique_ptr<uint8_t[]> recv_store(o.in_place ? nullptr : new uint8_t[row->bytes]);
+  uint8_t* recv = o.in_place ? send.get() : recv_store.get();
+  generate(spec, o.client.rank, 0, count, send.get());
+  int iters = o.iters, warmup = o.warmup;
+  if (o.iter_bytes > 0) {
+    iters = static_cast<int>(std::clamp<uint64_t>(o.iter_bytes / row->bytes, 1, o.iters));
+    warmup = std::min(warmup, iters);
+  }
+  std::string err;
+  for (int i = 0; i < warmup && err.empty(); ++i) {
+    err = run_once(e, send.get(), recv, count, spec, o);
+  }
+  const auto t0 = Clock::now();
+  for (int i = 0; i < iters && err.empty(); ++i) {
+    err = run_once(e, send.get(), recv, count, spec, o);
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+  if (!err.empty()) {
+    return err;
+  }
+  row->time_us = secs * 1e6;
+  row->algbw = static_cast<double>(row->bytes) / secs / 1e9;
+  const double n = o.client.n_workers;
+  row->busbw = row->algbw * 2.0 * (n - 1) / n;
+  if (!o.check) {
+    return "";
+  }
+  // One more run, untimed, on fresh inputs (in place overwrote them) and a poisoned output.
+  generate(spec, o.client.rank, 0, count, send.get());
+  if (!o.in_place) {
+    poison(recv, row->bytes);
+  }
+  err = run_once(e, send.get(), recv, count, spec, o);
+  if (!err.empty()) {
+    return err;
+  }
+  if (o.root >= 0 && static_cast<uint32_t>(o.root) != o.client.rank) {
+    // Not the root: the result is not ours, and the engine must not have written it.
+    row->wrong = o.in_place ? 0 : poisoned_mismatches(recv, row->bytes);
+    if (row->wrong > 0 && first_wrong != nullptr) {
+      *first_wrong = "a non-root rank's receive buffer was written";
+    }
+  } else {
+    row->wrong = verify(spec, recv, count, first_wrong);
+  }
+  row->checked = true;
+  return "";
+}
+
+int run(const WorkerOptions& o) {
+  const std::string who = "rank " + std::to_string(o.client.rank);
+  client::ClientConfig cfg = o.client;
+  const client::LogLevel min_level = o.log_level == "debug"  ? client::LogLevel::kDebug
+                                     : o.log_level == "info" ? client::LogLevel::kInfo
+                                     : o.log_level == "warn" ? client::LogLevel::kWarn
+                                                             : client::LogLevel::kError;
+  cfg.log = [who, min_level](client::LogLevel l, std::string_view m) {
+    if (l < min_level) {
+      return;
+    }
+    std::fprintf(stderr, "%s: %.*s\n", who.c_str(), static_cast<int>(m.size()), m.data());
+  };
+  std::vector<Row> rows;
+  std::string err;
+  auto engine = client::Engine::create(cfg, &err);
+  if (!engine) {
+    std::fprintf(stderr, "%s: error: %s\n", who.c_str(), err.c_str());
+    if (!o.json_path.empty()) {
+      write_json(o, rows, nullptr, err, false);
+    }
+    return 1;
+  }
+  if (o.table) {
+    print_header(o);
+  }
+  size_t total_wrong = 0, checked = 0;
+  std::string first_wrong;
+  for (size_t c = 0; c < o.dtypes.size() * o.ops.size() && err.empty(); ++c) {
+    DataSpec spec;
+    spec.dtype = o.dtypes[c / o.ops.size()];
+    spec.op = o.ops[c % o.ops.size()];
+    spec.inputs = o.inputs;
+    spec.seed = o.seed + c;
+    spec.n_ranks = o.client.n_workers;
+    spec.leaves = o.tree_leaves;
+    spec.bitwise = o.inputs == InputKind::kExact || o.client.deterministic;
+    for (uint64_t size : o.counts) {
+      Row row;
+      row.dtype = spec.dtype;
+      row.op = spec.op;
+      const size_t es = dtype_size(spec.dtype);
+      row.count = o.sizes_in_bytes ? std::max<uint64_t>(1, size / es) : size;
+      row.bytes = row.count * es;
+      std::string first;
+      err = run_size(*engine, o, spec, &row, &first);
+      if (!err.empty()) {
+        std::fprintf(stderr, "%s: error: allreduce of %llu B %s %s failed: %s\n", who.c_str(),
+                     static_cast<unsigned long long>(row.bytes),
+                     std::string(dtype_name(spec.dtype)).c_str(),
+                     std::string(op_name(spec.op)).c_str(), err.c_str());
+        break;
+      }
+      checked += row.checked ? 1 : 0;
+      total_wrong += row.wrong;
+      if (row.wrong > 0 && first_wrong.empty()) {
+        first_wrong = std::to_string(row.bytes) + " B " + std::string(dtype_name(spec.dtype)) +
+                      " " + std::string(op_name(spec.op)) + ": " + first;
+      }
+      rows.push_back(row);
+      if (o.table) {
+        print_row(row);
+      }
+    }
+  }
+  const bool ok = err.empty() && total_wrong == 0;
+  if (!first_wrong.empty()) {
+    std::fprintf(stderr, "%s: wrong results: %zu elements, first at %s\n", who.c_str(), total_wrong,
+                 first_wrong.c_str());
+  }
+  if (o.table || !ok) {
+    if (ok && o.check) {
+      std::printf("verified: all %zu results correct\n", checked);
+    } else if (ok) {
+      std::printf("not verified (--no-check)\n");
+    } else {
+      std::printf("FAILED: %s\n", err.empty() ? "wrong results" : err.c_str());
+    }
+  }
+  if (!o.json_path.empty()) {
+    write_json(o, rows, engine.get(), err, ok);
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace conflux::tools
+
+int main(int argc, char** argv) {
+  conflux::tools::WorkerOptions o;
+  std::string msg;
+  const int rc = conflux::tools::parse_worker_options(argc, argv, &o, &msg);
+  if (rc >= 0) {
+    std::fputs(msg.c_str(), rc == 0 ? stdout : stderr);
+    if (!msg.empty() && msg.back() != '\n') {
+      std::fputc('\n', rc == 0 ? stdout : stderr);
+    }
+    return rc;
+  }
+  return conflux::tools::run(o);
+}
