@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 
-from fabric_smoke import SKIP, fail, skip
+from fabric_smoke import SKIP, begin, fail, skip
 
 DAEMON_RE = re.compile(r"^# confluxd a0: bytes in (\d+) out (\d+), .* jobs by multicast (\d+), "
                        r"by unicast (\d+)$", re.M)
@@ -48,12 +48,7 @@ def rank_logs(logs):
 
 
 def main():
-    harness, bin_flags = sys.argv[1], sys.argv[2:]
-    if os.geteuid() != 0:
-        return skip("not root (network namespaces, tc and nft need root)")
-    if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
-        return skip("`ip netns` unavailable")
-    prefix = f"cfx{os.getpid()}"
+    harness, bin_flags, prefix = begin()
 
     out, (b_in, b_out, mc, uc), logs = run(harness, bin_flags, prefix, [])
     if (mc, uc) != (1, 0):

@@ -32,13 +32,21 @@ def skip(why):
     return SKIP
 
 
-def main():
-    harness, bin_flags = sys.argv[1], sys.argv[2:]
+def begin():
+    """A fabric test's (harness, harness binary flags, namespace prefix) from the command line;
+    exits through skip() where it cannot run."""
+    why = None
     if os.geteuid() != 0:
-        return skip("not root (network namespaces, tc and nft need root)")
-    if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
-        return skip("`ip netns` unavailable")
-    prefix = f"cfx{os.getpid()}"
+        why = "not root (network namespaces, tc and nft need root)"
+    elif subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
+        why = "`ip netns` unavailable"
+    if why:
+        sys.exit(skip(why))
+    return sys.argv[1], sys.argv[2:], f"cfx{os.getpid()}"
+
+
+def main():
+    harness, bin_flags, prefix = begin()
     out_dir = tempfile.mkdtemp(prefix="fabric-smoke-")
     argv = [sys.executable, harness, *bin_flags, "--prefix", prefix, "--workers", "2",
             "--rate", "400", "--topologies", "fat", "--minbytes", "4", "--maxbytes", "16K",
