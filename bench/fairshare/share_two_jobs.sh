@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Two CollNet jobs sharing one confluxd under a bandwidth cap (issue 16, fair sharing): job A
+# (2 ranks) starts alone, job B (2 ranks) joins 4 s later and ends first. Every 0.5 s prints
+# each job's grant and achieved result rate from /metrics (conflux_job_grant_mbps,
+# conflux_job_result_mbps, the latter sampled by the daemon about once a second); both jobs
+# verify every result. Loopback only.
+#   bench/fairshare/share_two_jobs.sh [BUILD_DIR] [MAX_MBPS]     (defaults: build, 400)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+B=${1:-build}
+cap=${2:-400}
+work=$(mktemp -d)
+"$B/aggregator/confluxd" --listen 127.0.0.1 --control-port 0 --data-port 0 --metrics-port 0 \
+  --threads 1 --max-mbps "$cap" --ready-file "$work/ready" --log-level warn &
+daemon=$!
+trap 'kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 1 100); do [[ -s $work/ready ]] && break; sleep 0.05; done
+control=$(sed -n 's/^control_port=//p' "$work/ready")
+metrics=$(sed -n 's/^metrics_port=//p' "$work/ready")
+export CONFLUX_AGGREGATORS=127.0.0.1:$control CONFLUX_SOCKET_IFNAME=lo
+job() {  # job ITERATIONS NAME
+  "$B/tools/driver/conflux-nccl-driver" --plugin "$B/nccl_plugin/libnccl-net-conflux.so" \
+    --nranks 2 --modes collnet --require-collnet -d float -o sum -b 1M -e 1M -n "$1" -w 1 \
+    --timeout 200 >"$work/$2" 2>&1
+}
+job 400 a &
+a=$!
+sleep 4
+job 150 b &
+b=$!
+t0=$(date +%s%N)
+echo "# t(s) job:grant=Mbit/s job:result=Mbit/s ..., cap $cap Mbit/s"
+while kill -0 "$a" 2>/dev/null; do
+  line=$(curl -s "http://127.0.0.1:$metrics/metrics" |
+    sed -n 's/^conflux_job_\(grant\|result\)_mbps{job="\([0-9]*\)"} \(.*\)/\2:\1=\3/p' | tr '\n' ' ')
+  awk -v ns="$(($(date +%s%N) - t0))" -v l="$line" 'BEGIN { printf "%5.1f %s\n", ns / 1e9, l }'
+  sleep 0.5
+done | tee "$work/samples"
+# While both jobs held a grant: each one's mean achieved rate; after B left: how long until A
+# reached 95 % of the cap.
+awk -v cap="$cap" '
+  { n = 0; delete r
+    for (i = 2; i <= NF; i++) if ($i ~ /:result=/) { split($i, p, /[:=]/); r[p[1]] = p[3]; n++ } }
+  n == 2 { for (j in r) { sum[j] += r[j]; cnt[j]++ }; last_two = $1 }
+  n == 1 && last_two != "" && !done { for (j in r) if (r[j] >= 0.95 * cap) {
+      printf "# after the second job left: the first at >= 95%% of the cap within %.1f s\n",
+             $1 - last_two; done = 1 } }
+  END { for (j in sum) printf "# job %s: mean %.0f Mbit/s = %.2f of the cap while both ran\n",
+                             j, sum[j] / cnt[j], sum[j] / cnt[j] / cap }' "$work/samples"
+ok=0
+for j in a b; do
+  pid=$a
+  [[ $j == b ]] && pid=$b
+  wait "$pid" 2>/dev/null || true
+  if grep -q "verified: all results correct" "$work/$j"; then echo "job $j: verified"; else
+    echo "job $j: NOT verified"
+    tail -5 "$work/$j"
+    ok=1
+  fi
+done
+exit $ok
