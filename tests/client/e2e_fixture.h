@@ -1,4 +1,4 @@
-// The fixture of the end-to-end tests: a temp dir and one confluxd (started by the test).
+// The fixtures of the end-to-end tests: a temp dir, and one confluxd (started by the test).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,24 +11,29 @@
 
 namespace conflux::client::e2e {
 
-class DaemonFixture : public ::testing::Test {
+// A temp dir per test, kept when the test failed (its logs, for inspection).
+class TempDirFixture : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = temp_dir();
     ASSERT_FALSE(dir_.empty());
   }
   void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+  std::string dir_;
+};
+
+class DaemonFixture : public TempDirFixture {
+ protected:
+  void TearDown() override {
     d_.stop();
-    // Keep the logs of a failed test for inspection.
-    if (!HasFailure()) {
-      std::filesystem::remove_all(dir_);
-    }
+    TempDirFixture::TearDown();
   }
   void start_daemon(std::vector<std::string> extra = {}) {
     const std::string err = d_.start(dir_, extra);
     ASSERT_EQ(err, "");
   }
-  std::string dir_;
   DaemonProcess d_;
 };
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "e2e_fixture.h"
 #include "e2e_harness.h"
 #include "util/proc.h"
 
@@ -21,15 +22,11 @@ using namespace std::chrono_literals;
 
 constexpr uint32_t kRanks = 4;
 
-class TreeE2E : public ::testing::Test {
+class TreeE2E : public TempDirFixture {
  protected:
-  void SetUp() override {
-    dir_ = temp_dir();
-    ASSERT_FALSE(dir_.empty());
-  }
   void TearDown() override {
     for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &root_}) d->stop();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
+    TempDirFixture::TearDown();
   }
   // Starts the root, then the two leaves under it.
   void start_tree(std::vector<std::string> root_args = {},
@@ -75,7 +72,6 @@ class TreeE2E : public ::testing::Test {
     EXPECT_NE(rs[0].out.find(verified), std::string::npos) << rs[0].out;
   }
 
-  std::string dir_;
   DaemonProcess root_;
   DaemonProcess leaf_[2];
 };
