@@ -240,13 +240,8 @@ class Runner:
 
         return self._run_ranks("gloo", argv, lambda i, w: {}, timeout + 20)
 
-    def run_mpi(self, band, timeout):
-        """Open MPI's ring: mpirun in worker 0's namespace starts one rank per worker host,
-        reaching the other namespaces through an rsh agent that is `ip netns exec`. The ring
-        algorithm (coll_tuned_allreduce_algorithm 4) and the TCP BTL on eth0 are forced, so the
-        figure is a ring over the same links as every other system."""
-        w0 = self.fabric.workers[0]
-        agent = os.path.join(self.workdir, "netns-rsh")
+    def _write_rsh_agent(self, agent):
+        """mpirun's rsh agent: `HOST COMMAND...` runs COMMAND in HOST's namespace."""
         with open(agent, "w") as f:
             f.write("#!/bin/sh\n# mpirun's rsh agent: HOST COMMAND... runs COMMAND in HOST's "
                     "namespace\nhost=$1; shift\ncase $host in\n")
@@ -255,6 +250,16 @@ class Runner:
             f.write('  *) echo "netns-rsh: unknown host $host" >&2; exit 1 ;;\nesac\n'
                     'exec ip netns exec "$ns" /bin/sh -c "$*"\n')
         os.chmod(agent, 0o755)
+
+    def run_mpi(self, band, timeout):
+        """Open MPI's ring: mpirun in worker 0's namespace starts one rank per worker host,
+        reaching the other namespaces through an rsh agent that is `ip netns exec`. The ring
+        algorithm (coll_tuned_allreduce_algorithm 4) and the TCP BTL on eth0 are forced, so the
+        figure is a ring over the same links as every other system."""
+        w0 = self.fabric.workers[0]
+        agent = os.path.join(self.workdir, "netns-rsh")
+        if not os.path.exists(agent):  # one per fabric: its hosts do not change
+            self._write_rsh_agent(agent)
         mca = {"plm_rsh_agent": agent, "plm_rsh_no_tree_spawn": "1", "pml": "ob1",
                "btl": "self,tcp", "btl_tcp_if_include": "eth0", "oob_tcp_if_include": "eth0",
                "coll_tuned_use_dynamic_rules": "1", "coll_tuned_allreduce_algorithm": "4"}
