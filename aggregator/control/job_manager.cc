@@ -357,7 +357,7 @@ void JobManager::on_gone(ConnId conn, uint64_t job_key, uint32_t rank, bool memb
 
 uint32_t JobManager::share_mbps(uint64_t job_key) const {
   auto it = active_.find(job_key);
-  return it == active_.end() ? 0 : it->second.share_mbps;
+  return it == active_.end() ? 0 : it->second.job->grant_mbps();
 }
 
 void JobManager::regrant(uint64_t changed, proto::CapacityReason why, JoinOutbox& out) {
@@ -366,11 +366,10 @@ void JobManager::regrant(uint64_t changed, proto::CapacityReason why, JoinOutbox
   // A job alone is not paced beyond the daemon's own max_mbps bucket (as before fair share).
   const uint32_t pace = enforce_ && active_.size() > 1 ? std::max<uint32_t>(share, 1) : 0;
   for (auto& [key, a] : active_) {
+    const bool moved = a.job->grant_mbps() != share;
     a.job->set_grant(share, pace);
-    if (a.share_mbps == share) continue;
-    const bool update = key != changed;  // the joining job gets its grant after its JoinAck
-    a.share_mbps = share;
-    if (!update) continue;
+    // The joining job gets its grant in the Capacity after its JoinAck.
+    if (!moved || key == changed) continue;
     spdlog::info("job {} (key {:016x}): grant now {} Mbit/s of {} ({} live jobs; a job {})",
                  a.job_id, key, share, capacity_mbps_, active_.size(),
                  why == proto::CapacityReason::kJobJoined ? "joined" : "left");

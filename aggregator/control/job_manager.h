@@ -118,8 +118,7 @@ class JobManager {
     uint32_t alive;
     std::vector<bool> child;    // by rank: a child aggregator (it gave its data ports)
     bool broken = false;        // a child aggregator was lost: on_tick() ends the job for the rest
-    Job* job = nullptr;         // published; freed only after retire()
-    uint32_t share_mbps = 0;    // its grant
+    Job* job = nullptr;         // published; freed only after retire(); holds its grant
     uint64_t result_bytes = 0;  // at the last rate sample
   };
 
