@@ -1,53 +1,82 @@
 #!/usr/bin/env bash
 # GPU validation: 4 ranks on one GPU as 4 "nodes" (distinct NCCL_HOSTID), every byte through
-# the network plugin. Builds the plugin, confluxd and nccl_allreduce_check, then runs three
-# configurations and prints algbw for each:
+# the network plugin. Builds the plugin, confluxd and nccl_allreduce_check, then runs five
+# configurations, checks every element and prints algbw for each:
 #   1. Conflux CollNet      NCCL_NET_PLUGIN=conflux NCCL_COLLNET_ENABLE=1 (through confluxd)
-#   2. Conflux, no CollNet  NCCL_NET_PLUGIN=conflux NCCL_COLLNET_ENABLE=0 (ring over our net)
-#   3. NCCL's Socket net    no plugin, NCCL_NET=Socket
+#   2. Conflux hybrid       the same with half of every AllReduce over the workers' ring
+#   3. Conflux failover     striped over two confluxd, one killed mid-run
+#   4. Conflux, no CollNet  NCCL_NET_PLUGIN=conflux NCCL_COLLNET_ENABLE=0 (ring over our net)
+#   5. NCCL's Socket net    no plugin, NCCL_NET=Socket
 #   bench/gpu/gpu_validate.sh [max_bytes=256M] [iters=20]
-# nccl-tests the same way: build it with `make MPI=1 NCCL_HOME=/usr/local/cuda`, then e.g.
-#   mpirun -np 4 -x NCCL_NET_PLUGIN=conflux -x NCCL_COLLNET_ENABLE=1 -x CONFLUX_AGGREGATORS \
-#     -x NCCL_TESTS_DEVICE=0 sh -c 'NCCL_HOSTID=node$OMPI_COMM_WORLD_RANK exec \
-#     ./build/all_reduce_perf -b 4 -e 256M -f 4 -g 1'
-# and reduce_scatter_perf / all_gather_perf with the same arguments (CollNetDirect's
-# ireducescatter / iallgather, where NCCL's tuning picks CollNet for them).
+# Environment: CONFLUX_GPU_PREBUILT=<folder> runs what bench/gpu/pack.sh packed instead of
+# building; CONFLUX_GPU_LOGDIR keeps every rank's log (NCCL_DEBUG=INFO unless set);
+# CONFLUX_GPU_TIMEOUT bounds each configuration (seconds, default 300); NCCL_LIB_DIR names
+# where libnccl.so.2 is (default: CUDA's lib folder, else Python's nvidia-nccl package);
+# CONFLUX_GPU_MPS=1 runs the ranks under an MPS daemon of the script's own (without MPS the
+# four processes time-slice the GPU and even a 4 B AllReduce takes ~7 ms in every
+# configuration, so only MPS timings say anything about the network path); CONFLUXD_ARGS
+# adds confluxd options (e.g. "--threads 8").
+# bench/gpu/nccl_tests.sh runs nccl-tests' all_reduce_perf etc. the same way (through mpirun).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 MAX=${1:-256M}
 ITERS=${2:-20}
-to_bytes() { numfmt --from=iec "$1"; }
-B=${CONFLUX_BUILD_DIR:-build}
-CONFLUX_BUILD_TARGETS="confluxd nccl-net-conflux" scripts/build.sh
-CUDA=${CUDA_HOME:-/usr/local/cuda}
-mkdir -p "$B/gpu"
-"$CUDA/bin/nvcc" -O2 -std=c++17 -o "$B/gpu/nccl_allreduce_check" bench/gpu/nccl_allreduce_check.cu \
-  -I"$CUDA/include" -L"$CUDA/lib64" -L"$CUDA/lib" -lnccl
-export LD_LIBRARY_PATH="$PWD/$B/nccl_plugin:$CUDA/lib64:$CUDA/lib:${LD_LIBRARY_PATH:-}"
-
+source bench/gpu/common.sh
+gpu_setup
 work=$(mktemp -d)
-"$B/aggregator/confluxd" --listen 127.0.0.1 --control-port 0 --data-port 0 --metrics-port 0 \
-  --ready-file "$work/ready" --log-level warn &
-daemon=$!
-trap 'kill $daemon 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 1 100); do [[ -s $work/ready ]] && break; sleep 0.05; done
-agg=127.0.0.1:$(sed -n 's/^control_port=//p' "$work/ready")
+LOGS=${CONFLUX_GPU_LOGDIR:-$work}  # every rank's output (NCCL_DEBUG=INFO) is kept there
+mkdir -p "$LOGS"
+gpu_start_mps "$work"
+# Everything is on loopback (MTU 64 KiB): the largest payload per datagram, as scripts/demo.sh.
+PAYLOAD=${CONFLUX_PAYLOAD_BYTES:-61440}
+# shellcheck disable=SC2086  # CONFLUXD_ARGS is a list of options
+gpu_start_confluxd "$work" --max-payload-bytes "$PAYLOAD" ${CONFLUXD_ARGS:-}
+AGG1=$AGG METRICS1=$METRICS DAEMON1=$DAEMON
+mkdir -p "$work/2"
+# shellcheck disable=SC2086
+gpu_start_confluxd "$work/2" --max-payload-bytes "$PAYLOAD" ${CONFLUXD_ARGS:-}
+AGG2=$AGG DAEMON2=$DAEMON METRICS=$METRICS1
+trap 'kill $DAEMON1 $DAEMON2 2>/dev/null; gpu_stop_mps; rm -rf "$work"' EXIT
 
-run() {  # run <label> <env...>
-  local label=$1; shift
-  local port=$((20000 + RANDOM % 20000))
+failed=0
+run() {  # run <label> <tag> <env...>
+  local label=$1 tag=$2; shift 2
+  local port=$((20000 + RANDOM % 20000)) pids=() r
   echo "## $label"
   for r in 0 1 2 3; do
-    env "$@" NCCL_COMM_ID=127.0.0.1:$port NCCL_HOSTID=conflux-node$r CONFLUX_GPU_RANK=$r \
-      CONFLUX_GPU_NRANKS=4 "$B/gpu/nccl_allreduce_check" 4 "$(to_bytes "$MAX")" "$ITERS" \
-      >"$work/rank$r.out" 2>&1 &
+    timeout "${CONFLUX_GPU_TIMEOUT:-300}" env "$@" NCCL_DEBUG=${NCCL_DEBUG:-INFO} \
+      NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,COLL,NET} NCCL_COMM_ID=127.0.0.1:$port \
+      NCCL_HOSTID=conflux-node$r CONFLUX_GPU_RANK=$r CONFLUX_GPU_NRANKS=4 \
+      "$CHECK" 4 "$(to_bytes "$MAX")" "$ITERS" >"$LOGS/$tag.rank$r.log" 2>&1 &
+    pids+=($!)
   done
-  wait
-  cat "$work/rank0.out"
-  for r in 1 2 3; do grep -q "error\|WRONG" "$work/rank$r.out" && cat "$work/rank$r.out"; done || true
+  for r in 0 1 2 3; do
+    if ! wait "${pids[$r]}"; then
+      echo "rank $r FAILED ($LOGS/$tag.rank$r.log):"
+      grep -v "NCCL INFO" "$LOGS/$tag.rank$r.log" | tail -20
+      failed=1
+    fi
+  done
+  grep -v "NCCL INFO" "$LOGS/$tag.rank0.log" | grep -v "^ *[A-Za-z]* |\|^$" || true
+  grep -h "NCCL INFO Using network\|NCCL version\|CollNet failover\|re-stripe\|closing:" \
+    "$LOGS/$tag.rank0.log" | sed 's/^.*NCCL INFO /  /' | sort -u | head -8 || true
 }
-run "Conflux CollNet (1 confluxd)" NCCL_NET_PLUGIN=conflux NCCL_NET=Conflux NCCL_COLLNET_ENABLE=1 \
-  NCCL_ALGO=allreduce:collnetchain CONFLUX_AGGREGATORS=$agg CONFLUX_REQUIRE_AGGREGATORS=1
-run "Conflux net, CollNet off (ring over the plugin's p2p net)" NCCL_NET_PLUGIN=conflux \
+collnet=(NCCL_NET_PLUGIN=conflux NCCL_NET=Conflux NCCL_COLLNET_ENABLE=1
+  NCCL_ALGO=allreduce:collnetchain CONFLUX_REQUIRE_AGGREGATORS=1 CONFLUX_PAYLOAD_BYTES=$PAYLOAD)
+before=$(gpu_bytes_in)
+run "Conflux CollNet (1 confluxd)" collnet "${collnet[@]}" CONFLUX_AGGREGATORS=$AGG1
+after=$(gpu_bytes_in)
+echo "confluxd received $(python3 -c "print(f'{($after - $before) / 1e9:.3f}')") GB during the CollNet run"
+run "Conflux CollNet, half of every AllReduce over the ring (CONFLUX_RING_FRACTION=0.5)" hybrid \
+  "${collnet[@]}" CONFLUX_AGGREGATORS=$AGG1 CONFLUX_RING_FRACTION=0.5
+# Failover under real NCCL: the ranks stripe over two aggregators; one is killed mid-run and
+# every result must still be right (its stripes go to the survivor or over the ring).
+(sleep "${CONFLUX_GPU_KILL_AFTER_S:-2}"; kill -9 "$DAEMON2"; echo "(confluxd $AGG2 killed)") &
+killer=$!
+run "Conflux CollNet over 2 confluxd, one killed after ${CONFLUX_GPU_KILL_AFTER_S:-2} s" failover \
+  "${collnet[@]}" CONFLUX_AGGREGATORS=$AGG1,$AGG2 CONFLUX_AGGREGATOR_TIMEOUT_MS=500
+wait "$killer"  # (a bare wait would wait for confluxd too)
+run "Conflux net, CollNet off (ring over the plugin's p2p net)" p2p NCCL_NET_PLUGIN=conflux \
   NCCL_NET=Conflux NCCL_COLLNET_ENABLE=0
-run "NCCL Socket net (no plugin)" NCCL_NET=Socket NCCL_NET_PLUGIN=none
+run "NCCL Socket net (no plugin)" socket NCCL_NET=Socket NCCL_NET_PLUGIN=none
+exit $failed

@@ -404,11 +404,29 @@ bool CollComm::notice_arrived() {
   if (notice_done_ || notice_req_ == nullptr) return notice_done_;
   bool done = false;
   size_t size = 0;
-  if (net::test(notice_req_, &done, &size) != net::Status::kOk || done) {
+  if (net::test(notice_req_, &done, &size) != net::Status::kOk) {
     notice_req_ = nullptr;  // a failed request is released by test()
+    notice_done_ = true;
+    notice_closed_ = true;
+    CFX_INFO(net::kLogColl,
+             "CollNet rank %d: the failover ring's previous rank closed its connection (it "
+             "finished and closed its communicator, or died)",
+             rank_);
+  } else if (done) {
+    notice_req_ = nullptr;
     notice_done_ = true;
   }
   return notice_done_;
+}
+
+bool CollComm::idle_failover_due() {
+  if (!engine_live_) return false;
+  const bool notice = notice_arrived();
+  // The previous rank closed the failover ring: ranks close their communicators one after
+  // the other when a job ends, and with nothing in flight nothing is lost. A request that
+  // comes after all the same finds the ring gone and fails with a warning.
+  if (notice_closed_) return false;
+  return notice || !engine_->healthy();
 }
 
 bool CollComm::wait_aggregators(CollRequest& r, std::string* why) {
@@ -712,6 +730,7 @@ void CollComm::hand_to_engine(CollRequest& r) {
 void CollComm::arm_notice() {
   notice_req_ = nullptr;
   notice_done_ = false;
+  notice_closed_ = false;
   if (nranks_ < 2) return;
   void* dst = &notice_buf_;
   size_t size = sizeof notice_buf_;
@@ -1025,9 +1044,7 @@ void CollComm::run_completion() {
       // in the failover at once, since ranks with work pending wait for this one.
       while (!stop_ && queue_.empty()) {
         cv_.wait_for(lk, std::chrono::milliseconds(20));
-        if (!stop_ && queue_.empty() && engine_live_ && (!engine_->healthy() || notice_arrived())) {
-          break;
-        }
+        if (!stop_ && queue_.empty() && idle_failover_due()) break;
       }
       if (stop_) return;
       if (!queue_.empty()) r = queue_.front();

@@ -261,6 +261,8 @@ class CollComm {
   void arm_notice();
   // True once the previous rank's failover notice has arrived (or its link failed).
   bool notice_arrived();
+  // Idle (no request queued): whether to fail over now, on a notice or a failed engine.
+  bool idle_failover_due();
   // The queued request with this sequence number, or nullptr (completed here, or none).
   CollRequest* queued(uint32_t seq);
   // Waits until the ring thread is done with r; false if its ring share failed.
@@ -311,6 +313,7 @@ class CollComm {
   uint64_t notice_buf_ = 0;
   net::Request* notice_req_ = nullptr;  // posted at start on the failover ring
   bool notice_done_ = false;
+  bool notice_closed_ = false;  // the notice receive failed: the previous rank closed
 
   // The measured split (opts_.controller). submit() (proxy thread) takes each request's
   // fraction from split_changes_ and marks every request that ends a period (kSplitPeriod*);

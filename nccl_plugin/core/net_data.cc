@@ -65,6 +65,7 @@ Status netIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
   if (c == nullptr || request == nullptr) return Status::kInvalidArgument;
   net::Request* r = nullptr;
   Status st = c->isend(data, size, tag, &r);
+  if (st != Status::kOk) c->warnFailure();
   *request = r;
   return st;
 }
@@ -76,6 +77,7 @@ Status netIrecv(void* recvComm, int n, void** data, const size_t* sizes, const i
   // NCCL may preset *request to NCCL_NET_OPTIONAL_RECV_COMPLETION: we always complete.
   net::Request* r = nullptr;
   Status st = c->irecv(n, data, sizes, tags, &r);
+  if (st != Status::kOk) c->warnFailure();
   *request = r;
   return st;
 }
@@ -91,9 +93,13 @@ Status netTest(void* request, int* done, int* sizes) {
   size_t got[net::kMaxRecvs] = {};
   auto* r = static_cast<net::Request*>(request);
   int n = r != nullptr ? r->n : 0;  // read before test() may release the request
+  net::CommCore* comm = r != nullptr && r->comm != nullptr && r->comm->valid() ? r->comm : nullptr;
   bool finished = false;
   Status st = net::test(r, &finished, got);
-  if (st != Status::kOk) return st;
+  if (st != Status::kOk) {
+    if (comm != nullptr) comm->warnFailure();
+    return st;
+  }
   if (finished) {
     *done = 1;
     for (int i = 0; sizes != nullptr && i < n; ++i) {

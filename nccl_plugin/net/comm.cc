@@ -69,13 +69,22 @@ void CommCore::wakeWorker(int w) {
 void CommCore::fail(Status s, const char* fmt, ...) {
   int expected = int(Status::kOk);
   if (!error_.compare_exchange_strong(expected, int(s), std::memory_order_acq_rel)) return;
-  char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  std::vsnprintf(msg, sizeof msg, fmt, ap);
+  std::vsnprintf(failMsg_, sizeof failMsg_, fmt, ap);
   va_end(ap);
+  failMsgReady_.store(true, std::memory_order_release);
+  CFX_INFO(kLogNet, "%s comm with %s failed (%s): %s", dir_ == Direction::kSend ? "send" : "recv",
+           peer_.c_str(), toString(s), failMsg_);
+}
+
+void CommCore::warnFailure() {
+  const Status s = error();
+  if (s == Status::kOk || failWarned_.exchange(true, std::memory_order_relaxed)) return;
+  // fail() sets error_ first and its message right after; wait out that window.
+  while (!failMsgReady_.load(std::memory_order_acquire)) std::this_thread::yield();
   CFX_WARN(kLogNet, "%s comm with %s failed (%s): %s", dir_ == Direction::kSend ? "send" : "recv",
-           peer_.c_str(), toString(s), msg);
+           peer_.c_str(), toString(s), failMsg_);
 }
 
 Status CommCore::test(Request* req, bool* done, size_t* sizes) {

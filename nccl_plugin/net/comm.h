@@ -51,6 +51,10 @@ class CommCore {
   int numDataSockets() const { return int(data_.size()); }
   int numThreads() const { return int(workers_.size()); }
   Status error() const { return Status(error_.load(std::memory_order_acquire)); }
+  // Logs the failure as a warning, once: the NCCL-facing layer calls it when it hands the
+  // comm's error to NCCL. fail() itself only writes an INFO line, since a failure nobody
+  // asks about (a peer closing while a receive is still posted at teardown) is no news.
+  void warnFailure();
   const std::string& peerName() const { return peer_; }
 
   static constexpr uint32_t kMagic = 0x434f4d4d;  // sanity check for pointers from NCCL
@@ -79,7 +83,8 @@ class CommCore {
   void wakeWorker(int w);
   int ownerOf(int socket) const { return socket % int(workers_.size()); }
 
-  // Records the first error (logged once); helper threads then stop moving data.
+  // Records the first error (an INFO line; see warnFailure); helper threads then stop
+  // moving data.
   void fail(Status s, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
   bool failed() const { return error_.load(std::memory_order_acquire) != int(Status::kOk); }
 
@@ -116,6 +121,9 @@ class CommCore {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> stop_{false};
   std::atomic<int> error_{int(Status::kOk)};
+  char failMsg_[512] = {};                 // written once by fail(), after error_ is set
+  std::atomic<bool> failMsgReady_{false};  // failMsg_ is complete
+  std::atomic<bool> failWarned_{false};    // warnFailure() has warned
   std::once_flag shutdownOnce_;
 };
 

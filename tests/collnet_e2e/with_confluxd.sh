@@ -2,10 +2,10 @@
 # Runs a command with a fresh confluxd on loopback (ephemeral ports) and checks the result.
 #   with_confluxd.sh CONFLUXD EXPECT REGEX [--kill-after S] [--daemons N] [--no-daemon]
 #                    [--daemon-arg ARG]... [--max-out-ratio R] [--min-out-ratio R]
-#                    [--tree N,N,...] [--kill-daemon I]
+#                    [--tree N,N,...] [--kill-daemon I] [--forbid REGEX]
 #                    -- CMD ARGS...
 # EXPECT is zero|nonzero (the command's exit code); REGEX (several may be joined by " && ")
-# must each match a line of its output.
+# must each match a line of its output; --forbid REGEX must match none.
 # CONFLUX_AGGREGATORS is set to the daemons, comma-separated (or to a port nobody listens on
 # with --no-daemon). --daemons N starts N daemons (default 1).
 # --kill-after S sends SIGKILL, S seconds after the command starts, to the daemon (with
@@ -21,7 +21,7 @@ set -uo pipefail
 confluxd=$1 expect=$2 regex=$3
 shift 3
 kill_after="" no_daemon=0 daemon_args=() n_daemons=1 max_out_ratio="" min_out_ratio=""
-tree="" kill_daemon=""
+tree="" kill_daemon="" forbid=""
 while [[ $# -gt 0 && $1 != "--" ]]; do
   case $1 in
     --kill-after) kill_after=$2; shift 2 ;;
@@ -32,6 +32,7 @@ while [[ $# -gt 0 && $1 != "--" ]]; do
     --min-out-ratio) min_out_ratio=$2; shift 2 ;;
     --tree) tree=$2; shift 2 ;;
     --kill-daemon) kill_daemon=$2; shift 2 ;;
+    --forbid) forbid=$2; shift 2 ;;
     *) echo "with_confluxd: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -121,4 +122,8 @@ while [[ -n $rest ]]; do
   if [[ $one == "$rest" ]]; then rest=""; else rest=${rest#* && }; fi
   if ! grep -Eq -- "$one" "$work/out"; then echo "FAIL: output does not match: $one"; exit 1; fi
 done
+if [[ -n $forbid ]] && grep -E -- "$forbid" "$work/out"; then
+  echo "FAIL: output matches the forbidden $forbid (lines above)"
+  exit 1
+fi
 echo "PASS"

@@ -91,6 +91,40 @@ TEST_F(V11Test, ReceiverClosedFailsThePendingSend) {
   close(p);
 }
 
+// A comm's failure is an INFO line when its helper thread sees it, and a warning once, when
+// NCCL is handed the error (a receive still posted when a peer closes at teardown is no news).
+TEST_F(V11Test, AFailureWarnsOnceWhenNcclIsTold) {
+  const auto count = [](const std::string& prefix) {
+    std::lock_guard<std::mutex> lock(LogCapture::mu());
+    int n = 0;
+    for (const std::string& l : LogCapture::lines()) {
+      n += l.rfind(prefix, 0) == 0 && l.find("send comm with") != std::string::npos;
+    }
+    return n;
+  };
+  Pair p;
+  connect(&p);
+  LogCapture::clear();
+  std::vector<unsigned char> out(k64M, 1);
+  void* sreq = nullptr;
+  ASSERT_EQ(net->isend(p.send, out.data(), out.size(), 3, nullptr, nullptr, &sreq), ncclSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(net->closeRecv(p.recv), ncclSuccess);
+  p.recv = nullptr;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (count("3 ") == 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(count("3 "), 1) << "the helper thread logs the failure at INFO";
+  EXPECT_EQ(count("2 "), 0) << "no warning before NCCL hears of it";
+  EXPECT_NE(waitRequest(net, sreq, nullptr, 5.0), ncclSuccess);
+  EXPECT_EQ(count("2 "), 1);
+  void* again = nullptr;
+  EXPECT_NE(net->isend(p.send, out.data(), 10, 3, nullptr, nullptr, &again), ncclSuccess);
+  EXPECT_EQ(count("2 "), 1) << "one warning per comm";
+  close(p);
+}
+
 // A forked sender process is killed (SIGKILL) in the middle of a 64 MiB message.
 TEST_F(V11Test, KilledPeerProcessFailsTheReceive) {
   char handle[NCCL_NET_HANDLE_MAXSIZE];

@@ -125,7 +125,8 @@ Status apply(const std::string& flag, const std::string& val, Options* o) {
     return Status::Ok();
   }
   if (flag == "--iters" || flag == "-n" || flag == "--warmup" || flag == "-w" ||
-      flag == "--inflight" || flag == "--inject-rank-exit" || flag == "--idle-sleep-us") {
+      flag == "--inflight" || flag == "--inject-rank-exit" || flag == "--idle-sleep-us" ||
+      flag == "--close-stagger-ms") {
     const bool at_least_one = (flag == "--inflight" || flag == "--iters" || flag == "-n");
     const long hi = (flag == "--inflight") ? 32 : 1000000;
     const long lo = at_least_one ? 1 : 0;
@@ -138,6 +139,8 @@ Status apply(const std::string& flag, const std::string& val, Options* o) {
       o->inflight = static_cast<int>(n);
     else if (flag == "--idle-sleep-us")
       o->idle_sleep_us = static_cast<int>(n);
+    else if (flag == "--close-stagger-ms")
+      o->close_stagger_ms = static_cast<int>(n);
     else
       o->inject_exit_rank = static_cast<int>(n);
     return Status::Ok();
@@ -301,7 +304,9 @@ void print_usage(const char* argv0) {
       "  --timeout S            whole-run limit in seconds (default 300)\n"
       "  --idle-sleep-us N      idle polling sleeps N us instead of sched_yield (default 0;\n"
       "                         helps when ranks outnumber cores)\n"
-      "  --inject-rank-exit R   test hook: rank R exits abruptly after setup\n",
+      "  --inject-rank-exit R   test hook: rank R exits abruptly after setup\n"
+      "  --close-stagger-ms N   rank r closes its CollNet communicator r*N ms late, as ranks\n"
+      "                         do when NCCL tears a job down\n",
       argv0);
 }
 

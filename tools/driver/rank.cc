@@ -4,10 +4,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "driver/bench.h"
@@ -154,6 +156,9 @@ struct RankRun {
     }
     if (rank == 0) print_table_header(mode, what);
     DRV_TRY(run_mode(o, m, &bs, &bufs, &rows, &notes));
+    if (o.close_stagger_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(int64_t{rank} * o.close_stagger_ms));
+    }
     DRV_TRY(cs.close());
     return close_comm(&ring);
   }
