@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 #include <tuple>
 
 #include "aggregator/dataplane/dataplane.h"
@@ -173,49 +174,97 @@ void UdpQueue::flush_tx() {
   // too; a message goes to one worker, so one job.
   bool paced = egress_.limited();
   for (size_t m = 0; m < tx_n_ && !paced; ++m) paced = tx_jobs_[m]->pace_mbps() != 0;
+  if (paced) {
+    flush_paced();
+    tx_n_ = 0;
+    return;
+  }
   size_t done = 0;
   while (done < tx_n_) {
-    // Paced: one message per call, so the buckets charge each before the next leaves.
-    const size_t want = paced ? 1 : tx_n_ - done;
-    TokenBucket* share = paced ? tx_jobs_[done]->pacer(queue_) : nullptr;
-    if (share != nullptr) wait_for_tokens(*share);
-    wait_for_tokens(egress_);
-    const int n = sendmmsg(fd_, tx_msgs_.data() + done, static_cast<unsigned>(want), 0);
+    const int n = sendmmsg(fd_, tx_msgs_.data() + done, static_cast<unsigned>(tx_n_ - done), 0);
     if (n > 0) {
-      for (size_t m = done; m < done + static_cast<size_t>(n); ++m) {
-        const msghdr& h = tx_msgs_[m].msg_hdr;
-        uint64_t bytes = 0;
-        for (size_t k = 0; k < h.msg_iovlen; ++k) bytes += h.msg_iov[k].iov_len;
-        egress_.consume(steady_ns(), bytes);
-        if (share != nullptr) share->consume(steady_ns(), bytes);
-        counters_.packets_out.add(tx_segments_[m]);
-        counters_.bytes_out.add(bytes);
-        if (tx_segments_[m] > 1) counters_.gso_sends.inc();
-        tx_jobs_[m]->counters(queue_).results_sent.add(tx_segments_[m]);
-        tx_jobs_[m]->counters(queue_).result_bytes.add(bytes);
-      }
+      for (size_t m = done; m < done + static_cast<size_t>(n); ++m) account_sent(m, nullptr);
       done += static_cast<size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && tx_segments_[done] > 1 && udp_offload::gso_refused(errno)) {
-      // The route cannot take GSO sends: plain datagrams from now on.
-      spdlog::warn("udp queue {}: GSO send refused ({}); sending plain datagrams", queue_,
-                   std::strerror(errno));
-      gso_ = false;
-      send_plain(done++);
-      continue;
-    }
-    // The message at `done` failed: count it, skip it (its worker will ask again).
-    counters_.send_errors.add(tx_segments_[done]);
-    uint64_t suppressed = 0;
-    if (warn_limit_.allow(&suppressed)) {
-      spdlog::warn("udp queue {}: sendmmsg: {} ({} similar suppressed)", queue_,
-                   std::strerror(errno), suppressed);
-    }
-    ++done;
+    send_one(done++, nullptr);  // the error again, for send_one to handle (GSO refusal or count)
   }
   tx_n_ = 0;
+}
+
+void UdpQueue::flush_paced() {
+  tx_waiting_.clear();
+  for (size_t m = 0; m < tx_n_; ++m) tx_waiting_.push_back(static_cast<uint32_t>(m));
+  while (!tx_waiting_.empty()) {
+    wait_for_tokens(egress_);
+    // One pass in order: send each message whose job may send now; a job found in debt keeps
+    // all its later messages too (its results leave in order), the others go past it.
+    tx_blocked_.clear();
+    uint64_t soonest = UINT64_MAX;
+    size_t kept = 0;
+    for (const uint32_t m : tx_waiting_) {
+      Job* job = tx_jobs_[m];
+      TokenBucket* share = job->pacer(queue_);
+      const uint64_t now = steady_ns();
+      const uint64_t wait = std::max(share != nullptr ? share->delay_ns(now) : 0,
+                                     egress_.delay_ns(now));
+      const bool blocked =
+          std::find(tx_blocked_.begin(), tx_blocked_.end(), job) != tx_blocked_.end();
+      if (blocked || wait > 0) {
+        if (!blocked) tx_blocked_.push_back(job);
+        if (wait > 0) soonest = std::min(soonest, wait);
+        tx_waiting_[kept++] = m;
+        continue;
+      }
+      send_one(m, share);
+    }
+    const bool sent_any = kept < tx_waiting_.size();
+    tx_waiting_.resize(kept);
+    if (!sent_any && soonest != UINT64_MAX) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(soonest));
+    }
+  }
+}
+
+void UdpQueue::send_one(size_t m, TokenBucket* share) {
+  for (;;) {
+    const int n = sendmmsg(fd_, tx_msgs_.data() + m, 1, 0);
+    if (n == 1) {
+      account_sent(m, share);
+      return;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;
+  }
+  if (tx_segments_[m] > 1 && udp_offload::gso_refused(errno)) {
+    // The route cannot take GSO sends: plain datagrams from now on.
+    spdlog::warn("udp queue {}: GSO send refused ({}); sending plain datagrams", queue_,
+                 std::strerror(errno));
+    gso_ = false;
+    send_plain(m);
+    return;
+  }
+  // The message failed: count it, skip it (its worker will ask again).
+  counters_.send_errors.add(tx_segments_[m]);
+  uint64_t suppressed = 0;
+  if (warn_limit_.allow(&suppressed)) {
+    spdlog::warn("udp queue {}: sendmmsg: {} ({} similar suppressed)", queue_,
+                 std::strerror(errno), suppressed);
+  }
+}
+
+void UdpQueue::account_sent(size_t m, TokenBucket* share) {
+  const msghdr& h = tx_msgs_[m].msg_hdr;
+  uint64_t bytes = 0;
+  for (size_t k = 0; k < h.msg_iovlen; ++k) bytes += h.msg_iov[k].iov_len;
+  if (egress_.limited()) egress_.consume(steady_ns(), bytes);
+  if (share != nullptr) share->consume(steady_ns(), bytes);
+  counters_.packets_out.add(tx_segments_[m]);
+  counters_.bytes_out.add(bytes);
+  if (tx_segments_[m] > 1) counters_.gso_sends.inc();
+  tx_jobs_[m]->counters(queue_).results_sent.add(tx_segments_[m]);
+  tx_jobs_[m]->counters(queue_).result_bytes.add(bytes);
 }
 
 void UdpQueue::send_plain(size_t m) {

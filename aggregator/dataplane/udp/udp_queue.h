@@ -55,6 +55,14 @@ class UdpQueue final {
   // Queues tx_order_[first, first + n) as one message (a GSO send when n > 1).
   void queue_tx(size_t first, size_t n);
   void flush_tx();
+  // flush_tx when buckets pace the sends: one message per call, and a job whose bucket is in
+  // debt does not hold up another job's messages.
+  void flush_paced();
+  // Sends message m alone (sendmmsg of one) and charges the buckets; a GSO refusal falls back
+  // to send_plain, other errors are counted.
+  void send_one(size_t m, TokenBucket* share);
+  // Books message m, sent: counters, and the buckets when share/egress are given.
+  void account_sent(size_t m, TokenBucket* share);
   void send_plain(size_t msg);  // the datagrams of one message one by one (GSO refused)
   void wait_readable();         // poll on fd and stop_fd, 100 ms at most
 
@@ -79,6 +87,8 @@ class UdpQueue final {
   std::vector<udp_offload::ControlBuffer> tx_control_;
   std::vector<Job*> tx_jobs_;
   std::vector<uint32_t> tx_segments_;
+  std::vector<uint32_t> tx_waiting_;  // flush_paced: messages not sent yet, in order
+  std::vector<Job*> tx_blocked_;      // flush_paced: jobs in debt this pass
   size_t tx_n_ = 0;
   bool gso_ = false;
   bool gro_ = false;
