@@ -207,8 +207,8 @@ void UdpQueue::flush_paced() {
       Job* job = tx_jobs_[m];
       TokenBucket* share = job->pacer(queue_);
       const uint64_t now = steady_ns();
-      const uint64_t wait = std::max(share != nullptr ? share->delay_ns(now) : 0,
-                                     egress_.delay_ns(now));
+      const uint64_t wait =
+          std::max(share != nullptr ? share->delay_ns(now) : 0, egress_.delay_ns(now));
       const bool blocked =
           std::find(tx_blocked_.begin(), tx_blocked_.end(), job) != tx_blocked_.end();
       if (blocked || wait > 0) {
@@ -249,8 +249,8 @@ void UdpQueue::send_one(size_t m, TokenBucket* share) {
   counters_.send_errors.add(tx_segments_[m]);
   uint64_t suppressed = 0;
   if (warn_limit_.allow(&suppressed)) {
-    spdlog::warn("udp queue {}: sendmmsg: {} ({} similar suppressed)", queue_,
-                 std::strerror(errno), suppressed);
+    spdlog::warn("udp queue {}: sendmmsg: {} ({} similar suppressed)", queue_, std::strerror(errno),
+                 suppressed);
   }
 }
 
