@@ -146,5 +146,23 @@ TEST(Options, SizeListAndFlags) {
   EXPECT_NE(st.message().find("--modes"), std::string::npos);
 }
 
+TEST(Options, TreeLeavesAndCloseStagger) {
+  const char* argv[] = {"d", "--nranks", "4", "--tree-leaves", "3,1", "--close-stagger-ms", "50"};
+  Options o;
+  ASSERT_TRUE(parse_options(7, const_cast<char**>(argv), &o).ok());
+  EXPECT_EQ(o.tree_leaves, (std::vector<uint32_t>{3, 1}));
+  EXPECT_EQ(o.close_stagger_ms, 50);
+  const char* sum_off[] = {"d", "--nranks", "4", "--tree-leaves", "2,1"};
+  Options o2;
+  Status st = parse_options(5, const_cast<char**>(sum_off), &o2);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("--tree-leaves"), std::string::npos) << st.message();
+  const char* zero[] = {"d", "--tree-leaves", "2,0"};
+  Options o3;
+  st = parse_options(3, const_cast<char**>(zero), &o3);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("--tree-leaves"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace conflux::driver

@@ -79,7 +79,7 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
                m,
                bs,
                bufs,
-               InputSpec{t, op, n, o.seed, m.inputs},
+               InputSpec{t, op, n, o.seed, m.inputs, o.tree_leaves},
                count,
                bufs->send,
                o.inplace ? bufs->send : bufs->recv};

@@ -126,7 +126,7 @@ uint64_t count_wrong_bitwise(const InputSpec& s, const unsigned char* res, size_
       srcs[r] = inputs.data() + static_cast<size_t>(r) * kBlock * es;
       fill_input(s, r, at + first, n, const_cast<void*>(srcs[r]));
     }
-    verify::rank_order_reference(s.dtype, s.op, srcs.data(), s.nranks, n, {}, ref.data(),
+    verify::rank_order_reference(s.dtype, s.op, srcs.data(), s.nranks, n, s.leaves, ref.data(),
                                  scratch.data());
     for (size_t i = 0; i < n; ++i) {
       if (std::memcmp(ref.data() + i * es, res + (first + i) * es, es) != 0) ++wrong;

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "conflux/common/dtype.h"
 
@@ -30,6 +31,9 @@ struct InputSpec {
   int nranks;
   uint64_t seed;
   InputKind kind;
+  // Ranks per leaf of a reduction tree, in rank order (empty: one level). Deterministic
+  // results are then the two-level reference: each leaf in rank order, the leaves in order.
+  std::vector<uint32_t> leaves = {};
 };
 
 // Writes elements [first, first + n) of `rank`'s input into dst (n elements).

@@ -92,6 +92,17 @@ Status parse_modes(const std::string& v, std::vector<Mode>* out) {
   return out->empty() ? bad("--modes", v, "empty list") : Status::Ok();
 }
 
+Status parse_leaves(const std::string& v, std::vector<uint32_t>* out) {
+  out->clear();
+  for (const std::string& part : split_commas(v)) {
+    long k = 0;
+    if (!parse_int(part, 1, 4096, &k))
+      return bad("--tree-leaves", v, "expected N,N,... (each >= 1)");
+    out->push_back(static_cast<uint32_t>(k));
+  }
+  return out->empty() ? bad("--tree-leaves", v, "empty list") : Status::Ok();
+}
+
 // Applies one flag with its value. `takes_value` tells the caller whether to consume one.
 Status apply(const std::string& flag, const std::string& val, Options* o) {
   long n = 0;
@@ -148,6 +159,7 @@ Status apply(const std::string& flag, const std::string& val, Options* o) {
   if (flag == "--dtype" || flag == "-d") return parse_dtypes(val, &o->dtypes);
   if (flag == "--op" || flag == "-o") return parse_ops(val, &o->ops);
   if (flag == "--modes") return parse_modes(val, &o->modes);
+  if (flag == "--tree-leaves") return parse_leaves(val, &o->tree_leaves);
   if (flag == "--ring-fraction" || flag == "--rs-ring-fraction") {
     if (val == "auto") {
       d = kAutoRingFraction;
@@ -251,6 +263,13 @@ Status parse_options(int argc, char** argv, Options* o) {
   if (o->minbytes > o->maxbytes) return Status::Error("--minbytes is larger than --maxbytes");
   if (o->maxbytes == 0) return Status::Error("--maxbytes must be > 0");
   if (o->maxbytes > (size_t{8} << 30)) return Status::Error("--maxbytes above 8G is not supported");
+  if (!o->tree_leaves.empty() && o->nranks > 0) {
+    uint32_t sum = 0;
+    for (uint32_t k : o->tree_leaves) sum += k;
+    if (sum != static_cast<uint32_t>(o->nranks)) {
+      return Status::Error("--tree-leaves must add up to --nranks");
+    }
+  }
   for (Mode m : o->modes) {
     if (is_direct(m) && o->inplace) {
       return Status::Error(std::string("--inplace applies to AllReduce modes only, not ") +
@@ -305,6 +324,9 @@ void print_usage(const char* argv0) {
       "  --idle-sleep-us N      idle polling sleeps N us instead of sched_yield (default 0;\n"
       "                         helps when ranks outnumber cores)\n"
       "  --inject-rank-exit R   test hook: rank R exits abruptly after setup\n"
+      "  --tree-leaves N,N,...  the aggregators form a reduction tree with these many ranks\n"
+      "                         per leaf, in rank order: --deterministic checks against the\n"
+      "                         two-level reference (each leaf in rank order, then the leaves)\n"
       "  --close-stagger-ms N   rank r closes its CollNet communicator r*N ms late, as ranks\n"
       "                         do when NCCL tears a job down\n",
       argv0);

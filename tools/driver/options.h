@@ -41,9 +41,10 @@ struct Options {
   uint64_t seed = 1;
   std::string json_path;
   double timeout_s = 300.0;
-  int idle_sleep_us = 0;      // polling loops: 0 = sched_yield (NCCL-like), N = sleep N us
-  int inject_exit_rank = -1;  // test hook: this rank exits abruptly after setup
-  int close_stagger_ms = 0;   // rank r closes its CollNet comm r * this ms after the others
+  int idle_sleep_us = 0;              // polling loops: 0 = sched_yield (NCCL-like), N = sleep N us
+  int inject_exit_rank = -1;          // test hook: this rank exits abruptly after setup
+  int close_stagger_ms = 0;           // rank r closes its CollNet comm r * this ms after the others
+  std::vector<uint32_t> tree_leaves;  // --tree-leaves: ranks per leaf (deterministic reference)
   bool help = false;
 };
 
