@@ -2,6 +2,7 @@
 // queried (the others are still shown), 2 usage.
 //   conflux status HOST[:METRICS_PORT]... [--json] [--interval-ms N] [--timeout-ms N]
 //   conflux drain|undrain HOST[:METRICS_PORT]... [--secret S | CONFLUX_SECRET] [--json]
+//   conflux throttle HOST[:METRICS_PORT]... --max-mbps N [--secret S] [--json]
 //   conflux check [--aggregators LIST | CONFLUX_AGGREGATORS] [--secret S] [--payload B] [--json]
 //   conflux plan --workers N --worker-gbit R --agg-gbit A [--agg-cores C] ... [--json]
 // check exits 0 when a job would use every aggregator, 1 when the plugin would fall back.
@@ -38,12 +39,23 @@ int main(int argc, char** argv) {
   status->add_option("--timeout-ms", timeout_ms, "per request")->check(CLI::Range(100, 60000));
   std::string secret;
   std::vector<CLI::App*> admin;
-  for (const char* name : {"drain", "undrain"}) {
+  uint32_t max_mbps = 0;
+  for (const char* name : {"drain", "undrain", "throttle"}) {
+    const std::string n = name;
     CLI::App* a = app.add_subcommand(
-        name, std::string(name) == "drain"
-                  ? "refuse new jobs and tell the running ones to leave (their ranks go on over "
-                    "their other aggregators or the ring); the daemon keeps running"
-                  : "take new jobs again after a drain");
+        name, n == "drain" ? "refuse new jobs and tell the running ones to leave (their ranks go "
+                             "on over their other aggregators or the ring); the daemon keeps "
+                             "running"
+              : n == "undrain"
+                  ? "take new jobs again after a drain"
+                  : "change the daemon's cap on the result bytes it sends (max_mbps) while it "
+                    "runs: its jobs' grants are divided again and each running job hears its "
+                    "new grant (the plugin moves work to or from its ring)");
+    if (n == "throttle") {
+      a->add_option("--max-mbps", max_mbps, "the new cap, Mbit/s over all threads (0 = none)")
+          ->required()
+          ->check(CLI::Range(0, 10000000));
+    }
     a->add_option("daemons", daemons, "HOST[:PORT] of each daemon's metrics endpoint")->required();
     a->add_option("--secret", secret,
                   "the daemons' shared secret (without one a daemon takes admin commands from "
@@ -109,7 +121,9 @@ int main(int argc, char** argv) {
     bool all_ok = true;
     std::string out = "{\"daemons\": [";
     for (size_t i = 0; i < daemons.size(); ++i) {
-      const AdminResult r = run_admin(daemons[i], a->get_name(), secret, timeout_ms);
+      const std::string command =
+          a->get_name() == "throttle" ? fmt::format("max-mbps/{}", max_mbps) : a->get_name();
+      const AdminResult r = run_admin(daemons[i], command, secret, timeout_ms);
       all_ok = all_ok && r.ok;
       if (json) {
         out += fmt::format("{}{{\"address\": {}, \"ok\": {}, \"message\": {}}}", i ? ", " : "",

@@ -46,6 +46,7 @@ struct ControlCounters {
   Counter jobs_active;              // gauge
   Counter slots_in_use;             // gauge
   Counter draining;                 // gauge: 1 while drained (conflux drain)
+  Counter max_mbps;                 // gauge: the cap on result egress now (0 = none)
   Counter metrics_requests;         // HTTP requests served
   Counter multicast_groups_in_use;  // gauge: groups held by live jobs (SPEC §8)
   Counter multicast_decisions[2];   // jobs decided, [0] unicast, [1] multicast

@@ -229,6 +229,19 @@ void ControlPlane::fail(Connection& c, proto::Status s, ControlErrorReason why,
   send(c, proto::Error{s, text});
 }
 
+size_t ControlPlane::set_max_mbps(uint32_t mbps) {
+  const uint32_t was = capacity_.max_mbps;
+  capacity_.max_mbps = mbps;
+  derive_share();
+  dataplane_.set_max_mbps(mbps);
+  counters_.max_mbps.set(mbps);
+  manager_.set_capacity(capacity_.share_mbps, mbps != 0);
+  const size_t told = manager_.regrant_all(proto::CapacityReason::kCapChanged, *this);
+  spdlog::info("max_mbps {} -> {} Mbit/s (capacity now {} Mbit/s); {} job(s) told", was, mbps,
+               capacity_.share_mbps, told);
+  return told;
+}
+
 size_t ControlPlane::set_draining(bool on) {
   const bool was = draining_;
   draining_ = on;

@@ -92,13 +92,20 @@ class ControlPlane final : private JoinOutbox {
 
   // metrics/metrics_http.cc
   void serve_http(Connection& c);
-  // POST /admin/drain and /admin/undrain: the HTTP answer.
+  // POST /admin/drain, /admin/undrain and /admin/max-mbps/N: the HTTP answer.
   std::string serve_admin(const Connection& c, std::string_view request, std::string_view path);
   // Drained: Joins are refused with shutting_down, ranks waiting in a rendezvous get that
   // answer at once, and every member is told Shutdown{1} and closed (its job ends; the plugin
   // goes on over its other aggregators or the ring). Undrained: Joins are taken again.
   // Returns how many members were told to leave.
   size_t set_draining(bool on);
+  // conflux throttle: the cap on result egress becomes `mbps` (0 = none) at once. The
+  // dataplane queues pace to it from their next send, the grants are divided again, and every
+  // job whose grant changed hears a Capacity update (reason cap_changed). Returns how many
+  // jobs were told.
+  size_t set_max_mbps(uint32_t mbps);
+  // capacity_.share_mbps from capacity_.line_mbps and capacity_.max_mbps.
+  void derive_share();
 
   const Config& cfg_;
   JobTable& jobs_;

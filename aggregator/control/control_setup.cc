@@ -81,17 +81,22 @@ ControlPlane::ControlPlane(const Config& cfg, JobTable& jobs, const Dataplane& d
   capacity_.max_mbps = mbps(cfg.max_mbps);
   // The bandwidth capacity the JobManager divides among the live jobs (each Capacity carries
   // its job's part); enforced by pacing only under an operator's max_mbps.
-  capacity_.share_mbps = capacity_.max_mbps == 0 ? capacity_.line_mbps
-                         : capacity_.line_mbps == 0
-                             ? capacity_.max_mbps
-                             : std::min(capacity_.line_mbps, capacity_.max_mbps);
+  derive_share();
   capacity_.threads = static_cast<uint16_t>(dp.n_queues());
   manager_.set_capacity(capacity_.share_mbps, capacity_.max_mbps != 0);
+  counters_.max_mbps.set(capacity_.max_mbps);
   spdlog::info(
       "capacity advertised to workers: line {} Mbit/s{}, cap {} Mbit/s{}, {} dataplane "
       "thread(s)",
       capacity_.line_mbps, capacity_.line_mbps == 0 ? " (unknown)" : "", capacity_.max_mbps,
       capacity_.max_mbps == 0 ? " (none)" : "", capacity_.threads);
+}
+
+void ControlPlane::derive_share() {
+  capacity_.share_mbps = capacity_.max_mbps == 0 ? capacity_.line_mbps
+                         : capacity_.line_mbps == 0
+                             ? capacity_.max_mbps
+                             : std::min(capacity_.line_mbps, capacity_.max_mbps);
 }
 
 std::unique_ptr<ControlPlane> ControlPlane::create(const Config& cfg, JobTable& jobs,

@@ -361,22 +361,33 @@ uint32_t JobManager::share_mbps(uint64_t job_key) const {
 }
 
 void JobManager::regrant(uint64_t changed, proto::CapacityReason why, JoinOutbox& out) {
-  if (active_.empty()) return;
+  (void)regrant_except(changed, why, out);
+}
+
+size_t JobManager::regrant_all(proto::CapacityReason why, JoinOutbox& out) {
+  return regrant_except(std::nullopt, why, out);
+}
+
+size_t JobManager::regrant_except(std::optional<uint64_t> changed, proto::CapacityReason why,
+                                  JoinOutbox& out) {
+  if (active_.empty()) return 0;
   const uint32_t share = capacity_mbps_ / static_cast<uint32_t>(active_.size());
   // A job alone is not paced beyond the daemon's own max_mbps bucket (as before fair share).
   const uint32_t pace = enforce_ && active_.size() > 1 ? std::max<uint32_t>(share, 1) : 0;
+  size_t told = 0;
   for (auto& [key, a] : active_) {
     const bool moved = a.job->grant_mbps() != share;
     a.job->set_grant(share, pace);
     // The joining job gets its grant in the Capacity after its JoinAck.
     if (!moved || key == changed) continue;
-    spdlog::info("job {} (key {:016x}): grant now {} Mbit/s of {} ({} live jobs; a job {})",
-                 a.job_id, key, share, capacity_mbps_, active_.size(),
-                 why == proto::CapacityReason::kJobJoined ? "joined" : "left");
+    spdlog::info("job {} (key {:016x}): grant now {} Mbit/s of {} ({} live jobs; {})", a.job_id,
+                 key, share, capacity_mbps_, active_.size(), proto::capacity_reason_name(why));
     for (ConnId c : a.conns) {
       if (c != 0) out.send_grant(c, share, why);
     }
+    ++told;
   }
+  return told;
 }
 
 void JobManager::sample_rates(Clock::time_point now) {

@@ -87,6 +87,9 @@ class JobManager {
     capacity_mbps_ = capacity_mbps;
     enforce_ = enforce;
   }
+  // After set_capacity changed the capacity (conflux throttle): divides it again and tells
+  // every job whose grant moved. Returns how many jobs were told.
+  size_t regrant_all(proto::CapacityReason why, JoinOutbox& out);
   // The grant of live job `job_key`, Mbit/s (0 = unknown or no such job).
   uint32_t share_mbps(uint64_t job_key) const;
 
@@ -133,6 +136,9 @@ class JobManager {
   // Divides the capacity among the live jobs again after job `changed` joined or left; tells
   // every other job whose grant changed.
   void regrant(uint64_t changed, proto::CapacityReason why, JoinOutbox& out);
+  size_t regrant_except(std::optional<uint64_t> changed, proto::CapacityReason why,
+                        JoinOutbox& out);
+
   void sample_rates(Clock::time_point now);  // each job's achieved result rate (metrics)
 
   const Config& cfg_;

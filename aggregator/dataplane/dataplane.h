@@ -21,6 +21,7 @@
 #include "aggregator/engine/counters.h"
 #include "aggregator/engine/fault_injector.h"
 #include "aggregator/engine/job_table.h"
+#include "aggregator/util/token_bucket.h"
 
 namespace conflux::agg {
 
@@ -50,6 +51,15 @@ class Dataplane {
     (void)bytes;
     return false;
   }
+  // The cap on the result bytes the queues send, Mbit/s over all of them (0 = none), changed
+  // while the daemon runs (conflux throttle). Control thread; each queue follows before its
+  // next send.
+  void set_max_mbps(int64_t mbps) const { egress_cap_.set(mbps); }
+  int64_t max_mbps() const { return egress_cap_.get(); }
+
+ protected:
+  // Set from cfg.max_mbps by the backend before it makes its queues, which keep a reference.
+  mutable EgressCap egress_cap_;
 };
 
 // Creates the backend named by cfg.dataplane with cfg.threads queues over `jobs` (which must

@@ -1,9 +1,11 @@
 // The metrics endpoint: a minimal HTTP/1.0 responder on the control thread's event loop.
-// GET /metrics -> Prometheus text; GET /healthz -> "ok"; POST /admin/drain and
-// POST /admin/undrain (authenticated, see serve_admin) -> drain control; anything else -> 404.
+// GET /metrics -> Prometheus text; GET /healthz -> "ok"; POST /admin/drain, POST
+// /admin/undrain and POST /admin/max-mbps/N (authenticated, see serve_admin) -> drain control
+// and the egress cap; anything else -> 404.
 #include <arpa/inet.h>
 
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <string_view>
 
@@ -17,6 +19,7 @@ namespace conflux::agg {
 namespace {
 
 constexpr size_t kMaxRequest = 8192;
+constexpr uint32_t kMaxMbpsLimit = 10000000;  // the max_mbps config key's own limit
 
 std::string response(int code, std::string_view reason, std::string_view type,
                      std::string_view body) {
@@ -76,8 +79,25 @@ std::string ControlPlane::serve_admin(const Connection& c, std::string_view requ
     spdlog::warn("admin {} from {} refused: {}", path, peer, refused);
     return response(403, "Forbidden", "text/plain; charset=utf-8", refused + "\n");
   }
-  const bool drain = path == "/admin/drain";
   spdlog::info("admin {} from {}", path, peer);
+  constexpr std::string_view kMaxMbps = "/admin/max-mbps/";
+  if (path.starts_with(kMaxMbps)) {
+    // The value is part of the path, so the authentication header covers it.
+    const std::string_view digits = path.substr(kMaxMbps.size());
+    uint32_t mbps = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), mbps);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
+        mbps > kMaxMbpsLimit) {
+      return response(400, "Bad Request", "text/plain; charset=utf-8",
+                      fmt::format("max-mbps: '{}' is not a rate in Mbit/s (0..{}; 0 = no cap)\n",
+                                  digits, kMaxMbpsLimit));
+    }
+    const size_t told = set_max_mbps(mbps);
+    return response(200, "OK", "text/plain; charset=utf-8",
+                    fmt::format("max_mbps {}{}; {} job(s) told their new grant\n", mbps,
+                                mbps == 0 ? " (no cap)" : " Mbit/s", told));
+  }
+  const bool drain = path == "/admin/drain";
   const size_t told = set_draining(drain);
   return response(200, "OK", "text/plain; charset=utf-8",
                   drain ? fmt::format("draining: Joins refused, {} member(s) told to leave\n", told)
@@ -97,7 +117,8 @@ void ControlPlane::serve_http(Connection& c) {
                    render_metrics(dataplane_, jobs_, counters_));
   } else if (line.starts_with("GET /healthz ") || line == "GET /healthz") {
     out = response(200, "OK", "text/plain; charset=utf-8", "ok\n");
-  } else if (line.starts_with("POST /admin/drain ") || line.starts_with("POST /admin/undrain ")) {
+  } else if (line.starts_with("POST /admin/drain ") || line.starts_with("POST /admin/undrain ") ||
+             line.starts_with("POST /admin/max-mbps/")) {
     out = serve_admin(c, req, line.substr(5, line.find(' ', 5) - 5));
   } else {
     out = response(404, "Not Found", "text/plain; charset=utf-8", "not found\n");

@@ -201,6 +201,10 @@ void control_metrics(Writer& w, const ControlCounters& cc) {
   one("conflux_jobs_active", "gauge", "Jobs currently served.", cc.jobs_active);
   one("conflux_draining", "gauge", "1 while the daemon is drained: Joins refused (conflux drain).",
       cc.draining);
+  one("conflux_max_mbps", "gauge",
+      "The cap on the result bytes the daemon sends, Mbit/s (max_mbps, or conflux throttle; 0 = "
+      "none).",
+      cc.max_mbps);
   one("conflux_slots_in_use", "gauge", "Slots granted to live jobs (of total_slots).",
       cc.slots_in_use);
   one("conflux_metrics_requests_total", "counter", "HTTP requests served on the metrics port.",

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -58,6 +59,43 @@ inline TokenBucket egress_bucket(int64_t max_mbps, unsigned queues) {
   const double rate = static_cast<double>(max_mbps) * 1e6 / 8 / std::max(1u, queues);
   return TokenBucket(rate, std::max(65536.0, rate * 1e-3));
 }
+
+// The daemon's cap on the result bytes it sends (max_mbps, 0 = none), which the operator may
+// change while it runs (conflux throttle): the control thread stores it, and each dataplane
+// queue rebuilds its bucket from it before its next send (QueueEgress).
+class EgressCap {
+ public:
+  explicit EgressCap(int64_t mbps = 0) : mbps_(mbps) {}
+  void set(int64_t mbps) { mbps_.store(mbps, std::memory_order_relaxed); }
+  int64_t get() const { return mbps_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int64_t> mbps_;
+};
+
+// One dataplane queue's share of an EgressCap: its bucket, rebuilt when the cap changes.
+// Single-threaded, like TokenBucket.
+class QueueEgress {
+ public:
+  QueueEgress(const EgressCap& cap, unsigned queues)
+      : cap_(&cap), queues_(queues), mbps_(cap.get()), bucket_(egress_bucket(mbps_, queues)) {}
+
+  // The bucket for the sends about to happen, at the cap as it is now.
+  TokenBucket& bucket() {
+    const int64_t m = cap_->get();
+    if (m != mbps_) {
+      mbps_ = m;
+      bucket_ = egress_bucket(m, queues_);
+    }
+    return bucket_;
+  }
+
+ private:
+  const EgressCap* cap_;
+  unsigned queues_;
+  int64_t mbps_;
+  TokenBucket bucket_;
+};
 
 // Nanoseconds of the steady clock, the time base of the dataplanes' buckets.
 inline uint64_t steady_ns() {

@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
       Join{0xabcdef, 4, 2, 0, 40001, kJoinFlagCapacity, 64, 8192, 10000, 0},
       Capacity{25000, 1000, 1000, 4},
       Capacity{25000, 1000, 500, 4, CapacityReason::kJobJoined},  // a grant update
+      Capacity{25000, 250, 250, 4, CapacityReason::kCapChanged},  // conflux throttle
   };
   std::vector<uint8_t> stream;
   for (const auto& m : msgs) {

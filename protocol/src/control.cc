@@ -236,7 +236,7 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
       const uint8_t reserved = r.get<uint8_t>();
       if (!r.ok_and_done()) return ControlParse::kBadLength;
       if (reserved != 0) return ControlParse::kReservedNonZero;
-      if (m.threads == 0 || reason > static_cast<uint8_t>(CapacityReason::kJobLeft)) {
+      if (m.threads == 0 || reason > static_cast<uint8_t>(CapacityReason::kCapChanged)) {
         return ControlParse::kBadField;
       }
       m.reason = static_cast<CapacityReason>(reason);
@@ -311,6 +311,8 @@ std::string_view capacity_reason_name(CapacityReason r) {
       return "job joined";
     case CapacityReason::kJobLeft:
       return "job left";
+    case CapacityReason::kCapChanged:
+      return "cap changed";
   }
   return "unknown";
 }

@@ -141,6 +141,67 @@ TEST_P(ControlPlane, TwoJobsShareTheCapacityAndHearEveryGrantUpdate) {
   expect_nothing_pending(*first[0], 7);  // no further Capacity
 }
 
+// conflux throttle (POST /admin/max-mbps/N, authenticated with the daemon's secret): the cap
+// changes while jobs run; every job hears its new grant with reason cap_changed and the new
+// max_mbps, /metrics shows the cap; a bad value is a 400 and changes nothing; 0 lifts the cap
+// (the capacity is the line rate again, and a lone job's grant is the whole of it).
+TEST_P(ControlPlane, ThrottleTellsEveryJobItsNewGrant) {
+  const std::string secret = "throttle-test-secret";  // the dpdk fixture's peer is not loopback
+  Config cfg = capped_config(base_config());
+  cfg.secret = secret;
+  start(cfg);
+  const size_t threads = daemon().data_ports().size();
+  JoinSpec spec = capacity_job(61);
+  spec.secret = secret;
+  auto a = join_job(spec, 2);
+  expect_grants(a, 1000, proto::CapacityReason::kJoined, threads);
+  spec.job_key = 62;
+  auto b = join_job(spec, 1);
+  ASSERT_EQ(next_capacity(*b[0])->share_mbps, 500u);
+  expect_grants(a, 500, proto::CapacityReason::kJobJoined, threads);
+
+  const auto port = static_cast<uint16_t>(daemon().metrics_port());
+  int status = 0;
+  const std::string body = http_post(port, "/admin/max-mbps/250", &status, secret);
+  EXPECT_EQ(status, 200) << body;
+  EXPECT_NE(body.find("2 job(s) told"), std::string::npos) << body;
+  for (const auto* ws : {&a, &b}) {
+    for (const auto& x : *ws) {
+      const auto c = next_capacity(*x);
+      ASSERT_TRUE(c.has_value());
+      EXPECT_EQ(c->share_mbps, 125u);
+      EXPECT_EQ(c->max_mbps, 250u);
+      EXPECT_EQ(c->reason, proto::CapacityReason::kCapChanged);
+    }
+  }
+  const std::string m = metrics();
+  EXPECT_EQ(metric_sum(m, "conflux_max_mbps"), 250u);
+  EXPECT_EQ(metric_sum(m, "conflux_job_paced_mbps", {{"job", std::to_string(a[0]->ack.job_id)}}),
+            125u);
+
+  for (const char* bad : {"/admin/max-mbps/", "/admin/max-mbps/fast", "/admin/max-mbps/-5",
+                          "/admin/max-mbps/99999999"}) {
+    http_post(port, bad, &status, secret);
+    EXPECT_EQ(status, 400) << bad;
+  }
+  EXPECT_EQ(metric_sum(metrics(), "conflux_max_mbps"), 250u);
+  expect_nothing_pending(*a[0], 5);
+
+  for (auto& x : b) ASSERT_TRUE(x->ctl.send(proto::Leave{}));
+  for (const auto& x : a) EXPECT_EQ(next_capacity(*x)->share_mbps, 250u);  // alone: the cap
+  http_post(port, "/admin/max-mbps/0", &status, secret);
+  EXPECT_EQ(status, 200);
+  http_post(port, "/admin/max-mbps/10", &status);  // no authentication header
+  EXPECT_EQ(status, 403);
+  for (const auto& x : a) {
+    const auto c = next_capacity(*x);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->share_mbps, 25000u);  // no cap: the line rate
+    EXPECT_EQ(c->max_mbps, 0u);
+  }
+  EXPECT_EQ(metric_sum(metrics(), "conflux_max_mbps"), 0u);
+}
+
 // A job that did not ask for Capacity messages hears no update when another job joins; the
 // one that asked gets its half after its JoinAck.
 TEST_P(ControlPlane, NoGrantUpdateUnlessAsked) {

@@ -15,6 +15,7 @@ namespace {
 using DataplanePacing = DaemonTest;
 
 constexpr double kDatagram = 8192 + 48;  // one result datagram of these tests
+constexpr const char* kAdminSecret = "pacing-test-secret";
 
 // A daemon whose buckets are the only pacing: one datagram per send, so a bucket's debt is
 // one datagram.
@@ -72,6 +73,35 @@ TEST_P(DataplanePacing, ResultEgressStaysUnderMaxMbps) {
   EXPECT_GE(sent, 2 * count * 4);
   EXPECT_GE(run.elapsed, (static_cast<double>(sent) - slack) / rate)
       << sent << " result bytes left in " << run.elapsed << " s, faster than max_mbps allows";
+}
+
+// conflux throttle of a live job: a daemon started with no cap is capped through POST
+// /admin/max-mbps/N after the job joined; the results it sends from then on are paced to the
+// new cap on every queue.
+TEST_P(DataplanePacing, ThrottleOfALiveJobPacesItsResults) {
+  Config cfg = paced_config(base_config(), 0);  // no cap to begin with
+  cfg.secret = kAdminSecret;  // admin commands from a non-loopback peer (the dpdk fixture)
+  start(cfg);
+  JoinSpec spec = paced_job(79);
+  spec.secret = kAdminSecret;
+  auto workers = join_job(spec, 2);
+  int status = 0;
+  http_post(static_cast<uint16_t>(daemon().metrics_port()), "/admin/max-mbps/32", &status,
+            kAdminSecret);
+  ASSERT_EQ(status, 200);
+  const size_t count = size_t{1} << 19;  // 2 MiB of floats: 4 MiB of results
+  PacedRun run;
+  paced_allreduce(ptrs(workers), count, 6, &run);
+  ASSERT_TRUE(run.ok);
+  const auto expect = reference(DType::kFloat32, Op::kSum, run.in, count);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(run.out[r], expect) << "rank " << r;
+  const uint64_t sent = metric_sum(metrics(), "conflux_dataplane_bytes_out_total");
+  const double rate = 32e6 / 8;
+  const double debt = GetParam() == "dpdk" ? 256 * kDatagram : kDatagram;
+  const double slack = static_cast<double>(daemon().data_ports().size()) * (65536 + debt);
+  EXPECT_GE(sent, 2 * count * 4);
+  EXPECT_GE(run.elapsed, (static_cast<double>(sent) - slack) / rate)
+      << sent << " result bytes left in " << run.elapsed << " s after the throttle";
 }
 
 // Fair share under max_mbps: with two jobs live, each job's result sends are paced to half the

@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include "conflux/protocol/admin_auth.h"
+
 namespace conflux::agg::testing {
 namespace {
 
@@ -213,12 +215,15 @@ bool Worker::send_contrib(uint32_t slot, uint32_t generation, uint64_t offset, D
   return udp.send_to(port_for(slot), make_datagram(h, payload));
 }
 
-std::string http_get(uint16_t port, const std::string& path, int* status) {
+namespace {
+std::string http_request(const char* method, uint16_t port, const std::string& path, int* status,
+                         const std::string& headers) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   const sockaddr_in a = addr(daemon_ip(), port);
   std::string resp;
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0) {
-    const std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    const std::string req =
+        std::string(method) + " " + path + " HTTP/1.0\r\nHost: localhost\r\n" + headers + "\r\n";
     (void)!::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
     char buf[65536];
     while (wait_readable(fd, 3000)) {
@@ -231,6 +236,24 @@ std::string http_get(uint16_t port, const std::string& path, int* status) {
   if (status != nullptr) *status = resp.size() > 12 ? std::atoi(resp.c_str() + 9) : 0;
   const size_t body = resp.find("\r\n\r\n");
   return body == std::string::npos ? "" : resp.substr(body + 4);
+}
+}  // namespace
+
+std::string http_get(uint16_t port, const std::string& path, int* status) {
+  return http_request("GET", port, path, status, "");
+}
+
+std::string http_post(uint16_t port, const std::string& path, int* status,
+                      const std::string& secret) {
+  std::string headers;
+  if (!secret.empty()) {
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    headers = std::string(proto::kAdminAuthHeader) + ": " +
+              proto::admin_auth_value(secret, path, now) + "\r\n";
+  }
+  return http_request("POST", port, path, status, headers);
 }
 
 uint64_t metric_sum(const std::string& text, const std::string& name,

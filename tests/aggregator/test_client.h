@@ -122,6 +122,10 @@ bool run_allreduce(std::vector<Worker*>& workers, DType dt, Op op, uint64_t coun
 
 // HTTP/1.0 GET on daemon_ip():port; returns "" on failure. *status gets the HTTP code.
 std::string http_get(uint16_t port, const std::string& path, int* status = nullptr);
+// POST `path` (no body), e.g. the admin endpoints; the same answer as http_get. With a
+// secret, the admin authentication header for it (protocol/admin_auth.h).
+std::string http_post(uint16_t port, const std::string& path, int* status = nullptr,
+                      const std::string& secret = "");
 
 // Sum of every sample of metric `name` whose labels include all of `labels`.
 uint64_t metric_sum(const std::string& text, const std::string& name,

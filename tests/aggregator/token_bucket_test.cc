@@ -56,5 +56,24 @@ TEST(TokenBucket, EgressBucketSplitsTheCapOverQueues) {
   EXPECT_FALSE(egress_bucket(0, 4).limited());
 }
 
+// conflux throttle: a queue's bucket follows the daemon's cap from its next send on, a new cap
+// with a fresh burst, and no cap at all when it is set to 0.
+TEST(TokenBucket, QueueEgressFollowsTheCap) {
+  EgressCap cap(0);
+  QueueEgress q(cap, 2);
+  EXPECT_FALSE(q.bucket().limited());
+  cap.set(80);  // 5 MB/s for this queue
+  TokenBucket& b = q.bucket();
+  ASSERT_TRUE(b.limited());
+  b.consume(0, 65536 + 5000000);
+  EXPECT_NEAR(static_cast<double>(q.bucket().delay_ns(0)), 1.0 * kSec, 1000);
+  cap.set(160);  // twice the rate: the debt of the old bucket is gone, the new one is full
+  EXPECT_EQ(q.bucket().delay_ns(0), 0u);
+  q.bucket().consume(0, 65536 + 5000000);
+  EXPECT_NEAR(static_cast<double>(q.bucket().delay_ns(0)), 0.5 * kSec, 1000);
+  cap.set(0);
+  EXPECT_FALSE(q.bucket().limited());
+}
+
 }  // namespace
 }  // namespace conflux::agg

@@ -200,7 +200,8 @@ TEST(Control, JoinFieldRanges) {
 // A grant update (SPEC §3): the same message again while the job runs, with its reason in the
 // byte before the reserved one; the first Capacity of a job keeps reason 0 (its old encoding).
 TEST(Control, CapacityUpdateCarriesItsReason) {
-  for (auto why : {CapacityReason::kJobJoined, CapacityReason::kJobLeft}) {
+  for (auto why :
+       {CapacityReason::kJobJoined, CapacityReason::kJobLeft, CapacityReason::kCapChanged}) {
     ControlMsg got;
     ASSERT_EQ(parse(frame(Capacity{25000, 1000, 500, 4, why}), &got), ControlParse::kOk);
     const auto& c = std::get<Capacity>(got);
@@ -214,8 +215,9 @@ TEST(Control, CapacityUpdateCarriesItsReason) {
   EXPECT_EQ(to_string(got), "Capacity{line=25000 max=1000 share=500 Mbit/s threads=4 (job left)}");
   EXPECT_EQ(frame(Capacity{25000, 1000, 500, 4})[kControlHeaderSize + 14], 0);
   EXPECT_EQ(capacity_reason_name(CapacityReason::kJobJoined), "job joined");
+  EXPECT_EQ(capacity_reason_name(CapacityReason::kCapChanged), "cap changed");
   auto b = frame(Capacity{1000, 0, 0, 2});
-  b[kControlHeaderSize + 14] = 3;  // no such reason
+  b[kControlHeaderSize + 14] = 4;  // no such reason
   EXPECT_EQ(parse(b), ControlParse::kBadField);
   EXPECT_EQ(b.size(), kControlHeaderSize + 16);
 }

@@ -63,7 +63,7 @@ DpdkQueue::DpdkQueue(const QueueSetup& s, JobTable& jobs, const Config& cfg)
       tx_bytes_(kTxBuffer),
       hdr_len_(udp_header_len(s.local.vlan)),
       scratch_len_(65536 + 64),
-      egress_(egress_bucket(cfg.max_mbps, s.n_queues)) {
+      egress_(*s.egress_cap, s.n_queues) {
   scratch_ = std::make_unique<uint8_t[]>(scratch_len_);
 }
 
@@ -288,13 +288,14 @@ void DpdkQueue::enqueue(rte_mbuf* m, uint32_t result_bytes) {
 
 void DpdkQueue::flush_tx() {
   uint32_t sent = 0;
-  if (egress_.limited()) wait_for_tokens(egress_);  // max_mbps: the whole burst after the wait
+  TokenBucket& egress = egress_.bucket();
+  if (egress.limited()) wait_for_tokens(egress);  // max_mbps: the whole burst after the wait
   for (int tries = 0; sent < tx_n_ && tries < 64; ++tries) {
     sent += rte_eth_tx_burst(s_.port_id, s_.queue, tx_.data() + sent, uint16_t(tx_n_ - sent));
   }
   for (uint32_t i = 0; i < sent; ++i) {
     if (tx_bytes_[i] == 0) continue;  // ARP
-    egress_.consume(steady_ns(), tx_bytes_[i]);
+    egress.consume(steady_ns(), tx_bytes_[i]);
     counters_.packets_out.inc();            // RESULT datagrams and their UDP payload bytes, like
     counters_.bytes_out.add(tx_bytes_[i]);  // the UDP backend
   }

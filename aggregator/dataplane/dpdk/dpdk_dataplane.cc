@@ -296,8 +296,10 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
     spdlog::warn("dpdk: multicast_interface {} ignored: multicast results leave by port {} ({})",
                  cfg.multicast_interface, port, ip_text);
   }
+  dp->egress_cap_.set(cfg.max_mbps);
   for (uint16_t q = 0; q < nq; ++q) {
     dpdk::QueueSetup s;
+    s.egress_cap = &dp->egress_cap_;
     s.port_id = port;
     s.queue = q;
     s.n_queues = nq;

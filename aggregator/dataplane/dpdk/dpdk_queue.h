@@ -40,6 +40,7 @@ struct QueueSetup {
   uint32_t idle_sleep_us = 0;  // sleep this long after kIdlePolls empty polls (0 = always spin)
   uint8_t multicast_ttl = 1;   // IPv4 TTL of results sent to a job's group (SPEC §8)
   const std::atomic<bool>* stop = nullptr;
+  const EgressCap* egress_cap = nullptr;  // the dataplane's max_mbps (changeable while running)
   // Software steering: n_queues rings (multi-producer, single-consumer), inboxes[q] drained
   // by queue q; a datagram for a slot of queue q received elsewhere is handed over there.
   // nullptr = the port steers (rte_flow) or there is one queue.
@@ -100,7 +101,7 @@ class DpdkQueue final {
   std::unique_ptr<uint8_t[]> scratch_;  // linearized multi-segment frames
   size_t scratch_len_;
   RateLimiter warn_limit_;
-  TokenBucket egress_;  // max_mbps share of this queue (paces flush_tx)
+  QueueEgress egress_;  // this queue's share of the daemon's max_mbps (paces flush_tx)
 };
 
 }  // namespace conflux::agg::dpdk

@@ -15,7 +15,7 @@
 
 namespace conflux::agg {
 UdpQueue::UdpQueue(int fd, uint16_t port, unsigned queue, unsigned n_queues, JobTable& jobs,
-                   const Config& cfg, int stop_fd)
+                   const Config& cfg, const EgressCap& cap, int stop_fd)
     : fd_(fd),
       port_(port),
       queue_(queue),
@@ -36,7 +36,7 @@ UdpQueue::UdpQueue(int fd, uint16_t port, unsigned queue, unsigned n_queues, Job
       tx_control_(batch_),
       tx_jobs_(batch_),
       tx_segments_(batch_),
-      egress_(egress_bucket(cfg.max_mbps, n_queues)) {
+      egress_(cap, n_queues) {
   for (size_t i = 0; i < batch_; ++i) {
     rx_iov_[i] = {rx_arena_.get() + i * kRxBufBytes, kRxBufBytes};
   }
@@ -172,7 +172,7 @@ void UdpQueue::queue_tx(size_t first, size_t n) {
 void UdpQueue::flush_tx() {
   // A job held to its fair share (several jobs live under max_mbps) waits for its own bucket
   // too; a message goes to one worker, so one job.
-  bool paced = egress_.limited();
+  bool paced = egress().limited();
   for (size_t m = 0; m < tx_n_ && !paced; ++m) paced = tx_jobs_[m]->pace_mbps() != 0;
   if (paced) {
     flush_paced();
@@ -197,7 +197,7 @@ void UdpQueue::flush_paced() {
   tx_waiting_.clear();
   for (size_t m = 0; m < tx_n_; ++m) tx_waiting_.push_back(static_cast<uint32_t>(m));
   while (!tx_waiting_.empty()) {
-    wait_for_tokens(egress_);
+    wait_for_tokens(egress());
     // One pass in order: send each message whose job may send now; a job found in debt keeps
     // all its later messages too (its results leave in order), the others go past it.
     tx_blocked_.clear();
@@ -208,7 +208,7 @@ void UdpQueue::flush_paced() {
       TokenBucket* share = job->pacer(queue_);
       const uint64_t now = steady_ns();
       const uint64_t wait =
-          std::max(share != nullptr ? share->delay_ns(now) : 0, egress_.delay_ns(now));
+          std::max(share != nullptr ? share->delay_ns(now) : 0, egress().delay_ns(now));
       const bool blocked =
           std::find(tx_blocked_.begin(), tx_blocked_.end(), job) != tx_blocked_.end();
       if (blocked || wait > 0) {
@@ -258,7 +258,7 @@ void UdpQueue::account_sent(size_t m, TokenBucket* share) {
   const msghdr& h = tx_msgs_[m].msg_hdr;
   uint64_t bytes = 0;
   for (size_t k = 0; k < h.msg_iovlen; ++k) bytes += h.msg_iov[k].iov_len;
-  if (egress_.limited()) egress_.consume(steady_ns(), bytes);
+  if (egress().limited()) egress().consume(steady_ns(), bytes);
   if (share != nullptr) share->consume(steady_ns(), bytes);
   counters_.packets_out.add(tx_segments_[m]);
   counters_.bytes_out.add(bytes);
@@ -278,9 +278,9 @@ void UdpQueue::send_plain(size_t m) {
   for (size_t k = 0; k < n; ++k) {
     h.msg_iov = const_cast<iovec*>(&iov[k]);
     if (share != nullptr) wait_for_tokens(*share);
-    wait_for_tokens(egress_);
+    wait_for_tokens(egress());
     if (sendmsg(fd_, &h, 0) >= 0) {
-      egress_.consume(steady_ns(), iov[k].iov_len);
+      egress().consume(steady_ns(), iov[k].iov_len);
       if (share != nullptr) share->consume(steady_ns(), iov[k].iov_len);
       counters_.packets_out.inc();
       counters_.bytes_out.add(iov[k].iov_len);

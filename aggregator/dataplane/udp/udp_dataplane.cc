@@ -89,6 +89,7 @@ std::unique_ptr<UdpDataplane> UdpDataplane::create(const Config& cfg, JobTable& 
     *err = fmt::format("eventfd: {}", std::strerror(errno));
     return nullptr;
   }
+  dp->egress_cap_.set(cfg.max_mbps);
   const auto n = static_cast<unsigned>(cfg.threads);
   for (unsigned q = 0; q < n; ++q) {
     const uint16_t want = cfg.data_port == 0 ? 0 : static_cast<uint16_t>(cfg.data_port + q);
@@ -103,7 +104,8 @@ std::unique_ptr<UdpDataplane> UdpDataplane::create(const Config& cfg, JobTable& 
       }
       dp->multicast_ = true;
     }
-    dp->queues_.push_back(std::make_unique<UdpQueue>(fd, port, q, n, jobs, cfg, dp->stop_fd_));
+    dp->queues_.push_back(
+        std::make_unique<UdpQueue>(fd, port, q, n, jobs, cfg, dp->egress_cap_, dp->stop_fd_));
   }
   spdlog::info("udp dataplane: {} queue(s) on {}:{} (batch {})", n, cfg.listen,
                fmt::join(dp->ports(), ","), cfg.batch);

@@ -28,7 +28,7 @@ class UdpQueue final {
  public:
   // Takes ownership of `fd` (bound UDP socket). `stop_fd` becomes readable at stop.
   UdpQueue(int fd, uint16_t port, unsigned queue, unsigned n_queues, JobTable& jobs,
-           const Config& cfg, int stop_fd);
+           const Config& cfg, const EgressCap& cap, int stop_fd);
   ~UdpQueue();
   UdpQueue(const UdpQueue&) = delete;
   UdpQueue& operator=(const UdpQueue&) = delete;
@@ -93,7 +93,8 @@ class UdpQueue final {
   bool gso_ = false;
   bool gro_ = false;
   RateLimiter warn_limit_;
-  TokenBucket egress_;  // max_mbps share of this queue
+  QueueEgress egress_;  // this queue's share of the daemon's max_mbps
+  TokenBucket& egress() { return egress_.bucket(); }
 };
 
 }  // namespace conflux::agg

@@ -124,9 +124,10 @@ struct Shutdown {
 };  // 0 = daemon stopping, 1 = drain
 // Why a Capacity was sent (SPEC.md §3). Stable values.
 enum class CapacityReason : uint8_t {
-  kJoined = 0,     // right after this job's JoinAck
-  kJobJoined = 1,  // an update: another job joined the aggregator
-  kJobLeft = 2,    // an update: another job left it
+  kJoined = 0,      // right after this job's JoinAck
+  kJobJoined = 1,   // an update: another job joined the aggregator
+  kJobLeft = 2,     // an update: another job left it
+  kCapChanged = 3,  // an update: the operator changed the daemon's max_mbps (conflux throttle)
 };
 std::string_view capacity_reason_name(CapacityReason r);
 
