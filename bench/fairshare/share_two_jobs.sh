@@ -9,14 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build}
 cap=${2:-400}
-work=$(mktemp -d)
-"$B/aggregator/confluxd" --listen 127.0.0.1 --control-port 0 --data-port 0 --metrics-port 0 \
-  --threads 1 --max-mbps "$cap" --ready-file "$work/ready" --log-level warn &
-daemon=$!
-trap 'kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 1 100); do [[ -s $work/ready ]] && break; sleep 0.05; done
-control=$(sed -n 's/^control_port=//p' "$work/ready")
-metrics=$(sed -n 's/^metrics_port=//p' "$work/ready")
+source bench/fairshare/capped_daemon.sh
 export CONFLUX_AGGREGATORS=127.0.0.1:$control CONFLUX_SOCKET_IFNAME=lo
 job() {  # job ITERATIONS NAME
   "$B/tools/driver/conflux-nccl-driver" --plugin "$B/nccl_plugin/libnccl-net-conflux.so" \

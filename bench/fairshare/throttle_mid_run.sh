@@ -13,14 +13,7 @@ B=${1:-build}
 cap=${2:-800}
 after=${3:-3}
 iters=${4:-8000}
-work=$(mktemp -d)
-"$B/aggregator/confluxd" --listen 127.0.0.1 --control-port 0 --data-port 0 --metrics-port 0 \
-  --threads 1 --max-mbps "$cap" --ready-file "$work/ready" --log-level warn &
-daemon=$!
-trap 'kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 1 100); do [[ -s $work/ready ]] && break; sleep 0.05; done
-control=$(sed -n 's/^control_port=//p' "$work/ready")
-metrics=$(sed -n 's/^metrics_port=//p' "$work/ready")
+source bench/fairshare/capped_daemon.sh
 t0=$(date +%s%N)
 stamp() { awk -v t0="$t0" '{ "date +%s%N" | getline now; close("date +%s%N");
                              printf "%6.2f %s\n", (now - t0) / 1e9, $0; fflush() }'; }

@@ -12,8 +12,6 @@
 namespace conflux::agg::testing {
 namespace {
 
-using DataplanePacing = DaemonTest;
-
 constexpr double kDatagram = 8192 + 48;  // one result datagram of these tests
 constexpr const char* kAdminSecret = "pacing-test-secret";
 
@@ -53,6 +51,26 @@ void paced_allreduce(std::vector<Worker*> w, size_t count, uint64_t seed, PacedR
   run->elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+class DataplanePacing : public DaemonTest {
+ protected:
+  // A job's run of `count` floats over 2 ranks, under a daemon cap of `mbps`: every result
+  // exact, and the daemon's result bytes could not have left faster than the cap allows: rate
+  // x time, plus each queue's full burst and one send of debt (a datagram; a tx burst of up
+  // to 256 frames with dpdk).
+  void expect_exact_and_paced(const PacedRun& run, size_t count, double mbps) {
+    const auto expect = reference(DType::kFloat32, Op::kSum, run.in, count);
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(run.out[r], expect) << "rank " << r;
+    const uint64_t sent = metric_sum(metrics(), "conflux_dataplane_bytes_out_total");
+    const double rate = mbps * 1e6 / 8;
+    const double debt = GetParam() == "dpdk" ? 256 * kDatagram : kDatagram;
+    const double slack = static_cast<double>(daemon().data_ports().size()) * (65536 + debt);
+    EXPECT_GE(sent, 2 * count * 4);
+    EXPECT_GE(run.elapsed, (static_cast<double>(sent) - slack) / rate)
+        << sent << " result bytes left in " << run.elapsed << " s, faster than " << mbps
+        << " Mbit/s allows";
+  }
+};
+
 TEST_P(DataplanePacing, ResultEgressStaysUnderMaxMbps) {
   start(paced_config(base_config(), 32));  // 4 MB/s over all queues
   auto workers = join_job(paced_job(77), 2);
@@ -60,19 +78,7 @@ TEST_P(DataplanePacing, ResultEgressStaysUnderMaxMbps) {
   PacedRun run;
   paced_allreduce(ptrs(workers), count, 9, &run);
   ASSERT_TRUE(run.ok);
-  const auto expect = reference(DType::kFloat32, Op::kSum, run.in, count);
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(run.out[r], expect) << "rank " << r;
-
-  // What the buckets can let out in `elapsed`: rate x time, plus each queue's full burst and
-  // one send of debt (a datagram; a tx burst of up to 256 frames with dpdk).
-  const uint64_t sent = metric_sum(metrics(), "conflux_dataplane_bytes_out_total");
-  const double rate = 32e6 / 8;
-  const double debt = GetParam() == "dpdk" ? 256 * kDatagram : kDatagram;
-  const double queues = static_cast<double>(daemon().data_ports().size());
-  const double slack = queues * (65536 + debt);
-  EXPECT_GE(sent, 2 * count * 4);
-  EXPECT_GE(run.elapsed, (static_cast<double>(sent) - slack) / rate)
-      << sent << " result bytes left in " << run.elapsed << " s, faster than max_mbps allows";
+  expect_exact_and_paced(run, count, 32);
 }
 
 // conflux throttle of a live job: a daemon started with no cap is capped through POST
@@ -93,15 +99,7 @@ TEST_P(DataplanePacing, ThrottleOfALiveJobPacesItsResults) {
   PacedRun run;
   paced_allreduce(ptrs(workers), count, 6, &run);
   ASSERT_TRUE(run.ok);
-  const auto expect = reference(DType::kFloat32, Op::kSum, run.in, count);
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(run.out[r], expect) << "rank " << r;
-  const uint64_t sent = metric_sum(metrics(), "conflux_dataplane_bytes_out_total");
-  const double rate = 32e6 / 8;
-  const double debt = GetParam() == "dpdk" ? 256 * kDatagram : kDatagram;
-  const double slack = static_cast<double>(daemon().data_ports().size()) * (65536 + debt);
-  EXPECT_GE(sent, 2 * count * 4);
-  EXPECT_GE(run.elapsed, (static_cast<double>(sent) - slack) / rate)
-      << sent << " result bytes left in " << run.elapsed << " s after the throttle";
+  expect_exact_and_paced(run, count, 32);  // the new cap, from the first result on
 }
 
 // Fair share under max_mbps: with two jobs live, each job's result sends are paced to half the
