@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -56,6 +57,88 @@ std::string read_secret_file(const std::string& path, std::string* secret) {
   return "";
 }
 
+constexpr int64_t kMaxTenantWeight = 1000;
+
+bool valid_tenant_name(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-';
+  });
+}
+
+// `[tenants.NAME]` tables: secret or secret_file, and weight.
+std::string apply_tenants(Config& cfg, const toml::node& node, const std::string& source) {
+  const toml::table* all = node.as_table();
+  if (all == nullptr) {
+    return fmt::format("invalid value for 'tenants' (from {}): expected tables [tenants.NAME]",
+                       source);
+  }
+  for (const auto& [name_key, tnode] : *all) {
+    const std::string name(name_key.str());
+    if (!valid_tenant_name(name)) {
+      return fmt::format("invalid tenant name '{}' (from {}): 1-64 letters, digits, '_' or '-'",
+                         name, source);
+    }
+    const toml::table* t = tnode.as_table();
+    if (t == nullptr) {
+      return fmt::format("invalid value for 'tenants.{}' (from {}): expected a table", name,
+                         source);
+    }
+    Tenant tenant;
+    tenant.name = name;
+    for (const auto& [key, v] : *t) {
+      const std::string where = fmt::format("tenants.{}.{}", name, key.str());
+      if (key.str() == "weight") {
+        auto w = v.value_exact<int64_t>();
+        if (!w || *w < 1 || *w > kMaxTenantWeight) {
+          return fmt::format("invalid value for '{}' (from {}): expected an integer in [1, {}]",
+                             where, source, kMaxTenantWeight);
+        }
+        tenant.weight = *w;
+      } else if (key.str() == "secret" || key.str() == "secret_file") {
+        auto text = v.value_exact<std::string>();
+        if (!text) {
+          return fmt::format("invalid value for '{}' (from {}): expected a string", where, source);
+        }
+        (key.str() == "secret" ? tenant.secret : tenant.secret_file) = *text;
+      } else {
+        return fmt::format("unknown key '{}' in {}", where, source);
+      }
+    }
+    cfg.tenants.push_back(std::move(tenant));
+  }
+  return "";
+}
+
+// Every tenant has exactly one secret, and no two secrets (the shared one included) are equal:
+// a Join's MAC names one tenant.
+std::string finalize_tenants(Config& cfg) {
+  for (Tenant& t : cfg.tenants) {
+    if (t.secret.empty() == t.secret_file.empty()) {
+      return fmt::format(
+          "tenant '{}': set exactly one of 'tenants.{}.secret' and "
+          "'tenants.{}.secret_file'",
+          t.name, t.name, t.name);
+    }
+    if (!t.secret_file.empty()) {
+      if (std::string err = read_secret_file(t.secret_file, &t.secret); !err.empty()) {
+        return fmt::format("tenant '{}': {}", t.name, err);
+      }
+    }
+    if (t.secret == cfg.secret) {
+      return fmt::format("tenant '{}' has the shared 'secret': a tenant needs a secret of its own",
+                         t.name);
+    }
+    for (const Tenant& u : cfg.tenants) {
+      if (&u == &t) break;
+      if (u.secret == t.secret) {
+        return fmt::format("tenants '{}' and '{}' have the same secret", u.name, t.name);
+      }
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 std::optional<std::string> process_env(const std::string& name) {
@@ -88,6 +171,10 @@ std::string apply_toml_file(Config& cfg, const std::string& path) {
   }
   const std::string source = "file " + path;
   for (const auto& [key, node] : tbl) {
+    if (key.str() == "tenants") {
+      if (std::string err = apply_tenants(cfg, node, source); !err.empty()) return err;
+      continue;
+    }
     const ParamInfo* p = find_param(key.str());
     if (p == nullptr) return fmt::format("unknown key '{}' in {}", key.str(), source);
     if (std::string err = apply_toml_node(cfg, *p, node, source); !err.empty()) return err;
@@ -113,8 +200,9 @@ std::string finalize_config(Config& cfg) {
       return err;
     }
   }
-  if (cfg.data_mac && cfg.secret.empty()) {
-    return "'data_mac' needs a shared secret: set 'secret' or 'secret_file'";
+  if (std::string err = finalize_tenants(cfg); !err.empty()) return err;
+  if (cfg.data_mac && !cfg.auth_required()) {
+    return "'data_mac' needs a shared secret: set 'secret', 'secret_file' or a tenant";
   }
   if (!cfg.parent.empty()) {
     sockaddr_in a{};
@@ -150,6 +238,9 @@ std::string config_to_toml(const Config& cfg) {
     std::string v = param_value_toml(cfg, p);
     if (p.key == "secret" && !cfg.secret.empty()) v = "\"<redacted>\"";
     out += fmt::format("{} = {}\n", p.key, v);
+  }
+  for (const Tenant& t : cfg.tenants) {
+    out += fmt::format("\n[tenants.{}]\nsecret = \"<redacted>\"\nweight = {}\n", t.name, t.weight);
   }
   return out;
 }

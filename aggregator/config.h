@@ -15,6 +15,16 @@
 
 namespace conflux::agg {
 
+// A tenant (`[tenants.NAME]` in the TOML file): the jobs whose Joins authenticate with its
+// secret get `weight` parts of the daemon's bandwidth where a job of the shared `secret` gets
+// one (aggregator/README.md "Fair share"). Its secret also keys its jobs' data MAC.
+struct Tenant {
+  std::string name;
+  std::string secret;
+  std::string secret_file;
+  int64_t weight = 1;
+};
+
 // The effective configuration. Field names equal the parameter keys.
 struct Config {
   std::string listen = "0.0.0.0";
@@ -60,6 +70,11 @@ struct Config {
   int64_t multicast_ttl = 1;
   std::string multicast_interface = "";
   int64_t multicast_probe_ms = 1000;
+  // Not in the parameter table: only a TOML file holds tenants (each a table of its own).
+  std::vector<Tenant> tenants;
+
+  // Joins must carry a MAC: a shared secret or a tenant is configured.
+  bool auth_required() const { return !secret.empty() || !tenants.empty(); }
 };
 
 enum class ParamType : uint8_t { kInt, kDouble, kBool, kString };
@@ -93,7 +108,8 @@ std::string set_param_string(Config& cfg, const ParamInfo& p, std::string_view v
 std::string param_value_toml(const Config& cfg, const ParamInfo& p);
 
 // Checks that need more than one field (port ranges, fault injection compiled in, secret
-// file readable) and resolves secret_file into secret. Returns "" or an error.
+// file readable, tenants) and resolves every secret_file into its secret. Returns "" or an
+// error.
 std::string finalize_config(Config& cfg);
 
 // Applies a TOML file. Unknown keys and wrongly typed values are errors.
@@ -111,7 +127,7 @@ LoadStatus load_config(std::span<const std::string> args, const EnvLookup& env, 
 // Process environment lookup for load_config.
 std::optional<std::string> process_env(const std::string& name);
 
-// The effective configuration as a TOML document (secret redacted).
+// The effective configuration as a TOML document (secrets redacted, tenants last).
 std::string config_to_toml(const Config& cfg);
 
 // The list of dataplane backends compiled into this binary ("udp", ...).

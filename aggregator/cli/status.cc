@@ -89,6 +89,14 @@ DaemonStatus query_status(const std::string& address, int interval_ms, int timeo
   const auto b1 = by_job(m, "conflux_job_bytes_in_total");
   const auto jd = by_job(m, "conflux_job_drops_total");
   const auto jr = by_job(m, "conflux_job_unicast_resends_total");
+  const auto grants = by_job(m, "conflux_job_grant_mbps");
+  const auto weights = by_job(m, "conflux_job_share_weight");
+  std::map<std::string, std::string> tenants;
+  for (const Sample& x : m) {
+    if (x.name == "conflux_job_share_weight" && x.labels.count("job") && x.labels.count("tenant")) {
+      tenants[x.labels.at("job")] = x.labels.at("tenant");
+    }
+  }
   for (const auto& [id, w] : workers) {
     JobStatus j;
     j.id = id;
@@ -101,6 +109,9 @@ DaemonStatus query_status(const std::string& address, int interval_ms, int timeo
     j.bytes_per_s /= dt;
     j.drops = jd.count(id) ? static_cast<uint64_t>(jd.at(id)) : 0;
     j.retransmits = jr.count(id) ? static_cast<uint64_t>(jr.at(id)) : 0;
+    j.grant_mbps = grants.count(id) ? static_cast<uint64_t>(grants.at(id)) : 0;
+    j.share_weight = weights.count(id) ? static_cast<uint64_t>(weights.at(id)) : 1;
+    j.tenant = tenants.count(id) ? tenants.at(id) : "";
     d.jobs.push_back(j);
   }
   d.ok = d.health == "ok";
@@ -127,8 +138,9 @@ std::string status_table(const std::vector<DaemonStatus>& all) {
     for (const JobStatus& j : d.jobs) {
       out += fmt::format(
           "  job {:<10} workers {:>4}  slots {:>5}  {:>11.0f} pkt/s {:>12.0f} B/s  drops {}  "
-          "retrans {}\n",
-          j.id, j.workers, j.slots, j.packets_per_s, j.bytes_per_s, j.drops, j.retransmits);
+          "retrans {}  grant {} Mbit/s  weight {}{}\n",
+          j.id, j.workers, j.slots, j.packets_per_s, j.bytes_per_s, j.drops, j.retransmits,
+          j.grant_mbps, j.share_weight, j.tenant.empty() ? "" : " (tenant " + j.tenant + ")");
     }
   }
   return out;
@@ -155,9 +167,10 @@ std::string status_json(const std::vector<DaemonStatus>& all) {
         const JobStatus& j = d.jobs[k];
         out += fmt::format(
             "{}{{\"id\": {}, \"workers\": {}, \"slots\": {}, \"packets_per_second\": {:.1f}, "
-            "\"bytes_per_second\": {:.1f}, \"drops\": {}, \"retransmits_served\": {}}}",
+            "\"bytes_per_second\": {:.1f}, \"drops\": {}, \"retransmits_served\": {}, "
+            "\"grant_mbps\": {}, \"share_weight\": {}, \"tenant\": {}}}",
             k ? ", " : "", json_string(j.id), j.workers, j.slots, j.packets_per_s, j.bytes_per_s,
-            j.drops, j.retransmits);
+            j.drops, j.retransmits, j.grant_mbps, j.share_weight, json_string(j.tenant));
       }
       out += "]";
     }

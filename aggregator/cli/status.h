@@ -16,6 +16,9 @@ struct JobStatus {
   double bytes_per_s = 0;
   uint64_t drops = 0;        // of its datagrams, dropped by the slot state machine
   uint64_t retransmits = 0;  // results served again
+  uint64_t grant_mbps = 0;   // its fair share of the daemon's bandwidth (0 = unknown)
+  uint64_t share_weight = 1;
+  std::string tenant;  // "" = the shared secret
 };
 
 struct DaemonStatus {

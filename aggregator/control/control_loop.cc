@@ -166,7 +166,7 @@ void ControlPlane::accept_all(int listen_fd, Connection::Kind kind) {
     hello.support_mask = (uint64_t{1} << (kNumDTypes * kNumOps)) - 1;  // every (dtype, op)
     hello.max_payload_bytes = static_cast<uint32_t>(cfg_.max_payload_bytes);
     hello.max_slots_per_job = static_cast<uint32_t>(cfg_.max_slots_per_job);
-    hello.auth_required = cfg_.secret.empty() ? 0 : 1;
+    hello.auth_required = cfg_.auth_required() ? 1 : 0;
     send(c, hello);
   }
 }

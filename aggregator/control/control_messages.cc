@@ -137,7 +137,8 @@ void ControlPlane::handle_join(Connection& c, const proto::Join& j) {
     deliver(c.id, ack);
     return;
   }
-  if (!cfg_.secret.empty() && !same_mac(j.auth_mac, proto::join_mac(cfg_.secret, c.nonce, j))) {
+  const std::optional<uint32_t> tenant = authenticate(c, j);
+  if (!tenant) {
     if (uint64_t s = 0; may_log(LogKind::kJoin, &s)) {
       spdlog::warn(
           "control connection {}: Join for job key {:016x} rank {} failed authentication ({} "
@@ -150,7 +151,19 @@ void ControlPlane::handle_join(Connection& c, const proto::Join& j) {
     return;
   }
   c.state = Connection::State::kPending;
-  manager_.on_join(c.id, j, c.peer, Clock::now(), *this);
+  manager_.on_join(c.id, j, *tenant, c.peer, Clock::now(), *this);
+}
+
+std::optional<uint32_t> ControlPlane::authenticate(const Connection& c,
+                                                   const proto::Join& j) const {
+  if (!cfg_.auth_required()) return kSharedTenant;
+  if (!cfg_.secret.empty() && same_mac(j.auth_mac, proto::join_mac(cfg_.secret, c.nonce, j))) {
+    return kSharedTenant;
+  }
+  for (uint32_t i = 0; i < cfg_.tenants.size(); ++i) {
+    if (same_mac(j.auth_mac, proto::join_mac(cfg_.tenants[i].secret, c.nonce, j))) return i + 1;
+  }
+  return std::nullopt;
 }
 
 void ControlPlane::deliver(ConnId conn, const proto::JoinAck& ack) {

@@ -82,6 +82,9 @@ class ControlPlane final : private JoinOutbox {
   void parse_frames(Connection& c);
   void handle(Connection& c, proto::ControlMsg& m);
   void handle_join(Connection& c, const proto::Join& j);
+  // Whose secret made the Join's MAC: kSharedTenant (the shared secret, or no authentication
+  // configured) or 1 + the index of the tenant in cfg_.tenants; nullopt when none did.
+  std::optional<uint32_t> authenticate(const Connection& c, const proto::Join& j) const;
   void send(Connection& c, const proto::ControlMsg& m);
   void fail(Connection& c, proto::Status s, ControlErrorReason why, const std::string& text);
   void deliver(ConnId conn, const proto::JoinAck& ack) override;

@@ -13,6 +13,14 @@ using proto::Join;
 using proto::JoinAck;
 using proto::Status;
 
+namespace {
+
+std::string tenant_label(std::string_view name) {
+  return name.empty() ? std::string("the shared secret") : fmt::format("tenant '{}'", name);
+}
+
+}  // namespace
+
 JobManager::JobManager(const Config& cfg, JobTable& jobs, std::vector<uint16_t> ports,
                        ControlCounters& counters, UplinkClient* uplink,
                        MulticastAgreement* multicast)
@@ -29,7 +37,19 @@ void JobManager::reject(ConnId conn, Status s, JoinOutbox& out) {
   out.deliver(conn, ack);
 }
 
-void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
+std::string_view JobManager::tenant_name(uint32_t tenant) const {
+  return tenant == kSharedTenant ? std::string_view() : cfg_.tenants.at(tenant - 1).name;
+}
+
+uint32_t JobManager::tenant_weight(uint32_t tenant) const {
+  return tenant == kSharedTenant ? 1 : static_cast<uint32_t>(cfg_.tenants.at(tenant - 1).weight);
+}
+
+const std::string& JobManager::tenant_secret(uint32_t tenant) const {
+  return tenant == kSharedTenant ? cfg_.secret : cfg_.tenants.at(tenant - 1).secret;
+}
+
+void JobManager::on_join(ConnId conn, const Join& join, uint32_t tenant, const sockaddr_in& peer,
                          Clock::time_point now, JoinOutbox& out) {
   if (join.rank >= join.n_workers) return reject(conn, Status::kBadRank, out);
   // With the data MAC a packet is 28 bytes longer than its payload: the grant takes them from
@@ -56,6 +76,7 @@ void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
   Pending& p = it->second;
   if (fresh) {
     p.first = join;
+    p.tenant = tenant;
     const int64_t ms = join.join_timeout_ms == 0
                            ? cfg_.join_timeout_ms
                            : std::min<int64_t>(join.join_timeout_ms, cfg_.join_timeout_ms);
@@ -70,6 +91,18 @@ void JobManager::on_join(ConnId conn, const Join& join, const sockaddr_in& peer,
     }
   } else {
     const Join& f = p.first;
+    if (tenant != p.tenant) {
+      // A rank of another tenant (or of the shared secret) cannot enter this job: its secret
+      // would not key the job's data MAC, and tenants are kept apart.
+      if (uint64_t s = 0; log_limit_.allow(&s)) {
+        spdlog::warn(
+            "job key {:016x}: rank {} authenticated as {} but the job is {}; refused ({} similar "
+            "suppressed)",
+            join.job_key, join.rank, tenant_label(tenant_name(tenant)),
+            tenant_label(tenant_name(p.tenant)), s);
+      }
+      return reject(conn, Status::kAuthFailed, out);
+    }
     // The multicast bits and capacity are each rank's own; the other flags must agree.
     constexpr uint8_t kPerRank =
         proto::kJoinFlagMulticast | proto::kJoinFlagMulticastNoProbe | proto::kJoinFlagCapacity;
@@ -173,7 +206,9 @@ void JobManager::create(uint64_t key, Pending& p, uint32_t granted, uint32_t pay
   jp.n_workers = f.n_workers;
   jp.slots = granted;
   jp.payload_bytes = payload_bytes;
-  if (cfg_.data_mac) jp.mac_key = proto::derive_data_key(cfg_.secret, id, jp.token);
+  if (cfg_.data_mac) jp.mac_key = proto::derive_data_key(tenant_secret(p.tenant), id, jp.token);
+  jp.tenant = tenant_name(p.tenant);
+  jp.share_weight = tenant_weight(p.tenant);
   jp.deterministic = deterministic;
   jp.served = p.joined;
   jp.weight.assign(f.n_workers, 0);
@@ -182,6 +217,7 @@ void JobManager::create(uint64_t key, Pending& p, uint32_t granted, uint32_t pay
   jp.uplink = std::move(uplink);
   Active a{id, granted, std::vector<ConnId>(f.n_workers, 0), 0,
            std::vector<bool>(f.n_workers, false)};
+  a.share_weight = jp.share_weight;
   for (uint32_t r = 0; r < f.n_workers; ++r) {
     auto& w = p.ranks[r];
     if (!w) continue;
@@ -228,10 +264,14 @@ void JobManager::create(uint64_t key, Pending& p, uint32_t granted, uint32_t pay
   counters_.jobs_created.inc();
   counters_.jobs_active.set(active_.size());
   counters_.slots_in_use.set(slots_used_);
-  spdlog::info("job {} (key {:016x}) created: {} of {} ranks here, {} slots, {} bytes/packet{}{}{}",
-               id, key, p.joined, f.n_workers, granted, ack.payload_bytes,
-               (ack.flags & proto::kJoinFlagDeterministic) ? ", deterministic" : "",
-               cfg_.data_mac ? ", data MAC" : "", leaf ? ", under the parent aggregator" : "");
+  spdlog::info(
+      "job {} (key {:016x}) created: {} of {} ranks here, {} slots, {} bytes/packet{}{}{}{}", id,
+      key, p.joined, f.n_workers, granted, ack.payload_bytes,
+      (ack.flags & proto::kJoinFlagDeterministic) ? ", deterministic" : "",
+      cfg_.data_mac ? ", data MAC" : "", leaf ? ", under the parent aggregator" : "",
+      p.tenant == kSharedTenant
+          ? std::string()
+          : fmt::format(", tenant {} (weight {})", tenant_name(p.tenant), tenant_weight(p.tenant)));
   for (auto& w : p.ranks) {
     if (w) out.deliver(w->conn, ack);
   }
@@ -371,17 +411,22 @@ size_t JobManager::regrant_all(proto::CapacityReason why, JoinOutbox& out) {
 size_t JobManager::regrant_except(std::optional<uint64_t> changed, proto::CapacityReason why,
                                   JoinOutbox& out) {
   if (active_.empty()) return 0;
-  const uint32_t share = capacity_mbps_ / static_cast<uint32_t>(active_.size());
-  // A job alone is not paced beyond the daemon's own max_mbps bucket (as before fair share).
-  const uint32_t pace = enforce_ && active_.size() > 1 ? std::max<uint32_t>(share, 1) : 0;
+  uint64_t weights = 0;
+  for (const auto& [key, a] : active_) weights += a.share_weight;
   size_t told = 0;
   for (auto& [key, a] : active_) {
+    // In proportion to the weights: with no demands known, that is the weighted max-min share.
+    const auto share = static_cast<uint32_t>(uint64_t{capacity_mbps_} * a.share_weight / weights);
+    // A job alone is not paced beyond the daemon's own max_mbps bucket (as before fair share).
+    const uint32_t pace = enforce_ && active_.size() > 1 ? std::max<uint32_t>(share, 1) : 0;
     const bool moved = a.job->grant_mbps() != share;
     a.job->set_grant(share, pace);
     // The joining job gets its grant in the Capacity after its JoinAck.
     if (!moved || key == changed) continue;
-    spdlog::info("job {} (key {:016x}): grant now {} Mbit/s of {} ({} live jobs; {})", a.job_id,
-                 key, share, capacity_mbps_, active_.size(), proto::capacity_reason_name(why));
+    spdlog::info(
+        "job {} (key {:016x}): grant now {} Mbit/s of {} ({} live jobs, weight {} of {}; {})",
+        a.job_id, key, share, capacity_mbps_, active_.size(), a.share_weight, weights,
+        proto::capacity_reason_name(why));
     for (ConnId c : a.conns) {
       if (c != 0) out.send_grant(c, share, why);
     }

@@ -6,8 +6,9 @@
 // parent through the UplinkClient and creates the job with the parent's grant. Deletes a job
 // when every member has left or disconnected (a leaf then leaves the parent); a lost parent
 // ends the leaf's job for its members. Fair share: the daemon's bandwidth capacity is divided
-// in equal parts among the live jobs (max-min fair without per-job weights: a Join carries
-// nothing an operator could key a weight on); when a job joins or leaves, every other live job
+// among the live jobs in proportion to their weights (1 for the shared secret, the tenant's
+// weight for a job whose Joins authenticated with a tenant's secret; every rank of a job must
+// be of the same tenant); when a job joins or leaves, every other live job
 // whose grant changed is told (Capacity update, SPEC.md §3), and with max_mbps each job's
 // result sends are paced to its grant while more than one job is live. Control thread only.
 #pragma once
@@ -32,6 +33,10 @@ namespace conflux::agg {
 
 using ConnId = uint64_t;
 using Clock = std::chrono::steady_clock;
+
+// Who a Join authenticated as: kSharedTenant (the shared secret, or no authentication
+// configured), else 1 + the tenant's index in Config::tenants.
+inline constexpr uint32_t kSharedTenant = 0;
 
 // Where JobManager sends its answers (implemented by the control plane).
 class JoinOutbox {
@@ -60,10 +65,10 @@ class JobManager {
   // Handles what the UplinkClient reports (call when its event fd is readable).
   void on_uplink_events(JoinOutbox& out);
 
-  // A validated (and authenticated) Join from `conn`; `peer` is the TCP peer address, used
-  // when join.udp_addr is 0. Answers through `out`, now or when the rendezvous completes.
-  void on_join(ConnId conn, const proto::Join& join, const sockaddr_in& peer, Clock::time_point now,
-               JoinOutbox& out);
+  // A validated Join from `conn`, authenticated as `tenant`; `peer` is the TCP peer address,
+  // used when join.udp_addr is 0. Answers through `out`, now or when the rendezvous completes.
+  void on_join(ConnId conn, const proto::Join& join, uint32_t tenant, const sockaddr_in& peer,
+               Clock::time_point now, JoinOutbox& out);
 
   // The connection that joined (job_key, rank) left, closed or timed out. `member` tells
   // whether it had received its JoinAck (else it was still waiting in the rendezvous);
@@ -106,6 +111,7 @@ class JobManager {
   };
   struct Pending {
     proto::Join first;
+    uint32_t tenant = kSharedTenant;  // of the first Join; every other rank's must match
     Clock::time_point deadline;
     std::vector<std::optional<Waiting>> ranks;
     uint32_t joined = 0;  // weight joined so far
@@ -123,7 +129,13 @@ class JobManager {
     bool broken = false;        // a child aggregator was lost: on_tick() ends the job for the rest
     Job* job = nullptr;         // published; freed only after retire(); holds its grant
     uint64_t result_bytes = 0;  // at the last rate sample
+    uint32_t share_weight = 1;  // its parts of the capacity (its tenant's weight)
   };
+
+  // The tenant's name for logs and metrics ("" for kSharedTenant), its weight and secret.
+  std::string_view tenant_name(uint32_t tenant) const;
+  uint32_t tenant_weight(uint32_t tenant) const;
+  const std::string& tenant_secret(uint32_t tenant) const;
 
   void complete(uint64_t key, Pending& p, Clock::time_point now, JoinOutbox& out);
   // Creates and publishes the job, answers its members and starts its multicast agreement.

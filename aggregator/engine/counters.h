@@ -35,10 +35,11 @@ struct alignas(64) QueueCounters {
   Counter bytes_out;
   Counter retransmits_served;  // results re-sent from a COMPLETE bank
   Counter slots_completed;
-  Counter send_errors;                    // datagrams the kernel refused to send
-  Counter gso_sends;                      // sends of several datagrams at once (UDP GSO)
-  Counter gro_receives;                   // received buffers of several datagrams (UDP GRO)
-  Counter uplink_resends;                 // tree leaf: partial results sent up again
+  Counter send_errors;     // datagrams the kernel refused to send
+  Counter gso_sends;       // sends of several datagrams at once (UDP GSO)
+  Counter gro_receives;    // received buffers of several datagrams (UDP GRO)
+  Counter uplink_resends;  // tree leaf: partial results sent up again
+  Counter deferred;        // result messages set aside while their job's bucket was in debt
   Counter drops[proto::kNumDropReasons];  // index = DropReason; [0] unused
   Counter faults[kNumFaultKinds];         // injected faults (test builds)
 

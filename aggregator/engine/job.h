@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "aggregator/engine/counters.h"
@@ -30,6 +31,10 @@ struct JobParams {
   std::vector<sockaddr_in> workers;  // result address of each rank (index = rank)
   // Data MAC key (SPEC.md §6), or nullopt: the job's packets carry no MAC.
   std::optional<proto::DataKey> mac_key;
+  // Fair share: the tenant whose secret its Joins carried ("" = the shared secret) and the
+  // job's weight in the division of the daemon's bandwidth (control/job_manager.h).
+  std::string tenant;
+  uint32_t share_weight = 1;
 
   // Reduction tree (SPEC.md §7). Depth 1 (the default): every rank is a member of weight 1
   // and served == n_workers. Otherwise only the ranks in `members` joined here, each

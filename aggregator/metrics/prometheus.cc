@@ -78,6 +78,10 @@ void dataplane_metrics(Writer& w, const Dataplane& dp) {
   queue_family(w, dp, "conflux_dataplane_gso_sends_total",
                "Sends that carried several RESULT datagrams to one worker (UDP GSO).",
                [](const QueueCounters& c) { return c.gso_sends.get(); });
+  queue_family(w, dp, "conflux_dataplane_deferred_total",
+               "Result sends set aside while their job was over its fair share (sent later, in "
+               "order, while the thread serves the other jobs).",
+               [](const QueueCounters& c) { return c.deferred.get(); });
   queue_family(w, dp, "conflux_dataplane_gro_receives_total",
                "Received buffers that held several coalesced datagrams (UDP GRO).",
                [](const QueueCounters& c) { return c.gro_receives.get(); });
@@ -143,6 +147,14 @@ void job_metrics(Writer& w, const JobTable& jobs) {
            "unknown).");
   jobs.for_each_live([&](const Job& j) {
     w.sample("conflux_job_grant_mbps", fmt::format("job=\"{}\"", j.id()), j.grant_mbps());
+  });
+  w.family("conflux_job_share_weight", "gauge",
+           "The job's weight in the division of the capacity (its tenant's weight; tenant=\"\" "
+           "for the shared secret).");
+  jobs.for_each_live([&](const Job& j) {
+    w.sample("conflux_job_share_weight",
+             fmt::format("job=\"{}\",tenant=\"{}\"", j.id(), j.params().tenant),
+             j.params().share_weight);
   });
   w.family("conflux_job_paced_mbps", "gauge",
            "What the job's result sends are paced to, Mbit/s (0 = not paced: alone, or no "

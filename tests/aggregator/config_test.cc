@@ -195,6 +195,71 @@ TEST(ConfigTest, SecretFileIsReadAndTrimmed) {
   unlink(file.c_str());
 }
 
+// Tenants: [tenants.NAME] tables with one secret each and a weight; every mistake names the
+// tenant's key; --print-config shows them with the secrets redacted and loads back.
+TEST(ConfigTest, TenantsComeFromTheFileWithTheirWeights) {
+  const std::string key_file = temp_file("batch-key\n");
+  const std::string file = temp_file(
+      "max_mbps = 1000\n[tenants.research]\nsecret = \"r-key\"\n"
+      "weight = 3\n[tenants.batch]\nsecret_file = \"" +
+      key_file + "\"\n");
+  Loaded l = load({"--config", file});
+  ASSERT_EQ(l.status, LoadStatus::kOk) << l.message;
+  ASSERT_EQ(l.cfg.tenants.size(), 2u);
+  std::map<std::string, const Tenant*> by_name;
+  for (const Tenant& t : l.cfg.tenants) by_name[t.name] = &t;
+  ASSERT_TRUE(by_name.contains("research") && by_name.contains("batch"));
+  EXPECT_EQ(by_name["research"]->secret, "r-key");
+  EXPECT_EQ(by_name["research"]->weight, 3);
+  EXPECT_EQ(by_name["batch"]->secret, "batch-key");  // read from the file, newline trimmed
+  EXPECT_EQ(by_name["batch"]->weight, 1);            // the default
+  EXPECT_TRUE(l.cfg.auth_required()) << "tenants without a shared secret still authenticate";
+  EXPECT_FALSE(Config{}.auth_required());
+
+  l = load({"--config", file, "--print-config"});
+  ASSERT_EQ(l.status, LoadStatus::kExitSuccess);
+  EXPECT_NE(l.message.find("[tenants.research]\nsecret = \"<redacted>\"\nweight = 3"),
+            std::string::npos)
+      << l.message;
+  EXPECT_EQ(l.message.find("r-key"), std::string::npos);
+  EXPECT_EQ(l.message.find("batch-key"), std::string::npos);
+  unlink(file.c_str());
+  unlink(key_file.c_str());
+
+  // data_mac is satisfied by a tenant's secret (each job is keyed by its tenant's).
+  const std::string mac = temp_file("data_mac = true\n[tenants.a]\nsecret = \"k\"\n");
+  l = load({"--config", mac});
+  EXPECT_EQ(l.status, LoadStatus::kOk) << l.message;
+  unlink(mac.c_str());
+}
+
+TEST(ConfigTest, TenantMistakesNameTheKey) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[tenants.a]\nsecret = \"k\"\nweight = 0\n", "'tenants.a.weight'"},
+      {"[tenants.a]\nsecret = \"k\"\nweight = 1001\n", "'tenants.a.weight'"},
+      {"[tenants.a]\nsecret = \"k\"\nweight = \"3\"\n", "'tenants.a.weight'"},
+      {"[tenants.a]\nsecret = \"k\"\nshare = 3\n", "unknown key 'tenants.a.share'"},
+      {"[tenants.a]\nsecret = 7\n", "'tenants.a.secret'"},
+      {"[tenants.a]\nweight = 2\n", "exactly one of 'tenants.a.secret'"},
+      {"[tenants.a]\nsecret = \"k\"\nsecret_file = \"/etc/hostname\"\n",
+       "exactly one of 'tenants.a.secret'"},
+      {"[tenants.a]\nsecret_file = \"/nonexistent/key\"\n", "tenant 'a': cannot read"},
+      {"[tenants.a]\nsecret = \"k\"\n[tenants.b]\nsecret = \"k\"\n",
+       "tenants 'a' and 'b' have the same secret"},
+      {"secret = \"k\"\n[tenants.a]\nsecret = \"k\"\n", "tenant 'a' has the shared 'secret'"},
+      {"[tenants.\"bad name\"]\nsecret = \"k\"\n", "invalid tenant name 'bad name'"},
+      {"tenants = 3\n", "'tenants'"},
+      {"[tenants]\na = 3\n", "'tenants.a'"},
+  };
+  for (const auto& [text, want] : cases) {
+    const std::string file = temp_file(text);
+    const Loaded l = load({"--config", file});
+    EXPECT_EQ(l.status, LoadStatus::kError) << text;
+    EXPECT_NE(l.message.find(want), std::string::npos) << text << " -> " << l.message;
+    unlink(file.c_str());
+  }
+}
+
 TEST(ConfigTest, HelpAndPrintConfigExitSuccessfully) {
   Loaded l = load({"--help"});
   EXPECT_EQ(l.status, LoadStatus::kExitSuccess);

@@ -202,6 +202,82 @@ TEST_P(ControlPlane, ThrottleTellsEveryJobItsNewGrant) {
   EXPECT_EQ(metric_sum(metrics(), "conflux_max_mbps"), 0u);
 }
 
+// Tenants (aggregator/README.md "Tenants"): a job's weight is its tenant's, named by the secret
+// its Joins authenticate with; grants follow the weights and every job hears its new one. A
+// rank of another tenant cannot enter a job; with tenants every Join must authenticate.
+TEST_P(ControlPlane, TenantWeightsDivideTheCapacity) {
+  Config cfg = capped_config(base_config());
+  cfg.secret = "shared-secret";
+  cfg.tenants = {Tenant{"research", "research-secret", "", 3},
+                 Tenant{"batch", "batch-secret", "", 1}};
+  start(cfg);
+  const size_t threads = daemon().data_ports().size();
+  JoinSpec spec = capacity_job(71);
+  spec.secret = "research-secret";
+  auto research = join_job(spec, 2);
+  expect_grants(research, 1000, proto::CapacityReason::kJoined, threads);
+  EXPECT_EQ(research[0]->ctl.hello().auth_required, 1);
+
+  spec.job_key = 72;
+  spec.secret = "shared-secret";  // weight 1
+  auto shared = join_job(spec, 1);
+  expect_grants(shared, 250, proto::CapacityReason::kJoined, threads);
+  expect_grants(research, 750, proto::CapacityReason::kJobJoined, threads);
+  spec.job_key = 73;
+  spec.secret = "batch-secret";  // weights 3 + 1 + 1
+  auto batch = join_job(spec, 1);
+  expect_grants(batch, 200, proto::CapacityReason::kJoined, threads);
+  expect_grants(research, 600, proto::CapacityReason::kJobJoined, threads);
+  expect_grants(shared, 200, proto::CapacityReason::kJobJoined, threads);
+  const std::string m = metrics();
+  const auto weight = [&](const proto::JoinAck& ack, const std::string& tenant) {
+    return metric_sum(m, "conflux_job_share_weight",
+                      {{"job", std::to_string(ack.job_id)}, {"tenant", tenant}});
+  };
+  EXPECT_EQ(weight(research[0]->ack, "research"), 3u);
+  EXPECT_EQ(weight(shared[0]->ack, ""), 1u);
+  EXPECT_EQ(weight(batch[0]->ack, "batch"), 1u);
+  EXPECT_EQ(
+      metric_sum(m, "conflux_job_grant_mbps", {{"job", std::to_string(research[0]->ack.job_id)}}),
+      600u);
+
+  // Job 74: rank 0 of tenant batch opens it; rank 1 authenticating as research, or with the
+  // shared secret, is refused; rank 1 of batch completes it.
+  spec = capacity_job(74);
+  spec.n_workers = 2;
+  spec.secret = "batch-secret";
+  Worker first;
+  ASSERT_TRUE(first.start_join(daemon().control_port(), spec));
+  spec.rank = 1;
+  for (const char* other : {"research-secret", "shared-secret"}) {
+    spec.secret = other;
+    Worker intruder;
+    ASSERT_TRUE(intruder.start_join(daemon().control_port(), spec));
+    EXPECT_EQ(intruder.finish_join(3000), Status::kAuthFailed) << other;
+  }
+  spec.secret = "not-a-tenant";
+  Worker stranger;
+  ASSERT_TRUE(stranger.start_join(daemon().control_port(), spec));
+  EXPECT_EQ(stranger.finish_join(3000), Status::kAuthFailed);
+  spec.secret.clear();  // tenants configured: a Join without a MAC is refused
+  Worker anonymous;
+  ASSERT_TRUE(anonymous.start_join(daemon().control_port(), spec));
+  EXPECT_EQ(anonymous.finish_join(3000), Status::kAuthFailed);
+  spec.secret = "batch-secret";
+  Worker second;
+  ASSERT_TRUE(second.start_join(daemon().control_port(), spec));
+  EXPECT_EQ(first.finish_join(3000), Status::kOk);
+  EXPECT_EQ(second.finish_join(3000), Status::kOk);
+  EXPECT_EQ(next_capacity(first)->share_mbps, 166u);  // 1000 x 1/6
+  expect_grants(research, 500, proto::CapacityReason::kJobJoined, threads);
+  expect_grants(shared, 166, proto::CapacityReason::kJobJoined, threads);
+  expect_grants(batch, 166, proto::CapacityReason::kJobJoined, threads);
+
+  for (auto& x : research) ASSERT_TRUE(x->ctl.send(proto::Leave{}));
+  expect_grants(shared, 333, proto::CapacityReason::kJobLeft, threads);  // 1 of 3
+  expect_grants(batch, 333, proto::CapacityReason::kJobLeft, threads);
+}
+
 // A job that did not ask for Capacity messages hears no update when another job joins; the
 // one that asked gets its half after its JoinAck.
 TEST_P(ControlPlane, NoGrantUpdateUnlessAsked) {

@@ -14,7 +14,14 @@ namespace conflux::agg::testing {
 namespace {
 
 using proto::DropReason;
-using DataplaneDrops = DaemonTest;
+class DataplaneDrops : public DaemonTest {
+ protected:
+  // Runs a data MAC job whose workers authenticate with `worker_secret` on a daemon started
+  // with `cfg` (see DataMacBothWays); `foreign_secret`, when set, keys one more contribution
+  // that must be refused as bad_mac (another tenant's key).
+  void data_mac_both_ways(const Config& cfg, const std::string& worker_secret,
+                          const std::string& foreign_secret = "");
+};
 
 constexpr int kReasons = proto::kNumDropReasons;
 
@@ -402,20 +409,41 @@ TEST_P(DataplaneDrops, DataMacBothWays) {
   Config cfg = base_config();
   cfg.secret = "conformance-secret";
   cfg.data_mac = true;
+  data_mac_both_ways(cfg, cfg.secret);
+}
+
+// A tenant's job (aggregator/README.md "Tenants") is keyed from the tenant's secret: its
+// workers' signed packets complete the slot, and a packet signed with the key the shared
+// secret would give the same job is bad_mac.
+TEST_P(DataplaneDrops, TenantDataMacIsKeyedByTheTenantSecret) {
+  Config cfg = base_config();
+  cfg.secret = "conformance-secret";
+  cfg.data_mac = true;
+  cfg.tenants.push_back(Tenant{"team-a", "team-a-secret", "", 2});
+  data_mac_both_ways(cfg, "team-a-secret", cfg.secret);
+}
+
+void DataplaneDrops::data_mac_both_ways(const Config& cfg, const std::string& worker_secret,
+                                        const std::string& foreign_secret) {
   start(cfg);
   JoinSpec spec;
   spec.job_key = 43;
   spec.payload_bytes = 256;
-  spec.secret = cfg.secret;
+  spec.secret = worker_secret;
   auto workers = join_job(spec, 2);
   const proto::JoinAck& ack = workers[0]->ack;
   ASSERT_NE(ack.flags & proto::kJoinFlagDataMac, 0);
   EXPECT_EQ(ack.payload_bytes, (256u - proto::kMacTrailerSize) & ~7u);
   proto::DataMac mac;
-  ASSERT_TRUE(mac.set_key(proto::derive_data_key(cfg.secret, ack.job_id, ack.job_token)));
+  ASSERT_TRUE(mac.set_key(proto::derive_data_key(worker_secret, ack.job_id, ack.job_token)));
+  proto::DataMac foreign;
+  if (!foreign_secret.empty()) {
+    ASSERT_TRUE(foreign.set_key(proto::derive_data_key(foreign_secret, ack.job_id, ack.job_token)));
+  }
   uint64_t seq = 0;
-  // Rank r's contribution to slot 0 (16 int32), signed unless `sign` is false.
-  auto contrib = [&](Worker& w, int32_t v, bool sign, bool tamper = false) {
+  // Rank r's contribution to slot 0 (16 int32), signed (with `key`) unless `sign` is false.
+  auto contrib = [&](Worker& w, int32_t v, bool sign, bool tamper = false,
+                     proto::DataMac* key = nullptr) {
     proto::DataHeader h;
     h.flags = sign ? proto::kFlagMac : 0;
     h.job_id = ack.job_id;
@@ -428,16 +456,22 @@ TEST_P(DataplaneDrops, DataMacBothWays) {
     auto d = make_datagram(h, {reinterpret_cast<uint8_t*>(vals.data()), 64});
     if (sign) {
       d.resize(d.size() + proto::kMacTrailerSize);
-      EXPECT_TRUE(mac.sign(d.data(), d.data() + proto::kDataHeaderSize, 64, w.contributor, ++seq,
-                           d.data() + proto::kDataHeaderSize + 64));
+      EXPECT_TRUE((key != nullptr ? *key : mac)
+                      .sign(d.data(), d.data() + proto::kDataHeaderSize, 64, w.contributor, ++seq,
+                            d.data() + proto::kDataHeaderSize + 64));
     }
     if (tamper) d[proto::kDataHeaderSize] ^= 0x40;
     ASSERT_TRUE(w.udp.send_to(w.port_for(0), d));
   };
   contrib(*workers[0], 1000, false);
   contrib(*workers[0], 1000, true, true);
-  EXPECT_EQ(wait_metric("conflux_dataplane_drops_total", 2), 2u);
-  EXPECT_EQ(drops("bad_mac"), 2u);
+  uint64_t forged = 2;
+  if (!foreign_secret.empty()) {
+    contrib(*workers[0], 1000, true, false, &foreign);
+    ++forged;
+  }
+  EXPECT_EQ(wait_metric("conflux_dataplane_drops_total", forged), forged);
+  EXPECT_EQ(drops("bad_mac"), forged);
   contrib(*workers[0], 1, true);
   contrib(*workers[1], 2, true);
   for (auto& w : workers) {

@@ -1,5 +1,6 @@
 // Conformance: `max_mbps` paces the results a dataplane sends (a token bucket per queue), and
-// while several jobs are live each job's results to its fair share (a bucket per job too).
+// while several jobs are live each job's results to its fair share (a bucket per job too,
+// weighted by tenant).
 // No timing upper bound is asserted: only that the daemon cannot have sent its result bytes
 // faster than the cap allows (a slow machine only makes the run longer).
 #include <chrono>
@@ -132,6 +133,48 @@ TEST_P(DataplanePacing, TwoJobsEachStayUnderTheirShare) {
         << "job " << j << ": " << sent << " result bytes left in " << runs[j].elapsed
         << " s, faster than its share allows";
   }
+}
+
+// Tenants of weights 3 and 1 under a cap of 32 Mbit/s: the jobs' grants are 24 and 8 Mbit/s.
+// Both run at once; every result exact; neither job's result bytes left faster than its grant
+// allows; and the light job's results, over its share most of the time, were set aside
+// (conflux_dataplane_deferred_total) instead of holding the thread, then all delivered.
+TEST_P(DataplanePacing, WeightedJobsStayUnderTheirGrantsWithResultsSetAside) {
+  if (GetParam() == "dpdk") GTEST_SKIP() << "per-job pacing is in the kernel UDP dataplane only";
+  Config cfg = paced_config(base_config(), 32);
+  cfg.tenants = {Tenant{"heavy", "heavy-secret", "", 3}, Tenant{"light", "light-secret", "", 1}};
+  start(cfg);
+  JoinSpec spec = paced_job(83);
+  spec.secret = "heavy-secret";
+  auto heavy = join_job(spec, 2);
+  spec = paced_job(84);
+  spec.secret = "light-secret";
+  auto light = join_job(spec, 2);
+  const size_t count = size_t{1} << 17;  // 512 KiB of floats: 1 MiB of results per job
+  PacedRun runs[2];
+  std::thread th(paced_allreduce, ptrs(heavy), count, 13, &runs[0]);
+  paced_allreduce(ptrs(light), count, 14, &runs[1]);
+  th.join();
+  const std::string m = metrics();
+  const double queues = static_cast<double>(daemon().data_ports().size());
+  const double slack = queues * (65536 + kDatagram);
+  const uint32_t ids[2] = {heavy[0]->ack.job_id, light[0]->ack.job_id};
+  const uint64_t grants[2] = {24, 8};
+  for (int j = 0; j < 2; ++j) {
+    ASSERT_TRUE(runs[j].ok) << "job " << j;
+    const auto expect = reference(DType::kFloat32, Op::kSum, runs[j].in, count);
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(runs[j].out[r], expect) << "job " << j << " rank " << r;
+    const auto job = std::map<std::string, std::string>{{"job", std::to_string(ids[j])}};
+    EXPECT_EQ(metric_sum(m, "conflux_job_grant_mbps", job), grants[j]);
+    EXPECT_EQ(metric_sum(m, "conflux_job_paced_mbps", job), grants[j]);
+    const uint64_t sent = metric_sum(m, "conflux_job_result_bytes_sent_total", job);
+    EXPECT_GE(sent, 2 * count * 4) << "job " << j;
+    EXPECT_GE(runs[j].elapsed, (static_cast<double>(sent) - slack) / (grants[j] * 1e6 / 8))
+        << "job " << j << ": " << sent << " result bytes left in " << runs[j].elapsed
+        << " s, faster than its grant allows";
+  }
+  EXPECT_GT(metric_sum(m, "conflux_dataplane_deferred_total"), 0u);
+  EXPECT_EQ(metric_sum(m, "conflux_dataplane_send_errors_total"), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DataplanePacing, ::testing::ValuesIn(conformance_backends()),

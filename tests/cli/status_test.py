@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """`conflux status` against real daemons: two confluxd with a 2-rank job striped over both
-(JSON parsed: health, version, dataplane, threads, the job with its workers, slots and nonzero
-packet/byte rates; the table names both), a daemon that is down (exit 1, clear error, the
+(JSON parsed: health, version, dataplane, threads, the job with its workers, slots, nonzero
+packet/byte rates, its grant and its tenant's weight; the table names both), a daemon that is down (exit 1, clear error, the
 others still shown), usage errors (exit 2), and the job gone after its workers leave.
 Usage: status_test.py CONFLUX CONFLUXD WORKER VERSION"""
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy"))
 from procs import Daemon, closed_port, metric, start_job, stop_job, wait_for  # noqa: E402
@@ -19,10 +20,15 @@ def conflux(cli, *args):
 
 def main():
     cli, confluxd, worker, version = sys.argv[1:5]
-    daemons = [Daemon(confluxd), Daemon(confluxd)]
+    # The job is tenant "research" (weight 3) on both daemons, each capped at 1000 Mbit/s.
+    tenants = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+    tenants.write('[tenants.research]\nsecret = "status-test-secret"\nweight = 3\n')
+    tenants.close()
+    daemons = [Daemon(confluxd, "--config", tenants.name, "--max-mbps", "1000")
+               for _ in range(2)]
     addrs = [f"127.0.0.1:{d.metrics_port}" for d in daemons]
     aggs = ",".join(f"127.0.0.1:{d.control_port}" for d in daemons)
-    job = start_job(worker, aggs, 2, job_key=7)
+    job = start_job(worker, aggs, 2, job_key=7, secret="status-test-secret")
     try:
         for d in daemons:
             wait_for(lambda d=d: metric(d.metrics(), "conflux_job_packets_in_total") > 0,
@@ -41,6 +47,8 @@ def main():
             assert j["packets_per_second"] > 0 and j["bytes_per_second"] > 0, j
             assert j["drops"] >= 0 and j["retransmits_served"] >= 0, j
             assert d["packets_per_second"] >= j["packets_per_second"] * 0.5, d
+            assert j["grant_mbps"] == 1000, j  # alone: the whole cap
+            assert j["share_weight"] == 3 and j["tenant"] == "research", j
         table = conflux(cli, "status", *addrs, "--interval-ms", "100")
         assert table.returncode == 0, table.stderr
         lines = table.stdout.splitlines()
@@ -49,6 +57,8 @@ def main():
             (row,) = [l for l in lines if l.startswith(a)]
             assert row.split()[1:4] == ["ok", version, "udp"], row
         assert sum(1 for l in lines if l.strip().startswith("job ")) == 2, table.stdout
+        assert sum(1 for l in lines if "grant 1000 Mbit/s  weight 3 (tenant research)" in l) == 2, \
+            table.stdout
     finally:
         stop_job(job)
 
@@ -74,6 +84,7 @@ def main():
         assert doc["daemons"][0]["jobs"] == [] and doc["daemons"][0]["jobs_active"] == 0, doc
     for d in daemons:
         assert d.stop() == 0, d.tail()
+    os.unlink(tenants.name)
     print("conflux status: two daemons, a striped job, a down daemon and usage errors as expected")
 
 

@@ -71,13 +71,14 @@ def metric(text, name, **labels):
     return total
 
 
-def start_job(worker, aggregators, nranks, job_key=1, count=1 << 20, iters=2000):
+def start_job(worker, aggregators, nranks, job_key=1, count=1 << 20, iters=2000, secret=None):
     """nranks worker processes of one AllReduce job that runs for a while (killed by the caller
-    once it has seen what it needs, or left to finish)."""
+    once it has seen what it needs, or left to finish); `secret`: their CONFLUX_SECRET."""
+    env = dict(os.environ, **({"CONFLUX_SECRET": secret} if secret else {}))
     return [subprocess.Popen([worker, "--aggregators", aggregators, "--nranks", str(nranks),
                               "--rank", str(r), "--job-key", str(job_key), "--count", str(count),
                               "--iters", str(iters), "--warmup", "0"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
             for r in range(nranks)]
 
 

@@ -59,8 +59,9 @@ void UdpQueue::run(const std::atomic<bool>& stop) {
       pipeline_.flush(results_);  // idle: release a datagram held by fault injection
     }
     transmit();
+    const uint64_t due_ns = deferred_.empty() ? 0 : drain_deferred();
     jobs_.quiescent(queue_);  // no Job pointer is held past this point
-    if (n == 0) wait_readable();
+    if (n == 0) wait_readable(due_ns);
   }
   jobs_.offline(queue_);
 }
@@ -113,9 +114,11 @@ void UdpQueue::process(int i) {
   } while (at < len);
 }
 
-void UdpQueue::wait_readable() {
+void UdpQueue::wait_readable(uint64_t due_ns) {
   pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-  (void)poll(fds, 2, 100);
+  const uint64_t ns = due_ns != 0 ? std::min<uint64_t>(due_ns, 100'000'000) : 100'000'000;
+  const timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  (void)ppoll(fds, 2, &ts, nullptr);
 }
 
 void UdpQueue::transmit() {
@@ -171,8 +174,8 @@ void UdpQueue::queue_tx(size_t first, size_t n) {
 
 void UdpQueue::flush_tx() {
   // A job held to its fair share (several jobs live under max_mbps) waits for its own bucket
-  // too; a message goes to one worker, so one job.
-  bool paced = egress().limited();
+  // too; a message goes to one worker, so one job. Deferred messages go first, per job.
+  bool paced = egress().limited() || !deferred_.empty();
   for (size_t m = 0; m < tx_n_ && !paced; ++m) paced = tx_jobs_[m]->pace_mbps() != 0;
   if (paced) {
     flush_paced();
@@ -198,10 +201,10 @@ void UdpQueue::flush_paced() {
   for (size_t m = 0; m < tx_n_; ++m) tx_waiting_.push_back(static_cast<uint32_t>(m));
   while (!tx_waiting_.empty()) {
     wait_for_tokens(egress());
-    // One pass in order: send each message whose job may send now; a job found in debt keeps
-    // all its later messages too (its results leave in order), the others go past it.
+    // One pass in order: send each message whose job may send now; a job found in debt (or
+    // with deferred messages) keeps all its later messages too (its results leave in order),
+    // the others go past it.
     tx_blocked_.clear();
-    uint64_t soonest = UINT64_MAX;
     size_t kept = 0;
     for (const uint32_t m : tx_waiting_) {
       Job* job = tx_jobs_[m];
@@ -211,9 +214,8 @@ void UdpQueue::flush_paced() {
           std::max(share != nullptr ? share->delay_ns(now) : 0, egress().delay_ns(now));
       const bool blocked =
           std::find(tx_blocked_.begin(), tx_blocked_.end(), job) != tx_blocked_.end();
-      if (blocked || wait > 0) {
+      if (blocked || wait > 0 || has_deferred(job)) {
         if (!blocked) tx_blocked_.push_back(job);
-        if (wait > 0) soonest = std::min(soonest, wait);
         tx_waiting_[kept++] = m;
         continue;
       }
@@ -221,10 +223,94 @@ void UdpQueue::flush_paced() {
     }
     const bool sent_any = kept < tx_waiting_.size();
     tx_waiting_.resize(kept);
-    if (!sent_any && soonest != UINT64_MAX) {
-      std::this_thread::sleep_for(std::chrono::nanoseconds(soonest));
+    if (!sent_any) {
+      // Only jobs in debt are left (the queue's own bucket was just waited for): set their
+      // messages aside and go back to receiving; drain_deferred() sends them in time.
+      for (const uint32_t m : tx_waiting_) defer(m);
+      tx_waiting_.clear();
     }
   }
+}
+
+bool UdpQueue::has_deferred(const Job* job) const {
+  return std::any_of(deferred_.begin(), deferred_.end(),
+                     [&](const Deferred& d) { return d.job_id == job->id(); });
+}
+
+void UdpQueue::defer(size_t m) {
+  const msghdr& h = tx_msgs_[m].msg_hdr;
+  Deferred d{tx_jobs_[m]->id(), *static_cast<const sockaddr_in*>(h.msg_name), {}, {}};
+  for (size_t k = 0; k < h.msg_iovlen; ++k) {
+    const auto* p = static_cast<const uint8_t*>(h.msg_iov[k].iov_base);
+    d.lens.push_back(static_cast<uint32_t>(h.msg_iov[k].iov_len));
+    d.bytes.insert(d.bytes.end(), p, p + h.msg_iov[k].iov_len);
+  }
+  if (deferred_bytes_ + d.bytes.size() > kMaxDeferredBytes) {
+    // Not reached while workers keep to their windows; if it is, the worker asks again and
+    // the result is served from its COMPLETE bank.
+    counters_.send_errors.add(tx_segments_[m]);
+    uint64_t suppressed = 0;
+    if (warn_limit_.allow(&suppressed)) {
+      spdlog::warn(
+          "udp queue {}: {} bytes of paced results waiting; result dropped ({} similar "
+          "suppressed)",
+          queue_, deferred_bytes_, suppressed);
+    }
+    return;
+  }
+  deferred_bytes_ += d.bytes.size();
+  deferred_.push_back(std::move(d));
+  counters_.deferred.inc();
+}
+
+uint64_t UdpQueue::drain_deferred() {
+  std::vector<uint32_t>& blocked_ids = drain_blocked_;  // jobs in debt: their later ones wait
+  blocked_ids.clear();
+  uint64_t soonest = 0;
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    if (std::find(blocked_ids.begin(), blocked_ids.end(), it->job_id) != blocked_ids.end()) {
+      ++it;
+      continue;
+    }
+    Job* job = jobs_.find(it->job_id);
+    if (job == nullptr) {  // the job ended: nobody waits for its results
+      deferred_bytes_ -= it->bytes.size();
+      it = deferred_.erase(it);
+      continue;
+    }
+    TokenBucket* share = job->pacer(queue_);
+    const uint64_t now = steady_ns();
+    const uint64_t wait =
+        std::max(share != nullptr ? share->delay_ns(now) : 0, egress().delay_ns(now));
+    if (wait > 0) {
+      blocked_ids.push_back(it->job_id);
+      soonest = soonest == 0 ? wait : std::min(soonest, wait);
+      ++it;
+      continue;
+    }
+    // Staged as tx message 0 (the batch is empty here) and sent like any other.
+    iovec* iov = &tx_iov_[0];
+    size_t at = 0;
+    for (size_t k = 0; k < it->lens.size(); ++k) {
+      iov[k] = {it->bytes.data() + at, it->lens[k]};
+      at += it->lens[k];
+    }
+    msghdr& h = tx_msgs_[0].msg_hdr;
+    std::memset(&h, 0, sizeof(h));
+    h.msg_name = &it->to;
+    h.msg_namelen = sizeof(sockaddr_in);
+    h.msg_iov = iov;
+    h.msg_iovlen = it->lens.size();
+    if (it->lens.size() > 1) {
+      udp_offload::set_segment(h, tx_control_[0].bytes, static_cast<uint16_t>(it->lens[0]));
+    }
+    tx_jobs_[0] = job;
+    tx_segments_[0] = static_cast<uint32_t>(it->lens.size());
+    send_one(0, share);
+    deferred_bytes_ -= it->bytes.size();
+    it = deferred_.erase(it);
+  }
+  return soonest;
 }
 
 void UdpQueue::send_one(size_t m, TokenBucket* share) {
