@@ -56,7 +56,8 @@ const std::array<ParamSpec, 32> kParams{{
      "1: aggregators reduce in rank order, so results are bitwise reproducible.",
      &Config::deterministic},
     {"CONFLUX_SECRET", ParamType::kString, "", 0, 0,
-     "Shared secret that authenticates the job to the aggregators (their `secret`). With an "
+     "Shared secret that authenticates the job to the aggregators (their `secret`, or its "
+     "tenant's secret: then the job gets the tenant's weight). With an "
      "aggregator that runs `data_mac`, also the root of the per-job key that signs and checks "
      "every data packet (protocol/SPEC.md §6).",
      &Config::secret},
