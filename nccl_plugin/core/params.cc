@@ -76,8 +76,8 @@ const std::array<ParamSpec, 32> kParams{{
      &Config::udpOffload},
     {"CONFLUX_BUSY_POLL_US", ParamType::kInt, "50", 0, 1000000,
      "The aggregation progress thread spins this long after its last packet before it "
-     "sleeps in poll(); 0: sleep at once (hosts with no spare core), larger: lower latency "
-     "for one busy core.",
+     "sleeps in poll(), yielding its core between polls to any other runnable thread; 0: "
+     "sleep at once, larger: lower latency for one busy core.",
      &Config::busyPollUs},
     {"CONFLUX_MULTICAST", ParamType::kString, "auto", 0, 0,
      "Results from the aggregators by multicast (each result sent once to the job's group): "

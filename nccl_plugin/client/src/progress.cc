@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <thread>
 #include <variant>
 
 namespace conflux::client {
@@ -76,6 +77,11 @@ void Progress::run() {
       continue;
     }
     if (now - last_work_ns_ < spin_ns) {
+      // Spin, but give the core to whatever else is runnable on it (the other ranks, NCCL's
+      // proxy thread, a daemon on the same host): a spinner that keeps its core delays the
+      // very packets it waits for when threads outnumber cores (4 B at 2 ranks on 2 cores:
+      // 2.1 ms with a 2 ms spin, 89 us with the yield).
+      std::this_thread::yield();
       continue;
     }
     sleep(now);
