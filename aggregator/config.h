@@ -56,6 +56,7 @@ struct Config {
   int64_t batch = 32;
   int64_t socket_buffer_bytes = 8 << 20;
   bool udp_offload = true;
+  int64_t busy_poll_us = 0;
   bool data_mac = false;  // per-packet MAC on the data channel (SPEC.md §6); needs a secret
   std::string dpdk_eal_args = "";
   int64_t dpdk_port = 0;

@@ -36,6 +36,7 @@ UdpQueue::UdpQueue(int fd, uint16_t port, unsigned queue, unsigned n_queues, Job
       tx_control_(batch_),
       tx_jobs_(batch_),
       tx_segments_(batch_),
+      busy_poll_ns_(static_cast<uint64_t>(cfg.busy_poll_us) * 1000),
       egress_(cap, n_queues) {
   for (size_t i = 0; i < batch_; ++i) {
     rx_iov_[i] = {rx_arena_.get() + i * kRxBufBytes, kRxBufBytes};
@@ -61,7 +62,13 @@ void UdpQueue::run(const std::atomic<bool>& stop) {
     transmit();
     const uint64_t due_ns = deferred_.empty() ? 0 : drain_deferred();
     jobs_.quiescent(queue_);  // no Job pointer is held past this point
-    if (n == 0) wait_readable(due_ns);
+    if (n > 0) {
+      if (busy_poll_ns_ != 0) last_rx_ns_ = steady_ns();
+    } else if (busy_poll_ns_ != 0 && steady_ns() - last_rx_ns_ < busy_poll_ns_) {
+      std::this_thread::yield();  // poll again soon, but let anything runnable have the core
+    } else {
+      wait_readable(due_ns);
+    }
   }
   jobs_.offline(queue_);
 }

@@ -114,6 +114,8 @@ class UdpQueue final {
   size_t deferred_bytes_ = 0;
   static constexpr size_t kMaxDeferredBytes = size_t{64} << 20;
   size_t tx_n_ = 0;
+  uint64_t busy_poll_ns_;    // busy_poll_us
+  uint64_t last_rx_ns_ = 0;  // when the last datagram came
   bool gso_ = false;
   bool gro_ = false;
   RateLimiter warn_limit_;
