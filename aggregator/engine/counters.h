@@ -40,6 +40,7 @@ struct alignas(64) QueueCounters {
   Counter gro_receives;    // received buffers of several datagrams (UDP GRO)
   Counter uplink_resends;  // tree leaf: partial results sent up again
   Counter deferred;        // result messages set aside while their job's bucket was in debt
+  Counter borrowed;        // of those, sent beyond the job's share while no other job waited
   Counter drops[proto::kNumDropReasons];  // index = DropReason; [0] unused
   Counter faults[kNumFaultKinds];         // injected faults (test builds)
 

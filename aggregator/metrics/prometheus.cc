@@ -82,6 +82,10 @@ void dataplane_metrics(Writer& w, const Dataplane& dp) {
                "Result sends set aside while their job was over its fair share (sent later, in "
                "order, while the thread serves the other jobs).",
                [](const QueueCounters& c) { return c.deferred.get(); });
+  queue_family(w, dp, "conflux_dataplane_borrowed_total",
+               "Result sends of a job over its fair share made while no other job had results "
+               "waiting (work-conserving: an idle job's share is lent).",
+               [](const QueueCounters& c) { return c.borrowed.get(); });
   queue_family(w, dp, "conflux_dataplane_gro_receives_total",
                "Received buffers that held several coalesced datagrams (UDP GRO).",
                [](const QueueCounters& c) { return c.gro_receives.get(); });

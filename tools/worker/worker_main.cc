@@ -139,11 +139,14 @@ std::string run_size(client::Engine& e, const WorkerOptions& o, const DataSpec& 
   for (int i = 0; i < warmup && err.empty(); ++i) {
     err = run_once(e, send.get(), recv, count, spec, o);
   }
-  const auto t0 = Clock::now();
+  Clock::duration busy{};
   for (int i = 0; i < iters && err.empty(); ++i) {
+    const auto t0 = Clock::now();
     err = run_once(e, send.get(), recv, count, spec, o);
+    busy += Clock::now() - t0;
+    if (o.pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.pause_ms));
   }
-  const double secs = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+  const double secs = std::chrono::duration<double>(busy).count() / iters;
   if (!err.empty()) {
     return err;
   }

@@ -103,6 +103,10 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
   app.add_flag("--all-tables", all_tables, "every rank prints its table (default: rank 0)");
   app.add_flag("--no-table", no_table, "print no table");
   app.add_option("--timeout-s", o->timeout_s, "give up on a request after this long");
+  app.add_option("--pause-ms", o->pause_ms,
+                 "idle this long after each timed iteration, the job still joined (a training "
+                 "step's compute; not counted in the time)")
+      ->check(CLI::Range(0, 3600000));
   app.add_option("--log-level", o->log_level, "engine log level: debug, info, warn, error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
   try {

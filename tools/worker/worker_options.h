@@ -29,6 +29,7 @@ struct WorkerOptions {
   std::string json_path;
   bool table = true;  // print the table (default: rank 0 only)
   double timeout_s = 300;
+  int pause_ms = 0;  // after each timed iteration, idle this long (a step's compute), untimed
   std::string log_level = "warn";
 };
 

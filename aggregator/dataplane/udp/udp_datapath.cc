@@ -274,6 +274,12 @@ uint64_t UdpQueue::drain_deferred() {
   std::vector<uint32_t>& blocked_ids = drain_blocked_;  // jobs in debt: their later ones wait
   blocked_ids.clear();
   uint64_t soonest = 0;
+  // Work-conserving: when one job alone has results waiting, the others are idle or within
+  // their shares, so it may use what they leave of the queue's egress (its own bucket is not
+  // charged for that: once another job has to wait too, its share holds it again).
+  const uint32_t first_id = deferred_.front().job_id;
+  const bool lone = std::all_of(deferred_.begin(), deferred_.end(),
+                                [&](const Deferred& d) { return d.job_id == first_id; });
   for (auto it = deferred_.begin(); it != deferred_.end();) {
     if (std::find(blocked_ids.begin(), blocked_ids.end(), it->job_id) != blocked_ids.end()) {
       ++it;
@@ -287,8 +293,9 @@ uint64_t UdpQueue::drain_deferred() {
     }
     TokenBucket* share = job->pacer(queue_);
     const uint64_t now = steady_ns();
-    const uint64_t wait =
-        std::max(share != nullptr ? share->delay_ns(now) : 0, egress().delay_ns(now));
+    const uint64_t share_wait = share != nullptr ? share->delay_ns(now) : 0;
+    const bool borrow = lone && share_wait > 0;
+    const uint64_t wait = std::max(borrow ? 0 : share_wait, egress().delay_ns(now));
     if (wait > 0) {
       blocked_ids.push_back(it->job_id);
       soonest = soonest == 0 ? wait : std::min(soonest, wait);
@@ -313,7 +320,8 @@ uint64_t UdpQueue::drain_deferred() {
     }
     tx_jobs_[0] = job;
     tx_segments_[0] = static_cast<uint32_t>(it->lens.size());
-    send_one(0, share);
+    send_one(0, borrow ? nullptr : share);
+    if (borrow) counters_.borrowed.inc();
     deferred_bytes_ -= it->bytes.size();
     it = deferred_.erase(it);
   }
