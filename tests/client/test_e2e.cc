@@ -158,6 +158,21 @@ TEST_F(E2E, InPlaceAndMultiplePayloadSizes) {
   expect_all_ok(rs, "verified: all 18 results correct");
 }
 
+// --pause-ms (a training step's compute between collectives): the job stays joined through
+// the pauses, every result is right, and the reported time counts the AllReduces only.
+TEST_F(E2E, PausesBetweenIterationsKeepTheJobAndAreNotTimed) {
+  start_daemon();
+  auto rs = run(2, {"--count", "1000", "--iters", "3", "--warmup", "0", "--pause-ms", "300"});
+  expect_all_ok(rs, "verified: all 1 results correct");
+  for (const WorkerResult& r : rs) {
+    EXPECT_GE(r.seconds, 0.9) << "three pauses of 300 ms";
+    const double us = json_number(r.json, "time_us");
+    EXPECT_GT(us, 0);
+    EXPECT_LT(us, 250000) << "the pause was counted in the time";
+  }
+  EXPECT_EQ(d_.metric("conflux_jobs_created_total"), 1) << "the job was joined once";
+}
+
 // Reduce (owned results): the root verifies the sum; the other ranks verify that their
 // receive buffer stayed untouched, and they receive acknowledgements only (48 bytes per
 // packet, against the whole result at the root).
