@@ -217,7 +217,6 @@ void JobManager::create(uint64_t key, Pending& p, uint32_t granted, uint32_t pay
   jp.uplink = std::move(uplink);
   Active a{id, granted, std::vector<ConnId>(f.n_workers, 0), 0,
            std::vector<bool>(f.n_workers, false)};
-  a.share_weight = jp.share_weight;
   for (uint32_t r = 0; r < f.n_workers; ++r) {
     auto& w = p.ranks[r];
     if (!w) continue;
@@ -412,11 +411,12 @@ size_t JobManager::regrant_except(std::optional<uint64_t> changed, proto::Capaci
                                   JoinOutbox& out) {
   if (active_.empty()) return 0;
   uint64_t weights = 0;
-  for (const auto& [key, a] : active_) weights += a.share_weight;
+  for (const auto& [key, a] : active_) weights += a.job->params().share_weight;
   size_t told = 0;
   for (auto& [key, a] : active_) {
     // In proportion to the weights: with no demands known, that is the weighted max-min share.
-    const auto share = static_cast<uint32_t>(uint64_t{capacity_mbps_} * a.share_weight / weights);
+    const uint32_t weight = a.job->params().share_weight;
+    const auto share = static_cast<uint32_t>(uint64_t{capacity_mbps_} * weight / weights);
     // A job alone is not paced beyond the daemon's own max_mbps bucket (as before fair share).
     const uint32_t pace = enforce_ && active_.size() > 1 ? std::max<uint32_t>(share, 1) : 0;
     const bool moved = a.job->grant_mbps() != share;
@@ -425,7 +425,7 @@ size_t JobManager::regrant_except(std::optional<uint64_t> changed, proto::Capaci
     if (!moved || key == changed) continue;
     spdlog::info(
         "job {} (key {:016x}): grant now {} Mbit/s of {} ({} live jobs, weight {} of {}; {})",
-        a.job_id, key, share, capacity_mbps_, active_.size(), a.share_weight, weights,
+        a.job_id, key, share, capacity_mbps_, active_.size(), weight, weights,
         proto::capacity_reason_name(why));
     for (ConnId c : a.conns) {
       if (c != 0) out.send_grant(c, share, why);

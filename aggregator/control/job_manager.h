@@ -129,7 +129,6 @@ class JobManager {
     bool broken = false;        // a child aggregator was lost: on_tick() ends the job for the rest
     Job* job = nullptr;         // published; freed only after retire(); holds its grant
     uint64_t result_bytes = 0;  // at the last rate sample
-    uint32_t share_weight = 1;  // its parts of the capacity (its tenant's weight)
   };
 
   // The tenant's name for logs and metrics ("" for kSharedTenant), its weight and secret.
