@@ -10,37 +10,12 @@
 #include "collnet/ring_allreduce.h"
 #include "collnet/ring_exchange.h"
 #include "conflux/common/reduce.h"
-#include "net/transport.h"
+#include "loopback_ring.h"
 
 namespace conflux::collnet {
 namespace {
 
 using namespace std::chrono_literals;
-
-struct Ring {
-  std::unique_ptr<net::TcpTransport> transport;
-  std::vector<std::unique_ptr<net::SendComm>> next;
-  std::vector<std::unique_ptr<net::RecvComm>> prev;
-
-  explicit Ring(int n) : next(n), prev(n) {
-    net::TransportConfig cfg;
-    cfg.ifname = "lo";
-    EXPECT_EQ(net::TcpTransport::create(cfg, &transport), net::Status::kOk);
-    std::vector<std::unique_ptr<net::ListenComm>> listeners(n);
-    std::vector<net::ConnectHandle> handles(n);
-    for (int r = 0; r < n; ++r) {
-      EXPECT_EQ(transport->listen(0, &handles[r], &listeners[r]), net::Status::kOk);
-    }
-    for (int r = 0; r < n; ++r) {
-      EXPECT_EQ(transport->connectBlocking(0, handles[(r + 1) % n], 5s, &next[r]),
-                net::Status::kOk);
-    }
-    for (int r = 0; r < n; ++r) {
-      EXPECT_EQ(net::TcpTransport::acceptBlocking(*listeners[r], 5s, &prev[r]), net::Status::kOk);
-    }
-  }
-  RingLinks links(int r) { return {r, int(next.size()), next[r].get(), prev[r].get()}; }
-};
 
 // Runs one ring operation per rank (threads) and returns each rank's output.
 std::vector<std::vector<uint8_t>> run(Ring& ring, const std::vector<std::vector<uint8_t>>& in,
