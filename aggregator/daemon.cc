@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "conflux/common/reduce.h"
+#include "conflux/common/thread_name.h"
 #include "fmt/format.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
@@ -38,7 +39,10 @@ Daemon::~Daemon() {
 
 std::string Daemon::start() {
   if (std::string err = dataplane_->start(); !err.empty()) return err;
-  control_thread_ = std::thread([this] { control_->run(); });
+  control_thread_ = std::thread([this] {
+    name_this_thread("cfx-control");
+    control_->run();
+  });
   started_ = true;
   spdlog::info(
       "confluxd listening: control {}:{}, data ports {}, metrics {}, {} dataplane, "

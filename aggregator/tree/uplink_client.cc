@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "conflux/common/thread_name.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
 
@@ -98,7 +99,10 @@ std::string UplinkClient::start() {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd_ < 0 || wake_fd_ < 0) return fmt::format("eventfd: {}", std::strerror(errno));
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("cfx-uplink");
+    run();
+  });
   return "";
 }
 

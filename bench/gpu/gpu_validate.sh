@@ -15,7 +15,11 @@
 # CONFLUX_GPU_MPS=1 runs the ranks under an MPS daemon of the script's own (without MPS the
 # four processes time-slice the GPU and even a 4 B AllReduce takes ~7 ms in every
 # configuration, so only MPS timings say anything about the network path); CONFLUXD_ARGS
-# adds confluxd options (e.g. "--threads 8").
+# adds confluxd options (e.g. "--threads 8"); CONFLUX_GPU_CONFIGS runs only the listed
+# configurations (comma-separated tags: collnet,hybrid,failover,p2p,socket); CONFLUX_GPU_MIN is
+# the smallest size (default 4); CONFLUX_GPU_TOP=S records `top -H` S seconds into each
+# configuration (the busiest threads: the plugin's are cfx-engine, cfx-collnet, cfx-ring,
+# cfx-net<N>; confluxd's cfx-udp<N> and cfx-control) and prints them after it.
 # bench/gpu/nccl_tests.sh runs nccl-tests' all_reduce_perf etc. the same way (through mpirun).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,17 +43,24 @@ AGG2=$AGG DAEMON2=$DAEMON METRICS=$METRICS1
 trap 'kill $DAEMON1 $DAEMON2 2>/dev/null; gpu_stop_mps; rm -rf "$work"' EXIT
 
 failed=0
+selected() { [[ ,${CONFLUX_GPU_CONFIGS:-collnet,hybrid,failover,p2p,socket}, == *,$1,* ]]; }
 run() {  # run <label> <tag> <env...>
   local label=$1 tag=$2; shift 2
-  local port=$((20000 + RANDOM % 20000)) pids=() r
+  local port=$((20000 + RANDOM % 20000)) pids=() r top=
+  selected "$tag" || return 0
   echo "## $label"
   for r in 0 1 2 3; do
     timeout "${CONFLUX_GPU_TIMEOUT:-300}" env "$@" NCCL_DEBUG=${NCCL_DEBUG:-INFO} \
       NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,COLL,NET} NCCL_COMM_ID=127.0.0.1:$port \
       NCCL_HOSTID=conflux-node$r CONFLUX_GPU_RANK=$r CONFLUX_GPU_NRANKS=4 \
-      "$CHECK" 4 "$(to_bytes "$MAX")" "$ITERS" >"$LOGS/$tag.rank$r.log" 2>&1 &
+      "$CHECK" "$(to_bytes "${CONFLUX_GPU_MIN:-4}")" "$(to_bytes "$MAX")" "$ITERS" \
+      >"$LOGS/$tag.rank$r.log" 2>&1 &
     pids+=($!)
   done
+  if [[ -n ${CONFLUX_GPU_TOP:-} ]]; then
+    (sleep "$CONFLUX_GPU_TOP"; top -H -b -n 1 -w 200 >"$LOGS/$tag.top") &
+    top=$!
+  fi
   for r in 0 1 2 3; do
     if ! wait "${pids[$r]}"; then
       echo "rank $r FAILED ($LOGS/$tag.rank$r.log):"
@@ -57,6 +68,11 @@ run() {  # run <label> <tag> <env...>
       failed=1
     fi
   done
+  if [[ -n $top ]]; then
+    wait "$top" || true
+    echo "  busiest threads after ${CONFLUX_GPU_TOP} s (top -H):"
+    sed -n '/^ *PID/,$p' "$LOGS/$tag.top" | head -25 | sed 's/^/  /'
+  fi
   grep -v "NCCL INFO" "$LOGS/$tag.rank0.log" | grep -v "^ *[A-Za-z]* |\|^$" || true
   grep -h "NCCL INFO Using network\|NCCL version\|CollNet failover\|re-stripe\|closing:" \
     "$LOGS/$tag.rank0.log" | sed 's/^.*NCCL INFO /  /' | sort -u | head -8 || true
@@ -66,16 +82,18 @@ collnet=(NCCL_NET_PLUGIN=conflux NCCL_NET=Conflux NCCL_COLLNET_ENABLE=1
 before=$(gpu_bytes_in)
 run "Conflux CollNet (1 confluxd)" collnet "${collnet[@]}" CONFLUX_AGGREGATORS=$AGG1
 after=$(gpu_bytes_in)
-echo "confluxd received $(python3 -c "print(f'{($after - $before) / 1e9:.3f}')") GB during the CollNet run"
+selected collnet && echo "confluxd received $(python3 -c "print(f'{($after - $before) / 1e9:.3f}')") GB during the CollNet run"
 run "Conflux CollNet, half of every AllReduce over the ring (CONFLUX_RING_FRACTION=0.5)" hybrid \
   "${collnet[@]}" CONFLUX_AGGREGATORS=$AGG1 CONFLUX_RING_FRACTION=0.5
 # Failover under real NCCL: the ranks stripe over two aggregators; one is killed mid-run and
 # every result must still be right (its stripes go to the survivor or over the ring).
-(sleep "${CONFLUX_GPU_KILL_AFTER_S:-2}"; kill -9 "$DAEMON2"; echo "(confluxd $AGG2 killed)") &
-killer=$!
+if selected failover; then
+  (sleep "${CONFLUX_GPU_KILL_AFTER_S:-2}"; kill -9 "$DAEMON2"; echo "(confluxd $AGG2 killed)") &
+  killer=$!
+fi
 run "Conflux CollNet over 2 confluxd, one killed after ${CONFLUX_GPU_KILL_AFTER_S:-2} s" failover \
   "${collnet[@]}" CONFLUX_AGGREGATORS=$AGG1,$AGG2 CONFLUX_AGGREGATOR_TIMEOUT_MS=500
-wait "$killer"  # (a bare wait would wait for confluxd too)
+[[ -z ${killer:-} ]] || wait "$killer"  # (a bare wait would wait for confluxd too)
 run "Conflux net, CollNet off (ring over the plugin's p2p net)" p2p NCCL_NET_PLUGIN=conflux \
   NCCL_NET=Conflux NCCL_COLLNET_ENABLE=0
 run "NCCL Socket net (no plugin)" socket NCCL_NET=Socket NCCL_NET_PLUGIN=none

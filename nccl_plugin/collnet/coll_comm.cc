@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "collnet/split.h"
+#include "conflux/common/thread_name.h"
 #include "net/log.h"
 
 namespace conflux::collnet {
@@ -54,7 +55,10 @@ CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client
   ring_ = std::make_unique<RingWorker>(
       rank_, nranks_, std::move(lanes), settings, opts_.ring_fraction, std::move(controller),
       [this] { return sample_aggregators(); }, stopping_);
-  thread_ = std::thread([this] { run_completion(); });
+  thread_ = std::thread([this] {
+    name_this_thread("cfx-collnet");
+    run_completion();
+  });
   g_live_comms.fetch_add(1, std::memory_order_relaxed);
   if (engine_ != nullptr && opts_.ring_fraction < 1.0) {
     counted_usable_ = true;

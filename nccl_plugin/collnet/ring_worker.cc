@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "conflux/common/thread_name.h"
 #include "net/log.h"
 
 namespace conflux::collnet {
@@ -38,7 +39,10 @@ RingWorker::RingWorker(int rank, int nranks, RingLanes lanes, const RingSettings
     split_round_ = std::make_unique<AsyncRingAllgather>(
         lanes_.split_next.get(), lanes_.split_prev.get(), rank_, nranks_, sizeof(PathSample));
   }
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("cfx-ring");
+    run();
+  });
 }
 
 RingWorker::~RingWorker() { stop(); }

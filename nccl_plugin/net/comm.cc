@@ -1,5 +1,6 @@
 #include "net/comm.h"
 
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -35,7 +36,12 @@ Status CommCore::start() {
     }
   }
   for (int w = 0; w < int(workers_.size()); ++w) {
-    workers_[w]->thread = std::thread([this, w] { run(w); });
+    workers_[w]->thread = std::thread([this, w] {
+      char name[16];
+      std::snprintf(name, sizeof name, "cfx-net%d", w);
+      pthread_setname_np(pthread_self(), name);
+      run(w);
+    });
   }
   return Status::kOk;
 }

@@ -1,4 +1,5 @@
 // Conformance: the control plane (rendezvous, errors, authentication, timeouts, life cycle).
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -6,6 +7,7 @@
 
 #include "conflux/protocol/byteorder.h"
 #include "conformance.h"
+#include "tests/common/thread_names.h"
 
 namespace conflux::agg::testing {
 namespace {
@@ -89,6 +91,25 @@ JoinSpec capacity_job(uint64_t key) {
 
 // A worker that sets Join flag capacity gets a Capacity right after its JoinAck: the cap, the
 // configured line rate and the dataplane threads; one that does not, gets none.
+TEST_P(ControlPlane, TheDaemonsThreadsAreNamedForTopAndPerf) {
+  Config cfg = base_config();
+  start(cfg);
+  const std::string dataplane = GetParam() == "dpdk" ? "cfx-dpdk" : "cfx-udp";
+  std::vector<std::string> want = {"cfx-control"};
+  for (int64_t q = 0; q < cfg.threads; ++q) want.push_back(dataplane + std::to_string(q));
+  // Each thread names itself as it starts.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  std::multiset<std::string> names;
+  for (;;) {
+    names = conflux::testing::thread_names();
+    const bool all = std::all_of(want.begin(), want.end(),
+                                 [&](const std::string& n) { return names.count(n) == 1; });
+    if (all || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (const std::string& n : want) EXPECT_EQ(names.count(n), 1u) << n;
+}
+
 TEST_P(ControlPlane, CapacityFollowsTheJoinAckWhenAskedFor) {
   start(capped_config(base_config()));
   JoinSpec spec = capacity_job(31);

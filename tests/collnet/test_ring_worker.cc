@@ -12,6 +12,7 @@
 #include "collnet/failover.h"
 #include "collnet/ring_worker.h"
 #include "loopback_ring.h"
+#include "tests/common/thread_names.h"
 
 namespace conflux::collnet {
 namespace {
@@ -114,6 +115,7 @@ TEST(RingWorker, OneRanksShareIsACopy) {
   worker.enqueue(&o.r);
   std::string error;
   ASSERT_TRUE(worker.wait_share(o.r, &error)) << error;
+  EXPECT_EQ(conflux::testing::thread_names().count("cfx-ring"), 1u);  // it has run: named
   for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(o.recv[i], i < 600 ? -1 : o.send[i]) << i;
 }
 

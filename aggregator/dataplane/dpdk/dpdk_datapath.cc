@@ -15,6 +15,7 @@
 #include "aggregator/dataplane/dataplane.h"
 #include "aggregator/dataplane/dpdk/dpdk_queue.h"
 #include "aggregator/dataplane/dpdk/steering.h"
+#include "conflux/common/thread_name.h"
 #include "spdlog/spdlog.h"
 
 namespace conflux::agg::dpdk {
@@ -72,6 +73,7 @@ DpdkQueue::~DpdkQueue() {
 }
 
 void DpdkQueue::run() {
+  name_this_thread("cfx-dpdk" + std::to_string(s_.queue));  // an EAL lcore or a thread
   jobs_.online(s_.queue);
   if (s_.queue == 0) send_arp(1, MacAddr{}, s_.local.ip);  // gratuitous ARP
   flush_tx();

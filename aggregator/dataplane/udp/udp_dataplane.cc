@@ -12,6 +12,7 @@
 
 #include "aggregator/dataplane/udp/udp_queue.h"
 #include "aggregator/util/random.h"
+#include "conflux/common/thread_name.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
 
@@ -121,7 +122,10 @@ UdpDataplane::~UdpDataplane() {
 std::string UdpDataplane::start() {
   for (auto& q : queues_) {
     UdpQueue* queue = q.get();
-    threads_.emplace_back([this, queue] { queue->run(stopping_); });
+    threads_.emplace_back([this, queue, i = threads_.size()] {
+      name_this_thread("cfx-udp" + std::to_string(i));
+      queue->run(stopping_);
+    });
   }
   return "";
 }

@@ -5,6 +5,7 @@
 
 #include <thread>
 
+#include "conflux/common/thread_name.h"
 #include "progress.h"
 
 namespace conflux::client {
@@ -109,7 +110,10 @@ std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string
     impl->progress =
         std::make_unique<Progress>(&impl->sh, &impl->udp, std::move(joined), impl->payload_bytes);
     Progress* p = impl->progress.get();
-    impl->thread = std::thread([p] { p->run(); });
+    impl->thread = std::thread([p] {
+      name_this_thread("cfx-engine");
+      p->run();
+    });
 
     // Every outstanding packet may be answered at once: the socket must hold them all.
     size_t window_bytes = 0;
