@@ -71,7 +71,7 @@ run() {  # run <label> <tag> <env...>
   if [[ -n $top ]]; then
     wait "$top" || true
     echo "  busiest threads after ${CONFLUX_GPU_TOP} s (top -H):"
-    sed -n '/^ *PID/,$p' "$LOGS/$tag.top" | head -25 | sed 's/^/  /'
+    awk '/^ *PID/ {on = 1} on && n++ < 25 {print "  " $0}' "$LOGS/$tag.top"
   fi
   grep -v "NCCL INFO" "$LOGS/$tag.rank0.log" | grep -v "^ *[A-Za-z]* |\|^$" || true
   grep -h "NCCL INFO Using network\|NCCL version\|CollNet failover\|re-stripe\|closing:" \
