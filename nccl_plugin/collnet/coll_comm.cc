@@ -116,6 +116,7 @@ AggregatorSample CollComm::sample_aggregators() {
       a.engine = engine_.get();
       a.bytes_sent = st.bytes_sent;
       a.busy_ns = st.busy_ns;
+      a.window_full_ns = st.window_full_ns;
       a.grant_mbps = static_cast<double>(st.grant_mbps);
     }
   }
@@ -132,12 +133,13 @@ bool CollComm::submit(CollRequest* r, bool agg_capable) {
   const bool agg_ok = agg_capable && ((support_mask_ >> bit) & 1) != 0;
   const uint32_t seq = next_seq_.load(std::memory_order_relaxed);
   double fraction = opts_.ring_fraction;
-  if (!ring_->split_for(*r, seq, agg_ok, &fraction)) return false;
+  size_t measured_min = 0;
+  if (!ring_->split_for(*r, seq, agg_ok, &fraction, &measured_min)) return false;
   r->seq = seq;
   next_seq_.store(seq + 1, std::memory_order_relaxed);
-  r->agg_count =
-      agg_ok ? aggregator_elements(r->count, dtype_size(r->dtype), fraction, opts_.ring_min_bytes)
-             : 0;
+  r->agg_count = agg_ok ? aggregator_elements(r->count, dtype_size(r->dtype), fraction,
+                                              std::max(opts_.ring_min_bytes, measured_min))
+                        : 0;
   if (r->agg_count > 0) {
     std::lock_guard<std::mutex> lk(engine_mu_);
     if (!degraded()) {  // after a failover the completion thread feeds the engine, if any

@@ -51,6 +51,7 @@ struct Verdict {
   double link_mbps = 0;
   double capacity_mbps = 0;
   double grant_mbps = 0;  // sum of its aggregators' grants (Capacity share_mbps) now
+  double hop_us = 0;      // one hop of the worker ring, as this rank measured it at connect
 };
 
 // The smallest value of a Verdict field over every rank.
@@ -66,7 +67,15 @@ double agreed_ring_fraction(const std::vector<Verdict>& all, int nranks) {
                                      smallest(all, &Verdict::capacity_mbps));
 }
 
-// CONFLUX_RING_MIN_US (rank 0's) in bytes at the slowest link any rank reported.
+double largest_hop_us(const std::vector<Verdict>& all) {
+  double m = 0;
+  for (const Verdict& v : all) m = std::max(m, v.hop_us);
+  return m;
+}
+
+// CONFLUX_RING_MIN_US (rank 0's) in bytes at the slowest link any rank reported. With the
+// measured split the controller adds its own floor from the ring's hop latency
+// (SplitController::min_ring_bytes); CONFLUX_RING_MIN_US=0 turns both off.
 size_t ring_min_bytes(const std::vector<Verdict>& all) {
   const double link = std::max(smallest(all, &Verdict::link_mbps), 0.0);
   return static_cast<size_t>(static_cast<double>(all[0].ring_min_us) * link / 8);
@@ -253,6 +262,26 @@ Status exchange_served(const Config& cfg, net::SendComm* next, net::RecvComm* pr
   return st;
 }
 
+// 1b. One hop of the worker ring: kHopRounds allgathers of one word, timed, once the first
+// exchange has brought the ranks together (microseconds; 0 with one rank, or when the ring
+// failed, which the agreement then reports).
+double measure_hop_us(net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
+                      std::chrono::milliseconds timeout) {
+  constexpr int kHopRounds = 8;
+  if (nranks < 2) return 0;
+  const uint64_t mine = static_cast<uint64_t>(rank);
+  std::vector<uint64_t> all(static_cast<size_t>(nranks));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kHopRounds; ++i) {
+    if (collnet::ring_allgather(next, prev, rank, nranks, &mine, all.data(), sizeof mine,
+                                timeout) != Status::kOk) {
+      return 0;
+    }
+  }
+  const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - t0;
+  return took.count() / (kHopRounds * (nranks - 1));
+}
+
 // 3. This rank's verdict after its join (engine: the joined aggregators, or null and `why`).
 Verdict local_verdict(const Config& cfg, int dev, int nranks, const client::Engine* engine,
                       const std::string& why) {
@@ -326,6 +355,8 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
                             static_cast<uint32_t>(engine.aggregators().size()));
     // A later grant update (another job joined or left an aggregator) scales R from here.
     opts.controller->set_grant(smallest(all, &Verdict::grant_mbps));
+    // Ring shares too small for the ring's latency go through the aggregators.
+    if (all[0].ring_min_us > 0) opts.controller->set_hop(largest_hop_us(all) * 1e-6);
     opts.ring_fraction = opts.controller->ring_fraction();
   }
   opts.ring_min_bytes = ring_min_bytes(all);
@@ -381,10 +412,12 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
 
   std::vector<uint32_t> served;
   CFX_RETURN_IF_ERROR(exchange_served(cfg, next, prev, rank, nranks, timeout, &served));
+  const double hop_us = measure_hop_us(next, prev, rank, nranks, timeout);
   std::string why;
   const uint64_t key = job_key(handles, nranks);
   auto engine = join_aggregators(cfg, key, nranks, rank, served, &why);
-  const Verdict mine = local_verdict(cfg, l->dev, nranks, engine.get(), why);
+  Verdict mine = local_verdict(cfg, l->dev, nranks, engine.get(), why);
+  mine.hop_us = hop_us;
 
   std::vector<Verdict> all;
   CFX_RETURN_IF_ERROR(agree(cfg, next, prev, rank, nranks, mine, timeout, &all));
@@ -392,10 +425,12 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   if (rank == 0) {
     CFX_INFO(kLogColl | kLogInit,
              "CollNet connected: %d ranks, %zu aggregator(s), ring fraction %.3f%s (ring shares "
-             "under %zu bytes go through the aggregators)%s",
+             "under %zu bytes go through the aggregators; ring hop %.0f us)%s",
              nranks, engine->aggregators().size(), opts.ring_fraction,
              opts.controller ? " (auto: from the advertised capacity, then measured)" : "",
-             opts.ring_min_bytes,
+             std::max(opts.ring_min_bytes,
+                      opts.controller ? opts.controller->min_ring_bytes() : size_t{0}),
+             largest_hop_us(all),
              engine->aggregators().front().deterministic ? ", deterministic" : "");
   }
   *collComm = new collnet::CollComm(rank, nranks, std::move(rings), std::move(engine), opts);

@@ -36,6 +36,7 @@ RingWorker::RingWorker(int rank, int nranks, RingLanes lanes, const RingSettings
       split_now_(fraction) {
   if (controller && nranks_ > 1 && lanes_.split_next && lanes_.split_prev) {
     controller_ = std::move(controller);
+    split_min_now_ = controller_->min_ring_bytes();
     split_round_ = std::make_unique<AsyncRingAllgather>(
         lanes_.split_next.get(), lanes_.split_prev.get(), rank_, nranks_, sizeof(PathSample));
   }
@@ -56,18 +57,22 @@ void RingWorker::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool RingWorker::split_for(CollRequest& r, uint32_t seq, bool agg_ok, double* fraction) {
+bool RingWorker::split_for(CollRequest& r, uint32_t seq, bool agg_ok, double* fraction,
+                           size_t* min_ring_bytes) {
+  *min_ring_bytes = 0;
   if (!controller_) {
     *fraction = split_now_;
     return true;
   }
   std::lock_guard<std::mutex> lk(split_mu_);
   if (agg_ok && !split_pending_.empty() && split_pending_.front() + kSplitLag <= seq) return false;
-  while (!split_changes_.empty() && split_changes_.front().first <= seq) {
-    split_now_ = split_changes_.front().second;
+  while (!split_changes_.empty() && split_changes_.front().from <= seq) {
+    split_now_ = split_changes_.front().fraction;
+    split_min_now_ = split_changes_.front().min_ring_bytes;
     split_changes_.pop_front();
   }
   *fraction = split_now_;
+  *min_ring_bytes = split_min_now_;
   period_bytes_ += r.bytes;
   if (period_bytes_ >= kSplitPeriodBytes || ++period_requests_ >= kSplitPeriodRequests) {
     r.split_exchange = true;
@@ -227,13 +232,15 @@ void RingWorker::start_split_exchange(uint32_t seq) {
   if (a.engine != nullptr) {
     if (a.engine != sample_engine_) {  // a re-joined engine counts from zero
       sample_engine_ = a.engine;
-      sample_sent_ = sample_busy_ns_ = 0;
+      sample_sent_ = sample_busy_ns_ = sample_full_ns_ = 0;
     }
     mine.agg_bytes = static_cast<double>(a.bytes_sent - sample_sent_);
     mine.agg_busy_s = static_cast<double>(a.busy_ns - sample_busy_ns_) * 1e-9;
+    mine.agg_window_full_s = static_cast<double>(a.window_full_ns - sample_full_ns_) * 1e-9;
     mine.grant_mbps = a.grant_mbps;
     sample_sent_ = a.bytes_sent;
     sample_busy_ns_ = a.busy_ns;
+    sample_full_ns_ = a.window_full_ns;
   }
   if (ring_running_) {  // the stretch running now counts up to here
     track_ring_busy(false);
@@ -249,6 +256,7 @@ void RingWorker::start_split_exchange(uint32_t seq) {
   if (split_broken_) {
     SplitDecision keep;
     keep.ring_fraction = controller_->ring_fraction();
+    keep.min_ring_bytes = controller_->min_ring_bytes();
     publish_split(seq, keep);
     return;
   }
@@ -264,6 +272,7 @@ bool RingWorker::advance_split() {
   split_running_ = false;
   SplitDecision d;
   d.ring_fraction = controller_->ring_fraction();
+  d.min_ring_bytes = controller_->min_ring_bytes();
   if (st != net::Status::kOk) {
     split_broken_ = true;  // the ring shares do not depend on it: the split just stays
     CFX_WARN(net::kLogColl,
@@ -279,11 +288,16 @@ bool RingWorker::advance_split() {
 
 void RingWorker::publish_split(uint32_t seq, const SplitDecision& d) {
   if (d.changed) {
-    CFX_INFO(net::kLogColl, "CollNet rank %d: ring fraction %.3f from request #%u on: %s", rank_,
-             d.ring_fraction, seq + kSplitLag, d.reason.c_str());
+    const std::string floor = d.min_ring_bytes == 0
+                                  ? ""
+                                  : " (ring shares under " + std::to_string(d.min_ring_bytes) +
+                                        " bytes, too small for the ring's hops, go through the "
+                                        "aggregators)";
+    CFX_INFO(net::kLogColl, "CollNet rank %d: ring fraction %.3f from request #%u on: %s%s", rank_,
+             d.ring_fraction, seq + kSplitLag, d.reason.c_str(), floor.c_str());
   }
   std::lock_guard<std::mutex> lk(split_mu_);
-  split_changes_.emplace_back(seq + kSplitLag, d.ring_fraction);
+  split_changes_.push_back({seq + kSplitLag, d.ring_fraction, d.min_ring_bytes});
   split_pending_.pop_front();
 }
 

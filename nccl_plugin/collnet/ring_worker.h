@@ -47,6 +47,7 @@ struct AggregatorSample {
   const void* engine = nullptr;  // the engine of the moment (counters restart with a new one)
   uint64_t bytes_sent = 0;
   uint64_t busy_ns = 0;
+  uint64_t window_full_ns = 0;
   double grant_mbps = 0;
   uint32_t epoch = 0;        // re-stripes so far
   uint32_t aggregators = 0;  // aggregators of that epoch's engine
@@ -71,9 +72,11 @@ class RingWorker {
   RingWorker(const RingWorker&) = delete;
   RingWorker& operator=(const RingWorker&) = delete;
 
-  // The ring fraction of request `seq` (r: its bytes; agg_ok: it may use the aggregators).
-  // False (request not taken) while the measured split for `seq` is not decided yet.
-  bool split_for(CollRequest& r, uint32_t seq, bool agg_ok, double* fraction);
+  // The ring fraction of request `seq` (r: its bytes; agg_ok: it may use the aggregators), and
+  // the measured split's smallest ring share (0 when not measured). False (request not
+  // taken) while the measured split for `seq` is not decided yet.
+  bool split_for(CollRequest& r, uint32_t seq, bool agg_ok, double* fraction,
+                 size_t* min_ring_bytes);
   bool measured() const { return controller_.has_value(); }
   // Takes r (its split set) in submission order; completes its ring share later.
   void enqueue(CollRequest* r);
@@ -115,14 +118,20 @@ class RingWorker {
 
   // Measured split; split_mu_ guards what split_for() shares with the ring thread.
   std::mutex split_mu_;
-  double split_now_ = 0;                                   // split_mu_
-  std::deque<std::pair<uint32_t, double>> split_changes_;  // split_mu_: (from seq, fraction)
-  std::deque<uint32_t> split_pending_;                     // split_mu_: marks not decided
-  uint64_t period_bytes_ = 0;                              // split_mu_
-  uint32_t period_requests_ = 0;                           // split_mu_
-  std::optional<SplitController> controller_;              // ring thread (set once)
-  std::unique_ptr<AsyncRingAllgather> split_round_;        // ring thread
-  bool split_running_ = false;                             // ring thread: a round in flight
+  struct SplitChange {
+    uint32_t from = 0;  // the first request it applies to
+    double fraction = 0;
+    size_t min_ring_bytes = 0;
+  };
+  double split_now_ = 0;                             // split_mu_
+  size_t split_min_now_ = 0;                         // split_mu_
+  std::deque<SplitChange> split_changes_;            // split_mu_
+  std::deque<uint32_t> split_pending_;               // split_mu_: marks not decided
+  uint64_t period_bytes_ = 0;                        // split_mu_
+  uint32_t period_requests_ = 0;                     // split_mu_
+  std::optional<SplitController> controller_;        // ring thread (set once)
+  std::unique_ptr<AsyncRingAllgather> split_round_;  // ring thread
+  bool split_running_ = false;                       // ring thread: a round in flight
   bool split_broken_ = false;  // ring thread: the split ring failed; the split stays
   uint32_t split_seq_ = 0;     // ring thread: the period end of the running round
   // Ring thread: the period's measurements, and the aggregator counters they start from.
@@ -131,7 +140,7 @@ class RingWorker {
   std::chrono::steady_clock::time_point ring_since_;
   uint64_t sent_at_ring_start_ = 0;
   const void* sample_engine_ = nullptr;
-  uint64_t sample_sent_ = 0, sample_busy_ns_ = 0;
+  uint64_t sample_sent_ = 0, sample_busy_ns_ = 0, sample_full_ns_ = 0;
 
   std::thread thread_;  // last: started once everything above is set
 };

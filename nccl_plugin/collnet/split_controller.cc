@@ -13,6 +13,9 @@ namespace {
 // what the aggregators take, if it stayed below this part of the link.
 constexpr double kAloneShare = 0.1;
 constexpr double kLinkFull = 0.9;
+// ... and if its contributions waited for the window this part of that time: it was held
+// back by the aggregators, not by the caller's pace.
+constexpr double kBacklogged = 0.5;
 // A path carrying at least this part of a period's bytes is measured for its bandwidth.
 constexpr double kExactShare = 0.25;
 
@@ -66,6 +69,12 @@ SplitDecision SplitController::move_to(double share, std::string reason) {
 }
 
 SplitDecision SplitController::update(std::span<const PathSample> all) {
+  SplitDecision d = decide(all);
+  d.min_ring_bytes = min_ring_bytes();
+  return d;
+}
+
+SplitDecision SplitController::decide(std::span<const PathSample> all) {
   SplitDecision keep;
   keep.ring_fraction = ring_fraction();
   if (all.empty() || n_ < 2) return keep;
@@ -80,9 +89,13 @@ SplitDecision SplitController::update(std::span<const PathSample> all) {
     const uint32_t before = aggregators_;
     aggregators_ = newest->aggregators;
     if (grant_ != 0) grant_ = -1;  // the new engine's grants are adopted, not a change
-    return move_to(target(), "re-striped from " + std::to_string(before) + " to " +
-                                 std::to_string(aggregators_) + " aggregator(s), capacity " +
-                                 mbps(capacity_));
+    SplitDecision d = move_to(target(), "re-striped from " + std::to_string(before) + " to " +
+                                            std::to_string(aggregators_) +
+                                            " aggregator(s), capacity " + mbps(capacity_));
+    // Said even when the fraction stays; the next period carries the old engine's requests.
+    d.changed = true;
+    settling_ = true;
+    return d;
   }
   // A grant update that every rank has seen: a new prior for R, scaled like a re-stripe.
   bool agreed = all[0].grant_mbps > 0;
@@ -100,18 +113,19 @@ SplitDecision SplitController::update(std::span<const PathSample> all) {
     }
   }
   double a = all[0].agg_bytes, a_ov = all[0].agg_bytes_with_ring, r = all[0].ring_bytes;
-  double ta = 0, tr = 0;
+  double ta = 0, tr = 0, tfull = 0;
   for (const PathSample& s : all) {  // the slowest rank counts
     a = std::min(a, s.agg_bytes);
     a_ov = std::min(a_ov, s.agg_bytes_with_ring);
     r = std::min(r, s.ring_bytes);
     ta = std::max(ta, s.agg_busy_s);
     tr = std::max(tr, s.ring_busy_s);
+    tfull = std::max(tfull, s.agg_window_full_s);
   }
   const bool agg_measured = a >= t_.min_bytes && ta > 0;
   const bool ring_measured = r >= t_.min_bytes && tr > 0;
   if (!agg_measured && !ring_measured) return keep;  // too little traffic to tell
-  if (settling_) {  // this period still carried requests split the old way
+  if (settling_) {  // the first period, or one that still carried requests split the old way
     settling_ = false;
     return keep;
   }
@@ -125,6 +139,7 @@ SplitDecision SplitController::update(std::span<const PathSample> all) {
     // The ring (TCP) takes whatever the aggregator share leaves: when it is the slower path the
     // link is full while it runs.
     const double seen = (std::min(a_ov, a) + c_ * r) / tr;
+    ring_was_slower_ = ring_was_slower_ || tr >= ta;
     link_ = tr >= ta && big_ring ? exact(link_, seen, &link_known_) : std::max(link_, seen);
     if (tr >= ta && big_ring) why = "the ring is the slower path";
   } else {
@@ -137,7 +152,7 @@ SplitDecision SplitController::update(std::span<const PathSample> all) {
     const double a_alone = a - std::min(a_ov, a);
     const double ra = t_alone > 0 ? a_alone / t_alone : 0;
     if (big_agg && t_alone >= kAloneShare * ta && a_alone >= t_.min_bytes &&
-        ra < kLinkFull * link_) {
+        ra < kLinkFull * link_ && tfull >= kBacklogged * t_alone) {
       capacity_ = exact(capacity_, n_ * ra, &capacity_known_);
       why = "the aggregators limit their share";
     } else {

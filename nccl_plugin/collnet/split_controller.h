@@ -13,11 +13,15 @@
 //       aggregator bytes sent meanwhile, T_r: time with a ring share running); when the ring
 //       finished first, it may have waited on latency, and this only bounds L from below;
 //   R = n·a_0 / T_0 when the aggregator share ran alone for a good part of its busy time
-//       (a_0 bytes in T_0) below the link rate: then the aggregators limited it; otherwise
-//       n·a / T_a only bounds R from below (the link limited it).
+//       (a_0 bytes in T_0) below the link rate, with its contributions waiting for the window
+//       for at least half of T_0 (some rank): then the aggregators limited it; otherwise
+//       n·a / T_a only bounds R from below (the link limited it, or the caller's pace: NCCL
+//       posts its chunks as the GPU side produces them, and a share that is not backlogged
+//       says nothing about what the aggregators could take).
 // A path's rate counts as its bandwidth only when it carried at least a quarter of the
 // period's bytes (a small share waits on latency); otherwise it only bounds the rate from
-// below. The period right after a change carries requests of both splits and is not used.
+// below. The period right after a change carries requests of both splits and is not used,
+// nor is the first one (slow start, warm-up).
 // Over the ranks the slowest counts (least bytes, longest busy time): the collective waits for
 // it. Too much on the aggregators makes their share run alone, which measures R and moves the
 // split back; too much on the ring measures L; at the optimum both bind. A change the model
@@ -43,8 +47,11 @@ struct PathSample {
   uint32_t epoch = 0;              // re-stripes this rank's communicator has made
   uint32_t aggregators = 0;        // aggregators of its engine of that epoch
   double grant_mbps = 0;           // sum of its aggregators' current grants (Capacity), 0 unknown
+  // Time with aggregator contributions waiting for a window slot: the aggregators (or the
+  // path to them) held the share back, not the caller's pace.
+  double agg_window_full_s = 0;
 };
-static_assert(sizeof(PathSample) == 56, "exchanged between ranks as raw bytes");
+static_assert(sizeof(PathSample) == 64, "exchanged between ranks as raw bytes");
 
 struct SplitTuning {
   double band = 0.03;            // keep the split unless the model expects it this much faster
@@ -55,6 +62,9 @@ struct SplitTuning {
 
 struct SplitDecision {
   double ring_fraction = 0;
+  // A request whose ring share would be smaller goes wholly through the aggregators
+  // (SplitController::min_ring_bytes); it may move without the fraction moving.
+  size_t min_ring_bytes = 0;
   bool changed = false;
   std::string reason;  // for the log line of a change
 };
@@ -75,6 +85,18 @@ class SplitController {
   // aggregator) that every rank reports in the same period scales R by new/old and restarts
   // R as a prior (the next measurement replaces it).
   void set_grant(double grant_mbps) { grant_ = grant_mbps; }
+  // One hop of the worker ring in seconds, agreed at connect (the slowest any rank measured);
+  // 0 = not used.
+  void set_hop(double hop_s) { hop_s_ = hop_s; }
+  // The smallest ring share worth its latency: one the link carries in the time the ring's
+  // 2(n-1) hops take, i.e. n·hop·L bytes (c = 2(n-1)/n link bytes per byte). A smaller share
+  // would be decided by the hops, not by bandwidth. 0 until a period has seen the ring as the
+  // slower path: before, L is only the rate the NIC reports, which can be far above what a
+  // shaped link carries, and a floor from it could keep the ring from ever carrying (and so
+  // from being measured).
+  size_t min_ring_bytes() const {
+    return ring_was_slower_ ? static_cast<size_t>(n_ * hop_s_ * link_) : 0;
+  }
 
   // One decision from every rank's sample of the same period (all[i] from rank i). Depends
   // only on the controller's state and `all`; every rank starts from the same priors and
@@ -82,6 +104,7 @@ class SplitController {
   SplitDecision update(std::span<const PathSample> all);
 
  private:
+  SplitDecision decide(std::span<const PathSample> all);
   double target() const;                  // model split for the current estimates, probe..1-probe
   double model_time(double share) const;  // model seconds per byte at that aggregator share
   SplitDecision move_to(double share, std::string reason);
@@ -97,8 +120,12 @@ class SplitController {
   SplitTuning t_;
   double agg_share_;
   bool link_known_ = false, capacity_known_ = false;
-  bool settling_ = false;  // the split just changed: the next period is mixed, not measured
-  double grant_ = 0;       // agreed grant sum, Mbit/s; 0 unknown, < 0 re-striped: adopt the next
+  // The next period is not measured: the split just changed (the period is mixed), or the job
+  // just started (the congestion window's slow start and the job's warm-up are in it).
+  bool settling_ = true;
+  double hop_s_ = 0;
+  bool ring_was_slower_ = false;  // some period's ring share ended after the aggregators' share
+  double grant_ = 0;  // agreed grant sum, Mbit/s; 0 unknown, < 0 re-striped: adopt the next
 };
 
 }  // namespace conflux::collnet

@@ -40,13 +40,15 @@ const std::array<ParamSpec, 32> kParams{{
      "Share (0..1) of every AllReduce sent over the worker ring at the same time as the rest "
      "goes through the aggregators. auto: starts from the aggregators' grants and capacity "
      "(CONFLUX_AGGREGATOR_MBPS, else what they advertise) against the workers' link, then "
-     "follows what both paths deliver, measured and agreed by all ranks while the job runs. A "
-     "number: fixed.",
+     "follows what both paths deliver, measured and agreed by all ranks while the job runs; a "
+     "ring share the link would carry in less time than the ring's 2(n-1) hops take (hop "
+     "measured at connect) goes through the aggregators. A number: fixed.",
      &Config::ringFraction},
     {"CONFLUX_RING_MIN_US", ParamType::kInt, "10", 0, 1000000,
      "A request whose ring share would take less than this many microseconds on the "
      "workers' link goes wholly through the aggregators (unless CONFLUX_RING_FRACTION is 1): "
-     "a small ring share costs the ring's latency for little bandwidth. 0: always split.",
+     "a small ring share costs the ring's latency for little bandwidth. 0: always split (with "
+     "auto too: no floor from the ring's hop latency).",
      &Config::ringMinUs},
     {"CONFLUX_AGGREGATOR_MBPS", ParamType::kInt, "0", 0, 100000000,
      "Line rate of each aggregator for the auto split's start. 0: the rate each advertises "

@@ -141,6 +141,23 @@ TEST(EngineFake, BusyTimeCountsOnlyWhileRequestsAreInFlight) {
   EXPECT_EQ(es[0]->stats().busy_ns, busy);
 }
 
+// window_full_ns (whether the aggregators, not the caller, held the measured split's
+// aggregator share back) runs only while contributions wait for a window slot.
+TEST(EngineFake, WindowFullTimeCountsOnlyWhileContributionsWaitForASlot) {
+  FakeOptions o;
+  o.max_slots = 3;
+  FakeAggregator agg(o);
+  auto es = make_engines({&agg}, 2);
+  check_sum(es, 1);  // one packet: a slot is always free
+  EXPECT_EQ(es[0]->stats().window_full_ns, 0u);
+  check_sum(es, 5000);  // many packets through 3 slots
+  const EngineStats s = es[0]->stats();
+  EXPECT_GT(s.window_full_ns, 0u);
+  EXPECT_LE(s.window_full_ns, s.busy_ns);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(es[0]->stats().window_full_ns, s.window_full_ns) << "idle: the stretch is closed";
+}
+
 TEST(EngineFake, SumsManyPacketsThroughASmallWindow) {
   FakeAggregator agg(FakeOptions{});
   auto es = make_engines({&agg}, 3);

@@ -80,8 +80,10 @@ TEST_P(RingWorkerTest, RingSharesOfARequestStreamAreExactOnEveryLane) {
     for (uint32_t seq = 0; seq < shapes.size(); ++seq) {
       auto o = std::make_unique<Owned>(rank, seq, shapes[seq].first, shapes[seq].second);
       double fraction = -1;
-      ASSERT_TRUE(worker.split_for(o->r, seq, /*agg_ok=*/true, &fraction));
-      EXPECT_EQ(fraction, 0.5);  // not measured: the configured fraction
+      size_t min_ring = 1;
+      ASSERT_TRUE(worker.split_for(o->r, seq, /*agg_ok=*/true, &fraction, &min_ring));
+      EXPECT_EQ(fraction, 0.5);  // not measured: the configured fraction, no floor of its own
+      EXPECT_EQ(min_ring, 0u);
       worker.enqueue(&o->r);
       reqs[rank].push_back(std::move(o));
     }
@@ -119,43 +121,43 @@ TEST(RingWorker, OneRanksShareIsACopy) {
   for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(o.recv[i], i < 600 ? -1 : o.send[i]) << i;
 }
 
-TEST(RingWorker, AStalledRingFailsItsShareAndEveryLaterOne) {
-  // Rank 1 never runs: rank 0's first share stalls once its first blocks are sent.
-  Ring ring(2);
-  std::atomic<bool> closing{false};
+// Rank 0's worker on a ring of two whose rank 1 never runs: a ring share stalls once its
+// first blocks are sent.
+std::unique_ptr<RingWorker> rank0_alone(Ring& ring, const RingSettings& s,
+                                        const std::atomic<bool>& closing) {
   RingLanes lanes;
   lanes.next.push_back(std::move(ring.next[0]));
   lanes.prev.push_back(std::move(ring.prev[0]));
-  RingWorker worker(
-      0, 2, std::move(lanes), small_blocks(300ms), 0.5, std::nullopt,
-      [] { return AggregatorSample{}; }, closing);
+  return std::make_unique<RingWorker>(
+      0, 2, std::move(lanes), s, 0.5, std::nullopt, [] { return AggregatorSample{}; }, closing);
+}
+
+TEST(RingWorker, AStalledRingFailsItsShareAndEveryLaterOne) {
+  Ring ring(2);
+  std::atomic<bool> closing{false};
+  auto worker = rank0_alone(ring, small_blocks(300ms), closing);
   Owned first(0, 0, 50000, 0), later(0, 1, 100, 0), aggs_only(0, 2, 100, 100);
-  for (Owned* o : {&first, &later, &aggs_only}) worker.enqueue(&o->r);
+  for (Owned* o : {&first, &later, &aggs_only}) worker->enqueue(&o->r);
   std::string error;
-  EXPECT_FALSE(worker.wait_share(first.r, &error));
+  EXPECT_FALSE(worker->wait_share(first.r, &error));
   EXPECT_EQ(error, "worker ring made no progress for 300 ms");
-  EXPECT_FALSE(worker.wait_share(later.r, &error));
+  EXPECT_FALSE(worker->wait_share(later.r, &error));
   EXPECT_EQ(error, "the worker ring failed earlier");
-  EXPECT_TRUE(worker.wait_share(aggs_only.r, &error)) << "no ring share: nothing to fail";
+  EXPECT_TRUE(worker->wait_share(aggs_only.r, &error)) << "no ring share: nothing to fail";
 }
 
 TEST(RingWorker, ClosingEndsAWaitForAShareThatCannotFinish) {
   Ring ring(2);
   std::atomic<bool> closing{false};
-  RingLanes lanes;
-  lanes.next.push_back(std::move(ring.next[0]));
-  lanes.prev.push_back(std::move(ring.prev[0]));
-  RingWorker worker(
-      0, 2, std::move(lanes), small_blocks(), 0.5, std::nullopt, [] { return AggregatorSample{}; },
-      closing);
+  auto worker = rank0_alone(ring, small_blocks(), closing);
   Owned o(0, 0, 50000, 0);
-  worker.enqueue(&o.r);
+  worker->enqueue(&o.r);
   std::thread closer([&] {
     std::this_thread::sleep_for(100ms);
     closing = true;
   });
   std::string error;
-  EXPECT_FALSE(worker.wait_share(o.r, &error));
+  EXPECT_FALSE(worker->wait_share(o.r, &error));
   EXPECT_EQ(error, "communicator closed");
   closer.join();
 }

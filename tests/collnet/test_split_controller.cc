@@ -57,6 +57,7 @@ PathSample simulate(const Fabric& f, double share) {
   s.agg_bytes = f.bytes * share;
   s.agg_bytes_with_ring = with_ring;
   s.agg_busy_s = ta;
+  s.agg_window_full_s = ta;  // all of it is there from the start: always backlogged
   s.ring_bytes = f.bytes * (1 - share);
   s.ring_busy_s = tr;
   s.aggregators = 1;
@@ -134,6 +135,52 @@ TEST(SplitController, ConvergesFromAnyPriorToWhereBothFinishTogether) {
   }
 }
 
+TEST(SplitController, AShareTheCallerPacesIsNotTakenForTheAggregatorsLimit) {
+  // NCCL posts its chunks as the GPU side produces them: the aggregator share may run slower
+  // than link and aggregators allow with nothing waiting for the window. Only a backlogged
+  // share that slow says the aggregators are slow. The same period, once with its
+  // contributions never waiting for the window and once always waiting:
+  Fabric f;
+  f.capacity = 8 * kGbit;
+  const auto decide = [&](double full_part, double* start) {
+    SplitController ctl = prior(f, f.link, f.capacity);
+    *start = ctl.ring_fraction();
+    PathSample s = simulate(f, 1 - *start);
+    s.agg_busy_s *= 4;  // the caller posted the period's bytes over 4x the time needed
+    s.ring_busy_s *= 4;
+    s.agg_window_full_s = full_part * s.agg_busy_s;
+    const std::vector<PathSample> period(static_cast<size_t>(f.n), s);
+    ctl.update(period);  // the first period is not measured
+    return ctl.update(period);
+  };
+  double start = 0;
+  const SplitDecision paced = decide(0.0, &start);
+  EXPECT_FALSE(paced.changed) << paced.reason;
+  EXPECT_EQ(paced.ring_fraction, start);
+  const SplitDecision held = decide(1.0, &start);
+  EXPECT_TRUE(held.changed);
+  EXPECT_GT(held.ring_fraction, start + 0.25) << held.reason;
+  EXPECT_NE(held.reason.find("the aggregators limit their share"), std::string::npos);
+}
+
+TEST(SplitController, TheSmallestRingShareFollowsTheMeasuredLink) {
+  // A veth that reports 10 Gbit/s for a 1 Gbit/s link; the ring's hop takes 100 us. At the
+  // nominal rate a ring share would have to be 4 x 100 us x 10 Gbit/s = 500 kB to be worth its
+  // 6 hops, which could keep the ring from ever carrying: no floor until a period has seen
+  // the ring as the slower path, and from the link measured then, 4 x 100 us x 1 Gbit/s.
+  Fabric f;
+  f.capacity = 0.25 * f.link;  // the aggregators are slow: the ring carries most
+  SplitController ctl = prior(f, 10 * f.link, f.capacity);
+  ctl.set_hop(100e-6);
+  EXPECT_EQ(ctl.min_ring_bytes(), 0u) << "the ring has not been the slower path yet";
+  std::mt19937_64 rng(1);
+  SplitDecision d;
+  for (int p = 0; p < 8; ++p) d = ctl.update(samples(f, 1 - ctl.ring_fraction(), &rng, 0));
+  EXPECT_NEAR(ctl.link_bps(), f.link, 0.05 * f.link);
+  EXPECT_EQ(d.min_ring_bytes, ctl.min_ring_bytes()) << "every decision carries the floor";
+  EXPECT_NEAR(double(d.min_ring_bytes), 4 * 100e-6 * f.link, 0.05 * 4 * 100e-6 * f.link);
+}
+
 TEST(SplitController, FastAggregatorsKeepEverythingFromAWrongLinkPrior) {
   // The "fat" fabric: one aggregator at 4x. A veth that reports 10 Gbit/s for a 1 Gbit/s link
   // must not push work to the ring for good: the aggregators alone are the fastest.
@@ -194,7 +241,10 @@ TEST(SplitController, ChangesSayWhy) {
   f.capacity = 0.25 * kGbit;
   SplitController ctl = prior(f, f.link, 4 * kGbit);  // advertised 4x, really 1/4
   std::mt19937_64 rng(1);
-  const SplitDecision d = ctl.update(samples(f, 1 - ctl.ring_fraction(), &rng, 0));
+  const auto period = samples(f, 1 - ctl.ring_fraction(), &rng, 0);
+  const SplitDecision first = ctl.update(period);
+  EXPECT_FALSE(first.changed) << "the first period (slow start, warm-up) is not measured";
+  const SplitDecision d = ctl.update(period);
   EXPECT_TRUE(d.changed);
   EXPECT_NE(d.reason.find("the aggregators limit their share"), std::string::npos) << d.reason;
   EXPECT_GT(d.ring_fraction, 0.5);
@@ -226,6 +276,20 @@ TEST(SplitController, ARestripeScalesTheCapacityToTheSurvivors) {
   EXPECT_NEAR(ctl.capacity_bps(), 2 * kGbit, 0.3 * kGbit);
   f.capacity = 2 * kGbit;
   EXPECT_LE(period_time(f, 1 - ctl.ring_fraction()), best_time(f) * 1.08);
+}
+
+TEST(SplitController, ARestripeIsSaidEvenWhenTheSplitStays) {
+  Fabric f;
+  f.capacity = 64 * kGbit;  // two aggregators that keep up alone even after one is lost
+  SplitController ctl(f.n, f.link, f.capacity, 2);
+  const double before = ctl.ring_fraction();
+  std::vector<PathSample> all(4);
+  all[0].epoch = 1;
+  all[0].aggregators = 1;
+  const SplitDecision d = ctl.update(all);
+  EXPECT_TRUE(d.changed) << "an operator reads the re-split in the log";
+  EXPECT_EQ(d.ring_fraction, before);
+  EXPECT_NE(d.reason.find("re-striped from 2 to 1"), std::string::npos) << d.reason;
 }
 
 // A grant update (SPEC §3: another job joined the aggregator) is a new prior for R once every

@@ -11,6 +11,39 @@
 
 namespace conflux::client {
 
+// Time in one state (a request in progress; contributions waiting for the window): closed
+// stretches plus the open one. One writer (the progress thread); any thread reads total().
+struct Stretches {
+  std::atomic<uint64_t> closed_ns{0};
+  std::atomic<uint64_t> since_ns{0};  // start of the open stretch (steady clock), 0: none
+
+  void begin(uint64_t now) {
+    if (since_ns.load(std::memory_order_relaxed) == 0) {
+      since_ns.store(now, std::memory_order_seq_cst);
+    }
+  }
+  void end(uint64_t now) {
+    const uint64_t since = since_ns.load(std::memory_order_relaxed);
+    if (since == 0) return;
+    closed_ns.store(closed_ns.load(std::memory_order_relaxed) + (now > since ? now - since : 0),
+                    std::memory_order_seq_cst);
+    since_ns.store(0, std::memory_order_seq_cst);
+  }
+  // The open stretch too; retried when the writer closes or opens one meanwhile.
+  uint64_t total() const {
+    for (;;) {
+      const uint64_t since = since_ns.load(std::memory_order_seq_cst);
+      const uint64_t closed = closed_ns.load(std::memory_order_seq_cst);
+      if (since_ns.load(std::memory_order_seq_cst) != since) continue;
+      const auto now =
+          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::now().time_since_epoch())
+                                    .count());
+      return closed + (since != 0 && now > since ? now - since : 0);
+    }
+  }
+};
+
 struct Counters {
   using C = std::atomic<uint64_t>;
   C packets_sent{0}, packets_received{0}, bytes_sent{0}, bytes_received{0};
@@ -20,8 +53,8 @@ struct Counters {
   C spurious_retransmits{0}, cwnd_decreases{0};
   C gso_sends{0}, gso_fallbacks{0}, gro_receives{0}, multicast_results{0};
   C congestion_window{0};  // gauge: sum over aggregators of the current window (packets)
-  C busy_ns{0};            // time with a request in progress, closed intervals
-  C busy_since_ns{0};      // start of the open interval (steady clock), 0 when idle
+  Stretches busy;          // time with a request in progress
+  Stretches window_full;   // time with contributions waiting for a window slot
   C grant_mbps{0};         // gauge: sum of the aggregators' current grants
   C grant_updates{0};      // Capacity updates received while running
   std::array<C, proto::kNumDropReasons> drops{};
@@ -53,18 +86,8 @@ struct Counters {
     s.gso_sends = g(gso_sends);
     s.gso_fallbacks = g(gso_fallbacks);
     s.gro_receives = g(gro_receives);
-    // The open interval too; retried when the progress thread closes or opens one meanwhile.
-    for (;;) {
-      const uint64_t since = busy_since_ns.load(std::memory_order_seq_cst);
-      const uint64_t closed = busy_ns.load(std::memory_order_seq_cst);
-      if (busy_since_ns.load(std::memory_order_seq_cst) != since) continue;
-      const auto now =
-          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                    std::chrono::steady_clock::now().time_since_epoch())
-                                    .count());
-      s.busy_ns = closed + (since != 0 && now > since ? now - since : 0);
-      break;
-    }
+    s.busy_ns = busy.total();
+    s.window_full_ns = window_full.total();
     s.multicast_results = g(multicast_results);
     s.grant_mbps = g(grant_mbps);
     s.grant_updates = g(grant_updates);

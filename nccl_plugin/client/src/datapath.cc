@@ -70,6 +70,13 @@ bool Progress::send_new(int64_t now) {
       }
     }
   }
+  const bool waiting =
+      std::any_of(aggs_.begin(), aggs_.end(), [](const Agg& g) { return !g.send_queue.empty(); });
+  if (waiting) {
+    sh_->ctr.window_full.begin(static_cast<uint64_t>(now));
+  } else {
+    sh_->ctr.window_full.end(static_cast<uint64_t>(now));
+  }
   return any;
 }
 

@@ -122,7 +122,7 @@ bool Progress::take_submissions() {
       }
     }
     if (unfinished_++ == 0) {
-      sh_->ctr.busy_since_ns.store(static_cast<uint64_t>(now_ns()), std::memory_order_seq_cst);
+      sh_->ctr.busy.begin(static_cast<uint64_t>(now_ns()));
     }
     r->counted_busy = true;
     active_.push_back(std::move(r));
@@ -142,11 +142,7 @@ void Progress::finish(Request* r, Status st, const std::string& error) {
   }
   r->finished = true;
   if (r->counted_busy && --unfinished_ == 0) {
-    const uint64_t since = sh_->ctr.busy_since_ns.load(std::memory_order_relaxed);
-    const auto now = static_cast<uint64_t>(now_ns());
-    sh_->ctr.busy_ns.store(sh_->ctr.busy_ns.load(std::memory_order_relaxed) + now - since,
-                           std::memory_order_seq_cst);
-    sh_->ctr.busy_since_ns.store(0, std::memory_order_seq_cst);
+    sh_->ctr.busy.end(static_cast<uint64_t>(now_ns()));
   }
   r->error = error;
   r->state.store(st, std::memory_order_seq_cst);

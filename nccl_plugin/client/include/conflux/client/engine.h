@@ -89,6 +89,9 @@ struct EngineStats {
   // Time with at least one request taken by the progress thread and not finished, the
   // current stretch included: with bytes_sent, the rate of the aggregation path.
   uint64_t busy_ns = 0;
+  // Time with contributions waiting because every window slot (or the congestion window) was
+  // in use: the aggregation path, not the caller, was the limit then.
+  uint64_t window_full_ns = 0;
   uint64_t multicast_results = 0;  // results accepted from a multicast group
   // Sum over the aggregators of their current grant to this job (Capacity share_mbps),
   // Mbit/s, 0 = unknown; it moves when an aggregator sends a grant update (SPEC.md §3).
