@@ -125,10 +125,12 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
   const bool agg_measured = a >= t_.min_bytes && ta > 0;
   const bool ring_measured = r >= t_.min_bytes && tr > 0;
   if (!agg_measured && !ring_measured) return keep;  // too little traffic to tell
-  if (settling_) {  // the first period, or one that still carried requests split the old way
+  if (settling_) {  // this period still carried requests split the old way
     settling_ = false;
     return keep;
   }
+  const bool first = first_period_;
+  first_period_ = false;
   // A path's rate is taken as its bandwidth only when it carried a good part of the bytes:
   // a small share waits on latency (round trips, the slowest rank) more than on bandwidth,
   // and then only bounds the rate from below.
@@ -151,7 +153,7 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
     const double t_alone = ta - (ring_measured ? std::min(tr, ta) : 0.0);
     const double a_alone = a - std::min(a_ov, a);
     const double ra = t_alone > 0 ? a_alone / t_alone : 0;
-    if (big_agg && t_alone >= kAloneShare * ta && a_alone >= t_.min_bytes &&
+    if (!first && big_agg && t_alone >= kAloneShare * ta && a_alone >= t_.min_bytes &&
         ra < kLinkFull * link_ && tfull >= kBacklogged * t_alone) {
       capacity_ = exact(capacity_, n_ * ra, &capacity_known_);
       why = "the aggregators limit their share";

@@ -20,8 +20,8 @@
 //       says nothing about what the aggregators could take).
 // A path's rate counts as its bandwidth only when it carried at least a quarter of the
 // period's bytes (a small share waits on latency); otherwise it only bounds the rate from
-// below. The period right after a change carries requests of both splits and is not used,
-// nor is the first one (slow start, warm-up).
+// below. The period right after a change carries requests of both splits and is not used;
+// the first period's aggregator rate is no measure of R (slow start, warm-up).
 // Over the ranks the slowest counts (least bytes, longest busy time): the collective waits for
 // it. Too much on the aggregators makes their share run alone, which measures R and moves the
 // split back; too much on the ring measures L; at the optimum both bind. A change the model
@@ -120,9 +120,10 @@ class SplitController {
   SplitTuning t_;
   double agg_share_;
   bool link_known_ = false, capacity_known_ = false;
-  // The next period is not measured: the split just changed (the period is mixed), or the job
-  // just started (the congestion window's slow start and the job's warm-up are in it).
-  bool settling_ = true;
+  bool settling_ = false;  // the split just changed: the next period is mixed, not measured
+  // No period measured yet: the first holds the congestion window's slow start and the job's
+  // warm-up, so its aggregator rate is not taken as their capacity (its ring rate is used).
+  bool first_period_ = true;
   double hop_s_ = 0;
   bool ring_was_slower_ = false;  // some period's ring share ended after the aggregators' share
   double grant_ = 0;  // agreed grant sum, Mbit/s; 0 unknown, < 0 re-striped: adopt the next

@@ -150,7 +150,7 @@ TEST(SplitController, AShareTheCallerPacesIsNotTakenForTheAggregatorsLimit) {
     s.ring_busy_s *= 4;
     s.agg_window_full_s = full_part * s.agg_busy_s;
     const std::vector<PathSample> period(static_cast<size_t>(f.n), s);
-    ctl.update(period);  // the first period is not measured
+    ctl.update(period);  // the first period does not measure the aggregators
     return ctl.update(period);
   };
   double start = 0;
@@ -179,6 +179,23 @@ TEST(SplitController, TheSmallestRingShareFollowsTheMeasuredLink) {
   EXPECT_NEAR(ctl.link_bps(), f.link, 0.05 * f.link);
   EXPECT_EQ(d.min_ring_bytes, ctl.min_ring_bytes()) << "every decision carries the floor";
   EXPECT_NEAR(double(d.min_ring_bytes), 4 * 100e-6 * f.link, 0.05 * 4 * 100e-6 * f.link);
+}
+
+TEST(SplitController, TheFirstPeriodMeasuresTheRingButNotTheAggregators) {
+  // Slow aggregators, a link prior 10x too high: the first period's ring is the slower path
+  // and moves the split at once. Aggregators slower than advertised: their first period (slow
+  // start) says nothing, the second moves the split.
+  Fabric f;
+  SplitController wrong_link = prior(f, 10 * f.link, f.capacity);
+  std::mt19937_64 rng(1);
+  const SplitDecision d = wrong_link.update(samples(f, 1 - wrong_link.ring_fraction(), &rng, 0));
+  EXPECT_TRUE(d.changed);
+  EXPECT_NE(d.reason.find("the ring is the slower path"), std::string::npos) << d.reason;
+  f.capacity = 0.25 * kGbit;
+  SplitController slow_aggs = prior(f, f.link, 4 * kGbit);
+  const auto period = samples(f, 1 - slow_aggs.ring_fraction(), &rng, 0);
+  EXPECT_FALSE(slow_aggs.update(period).changed);
+  EXPECT_TRUE(slow_aggs.update(period).changed);
 }
 
 TEST(SplitController, FastAggregatorsKeepEverythingFromAWrongLinkPrior) {
@@ -243,7 +260,7 @@ TEST(SplitController, ChangesSayWhy) {
   std::mt19937_64 rng(1);
   const auto period = samples(f, 1 - ctl.ring_fraction(), &rng, 0);
   const SplitDecision first = ctl.update(period);
-  EXPECT_FALSE(first.changed) << "the first period (slow start, warm-up) is not measured";
+  EXPECT_FALSE(first.changed) << "the first period (slow start, warm-up) does not measure R";
   const SplitDecision d = ctl.update(period);
   EXPECT_TRUE(d.changed);
   EXPECT_NE(d.reason.find("the aggregators limit their share"), std::string::npos) << d.reason;
