@@ -142,7 +142,9 @@ Daemon& DaemonTest::start(const Config& cfg) {
     const bool saved = sched_getaffinity(0, sizeof(affinity), &affinity) == 0;
     daemon_ = Daemon::create(cfg, &err);
     if (saved) (void)sched_setaffinity(0, sizeof(affinity), &affinity);  // rte_eal_init pins
-    if (daemon_ != nullptr) EXPECT_EQ(daemon_->start(), "");
+    if (daemon_ != nullptr) {
+      EXPECT_EQ(daemon_->start(), "");
+    }
   }
   if (daemon_ == nullptr) {
     ADD_FAILURE() << "daemon: " << err;
