@@ -1,6 +1,5 @@
 #include "net/comm.h"
 
-#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "conflux/common/thread_name.h"
 #include "net/log.h"
 
 namespace conflux::net {
@@ -37,9 +37,7 @@ Status CommCore::start() {
   }
   for (int w = 0; w < int(workers_.size()); ++w) {
     workers_[w]->thread = std::thread([this, w] {
-      char name[16];
-      std::snprintf(name, sizeof name, "cfx-net%d", w);
-      pthread_setname_np(pthread_self(), name);
+      name_this_thread("cfx-net" + std::to_string(w));
       run(w);
     });
   }
