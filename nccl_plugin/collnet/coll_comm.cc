@@ -29,7 +29,6 @@ size_t tail_window(const client::Engine* e) {
 CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client::Engine> engine,
                    const CollOptions& opts)
     : rank_(rank), nranks_(nranks), engine_(std::move(engine)), opts_(opts) {
-  const RingSettings settings{opts_.ring_block_bytes, opts_.ring_inflight, opts_.ring_timeout};
   if (engine_ != nullptr) {
     aggs_in_epoch_ = static_cast<uint32_t>(engine_->aggregators().size());
     engine_live_ = true;
@@ -45,7 +44,7 @@ CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client
     }
   }
   failover_ = std::make_unique<Failover>(rank_, nranks_, std::move(rings.failover_next),
-                                         std::move(rings.failover_prev), settings,
+                                         std::move(rings.failover_prev), opts_.ring,
                                          tail_window(engine_.get()), stopping_);
   RingLanes lanes{std::move(rings.next), std::move(rings.prev), std::move(rings.split_next),
                   std::move(rings.split_prev)};
@@ -53,7 +52,7 @@ CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client
   std::optional<SplitController> controller;
   if (engine_ != nullptr) controller = opts_.controller;
   ring_ = std::make_unique<RingWorker>(
-      rank_, nranks_, std::move(lanes), settings, opts_.ring_fraction, std::move(controller),
+      rank_, nranks_, std::move(lanes), opts_.ring, opts_.ring_fraction, std::move(controller),
       [this] { return sample_aggregators(); }, stopping_);
   thread_ = std::thread([this] {
     name_this_thread("cfx-collnet");
@@ -436,7 +435,7 @@ bool CollComm::rejoin_survivors(uint64_t dead, uint32_t from, std::string* error
   std::string why;
   std::unique_ptr<client::Engine> fresh = opts_.rejoin(survivors, epoch_, &why);
   std::vector<uint32_t> joined;
-  if (!failover_->all_say(fresh != nullptr ? 1 : 0, &joined, 2 * opts_.ring_timeout,
+  if (!failover_->all_say(fresh != nullptr ? 1 : 0, &joined, 2 * opts_.ring.timeout,
                           "re-join agreement", error)) {
     return false;
   }

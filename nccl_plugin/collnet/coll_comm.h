@@ -43,6 +43,7 @@
 
 #include "collnet/coll_request.h"
 #include "collnet/failover.h"
+#include "collnet/ring_run.h"
 #include "collnet/ring_worker.h"
 #include "collnet/split_controller.h"
 #include "conflux/client/engine.h"
@@ -58,12 +59,8 @@ struct CollOptions {
   // CONFLUX_RING_FRACTION=auto: the ranks measure both paths and move the split while the job
   // runs (split_controller.h; ring_fraction is then its starting point). Empty: it stays.
   std::optional<SplitController> controller;
-  size_t ring_min_bytes = 0;  // a smaller ring share goes through the aggregators (split.h)
-  size_t ring_block_bytes = 1 << 20;
-  int ring_inflight = 8;
-  // Ring shares of consecutive requests run at the same time, one per lane (CollRings::next
-  // and prev hold one connection per lane); 1 = one at a time.
-  std::chrono::milliseconds ring_timeout{30000};  // no ring progress this long = error
+  size_t ring_min_bytes = 0;    // a smaller ring share goes through the aggregators (split.h)
+  RingSettings ring;            // block size, blocks in flight, no-progress timeout (ring_run.h)
   uint32_t fault_abort_at = 0;  // tests: > 0, abort the engine at this request (a local failure)
   // Joins a new job on the aggregators of the original list at `survivors` (indices into it);
   // `epoch` (1, 2, ...) makes the job distinct from the earlier ones. Blocks up to the join
@@ -74,8 +71,9 @@ struct CollOptions {
 };
 
 // The rings a CollComm owns (each: send to rank + 1, receive from rank - 1): the main ring,
-// one connection per lane, and the split ring, for its RingWorker; the failover ring, for
-// its Failover.
+// one connection per lane (ring shares of consecutive requests run at the same time, one per
+// lane; 1 lane = one at a time), and the split ring, for its RingWorker; the failover ring,
+// for its Failover.
 struct CollRings {
   std::vector<std::unique_ptr<net::SendComm>> next;
   std::vector<std::unique_ptr<net::RecvComm>> prev;

@@ -360,9 +360,9 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
     opts.ring_fraction = opts.controller->ring_fraction();
   }
   opts.ring_min_bytes = ring_min_bytes(all);
-  opts.ring_block_bytes = cfg.ringBlockBytes;
-  opts.ring_inflight = cfg.ringInflight;
-  opts.ring_timeout = std::chrono::milliseconds(cfg.ringTimeoutMs);
+  opts.ring.block_bytes = cfg.ringBlockBytes;
+  opts.ring.inflight = cfg.ringInflight;
+  opts.ring.timeout = std::chrono::milliseconds(cfg.ringTimeoutMs);
   if (cfg.faultRank < 0 || cfg.faultRank == rank) {
     opts.fault_abort_at = static_cast<uint32_t>(cfg.faultAbortAt);
   }
