@@ -212,9 +212,10 @@ std::string finalize_config(Config& cfg) {
     if (cfg.dataplane != "udp") {
       return fmt::format("'parent' needs dataplane = \"udp\" (got \"{}\")", cfg.dataplane);
     }
-    if (cfg.data_mac) {
-      return "'parent' and 'data_mac' together are not supported yet (a leaf would have to sign "
-             "its partial sums with the parent's job key)";
+    if (cfg.data_mac && cfg.secret.empty()) {
+      // The leaf signs its partial sums with a key derived from the secret its Join to the
+      // parent carries: the tree's shared one, not a tenant's.
+      return "'parent' and 'data_mac' need 'secret' or 'secret_file' (the tree's shared secret)";
     }
   }
 #ifndef CONFLUX_FAULT_INJECTION

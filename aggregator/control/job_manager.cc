@@ -192,6 +192,7 @@ void JobManager::create(uint64_t key, Pending& p, uint32_t granted, uint32_t pay
   const Join& f = p.first;
   const uint32_t id = jobs_.allocate_id();
   const bool leaf = uplink != nullptr;
+  const bool signed_up = leaf && uplink->mac_key.has_value();
   if (id == 0) {
     if (leaf) {
       slots_used_ -= granted;
@@ -267,7 +268,10 @@ void JobManager::create(uint64_t key, Pending& p, uint32_t granted, uint32_t pay
       "job {} (key {:016x}) created: {} of {} ranks here, {} slots, {} bytes/packet{}{}{}{}", id,
       key, p.joined, f.n_workers, granted, ack.payload_bytes,
       (ack.flags & proto::kJoinFlagDeterministic) ? ", deterministic" : "",
-      cfg_.data_mac ? ", data MAC" : "", leaf ? ", under the parent aggregator" : "",
+      cfg_.data_mac ? ", data MAC" : "",
+      leaf
+          ? (signed_up ? ", under the parent aggregator (signed)" : ", under the parent aggregator")
+          : "",
       p.tenant == kSharedTenant
           ? std::string()
           : fmt::format(", tenant {} (weight {})", tenant_name(p.tenant), tenant_weight(p.tenant)));
@@ -300,13 +304,7 @@ void JobManager::on_uplink_events(JoinOutbox& out) {
     }
     if (auto it = uplinking_.find(e.job_key); it != uplinking_.end()) {
       spdlog::warn("job key {:016x}: joining the parent aggregator failed: {}", e.job_key, e.why);
-      Pending p = std::move(it->second);
-      uplinking_.erase(it);
-      slots_used_ -= p.granted;
-      counters_.slots_in_use.set(slots_used_);
-      for (auto& w : p.ranks) {
-        if (w) reject(w->conn, e.status == Status::kOk ? Status::kInternal : e.status, out);
-      }
+      give_up_uplinking(it, e.status == Status::kOk ? Status::kInternal : e.status, out);
       continue;
     }
     auto it = active_.find(e.job_key);
@@ -322,10 +320,33 @@ void JobManager::on_uplink_events(JoinOutbox& out) {
   }
 }
 
+void JobManager::give_up_uplinking(std::unordered_map<uint64_t, Pending>::iterator it,
+                                   Status status, JoinOutbox& out) {
+  Pending p = std::move(it->second);
+  uplinking_.erase(it);
+  slots_used_ -= p.granted;
+  counters_.slots_in_use.set(slots_used_);
+  for (auto& w : p.ranks) {
+    if (w) reject(w->conn, status, out);
+  }
+}
+
 void JobManager::uplink_joined(const UplinkEvent& e, JoinOutbox& out) {
   auto it = uplinking_.find(e.job_key);
   if (it == uplinking_.end()) {  // the job was given up meanwhile
     uplink_->leave(e.job_key);
+    return;
+  }
+  // Data MAC across levels (SPEC.md §7): the link to the parent is signed when the parent
+  // signs. A leaf that signs its own members' traffic does not forward unsigned partials.
+  const bool parent_mac = (e.ack.flags & proto::kJoinFlagDataMac) != 0;
+  if (cfg_.data_mac && !parent_mac) {
+    spdlog::warn(
+        "job key {:016x}: the parent aggregator runs without 'data_mac' but this leaf has it; "
+        "refusing the job rather than sending its partial sums up unsigned",
+        e.job_key);
+    uplink_->leave(e.job_key);
+    give_up_uplinking(it, Status::kUnsupported, out);
     return;
   }
   Pending p = std::move(it->second);
@@ -333,6 +354,8 @@ void JobManager::uplink_joined(const UplinkEvent& e, JoinOutbox& out) {
   auto up = std::make_shared<JobParams::Uplink>();
   up->job_id = e.ack.job_id;
   up->token = e.ack.job_token;
+  // The parent keys the job with the secret this leaf's Join verified under: the tree's.
+  if (parent_mac) up->mac_key = proto::derive_data_key(cfg_.secret, up->job_id, up->token);
   for (uint32_t r = 0; r < p.ranks.size(); ++r) {
     if (p.ranks[r]) {
       up->contributor = static_cast<uint16_t>(r);

@@ -142,6 +142,9 @@ class JobManager {
               bool deterministic, std::shared_ptr<const JobParams::Uplink> uplink,
               Clock::time_point now, JoinOutbox& out);
   void uplink_joined(const UplinkEvent& e, JoinOutbox& out);
+  // Answers the ranks of a job that waited for its parent with `status`, freeing its slots.
+  void give_up_uplinking(std::unordered_map<uint64_t, Pending>::iterator it, proto::Status status,
+                         JoinOutbox& out);
   void reject(ConnId conn, proto::Status s, JoinOutbox& out);
   void no_capacity(uint64_t key, Pending& p, JoinOutbox& out);
   // Divides the capacity among the live jobs again after job `changed` joined or left; tells

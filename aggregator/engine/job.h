@@ -53,6 +53,10 @@ struct JobParams {
     uint64_t token = 0;
     uint16_t contributor = 0;        // this leaf's rank at the parent
     std::vector<sockaddr_in> ports;  // the parent's data addresses; slot s on [s % n]
+    // The parent job's data MAC key when the parent's JoinAck said DATA_MAC (SPEC.md §7
+    // "Data MAC across levels"): partials go up signed by `contributor`, results come down
+    // signed by a parent thread. nullopt: neither carries a MAC.
+    std::optional<proto::DataKey> mac_key;
   };
   std::shared_ptr<const Uplink> uplink;  // null: results go to the members
 
@@ -69,7 +73,8 @@ struct JobParams {
 // Slots owned by one dataplane thread: global slot s = queue + i * n_queues.
 struct alignas(64) SlotShard {
   std::vector<Slot> slots;
-  uint64_t mac_seq = 0;  // data MAC: the last sequence number this queue signed with
+  uint64_t mac_seq = 0;     // data MAC: the last sequence number this queue signed with
+  uint64_t up_mac_seq = 0;  // the same for the partials it sent up (Job::next_up_mac_seq)
   // The job's grant pacing on this queue (Job::pacer): its bucket and the rate it was made for.
   TokenBucket pacer{0, 0};
   uint32_t pacer_mbps = 0;
@@ -90,6 +95,12 @@ class Job {
   JobQueueCounters& counters(unsigned queue) { return counters_[queue]; }
   // Data MAC: the next sequence number of sender kAggSender | queue (SPEC.md §6).
   uint64_t next_mac_seq(unsigned queue) { return ++shards_[queue].mac_seq; }
+  // A leaf's partials go up as one sender (its contributor id) from every queue: queue q
+  // numbers them q·2^48 + 1, + 2, ... so no two queues sign with one IV (SPEC.md §7).
+  uint64_t next_up_mac_seq(unsigned queue) {
+    return (uint64_t{queue} << kUpMacSeqShift) | ++shards_[queue].up_mac_seq;
+  }
+  static constexpr unsigned kUpMacSeqShift = 48;
   // Any thread (relaxed reads).
   const JobQueueCounters& counters(unsigned queue) const { return counters_[queue]; }
 

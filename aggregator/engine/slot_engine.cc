@@ -111,20 +111,36 @@ DropReason SlotEngine::on_job_contrib(Job& job, const DataHeader& h, const uint8
   return DropReason::kSlotMismatch;
 }
 
-proto::DataMac& SlotEngine::mac_for(const Job& job) {
-  if (mac_job_ != job.id()) {
-    mac_job_ = mac_.set_key(*job.params().mac_key) ? job.id() : 0;
-  }
-  return mac_;
+proto::DataMac& SlotEngine::KeyedMac::keyed(uint32_t job_id, const proto::DataKey& key) {
+  if (job != job_id) job = mac.set_key(key) ? job_id : 0;
+  return mac;
 }
 
-bool SlotEngine::mac_ok(const Job& job, const DataHeader& h, const uint8_t* payload) {
+namespace {
+
+// True when the datagram [h, payload) carries a trailer whose sender passes `sender_ok` and
+// whose tag `mac` verifies.
+template <typename SenderOk>
+bool signed_by(proto::DataMac& mac, const DataHeader& h, const uint8_t* payload,
+               SenderOk sender_ok) {
   if (!h.mac()) return false;
   const uint8_t* trailer = payload + h.wire_payload_bytes();
-  if (proto::DataMac::sender_of(trailer) != h.contributor) return false;
+  if (!sender_ok(proto::DataMac::sender_of(trailer))) return false;
   uint8_t header[proto::kDataHeaderSize];
   proto::encode_data_header(h, header);  // the parser accepts only the canonical encoding
-  return mac_for(job).verify(header, payload, h.wire_payload_bytes(), trailer);
+  return mac.verify(header, payload, h.wire_payload_bytes(), trailer);
+}
+
+}  // namespace
+
+bool SlotEngine::mac_ok(const Job& job, const DataHeader& h, const uint8_t* payload) {
+  return signed_by(mac_.keyed(job.id(), *job.params().mac_key), h, payload,
+                   [&](uint32_t sender) { return sender == h.contributor; });
+}
+
+bool SlotEngine::parent_mac_ok(const Job& job, const DataHeader& h, const uint8_t* payload) {
+  return signed_by(up_mac_.keyed(job.id(), *job.params().uplink->mac_key), h, payload,
+                   [](uint32_t sender) { return (sender & proto::kAggSender) != 0; });
 }
 
 DropReason SlotEngine::start_bank(Job& job, Bank& b, const DataHeader& h, const uint8_t* payload,
@@ -235,18 +251,26 @@ void SlotEngine::append(Job& job, const Bank& b, DataHeader d, uint32_t slot, in
   d.count = b.count;
   d.dtype = b.dtype;
   d.op = b.op;
-  // Results of a job with a data key are signed (an uplink contribution never is: a leaf
-  // cannot have a data MAC, config.cc).
-  const bool mac = d.type == proto::PacketType::kResult && job.params().mac_key.has_value();
-  if (mac) d.flags |= proto::kFlagMac;
+  // Results of a job with a data key are signed by this queue; a leaf's partials going up
+  // by the leaf's contributor id, with the key of the job at the parent (SPEC.md §7).
+  const JobParams& p = job.params();
+  const bool up = d.type == proto::PacketType::kContrib;
+  const std::optional<proto::DataKey>& key = up ? p.uplink->mac_key : p.mac_key;
+  if (key) d.flags |= proto::kFlagMac;
   proto::encode_data_header(d, buf);
   const size_t bytes = d.wire_payload_bytes();
   uint8_t* body = buf + proto::kDataHeaderSize;
   if (bytes > 0) std::memcpy(body, b.result_data, bytes);
-  if (mac && !mac_for(job).sign(buf, body, bytes, proto::kAggSender | queue_,
-                                job.next_mac_seq(queue_), body + bytes)) {
-    counters_.send_errors.inc();  // libcrypto failed: send nothing; the worker will ask again
-    return;
+  if (key) {
+    proto::DataMac& mac = (up ? up_mac_ : mac_).keyed(job.id(), *key);
+    const bool ok =
+        up ? mac.sign(buf, body, bytes, d.contributor, job.next_up_mac_seq(queue_), body + bytes)
+           : mac.sign(buf, body, bytes, proto::kAggSender | queue_, job.next_mac_seq(queue_),
+                      body + bytes);
+    if (!ok) {
+      counters_.send_errors.inc();  // libcrypto failed: send nothing; the worker will ask again
+      return;
+    }
   }
   out.commit(static_cast<uint32_t>(proto::kDataHeaderSize + d.wire_body_bytes()), &job, slot, rank,
              except);

@@ -78,10 +78,16 @@ class SlotEngine final {
   // for `rank` (kAllRanks: every rank but `except`).
   void emit(Job& job, const Bank& b, const proto::DataHeader& h, int32_t rank, uint16_t flags,
             ResultBatch& out, int32_t except = -1);
-  // The data MAC context keyed for `job` (re-keyed only when the job changes).
-  proto::DataMac& mac_for(const Job& job);
+  // A data MAC context and the job it is keyed for: re-keyed only when the job changes.
+  struct KeyedMac {
+    proto::DataMac mac;
+    uint32_t job = 0;  // 0: none
+    proto::DataMac& keyed(uint32_t job_id, const proto::DataKey& key);
+  };
   // A contribution to a job with a data key: signed by its contributor with that key.
   bool mac_ok(const Job& job, const proto::DataHeader& h, const uint8_t* payload);
+  // A RESULT from a leaf's parent whose JoinAck said DATA_MAC: signed by a parent thread.
+  bool parent_mac_ok(const Job& job, const proto::DataHeader& h, const uint8_t* payload);
   // Appends a datagram with header `d` (type, flags, job, token, contributor as given; slot,
   // generation and shape from bank b) and b's result as payload (none for an ACK).
   void append(Job& job, const Bank& b, proto::DataHeader d, uint32_t slot, int32_t rank,
@@ -93,8 +99,8 @@ class SlotEngine final {
   uint32_t max_payload_bytes_;
   QueueCounters& counters_;
   std::vector<const void*> srcs_;  // deterministic mode: contributions in rank order
-  proto::DataMac mac_;
-  uint32_t mac_job_ = 0;  // the job mac_ is keyed for (0: none)
+  KeyedMac mac_;                   // the job's own key: its members' contributions and its results
+  KeyedMac up_mac_;  // a leaf's key at its parent: partials up, the parent's results down
 };
 
 }  // namespace conflux::agg

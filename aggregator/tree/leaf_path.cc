@@ -33,6 +33,8 @@ DropReason SlotEngine::on_parent_result(const DataHeader& h, const uint8_t* payl
   const JobParams& p = job->params();
   const JobParams::Uplink& up = *p.uplink;
   if (h.job_token != up.token) return DropReason::kBadToken;
+  // Data MAC across levels (SPEC.md §7): as a worker checks its aggregator's RESULTs.
+  if (up.mac_key ? !parent_mac_ok(*job, h, payload) : h.mac()) return DropReason::kBadMac;
   // Only the parent's data port for this slot may answer (SPEC.md §4 "Source binding").
   if (!src.is(up.ports[h.slot % up.ports.size()])) return DropReason::kWrongSource;
   JobQueueCounters& jc = job->counters(queue_);

@@ -181,10 +181,12 @@ TEST(ConfigTest, DataMacNeedsASecret) {
   l = load({}, {{"CONFLUX_DATA_MAC", "true"}, {"CONFLUX_SECRET", "s3cret"}});
   ASSERT_EQ(l.status, LoadStatus::kOk) << l.message;
   EXPECT_TRUE(l.cfg.data_mac);
-  // A tree leaf cannot sign its partial sums yet: refused at start, naming both keys.
+  // A tree leaf signs its partial sums with the key its parent derives from the tree's shared
+  // secret (SPEC.md §7): fine with a shared secret, refused at start with tenants alone.
   l = load({"--data-mac=true", "--secret", "s3cret", "--parent", "127.0.0.1:7470"});
-  EXPECT_EQ(l.status, LoadStatus::kError);
-  EXPECT_NE(l.message.find("'parent' and 'data_mac'"), std::string::npos) << l.message;
+  ASSERT_EQ(l.status, LoadStatus::kOk) << l.message;
+  EXPECT_TRUE(l.cfg.data_mac);
+  EXPECT_EQ(l.cfg.parent, "127.0.0.1:7470");
 }
 
 TEST(ConfigTest, SecretFileIsReadAndTrimmed) {
@@ -230,6 +232,11 @@ TEST(ConfigTest, TenantsComeFromTheFileWithTheirWeights) {
   const std::string mac = temp_file("data_mac = true\n[tenants.a]\nsecret = \"k\"\n");
   l = load({"--config", mac});
   EXPECT_EQ(l.status, LoadStatus::kOk) << l.message;
+  // Not on a tree leaf: its partial sums go up under the tree's shared secret, which is unset.
+  l = load({"--config", mac, "--parent", "127.0.0.1:7470"});
+  EXPECT_EQ(l.status, LoadStatus::kError);
+  EXPECT_NE(l.message.find("'parent' and 'data_mac' need 'secret'"), std::string::npos)
+      << l.message;
   unlink(mac.c_str());
 }
 

@@ -509,10 +509,13 @@ class TreeSlotEngineTest : public SlotEngineTest {
     p.served = 4;
     jobs_.publish(std::make_unique<Job>(std::move(p), kQueues));
   }
-  // Leaf: ranks 0 and 1 of 4 joined here; job 77 at the parent (10.0.0.9:7000/7001).
-  void make_leaf() {
+  // Leaf: ranks 0 and 1 of 4 joined here; job 77 at the parent (10.0.0.9:7000/7001). With
+  // data MAC keys for the leaf's own job and for the parent's job when given.
+  void make_leaf(std::optional<proto::DataKey> own_key = std::nullopt,
+                 std::optional<proto::DataKey> parent_key = std::nullopt) {
     id_ = jobs_.allocate_id();
     JobParams p = base(4, false);
+    p.mac_key = own_key;
     for (uint32_t r : {0u, 1u}) {
       p.members.push_back(r);
       p.weight[r] = 1;
@@ -523,6 +526,7 @@ class TreeSlotEngineTest : public SlotEngineTest {
     up->job_id = kParentJob;
     up->token = kParentToken;
     up->contributor = 0;
+    up->mac_key = parent_key;
     for (uint16_t port : {7000, 7001}) {
       sockaddr_in a{};
       a.sin_family = AF_INET;
@@ -565,6 +569,34 @@ class TreeSlotEngineTest : public SlotEngineTest {
     from.sin_port = htons(static_cast<uint16_t>(port != 0 ? port : 7000 + slot % 2));
     return engine_.on_contrib(h, reinterpret_cast<const uint8_t*>(v.data()), Source::of(from),
                               out_);
+  }
+  // A datagram [h, v] with a trailer signed by `signer` as `sender`.
+  static std::vector<uint8_t> signed_datagram(DataHeader h, const std::vector<int32_t>& v,
+                                              proto::DataMac& signer, uint32_t sender,
+                                              uint64_t seq) {
+    h.flags |= proto::kFlagMac;
+    const size_t n = v.size() * sizeof(int32_t);
+    std::vector<uint8_t> d =
+        testing::make_datagram(h, {reinterpret_cast<const uint8_t*>(v.data()), n});
+    d.resize(d.size() + proto::kMacTrailerSize);
+    EXPECT_TRUE(signer.sign(d.data(), d.data() + proto::kDataHeaderSize, n, sender, seq,
+                            d.data() + proto::kDataHeaderSize + n));
+    return d;
+  }
+  // The parent's RESULT header for `slot`, as parent_result() sends it.
+  DataHeader parent_header(uint32_t slot, uint32_t gen) {
+    DataHeader h = hdr(0, slot, gen);
+    h.type = proto::PacketType::kResult;
+    h.job_id = kParentJob;
+    h.job_token = kParentToken;
+    return h;
+  }
+  static Source parent_port(uint32_t slot) {
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    from.sin_addr.s_addr = htonl(0x0a000009);
+    from.sin_port = htons(static_cast<uint16_t>(7000 + slot % 2));
+    return Source::of(from);
   }
   DropReason child_contrib(uint16_t c, uint32_t slot, std::vector<int32_t> v, uint32_t port_of) {
     return engine_.on_contrib(hdr(c, slot, 0), reinterpret_cast<const uint8_t*>(v.data()),
@@ -663,6 +695,89 @@ TEST_F(TreeSlotEngineTest, LeafSendsOnePartialUpAndFansTheParentsResultOut) {
   ASSERT_EQ(out_.size(), 1u);
   EXPECT_EQ(out_[0].rank, 1);
   EXPECT_EQ(result_of(0), (std::vector<int32_t>{111, 222, 333, 444}));
+}
+
+// Data MAC across levels (SPEC.md §7): the members sign with the leaf's job key; the partial
+// goes up signed with the parent's job key as the leaf's contributor id, each queue in its own
+// sequence range; only a RESULT a parent thread signed with that key comes down.
+TEST_F(TreeSlotEngineTest, LeafSignsItsPartialWithTheParentsKeyAndTakesOnlySignedResults) {
+  const proto::DataKey own = proto::derive_data_key("tree", 1, 0xfeedULL);
+  const proto::DataKey parent = proto::derive_data_key("tree", kParentJob, kParentToken);
+  make_leaf(own, parent);
+  proto::DataMac own_mac, parent_mac;
+  ASSERT_TRUE(own_mac.set_key(own));
+  ASSERT_TRUE(parent_mac.set_key(parent));
+  const std::vector<int32_t> a{1, 2, 3, 4}, b{10, 20, 30, 40}, sum{11, 22, 33, 44};
+  // Slot 3 lives on queue 1: an engine for that queue.
+  SlotEngine q1{jobs_, 1, kQueues, 8192, counters_};
+  auto member = [&](SlotEngine& e, uint16_t c, uint32_t slot, const std::vector<int32_t>& v,
+                    proto::DataMac& signer) {
+    return e.on_datagram(signed_datagram(hdr(c, slot, 0), v, signer, c, 1), src_of(c), out_);
+  };
+  // Signed with the parent's key instead of the leaf's: not this job's member traffic.
+  EXPECT_EQ(member(engine_, 0, 2, a, parent_mac), DropReason::kBadMac);
+  for (auto [e, slot] : {std::pair{&engine_, 2u}, std::pair{&q1, 3u}}) {
+    EXPECT_EQ(member(*e, 0, slot, a, own_mac), DropReason::kOk);
+    EXPECT_EQ(member(*e, 1, slot, b, own_mac), DropReason::kOk);
+  }
+  ASSERT_EQ(out_.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const ResultBatch::Entry& up = out_[i];
+    EXPECT_EQ(up.rank, ResultBatch::kParent);
+    ASSERT_EQ(up.len, proto::kDataHeaderSize + 16 + proto::kMacTrailerSize);
+    EXPECT_TRUE(header_of(i).mac());
+    EXPECT_EQ(header_of(i).type, proto::PacketType::kContrib);
+    EXPECT_EQ(std::memcmp(up.data + proto::kDataHeaderSize, sum.data(), 16), 0);
+    const uint8_t* trailer = up.data + proto::kDataHeaderSize + 16;
+    EXPECT_EQ(proto::DataMac::sender_of(trailer), 0u) << "the leaf's contributor id";
+    EXPECT_TRUE(parent_mac.verify(up.data, up.data + proto::kDataHeaderSize, 16, trailer));
+    EXPECT_FALSE(own_mac.verify(up.data, up.data + proto::kDataHeaderSize, 16, trailer));
+    uint64_t seq = 0;
+    for (int k = 0; k < 8; ++k) seq = seq << 8 | trailer[4 + k];
+    EXPECT_EQ(seq, (uint64_t{i} << Job::kUpMacSeqShift) + 1) << "queue " << i;
+  }
+  out_.clear();
+  // Down: unsigned, signed with the leaf's own key, signed as a rank, and tampered with.
+  const std::vector<int32_t> total{111, 222, 333, 444};
+  const DataHeader down = parent_header(2, 0);
+  std::vector<uint8_t> plain = testing::make_datagram(
+      down, {reinterpret_cast<const uint8_t*>(total.data()), total.size() * 4});
+  EXPECT_EQ(engine_.on_datagram(plain, parent_port(2), out_), DropReason::kBadMac);
+  EXPECT_EQ(engine_.on_datagram(signed_datagram(down, total, own_mac, proto::kAggSender | 1, 1),
+                                parent_port(2), out_),
+            DropReason::kBadMac);
+  EXPECT_EQ(
+      engine_.on_datagram(signed_datagram(down, total, parent_mac, 0, 1), parent_port(2), out_),
+      DropReason::kBadMac);
+  std::vector<uint8_t> tampered = signed_datagram(down, total, parent_mac, proto::kAggSender, 1);
+  tampered[proto::kDataHeaderSize] ^= 1;
+  EXPECT_EQ(engine_.on_datagram(tampered, parent_port(2), out_), DropReason::kBadMac);
+  EXPECT_TRUE(out_.empty()) << "no forged result reaches a member";
+  // The parent's own: fanned out to the members, signed with the leaf's key by this queue.
+  EXPECT_EQ(engine_.on_datagram(signed_datagram(down, total, parent_mac, proto::kAggSender | 1, 9),
+                                parent_port(2), out_),
+            DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(header_of(0).type, proto::PacketType::kResult);
+  EXPECT_EQ(std::memcmp(out_[0].data + proto::kDataHeaderSize, total.data(), 16), 0);
+  const uint8_t* trailer = out_[0].data + proto::kDataHeaderSize + 16;
+  EXPECT_EQ(proto::DataMac::sender_of(trailer), proto::kAggSender | 0u);
+  EXPECT_TRUE(own_mac.verify(out_[0].data, out_[0].data + proto::kDataHeaderSize, 16, trailer));
+}
+
+TEST_F(TreeSlotEngineTest, AParentResultWithAMacIsDroppedWhenThatLinkHasNone) {
+  make_leaf();
+  for (uint16_t c : {0, 1}) EXPECT_EQ(contrib(hdr(c, 0, 0), {1, 1, 1, 1}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_FALSE(header_of(0).mac()) << "no key at the parent: the partial goes up unsigned";
+  out_.clear();
+  proto::DataMac mac;
+  ASSERT_TRUE(mac.set_key(proto::derive_data_key("tree", kParentJob, kParentToken)));
+  EXPECT_EQ(engine_.on_datagram(
+                signed_datagram(parent_header(0, 0), {4, 4, 4, 4}, mac, proto::kAggSender, 1),
+                parent_port(0), out_),
+            DropReason::kBadMac);
+  EXPECT_TRUE(out_.empty());
 }
 
 TEST_F(TreeSlotEngineTest, MemberResendWhileForwardedAsksTheParentAgain) {

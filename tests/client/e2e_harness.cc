@@ -68,10 +68,10 @@ std::string DaemonProcess::stop() {
 
 double DaemonProcess::packets_in() const { return metric("conflux_dataplane_packets_in_total"); }
 
-double DaemonProcess::metric(const std::string& name) const {
+double DaemonProcess::metric(const std::string& name, const std::string& labels) const {
   std::string err;
   const std::string m = tools::http_get(metrics_port, "/metrics", &err);
-  return m.empty() ? -1 : tools::prometheus_sum(m, name);
+  return m.empty() ? -1 : tools::prometheus_sum(m, name, labels);
 }
 
 bool wait_packets_in(const DaemonProcess& d, double n, std::chrono::milliseconds timeout) {

@@ -30,8 +30,9 @@ struct DaemonProcess {
   std::string stop();
   // Sum of conflux_dataplane_packets_in_total (-1 if unreadable).
   double packets_in() const;
-  // Sum over labels of one metric of /metrics (-1 if unreadable).
-  double metric(const std::string& name) const;
+  // Sum of one metric of /metrics over the series whose labels contain `labels` (all when
+  // empty; -1 if unreadable).
+  double metric(const std::string& name, const std::string& labels = "") const;
 };
 
 struct WorkerResult {

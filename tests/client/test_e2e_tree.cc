@@ -91,6 +91,48 @@ TEST_F(TreeE2E, EveryDtypeAndOpExactThroughTwoLeavesAndARoot) {
   for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &root_}) EXPECT_EQ(d->stop(), "exit 0");
 }
 
+// Data MAC across levels (SPEC.md §7): the workers sign for their leaf, each leaf signs its
+// partials for the root with the root job's key, the root signs its results, and each leaf its
+// own; every sum exact and no packet dropped as bad_mac at any level.
+TEST_F(TreeE2E, DataMacOnEveryLevelExact) {
+  const std::vector<std::string> mac = {"--secret", "tree-secret", "--data-mac=true"};
+  start_tree(mac, mac);
+  auto rs = run({"--secret", "tree-secret", "--dtype", "float,int32,bf16", "--op", "sum,max",
+                 "--count", "1,1023,70000", "--log-level", "info"});
+  expect_all_ok(rs, "verified: all 18 results correct");
+  EXPECT_NE((rs[0].out + rs[0].err).find("data MAC"), std::string::npos) << rs[0].out << rs[0].err;
+  EXPECT_GT(root_.metric("conflux_dataplane_slots_completed_total"), 0);
+  for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &root_}) {
+    EXPECT_EQ(d->metric("conflux_dataplane_drops_total", "reason=\"bad_mac\""), 0);
+    EXPECT_EQ(d->stop(), "exit 0");
+  }
+  for (const WorkerResult& w : rs) EXPECT_EQ(w.json.find("\"bad_mac\""), std::string::npos);
+}
+
+// A root with the data MAC under leaves without it: the leaves still sign what goes up (the
+// root takes nothing else), and their workers run unsigned.
+TEST_F(TreeE2E, LeavesSignForARootWithTheDataMacEvenWithoutItBelow) {
+  start_tree({"--secret", "tree-secret", "--data-mac=true"}, {"--secret", "tree-secret"});
+  auto rs = run({"--secret", "tree-secret", "--count", "1,70000"});
+  expect_all_ok(rs, "verified: all 2 results correct");
+  EXPECT_EQ(root_.metric("conflux_dataplane_drops_total", "reason=\"bad_mac\""), 0);
+  EXPECT_GT(root_.metric("conflux_dataplane_slots_completed_total"), 0);
+}
+
+// A leaf with the data MAC refuses to send its workers' sums to a root without it: every rank
+// is told (unsupported) instead of the tree's top link running unsigned.
+TEST_F(TreeE2E, LeafWithTheDataMacRefusesARootWithout) {
+  start_tree({"--secret", "tree-secret"}, {"--secret", "tree-secret", "--data-mac=true"});
+  auto rs = run({"--secret", "tree-secret", "--count", "1024", "--join-timeout-ms", "5000"}, 30s);
+  for (const WorkerResult& w : rs) {
+    EXPECT_FALSE(w.timed_out);
+    EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) << w.err;
+    EXPECT_NE(w.err.find("refused Join: unsupported"), std::string::npos) << w.err;
+  }
+  EXPECT_NE(tools::read_file(leaf_[0].log).find("runs without 'data_mac' but this leaf has it"),
+            std::string::npos);
+}
+
 TEST_F(TreeE2E, LeavesSendTheRootsResultsToTheirWorkersByMulticast) {
   // Each leaf has its own range (two daemons on one host would otherwise grant the same
   // group); the root answers the leaves by unicast, each leaf its two workers by its group.
