@@ -110,6 +110,7 @@ client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, in
   cfg.congestion.enabled = c.congestionControl;
   cfg.udp_offload = c.udpOffload;
   cfg.spin_us = static_cast<uint32_t>(c.busyPollUs);
+  cfg.caller_progress = c.callerProgress;
   cfg.multicast = strcasecmp(c.multicast.c_str(), "on") == 0    ? client::MulticastMode::kOn
                   : strcasecmp(c.multicast.c_str(), "off") == 0 ? client::MulticastMode::kOff
                                                                 : client::MulticastMode::kAuto;

@@ -12,7 +12,7 @@
 namespace conflux::plugin {
 namespace {
 
-const std::array<ParamSpec, 32> kParams{{
+const std::array<ParamSpec, 33> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -81,6 +81,12 @@ const std::array<ParamSpec, 32> kParams{{
      "sleeps in poll(), yielding its core between polls to any other runnable thread; 0: "
      "sleep at once, larger: lower latency for one busy core.",
      &Config::busyPollUs},
+    {"CONFLUX_CALLER_PROGRESS", ParamType::kBool, "1", 0, 0,
+     "1: the callers do the aggregation I/O: NCCL's proxy thread sends a request's first "
+     "packets in iallreduce, and the CollNet completion thread receives the results while "
+     "it polls for CONFLUX_BUSY_POLL_US; the progress thread takes over when they stop "
+     "polling. 0: only the progress thread does I/O (one more thread hand-off each way).",
+     &Config::callerProgress},
     {"CONFLUX_MULTICAST", ParamType::kString, "auto", 0, 0,
      "Results from the aggregators by multicast (each result sent once to the job's group): "
      "auto: where the aggregator grants a group and every rank receives its probe at join, "

@@ -40,6 +40,7 @@ struct Config {
   bool congestionControl = true;
   bool udpOffload = true;
   int busyPollUs = 50;
+  bool callerProgress = true;     // client::ClientConfig::caller_progress
   std::string multicast;          // auto, on or off (protocol/SPEC.md §8)
   double faultDrop = 0;           // tests only
   double faultMulticastDrop = 0;  // tests only

@@ -98,6 +98,29 @@ TEST_P(E2EOffload, EveryDtypeAndOpExactWithAndWithoutGsoGro) {
 INSTANTIATE_TEST_SUITE_P(UdpOffload, E2EOffload, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "on" : "off"; });
 
+// Caller progress (ClientConfig::caller_progress) on and off, with the engine's busy poll: the
+// same exact results through loss, duplication and reordering; with it on the callers did
+// I/O themselves, with it off they never did.
+class E2ECallerProgress : public E2E, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(E2ECallerProgress, EveryDtypeAndOpExactWithTheCallerDoingTheIoOrNot) {
+  const bool on = GetParam();
+  start_daemon();
+  auto rs = run(4, {"--caller-progress", on ? "1" : "0", "--spin-us", "50", "--dtype", "all",
+                    "--op", "all", "--count", "1,1023,70000", "--fault-drop", "0.01", "--fault-dup",
+                    "0.01", "--fault-reorder", "0.01"});
+  expect_all_ok(rs, "verified: all 144 results correct");
+  double caller_steps = 0;
+  for (const WorkerResult& w : rs) caller_steps += json_number(w.json, "caller_steps");
+  if (on) {
+    EXPECT_GT(caller_steps, 0);
+  } else {
+    EXPECT_EQ(caller_steps, 0);
+  }
+}
+INSTANTIATE_TEST_SUITE_P(CallerProgress, E2ECallerProgress, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "on" : "off"; });
+
 // The data MAC (SPEC.md §6) on every packet both ways, with loss, duplicates and reordering
 // (resends are signed afresh) and GSO/GRO on: every result exact and no packet dropped as
 // bad_mac on either side; then owned results (a Reduce to rank 1: payload to the owner,

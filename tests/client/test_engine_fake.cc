@@ -59,6 +59,46 @@ void check_sum(std::vector<std::unique_ptr<Engine>>& es, size_t count, bool in_p
   }
 }
 
+// Caller progress (ClientConfig::caller_progress): allreduce() and test() do the I/O while
+// the caller polls, and every result is the same with it off (the progress thread alone).
+TEST(EngineFake, CallersProgressTheEngineWhileTheyPollAndResultsMatchWithItOff) {
+  for (bool on : {true, false}) {
+    SCOPED_TRACE(on ? "caller progress on" : "caller progress off");
+    FakeAggregator agg(FakeOptions{});
+    auto es = make_engines({&agg}, 2, [on](ClientConfig& c) { c.caller_progress = on; });
+    for (size_t i = 0; i < 20; ++i) check_sum(es, 1 + 37 * i);  // up to 45 packets
+    const uint64_t steps = es[0]->stats().caller_steps + es[1]->stats().caller_steps;
+    if (on) {
+      EXPECT_GT(steps, 0u);
+    } else {
+      EXPECT_EQ(steps, 0u);
+    }
+  }
+}
+
+// A caller that submits and then stops polling: the progress thread takes the I/O back once
+// the caller's claim runs out, so the request finishes without another call.
+TEST(EngineFake, TheProgressThreadTakesOverWhenTheCallerStopsPolling) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 2);
+  std::vector<std::vector<float>> in(2, std::vector<float>(500, 1.0f)), out = in;
+  uint64_t req[2];
+  for (int r = 0; r < 2; ++r) {
+    req[r] = es[r]->allreduce(in[r].data(), out[r].data(), 500, DType::kFloat32, Op::kSum);
+  }
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while ((es[0]->stats().requests_completed == 0 || es[1]->stats().requests_completed == 0) &&
+         std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(5ms);  // stats() does no I/O
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(es[r]->stats().requests_completed, 1u) << "rank " << r;
+    std::string err;
+    EXPECT_EQ(es[r]->test(req[r], &err), Status::kDone) << err;
+    EXPECT_EQ(out[r][499], 2.0f);
+  }
+}
+
 TEST(EngineFake, JoinsAndExposesTheGrant) {
   FakeOptions o;
   o.max_slots = 3;

@@ -33,9 +33,11 @@ struct Row {
 std::string wait_for(client::Engine& e, uint64_t id, double timeout_s) {
   const auto t0 = Clock::now();
   const auto limit = std::chrono::duration<double>(timeout_s);
-  for (int spins = 0;; ++spins) {
+  for (;;) {
     std::string err;
-    const client::Status st = e.test(id, &err);
+    // The engine polls (busy-poll time, ClientConfig::spin_us) and then sleeps until the
+    // request finishes or the slice ends: no sleep of our own adds its timer slack.
+    const client::Status st = e.wait(id, std::chrono::milliseconds(1), &err);
     if (st == client::Status::kDone) {
       return "";
     }
@@ -44,9 +46,6 @@ std::string wait_for(client::Engine& e, uint64_t id, double timeout_s) {
     }
     if (Clock::now() - t0 > limit) {
       return "request did not finish within the --timeout-s limit";
-    }
-    if (spins > 64) {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
 }
@@ -110,6 +109,7 @@ void write_json(const WorkerOptions& o, const std::vector<Row>& rows, const clie
     j.field("gso_sends", s.gso_sends).field("gso_fallbacks", s.gso_fallbacks);
     j.field("gro_receives", s.gro_receives);
     j.field("multicast_results", s.multicast_results);
+    j.field("caller_steps", s.caller_steps);
     j.key("drops").begin_object();
     for (int i = 1; i < proto::kNumDropReasons; ++i) {
       if (s.drops[i] != 0) {

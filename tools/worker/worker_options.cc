@@ -77,6 +77,9 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
   app.add_option("--secret", c.secret, "shared secret")->envname("CONFLUX_SECRET");
   app.add_option("--bind", c.bind_addr, "local IPv4 address for UDP");
   app.add_option("--spin-us", c.spin_us, "progress thread busy-poll time");
+  app.add_option("--caller-progress", c.caller_progress,
+                 "the calling thread does the I/O while it polls (1, the default) or only the "
+                 "progress thread does (0)");
   app.add_option("--udp-offload", c.udp_offload, "UDP GSO/GRO where the kernel has them (1/0)");
   app.add_option("--rto-us", rto_us, "initial retransmission timeout (us)");
   app.add_option("--rto-max-ms", rto_max_ms, "maximum retransmission timeout (ms)");

@@ -28,6 +28,29 @@ class Engine::Impl {
     }
   }
 
+  // Caller progress (ClientConfig::caller_progress): claims the I/O for this caller and runs
+  // one step unless another thread is in one. Must not be called with sh.mu held.
+  void caller_step() {
+    if (!sh.cfg.caller_progress) {
+      return;
+    }
+    sh.caller_poll_ns.store(now_ns(), std::memory_order_release);
+    std::unique_lock<std::mutex> lk(sh.progress_mu, std::try_to_lock);
+    if (lk.owns_lock() && progress->step(now_ns())) {
+      Counters::add(sh.ctr.caller_steps);
+    }
+  }
+  // A caller about to sleep gives the I/O back to the progress thread at once.
+  void caller_leaves() {
+    if (!sh.cfg.caller_progress) {
+      return;
+    }
+    sh.caller_poll_ns.store(0, std::memory_order_seq_cst);
+    if (sh.dozing.load(std::memory_order_seq_cst)) {
+      sh.wake();
+    }
+  }
+
   Shared sh;
   UdpChannel udp;
   std::vector<AggregatorInfo> infos;
@@ -184,22 +207,31 @@ uint64_t Engine::submit(const void* send, void* recv, size_t count, DType dtype,
     } else {
       r->plan = plan_packets(count, dtype, impl_->payload_bytes);
     }
-    std::lock_guard<std::mutex> lk(sh.mu);
-    const uint64_t id = sh.next_id++;
-    r->id = id;
-    if (r->early_error.empty() && sh.failed.load(std::memory_order_acquire)) {
-      r->early_error = sh.fail_reason;
+    uint64_t id = 0;
+    bool queued = false;
+    {
+      std::lock_guard<std::mutex> lk(sh.mu);
+      id = sh.next_id++;
+      r->id = id;
+      if (r->early_error.empty() && sh.failed.load(std::memory_order_acquire)) {
+        r->early_error = sh.fail_reason;
+      }
+      if (!r->early_error.empty()) {
+        r->error = r->early_error;
+        r->state.store(Status::kError, std::memory_order_release);
+      } else if (r->plan.n_packets == 0) {
+        r->state.store(Status::kDone, std::memory_order_release);  // count == 0
+      } else {
+        sh.submitted.push_back(r);
+        sh.has_submissions.store(true, std::memory_order_seq_cst);
+        queued = true;
+      }
+      sh.requests.emplace(id, std::move(r));
     }
-    if (!r->early_error.empty()) {
-      r->error = r->early_error;
-      r->state.store(Status::kError, std::memory_order_release);
-    } else if (r->plan.n_packets == 0) {
-      r->state.store(Status::kDone, std::memory_order_release);  // count == 0
-    } else {
-      sh.submitted.push_back(r);
-      sh.has_submissions.store(true, std::memory_order_seq_cst);
+    if (queued) {
+      impl_->caller_step();  // the first packets leave from this thread
     }
-    sh.requests.emplace(id, std::move(r));
+    // A sleeping progress thread learns of the new timers (a dozing one follows the caller).
     if (sh.sleeping.load(std::memory_order_seq_cst)) {
       sh.wake();
     }
@@ -216,6 +248,7 @@ Status Engine::test(uint64_t request, std::string* error) {
 Status Engine::wait(uint64_t request, std::chrono::microseconds max_wait, std::string* error) {
   Shared& sh = impl_->sh;
   try {
+    impl_->caller_step();
     std::unique_lock<std::mutex> lk(sh.mu);
     auto it = sh.requests.find(request);
     if (it == sh.requests.end()) {
@@ -225,6 +258,24 @@ Status Engine::wait(uint64_t request, std::chrono::microseconds max_wait, std::s
       return Status::kError;
     }
     const std::shared_ptr<Request> r = it->second;
+    if (max_wait.count() > 0 && sh.cfg.caller_progress &&
+        r->state.load(std::memory_order_acquire) == Status::kPending) {
+      // Poll for up to the spin time (a small request's result is a round trip away), then
+      // hand the I/O back and sleep.
+      lk.unlock();
+      const auto until =
+          std::chrono::steady_clock::now() +
+          std::min<std::chrono::microseconds>(max_wait, std::chrono::microseconds(sh.cfg.spin_us));
+      while (r->state.load(std::memory_order_acquire) == Status::kPending &&
+             std::chrono::steady_clock::now() < until) {
+        std::this_thread::yield();
+        impl_->caller_step();
+      }
+      if (r->state.load(std::memory_order_acquire) == Status::kPending) {
+        impl_->caller_leaves();
+      }
+      lk.lock();
+    }
     if (max_wait.count() > 0 && r->state.load(std::memory_order_seq_cst) == Status::kPending) {
       sh.waiters.fetch_add(1, std::memory_order_seq_cst);
       sh.done_cv.wait_for(lk, max_wait, [&] {

@@ -14,6 +14,8 @@ namespace {
 
 constexpr int64_t kReorderHoldNs = 1 * kMs;  // longest a fault-reordered datagram is held
 constexpr int64_t kMaxSleepNs = 100 * kMs;
+// A caller that polled this recently does the I/O; the progress thread takes over after.
+constexpr int64_t kCallerClaimNs = 200'000;
 
 }  // namespace
 
@@ -46,34 +48,20 @@ Progress::Progress(Shared* shared, UdpChannel* udp, std::vector<JoinedAggregator
 
 void Progress::run() {
   const int64_t spin_ns = int64_t{sh_->cfg.spin_us} * 1000;
-  last_work_ns_ = now_ns();
+  {
+    std::lock_guard<std::mutex> lk(sh_->progress_mu);
+    last_work_ns_ = now_ns();
+  }
   while (!sh_->stop.load(std::memory_order_acquire)) {
-    const int64_t now = now_ns();
-    bool work = false;
-    if (sh_->has_submissions.load(std::memory_order_acquire)) {
-      work |= take_submissions();
-    }
-    if (!failed_) {
-      work |= receive(now);
-      if (now >= next_timer_ns_) {
-        check_timers(now);
-      }
-      if (!failed_) {
-        work |= send_new(now);
-      }
-      flush_tx();
-      if (!failed_ && now >= next_control_ns_) {
-        work |= poll_control(now);
-        next_control_ns_ = now + kMs;
-      }
-    }
-    if (work) {
-      last_work_ns_ = now;
+    const int64_t claim = sh_->caller_poll_ns.load(std::memory_order_acquire);
+    if (claim != 0 && now_ns() - claim < kCallerClaimNs &&
+        !sh_->has_submissions.load(std::memory_order_acquire)) {
+      doze(now_ns());  // a caller polls: it does the I/O (submissions still come here: abort)
       continue;
     }
-    if (udp_->has_held() && now - last_work_ns_ >= kReorderHoldNs) {
-      udp_->release_held();
-      last_work_ns_ = now;
+    std::unique_lock<std::mutex> lk(sh_->progress_mu);
+    const int64_t now = now_ns();
+    if (step(now)) {
       continue;
     }
     if (now - last_work_ns_ < spin_ns) {
@@ -81,12 +69,44 @@ void Progress::run() {
       // proxy thread, a daemon on the same host): a spinner that keeps its core delays the
       // very packets it waits for when threads outnumber cores (4 B at 2 ranks on 2 cores:
       // 2.1 ms with a 2 ms spin, 89 us with the yield).
+      lk.unlock();
       std::this_thread::yield();
       continue;
     }
-    sleep(now);
     next_control_ns_ = 0;  // look at the control channels after every sleep
+    sleep(now, lk);
   }
+}
+
+bool Progress::step(int64_t now) {
+  bool work = false;
+  if (sh_->has_submissions.load(std::memory_order_acquire)) {
+    work |= take_submissions();
+  }
+  if (!failed_) {
+    work |= receive(now);
+    if (now >= next_timer_ns_) {
+      check_timers(now);
+    }
+    if (!failed_) {
+      work |= send_new(now);
+    }
+    flush_tx();
+    if (!failed_ && now >= next_control_ns_) {
+      work |= poll_control(now);
+      next_control_ns_ = now + kMs;
+    }
+  }
+  if (work) {
+    last_work_ns_ = now;
+    return true;
+  }
+  if (udp_->has_held() && now - last_work_ns_ >= kReorderHoldNs) {
+    udp_->release_held();
+    last_work_ns_ = now;
+    return true;
+  }
+  return false;
 }
 
 bool Progress::take_submissions() {
@@ -203,7 +223,23 @@ int64_t Progress::next_wakeup(int64_t now) const {
   return t;
 }
 
-void Progress::sleep(int64_t now) {
+void Progress::doze(int64_t now) {
+  sh_->dozing.store(true, std::memory_order_seq_cst);
+  const int64_t claim = sh_->caller_poll_ns.load(std::memory_order_seq_cst);
+  const int64_t wait = claim + kCallerClaimNs - now;
+  if (wait > 0 && !sh_->has_submissions.load(std::memory_order_seq_cst) &&
+      !sh_->stop.load(std::memory_order_seq_cst)) {
+    pollfd fd{sh_->wake_fd, POLLIN, 0};
+    timespec ts{0, static_cast<long>(wait)};
+    if (::ppoll(&fd, 1, &ts, nullptr) > 0) {
+      uint64_t v;
+      [[maybe_unused]] ssize_t r = ::read(sh_->wake_fd, &v, sizeof v);
+    }
+  }
+  sh_->dozing.store(false, std::memory_order_relaxed);
+}
+
+void Progress::sleep(int64_t now, std::unique_lock<std::mutex>& lk) {
   const int64_t wait = std::max<int64_t>(0, next_wakeup(now) - now);
   sh_->sleeping.store(true, std::memory_order_seq_cst);
   if (sh_->has_submissions.load(std::memory_order_seq_cst) ||
@@ -228,6 +264,7 @@ void Progress::sleep(int64_t now) {
     }
   }
   timespec ts{static_cast<time_t>(wait / 1'000'000'000), static_cast<long>(wait % 1'000'000'000)};
+  lk.unlock();  // a caller may progress while this thread waits
   ::ppoll(fds, n, &ts, nullptr);
   sh_->sleeping.store(false, std::memory_order_relaxed);
   if (fds[0].revents & POLLIN) {

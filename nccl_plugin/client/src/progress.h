@@ -1,8 +1,10 @@
-// The progress thread of one Engine: all network I/O. It takes submitted requests in
+// The progress state of one Engine: all network I/O. It takes submitted requests in
 // order, cuts them into packets, stripes them over the aggregators, keeps a window of
 // W outstanding packets per aggregator, validates results, retransmits on timeout,
-// sends heartbeats and watches the control channels. Nothing here is touched by other
-// threads except through Shared.
+// sends heartbeats and watches the control channels. run() is the progress thread; step()
+// is one round of it, which a polling caller may run too (caller progress, engine.h).
+// Whoever holds Shared::progress_mu owns everything here; other threads reach it only
+// through Shared.
 #pragma once
 
 #include <netinet/in.h>
@@ -10,6 +12,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,6 +34,11 @@ class Progress {
            uint32_t payload_bytes);
 
   void run();  // the thread body; returns when shared->stop is set
+
+  // One round of progress: submissions, results, timers, new packets, control. The caller
+  // holds Shared::progress_mu (the progress thread, or a caller of Engine::test). True when
+  // it did something.
+  bool step(int64_t now);
 
   // After run() returned: sends Leave on every live control connection (best effort).
   void leave();
@@ -67,7 +75,11 @@ class Progress {
   void handle_abort();
   void fail_engine(const std::string& reason, int aggregator = -1);
   void finish(Request* r, Status st, const std::string& error);
-  void sleep(int64_t now);
+  // Blocks in ppoll until input, a wake() or the next timer; releases `lk` (progress_mu)
+  // for the wait, so callers may progress meanwhile.
+  void sleep(int64_t now, std::unique_lock<std::mutex>& lk);
+  // While a caller polls: blocks until wake() or until the caller's claim runs out.
+  void doze(int64_t now);
   int64_t next_wakeup(int64_t now) const;
 
   // datapath.cc: packets; recovery.cc: loss recovery.

@@ -45,7 +45,14 @@ struct Shared {
   std::atomic<int> failed_aggregator{-1};
   std::atomic<bool> stop{false};
   std::atomic<bool> sleeping{false};  // progress thread is (about to be) blocked in ppoll
-  int wake_fd = -1;                   // eventfd that interrupts the progress thread's ppoll
+  // Caller progress (ClientConfig::caller_progress). Whoever holds progress_mu owns the
+  // Progress object: the progress thread, or a caller of Engine::test/wait/submit that
+  // got it with try_lock. caller_poll_ns: now_ns() of a caller's latest poll, 0 = none;
+  // while it is recent the progress thread dozes (`dozing`, woken only by wake()).
+  std::mutex progress_mu;
+  std::atomic<int64_t> caller_poll_ns{0};
+  std::atomic<bool> dozing{false};
+  int wake_fd = -1;  // eventfd that interrupts the progress thread's ppoll
 
   // Wakes the progress thread if it sleeps. Any thread; never blocks.
   void wake();

@@ -98,6 +98,13 @@ struct ClientConfig {
 
   std::string bind_addr = "0.0.0.0";  // local IPv4 address of the UDP socket
   uint32_t spin_us = 50;              // busy-poll this long after the last activity
+  // Callers progress the engine (as NCCL's socket and IB transports do inside test()):
+  // allreduce() sends the request's first packets from the calling thread, and test() and
+  // wait() read results and send more while they poll, so a small AllReduce crosses no
+  // thread. The progress thread stands back while a caller polls and takes over when the
+  // callers go quiet (timers, heartbeats, a caller that sleeps). false: only the progress
+  // thread does I/O.
+  bool caller_progress = true;
   int socket_buffer_bytes = 8 << 20;  // SO_RCVBUF / SO_SNDBUF request
   // UDP segmentation offload: same-size datagrams to one aggregator leave as one GSO send
   // and coalesced receives (GRO) are taken, where the kernel has them; false: one datagram

@@ -4,11 +4,18 @@
 // Threads and blocking:
 //  * Engine::create blocks (TCP connect, ServerHello, Join, wait for JoinAck from every
 //    aggregator; bounded by connect_timeout and join_timeout). Call it from any thread.
-//  * Each Engine owns one progress thread that does all network I/O: one UDP socket for
-//    every aggregator, the control connections, retransmissions and heartbeats.
+//  * Each Engine owns one progress thread for its network I/O: one UDP socket for every
+//    aggregator, the control connections, retransmissions and heartbeats. With
+//    ClientConfig::caller_progress (the default) the callers share that work, as NCCL's
+//    own transports do it inside test(): allreduce() sends the first packets from the
+//    calling thread, and test()/wait() receive results and send more while they poll. A
+//    caller runs a progress step only when no other thread is in one (try_lock); while a
+//    caller has polled in the last 200 us the progress thread dozes, and it takes over
+//    when the callers go quiet.
 //  * allreduce/test/stats/healthy/abort may be called from any thread (typically NCCL's
 //    proxy thread), concurrently with each other. allreduce and test never wait for the
-//    network: they take a short mutex that the progress thread also holds only briefly.
+//    network: their progress step does non-blocking I/O only, and the mutexes they take
+//    are held only briefly.
 //  * The destructor stops the progress thread, sends Leave and closes the sockets. It
 //    must not run concurrently with other calls on the same Engine.
 //  * Several engines in one process are independent (no global state).
@@ -93,6 +100,9 @@ struct EngineStats {
   // in use: the aggregation path, not the caller, was the limit then.
   uint64_t window_full_ns = 0;
   uint64_t multicast_results = 0;  // results accepted from a multicast group
+  // Progress rounds that a caller (allreduce, test, wait) ran itself and that moved a
+  // packet or request (ClientConfig::caller_progress); 0 when off.
+  uint64_t caller_steps = 0;
   // Sum over the aggregators of their current grant to this job (Capacity share_mbps),
   // Mbit/s, 0 = unknown; it moves when an aggregator sends a grant update (SPEC.md §3).
   uint64_t grant_mbps = 0;
