@@ -57,6 +57,16 @@ void JobManager::on_join(ConnId conn, const Join& join, uint32_t tenant, const s
   if (cfg_.data_mac && join.payload_bytes < proto::kMinMacPayloadBytes) {
     return reject(conn, Status::kUnsupported, out);
   }
+  // A member that counts levels above this aggregator (SPEC.md §7) needs it to have a parent.
+  if (!join.served_up.empty() && uplink_ == nullptr) {
+    if (uint64_t s = 0; log_limit_.allow(&s)) {
+      spdlog::warn(
+          "job key {:016x}: rank {} names {} aggregator level(s) above this one, which has no "
+          "'parent'; refused ({} similar suppressed)",
+          join.job_key, join.rank, join.served_up.size(), s);
+    }
+    return reject(conn, Status::kUnsupported, out);
+  }
   if (active_.contains(join.job_key) || uplinking_.contains(join.job_key)) {
     auto it = active_.find(join.job_key);
     // The job already runs: a second connection for a live rank, or a late/rejoining rank.
@@ -108,7 +118,7 @@ void JobManager::on_join(ConnId conn, const Join& join, uint32_t tenant, const s
         proto::kJoinFlagMulticast | proto::kJoinFlagMulticastNoProbe | proto::kJoinFlagCapacity;
     if (join.n_workers != f.n_workers || ((join.flags ^ f.flags) & ~kPerRank) != 0 ||
         join.payload_bytes != f.payload_bytes || join.requested_slots != f.requested_slots ||
-        join.served != f.served) {
+        join.served != f.served || join.served_up != f.served_up) {
       if (uint64_t s = 0; log_limit_.allow(&s)) {
         spdlog::warn(
             "job key {:016x}: rank {} disagrees with the first Join ({} similar suppressed)",
@@ -162,6 +172,11 @@ void JobManager::complete(uint64_t key, Pending& p, Clock::time_point now, JoinO
   up.job_key = key;
   up.n_workers = f.n_workers;
   up.weight = static_cast<uint16_t>(p.joined);
+  // Deeper trees: the parent serves the first level above, and passes the rest on up.
+  if (!f.served_up.empty()) {
+    up.served = f.served_up.front();
+    up.served_up.assign(f.served_up.begin() + 1, f.served_up.end());
+  }
   up.rank = 0;
   for (uint32_t r = 0; r < p.ranks.size(); ++r) {
     if (p.ranks[r]) {

@@ -92,7 +92,7 @@ uint64_t job_key(void* const* handles, int nranks) {
 }
 
 client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, int rank,
-                                   const std::vector<uint32_t>& served, std::string* error) {
+                                   const collnet::TreeCounts& tree, std::string* error) {
   client::ClientConfig cfg;
   if (!client::parse_endpoints(c.aggregators, &cfg.aggregators, error)) {
     *error = "CONFLUX_AGGREGATORS: " + *error;
@@ -101,7 +101,9 @@ client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, in
   cfg.job_key = key;
   cfg.n_workers = static_cast<uint32_t>(nranks);
   cfg.rank = static_cast<uint32_t>(rank);
-  cfg.served_ranks = served;  // a reduction tree's leaves: ranks under each (SPEC.md §7)
+  // A reduction tree (SPEC.md §7): ranks under each leaf, and under each level above it.
+  cfg.served_ranks = tree.served;
+  cfg.served_up_ranks = tree.served_up;
   cfg.window_slots = static_cast<uint32_t>(c.windowSlots);
   cfg.payload_bytes = static_cast<uint32_t>(c.payloadBytes);
   cfg.deterministic = c.deterministic;
@@ -134,14 +136,14 @@ client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, in
 }
 
 std::unique_ptr<client::Engine> join_aggregators(const Config& c, uint64_t key, int nranks,
-                                                 int rank, const std::vector<uint32_t>& served,
+                                                 int rank, const collnet::TreeCounts& tree,
                                                  std::string* why) {
   if (c.aggregators.empty()) {
     *why = "CONFLUX_AGGREGATORS is not set";
     return nullptr;
   }
   std::string error;
-  client::ClientConfig cfg = engine_config(c, key, nranks, rank, served, &error);
+  client::ClientConfig cfg = engine_config(c, key, nranks, rank, tree, &error);
   if (!error.empty()) {
     *why = error;
     return nullptr;
@@ -246,16 +248,19 @@ Status connect_rings(const PluginState& s, const CollListen& l, const void* next
 
 // 2. Which ranks share each aggregator (a reduction tree's leaves), over the ring.
 Status exchange_served(const Config& cfg, net::SendComm* next, net::RecvComm* prev, int rank,
-                       int nranks, std::chrono::milliseconds timeout,
-                       std::vector<uint32_t>* served) {
+                       int nranks, std::chrono::milliseconds timeout, collnet::TreeCounts* tree) {
   std::vector<client::Endpoint> eps;
-  std::vector<std::string> names;
+  collnet::AggregatorChains chains;
   std::string unused;  // a bad list fails the join below, on every rank
   if (client::parse_endpoints(cfg.aggregators, &eps, &unused)) {
-    for (const client::Endpoint& e : eps) names.push_back(e.to_string());
+    for (const client::Endpoint& e : eps) {
+      chains.push_back({e.to_string()});
+      chains.back().insert(chains.back().end(), e.above.begin(), e.above.end());
+    }
   }
   // The ranks' first use of the ring: allow for ranks that arrive far apart (as below).
-  const Status st = collnet::served_ranks(next, prev, rank, nranks, names, 2 * timeout, served);
+  const Status st =
+      collnet::exchange_tree_counts(next, prev, rank, nranks, chains, 2 * timeout, tree);
   if (st != Status::kOk) {
     CFX_WARN(kLogColl, "CollNet connect: rank %d: exchanging aggregator names failed (%s)", rank,
              net::toString(st));
@@ -345,7 +350,7 @@ Status agree(const Config& cfg, net::SendComm* next, net::RecvComm* prev, int ra
 
 // 5. The communicator's options from the agreed verdicts, with the re-join on survivors.
 collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>& all, uint64_t key,
-                                  int nranks, int rank, const std::vector<uint32_t>& served,
+                                  int nranks, int rank, const collnet::TreeCounts& tree,
                                   const client::Engine& engine) {
   collnet::CollOptions opts;
   opts.ring_fraction = agreed_ring_fraction(all, nranks);
@@ -368,16 +373,18 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
     opts.fault_abort_at = static_cast<uint32_t>(cfg.faultAbortAt);
   }
   std::string unused;
-  client::ClientConfig base = engine_config(cfg, key, nranks, rank, served, &unused);
+  client::ClientConfig base = engine_config(cfg, key, nranks, rank, tree, &unused);
   base.faults = {};  // test faults are for the first engine only
   opts.rejoin = [base](const std::vector<size_t>& survivors, uint32_t epoch,
                        std::string* why) -> std::unique_ptr<client::Engine> {
     client::ClientConfig c = base;
     c.aggregators.clear();
     c.served_ranks.clear();
+    c.served_up_ranks.clear();
     for (size_t i : survivors) {
       c.aggregators.push_back(base.aggregators.at(i));
       if (!base.served_ranks.empty()) c.served_ranks.push_back(base.served_ranks.at(i));
+      if (!base.served_up_ranks.empty()) c.served_up_ranks.push_back(base.served_up_ranks.at(i));
     }
     // A job of its own on each survivor, the same on every rank.
     c.job_key = base.job_key ^ (0x9e3779b97f4a7c15ULL * epoch);
@@ -411,18 +418,18 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   net::SendComm* next = nranks > 1 ? rings.next.front().get() : nullptr;
   net::RecvComm* prev = nranks > 1 ? rings.prev.front().get() : nullptr;
 
-  std::vector<uint32_t> served;
-  CFX_RETURN_IF_ERROR(exchange_served(cfg, next, prev, rank, nranks, timeout, &served));
+  collnet::TreeCounts tree;
+  CFX_RETURN_IF_ERROR(exchange_served(cfg, next, prev, rank, nranks, timeout, &tree));
   const double hop_us = measure_hop_us(next, prev, rank, nranks, timeout);
   std::string why;
   const uint64_t key = job_key(handles, nranks);
-  auto engine = join_aggregators(cfg, key, nranks, rank, served, &why);
+  auto engine = join_aggregators(cfg, key, nranks, rank, tree, &why);
   Verdict mine = local_verdict(cfg, l->dev, nranks, engine.get(), why);
   mine.hop_us = hop_us;
 
   std::vector<Verdict> all;
   CFX_RETURN_IF_ERROR(agree(cfg, next, prev, rank, nranks, mine, timeout, &all));
-  const collnet::CollOptions opts = comm_options(cfg, all, key, nranks, rank, served, *engine);
+  const collnet::CollOptions opts = comm_options(cfg, all, key, nranks, rank, tree, *engine);
   if (rank == 0) {
     CFX_INFO(kLogColl | kLogInit,
              "CollNet connected: %d ranks, %zu aggregator(s), ring fraction %.3f%s (ring shares "

@@ -1,5 +1,6 @@
 #include "collnet/tree_layout.h"
 
+#include <algorithm>
 #include <span>
 
 #include "collnet/ring_exchange.h"
@@ -8,29 +9,83 @@
 namespace conflux::collnet {
 namespace {
 
-constexpr size_t kMaxCompared = 64;
+constexpr size_t kMaxCompared = 64;  // entries compared
+constexpr size_t kMaxChained = 16;   // entries whose chains are compared
+constexpr size_t kLevels = proto::kMaxTreeLevelsUp;
 
+// What one rank sends: a hash per entry, and per chained entry a hash per level above (0 =
+// no aggregator named there).
 struct Names {
   uint32_t n = 0;
   uint32_t reserved = 0;
   uint64_t hash[kMaxCompared] = {};
+  uint64_t up[kMaxChained][kLevels] = {};
 };
 
 uint64_t name_hash(const std::string& endpoint) {
   const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(endpoint.data()),
                                        endpoint.size());
-  return proto::siphash24(0x436f6e666c757854ULL, 0x5472656573546f70ULL, bytes);
+  const uint64_t h = proto::siphash24(0x436f6e666c757854ULL, 0x5472656573546f70ULL, bytes);
+  return h == 0 ? 1 : h;  // 0 stands for "none"
+}
+
+Names names_of(const AggregatorChains& chains) {
+  Names n;
+  n.n = static_cast<uint32_t>(std::min(chains.size(), kMaxCompared));
+  for (uint32_t i = 0; i < n.n; ++i) {
+    n.hash[i] = name_hash(chains[i].front());
+    if (i >= kMaxChained) continue;
+    for (size_t j = 1; j < chains[i].size() && j <= kLevels; ++j) {
+      n.up[i][j - 1] = name_hash(chains[i][j]);
+    }
+  }
+  return n;
+}
+
+// The counting, on hashes (count_tree runs it on the chains' hashes too).
+TreeCounts count(const std::vector<Names>& all, int rank, size_t entries) {
+  const Names& mine = all[static_cast<size_t>(rank)];
+  const auto nranks = static_cast<uint32_t>(all.size());
+  TreeCounts out;
+  out.served.assign(entries, 0);
+  out.served_up.assign(entries, {});
+  bool tree = false;
+  for (size_t i = 0; i < entries; ++i) {
+    if (i >= mine.n) {  // past the compared ones: shared by everyone
+      out.served[i] = nranks;
+      continue;
+    }
+    for (const Names& other : all) {
+      if (i < other.n && other.hash[i] == mine.hash[i]) ++out.served[i];
+    }
+    tree = tree || out.served[i] != nranks;
+    if (i >= kMaxChained) continue;
+    for (size_t j = 0; j < kLevels && mine.up[i][j] != 0; ++j) {
+      uint32_t k = 0;
+      for (const Names& other : all) {
+        if (i < other.n && other.up[i][j] == mine.up[i][j]) ++k;
+      }
+      out.served_up[i].push_back(k);
+      tree = true;
+    }
+  }
+  if (!tree) return {};
+  return out;
 }
 
 }  // namespace
 
-net::Status served_ranks(net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
-                         const std::vector<std::string>& aggregators,
-                         std::chrono::milliseconds timeout, std::vector<uint32_t>* served) {
-  served->clear();
-  Names mine;
-  mine.n = static_cast<uint32_t>(std::min(aggregators.size(), kMaxCompared));
-  for (uint32_t i = 0; i < mine.n; ++i) mine.hash[i] = name_hash(aggregators[i]);
+TreeCounts count_tree(const std::vector<AggregatorChains>& all, int rank) {
+  std::vector<Names> names;
+  for (const AggregatorChains& c : all) names.push_back(names_of(c));
+  return count(names, rank, all[static_cast<size_t>(rank)].size());
+}
+
+net::Status exchange_tree_counts(net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
+                                 const AggregatorChains& chains, std::chrono::milliseconds timeout,
+                                 TreeCounts* counts) {
+  *counts = {};
+  const Names mine = names_of(chains);
   std::vector<Names> all(static_cast<size_t>(nranks));
   if (nranks > 1) {
     const net::Status st =
@@ -39,17 +94,7 @@ net::Status served_ranks(net::SendComm* next, net::RecvComm* prev, int rank, int
   } else {
     all[0] = mine;
   }
-  bool tree = false;
-  std::vector<uint32_t> counts(aggregators.size(), 0);
-  for (size_t i = 0; i < aggregators.size(); ++i) {
-    for (const Names& other : all) {
-      if (i < mine.n && i < other.n && other.hash[i] == mine.hash[i]) ++counts[i];
-    }
-    // Entries past the compared ones count as shared by everyone.
-    if (i >= mine.n) counts[i] = static_cast<uint32_t>(nranks);
-    tree = tree || counts[i] != static_cast<uint32_t>(nranks);
-  }
-  if (tree) *served = std::move(counts);
+  *counts = count(all, rank, chains.size());
   return net::Status::kOk;
 }
 

@@ -30,7 +30,9 @@ const std::array<ParamSpec, 33> kParams{{
      "SO_SNDBUF/SO_RCVBUF of data sockets. 0: kernel autotuning.", &Config::socketBufBytes},
     {"CONFLUX_AGGREGATORS", ParamType::kString, "", 0, 0,
      "Aggregator control endpoints host:port,host:port; each AllReduce is striped over all. "
-     "Empty: CollNet declines and NCCL uses its own algorithms.",
+     "In a reduction tree a rank names its leaves; deeper than 2, each with its chain up, "
+     "leaf>mid>... (the root left out). Empty: CollNet declines and NCCL uses its own "
+     "algorithms.",
      &Config::aggregators},
     {"CONFLUX_REQUIRE_AGGREGATORS", ParamType::kBool, "0", 0, 0,
      "1: a CollNet connect without usable aggregators is an error logged as a warning instead "

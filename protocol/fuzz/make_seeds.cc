@@ -114,6 +114,15 @@ int main(int argc, char** argv) {
     encode_data_header(probe_header(7, 0x1122334455667788ULL, 3), probe.data());
     ok &= write_file(data_dir + "/seed_" + std::to_string(n++), probe);
   }
+  // Reduction trees (SPEC §7): a child aggregator's Join (weight, ports) and a member of a
+  // depth-3 tree's leaf (served, served_up).
+  for (const ControlMsg& m : std::vector<ControlMsg>{
+           Join{0xabcdef, 8, 2, 0, 40000, 0, 64, 8192, 10000, 0, 2, 4, {9001, 9002}},
+           Join{0xabcdef, 8, 3, 0, 40000, 0, 64, 8192, 10000, 0, 1, 2, {}, {4, 6}}}) {
+    std::vector<uint8_t> one;
+    encode_control(m, one);
+    ok &= write_file(ctl_dir + "/seed_" + std::to_string(n++), one);
+  }
   if (!ok) {
     std::fprintf(stderr, "make_seeds: could not write the corpus\n");
     return 1;

@@ -18,6 +18,19 @@ void encode_body(const ServerHello& m, Writer& w) {
   w.put<uint8_t>(0);
   w.put<uint16_t>(0);
 }
+// served_up (SPEC.md §7): only below a counted level (served != 0), and each level above
+// serves at least the ranks of the one below it and at most the job.
+bool served_up_ok(const Join& m) {
+  if (m.served_up.empty()) return true;
+  if (m.served == 0) return false;
+  uint32_t below = m.served;
+  for (uint16_t s : m.served_up) {
+    if (s < below || s > m.n_workers) return false;
+    below = s;
+  }
+  return true;
+}
+
 void encode_body(const Join& m, Writer& w) {
   w.put<uint64_t>(m.job_key);
   w.put<uint32_t>(m.n_workers);
@@ -35,6 +48,10 @@ void encode_body(const Join& m, Writer& w) {
     w.put<uint16_t>(m.served);
     w.put<uint16_t>(static_cast<uint16_t>(m.data_ports.size()));
     for (uint16_t p : m.data_ports) w.put<uint16_t>(p);
+    if (!m.served_up.empty()) {  // absent (not 0) when empty: depth-2 Joins keep their length
+      w.put<uint16_t>(static_cast<uint16_t>(m.served_up.size()));
+      for (uint16_t s : m.served_up) w.put<uint16_t>(s);
+    }
   }
 }
 void encode_body(const JoinAck& m, Writer& w) {
@@ -132,6 +149,11 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
         const uint16_t n_ports = r.get<uint16_t>();
         if (n_ports > kMaxPorts) return ControlParse::kBadField;
         for (uint16_t i = 0; i < n_ports; ++i) m.data_ports.push_back(r.get<uint16_t>());
+        if (r.more()) {  // served_up: the levels above (SPEC.md §7), never empty here
+          const uint16_t n_up = r.get<uint16_t>();
+          if (n_up == 0 || n_up > kMaxTreeLevelsUp) return ControlParse::kBadField;
+          for (uint16_t i = 0; i < n_up; ++i) m.served_up.push_back(r.get<uint16_t>());
+        }
         if (!r.ok_and_done()) return ControlParse::kBadLength;
         if (!m.has_tree_extension()) return ControlParse::kBadField;  // defaults: must be absent
       }
@@ -142,7 +164,8 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
           m.requested_slots == 0 || m.payload_bytes == 0 || m.payload_bytes > kMaxPayloadBytes ||
           m.weight == 0 || m.weight > m.n_workers || m.served > m.n_workers ||
           (m.served != 0 && m.weight > m.served) ||
-          std::find(m.data_ports.begin(), m.data_ports.end(), 0) != m.data_ports.end()) {
+          std::find(m.data_ports.begin(), m.data_ports.end(), 0) != m.data_ports.end() ||
+          !served_up_ok(m)) {
         return ControlParse::kBadField;
       }
       *out = m;

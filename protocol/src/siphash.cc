@@ -69,7 +69,8 @@ uint64_t join_mac(std::string_view secret, uint64_t nonce, const Join& j) {
   const uint64_t k1 = siphash24(0, 1, sec);
   // The tree extension (SPEC.md §7), when present, is authenticated too: weight, served and
   // the data ports follow the 28 bytes of a plain Join.
-  std::vector<uint8_t> msg(j.has_tree_extension() ? 34 + 2 * j.data_ports.size() : 28);
+  const size_t up_bytes = j.served_up.empty() ? 0 : 2 + 2 * j.served_up.size();
+  std::vector<uint8_t> msg(j.has_tree_extension() ? 34 + 2 * j.data_ports.size() + up_bytes : 28);
   store_be<uint64_t>(msg.data(), nonce);
   store_be<uint64_t>(msg.data() + 8, j.job_key);
   store_be<uint32_t>(msg.data() + 16, j.n_workers);
@@ -83,6 +84,13 @@ uint64_t join_mac(std::string_view secret, uint64_t nonce, const Join& j) {
     store_be<uint16_t>(msg.data() + 32, static_cast<uint16_t>(j.data_ports.size()));
     for (size_t i = 0; i < j.data_ports.size(); ++i) {
       store_be<uint16_t>(msg.data() + 34 + 2 * i, j.data_ports[i]);
+    }
+    if (!j.served_up.empty()) {  // deeper trees: the levels above, as on the wire
+      uint8_t* up = msg.data() + 34 + 2 * j.data_ports.size();
+      store_be<uint16_t>(up, static_cast<uint16_t>(j.served_up.size()));
+      for (size_t i = 0; i < j.served_up.size(); ++i) {
+        store_be<uint16_t>(up + 2 + 2 * i, j.served_up[i]);
+      }
     }
   }
   const uint64_t mac = siphash24(k0, k1, msg);

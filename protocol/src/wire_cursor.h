@@ -52,6 +52,8 @@ class Reader {
   }
   // True when every read fitted and the body was consumed exactly.
   bool ok_and_done() const { return !failed_ && pos_ == in_.size(); }
+  // True when every read fitted and bytes remain (an optional trailing part follows).
+  bool more() const { return !failed_ && pos_ < in_.size(); }
 
  private:
   std::span<const uint8_t> in_;

@@ -31,6 +31,43 @@ TEST(ParseEndpoints, RejectsBadInputWithAMessage) {
   EXPECT_NE(err.find("b:x"), std::string::npos) << err;
 }
 
+// A reduction tree's chain (SPEC.md §7): "leaf>mid>...", the leaf contacted, the rest counted.
+TEST(ParseEndpoints, ChainsUpATreeNameTheLevelsAbove) {
+  std::vector<Endpoint> eps;
+  std::string err;
+  ASSERT_TRUE(parse_endpoints("10.0.0.1:7470 > 10.0.1.1:7470>r:1, b:2", &eps, &err)) << err;
+  ASSERT_EQ(eps.size(), 2u);
+  EXPECT_EQ(eps[0].to_string(), "10.0.0.1:7470");
+  EXPECT_EQ(eps[0].above, (std::vector<std::string>{"10.0.1.1:7470", "r:1"}));
+  EXPECT_TRUE(eps[1].above.empty());
+  for (const char* bad : {"a:1>", "a:1>m", ">a:1", "a:1>m:0", "a:1>m:1,a:1",
+                          "a:1>b:1>c:1>d:1>e:1>f:1>g:1>h:1>i:1>j:1"}) {
+    EXPECT_FALSE(parse_endpoints(bad, &eps, &err)) << bad;
+    EXPECT_FALSE(err.empty()) << bad;
+  }
+  parse_endpoints("a:1>m:x", &eps, &err);
+  EXPECT_NE(err.find("m:x"), std::string::npos) << err;
+}
+
+// The counts above a leaf grow level by level, from the leaf's to the job's.
+TEST(Validate, ServedUpRanksGrowUpTheTree) {
+  ClientConfig c;
+  c.aggregators = {{"127.0.0.1", 7470}};
+  c.n_workers = 8;
+  c.served_ranks = {2};
+  c.served_up_ranks = {{4, 8}};
+  EXPECT_EQ(validate(c), "");
+  c.served_up_ranks = {{1}};
+  EXPECT_NE(validate(c), "");
+  c.served_up_ranks = {{4, 3}};
+  EXPECT_NE(validate(c), "");
+  c.served_up_ranks = {{9}};
+  EXPECT_NE(validate(c), "");
+  c.served_ranks.clear();
+  c.served_up_ranks = {{4}};
+  EXPECT_NE(validate(c), "") << "levels above need the leaf's count";
+}
+
 ClientConfig good() {
   ClientConfig c;
   c.aggregators = {{"127.0.0.1", 7470}};

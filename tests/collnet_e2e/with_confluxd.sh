@@ -2,7 +2,7 @@
 # Runs a command with a fresh confluxd on loopback (ephemeral ports) and checks the result.
 #   with_confluxd.sh CONFLUXD EXPECT REGEX [--kill-after S] [--daemons N] [--no-daemon]
 #                    [--daemon-arg ARG]... [--max-out-ratio R] [--min-out-ratio R]
-#                    [--tree N,N,...] [--kill-daemon I] [--forbid REGEX]
+#                    [--tree N,N,...] [--tree-mid M] [--kill-daemon I] [--forbid REGEX]
 #                    -- CMD ARGS...
 # EXPECT is zero|nonzero (the command's exit code); REGEX (several may be joined by " && ")
 # must each match a line of its output; --forbid REGEX must match none.
@@ -14,6 +14,9 @@
 # root, daemons 2.. are leaves with --parent = the root, and the ranks sit under the leaves
 # in contiguous groups of these sizes: rank r gets its leaf as CONFLUX_DRIVER_AGGREGATORS_<r>
 # (the driver puts it into CONFLUX_AGGREGATORS of that rank).
+# --tree-mid M makes it depth 3: daemon 2 is a middle aggregator under the root, the first M
+# leaves (daemons 3..) sit under it and the rest under the root; a rank under the middle one
+# names its chain, "leaf>mid".
 # After the command, the first daemon's dataplane bytes in and out are printed; with
 # --max-out-ratio R (--min-out-ratio R) the test fails if it sent more (less) than R times
 # the bytes it received.
@@ -21,7 +24,7 @@ set -uo pipefail
 confluxd=$1 expect=$2 regex=$3
 shift 3
 kill_after="" no_daemon=0 daemon_args=() n_daemons=1 max_out_ratio="" min_out_ratio=""
-tree="" kill_daemon="" forbid=""
+tree="" tree_mid=0 kill_daemon="" forbid=""
 while [[ $# -gt 0 && $1 != "--" ]]; do
   case $1 in
     --kill-after) kill_after=$2; shift 2 ;;
@@ -31,6 +34,7 @@ while [[ $# -gt 0 && $1 != "--" ]]; do
     --max-out-ratio) max_out_ratio=$2; shift 2 ;;
     --min-out-ratio) min_out_ratio=$2; shift 2 ;;
     --tree) tree=$2; shift 2 ;;
+    --tree-mid) tree_mid=$2; shift 2 ;;
     --kill-daemon) kill_daemon=$2; shift 2 ;;
     --forbid) forbid=$2; shift 2 ;;
     *) echo "with_confluxd: unknown option $1" >&2; exit 2 ;;
@@ -54,11 +58,15 @@ else
   groups=()
   if [[ -n $tree ]]; then
     IFS=, read -r -a groups <<<"$tree"
-    n_daemons=$((1 + ${#groups[@]}))
+    n_daemons=$((1 + ${#groups[@]} + (tree_mid > 0 ? 1 : 0)))
   fi
+  first_leaf=$((tree_mid > 0 ? 3 : 2))  # daemon number of leaf 0
   for i in $(seq 1 "$n_daemons"); do
     extra=()
     if [[ -n $tree && $i -gt 1 ]]; then extra=(--parent "${endpoints[0]}"); fi
+    if [[ -n $tree && $tree_mid -gt 0 && $i -ge $first_leaf && $((i - first_leaf)) -lt $tree_mid ]]; then
+      extra=(--parent "${endpoints[1]}")
+    fi
     "$confluxd" --listen 127.0.0.1 --control-port 0 --data-port 0 --metrics-port 0 \
       --ready-file "$work/ready$i" --log-level warn "${daemon_args[@]}" "${extra[@]}" \
       >"$work/daemon$i.log" 2>&1 &
@@ -74,7 +82,9 @@ else
   rank=0
   for g in "${!groups[@]}"; do
     for _ in $(seq 1 "${groups[$g]}"); do
-      export "CONFLUX_DRIVER_AGGREGATORS_$rank=${endpoints[$((g + 1))]}"
+      chain=${endpoints[$((g + first_leaf - 1))]}
+      if [[ $g -lt $tree_mid ]]; then chain="$chain>${endpoints[1]}"; fi
+      export "CONFLUX_DRIVER_AGGREGATORS_$rank=$chain"
       rank=$((rank + 1))
     done
   done

@@ -122,6 +122,46 @@ TEST(Control, JoinTreeExtensionRanges) {
   EXPECT_EQ(parse(b), ControlParse::kBadLength);
 }
 
+// Deeper trees (SPEC.md §7): served_up after the ports, absent when empty, every level above
+// at least the one below and at most the job, only below a counted level.
+TEST(Control, JoinServedUpSurvivesAndIsChecked) {
+  Join member{1, 8, 1, 0, 40000, 0, 16, 8192, 0, 0, 1, 2, {}};
+  const size_t depth2 = frame(member).size();
+  member.served_up = {4, 6};
+  EXPECT_EQ(frame(member).size(), depth2 + 2 + 4);
+  ControlMsg got;
+  ASSERT_EQ(parse(frame(member), &got), ControlParse::kOk);
+  EXPECT_EQ(std::get<Join>(got).served_up, (std::vector<uint16_t>{4, 6}));
+  EXPECT_EQ(std::get<Join>(got).served, 2u);
+  auto with_up = [&](std::vector<uint16_t> up, uint16_t served = 2) {
+    Join j = member;
+    j.served = served;
+    j.served_up = std::move(up);
+    return parse(frame(j));
+  };
+  EXPECT_EQ(with_up({2}), ControlParse::kOk);        // a level that adds no rank is still a level
+  EXPECT_EQ(with_up({1}), ControlParse::kBadField);  // fewer ranks than below
+  EXPECT_EQ(with_up({6, 4}), ControlParse::kBadField);  // not widening upwards
+  EXPECT_EQ(with_up({9}), ControlParse::kBadField);     // more than the job
+  EXPECT_EQ(with_up({4}, 0), ControlParse::kBadField);  // levels above "everyone"
+  EXPECT_EQ(with_up(std::vector<uint16_t>(kMaxTreeLevelsUp + 1, 8)), ControlParse::kBadField);
+  // n_up = 0 written out is not the canonical encoding (absent instead).
+  auto b = frame(member);
+  member.served_up.clear();
+  b = frame(member);
+  b.push_back(0);
+  b.push_back(0);
+  store_be<uint32_t>(b.data() + 8, static_cast<uint32_t>(b.size() - kControlHeaderSize));
+  EXPECT_EQ(parse(b), ControlParse::kBadField);
+  // Authenticated: another list is another MAC; no list is the depth-2 MAC.
+  const uint64_t plain = join_mac("s3cret", 77, member);
+  member.served_up = {4};
+  const uint64_t up4 = join_mac("s3cret", 77, member);
+  member.served_up = {5};
+  EXPECT_NE(up4, plain);
+  EXPECT_NE(join_mac("s3cret", 77, member), up4);
+}
+
 TEST(Control, EveryPrefixNeedsMore) {
   for (const auto& m : all_messages()) {
     const auto b = frame(m);

@@ -1,6 +1,7 @@
 #include "worker/worker_options.h"
 
 #include <CLI/CLI.hpp>
+#include <map>
 
 #include "util/size_list.h"
 
@@ -71,6 +72,12 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
                  "reduction tree: the ranks sit under leaf aggregators in contiguous groups of "
                  "these sizes (e.g. 2,2); --aggregators names this rank's leaf, which is told how "
                  "many ranks it serves, and results are checked against the two-level reduction")
+      ->delimiter(',');
+  app.add_option("--tree-mid-of", o->tree_mid_of,
+                 "depth 3: for each leaf of --tree-leaves, the middle aggregator it sits under "
+                 "(0, 1, ...; -1: directly under the root); each rank tells its leaf how many "
+                 "ranks its middle aggregator serves. Check with exact inputs (the reference "
+                 "is the two-level one)")
       ->delimiter(',');
   app.add_option("--window", c.window_slots, "requested window slots per aggregator");
   app.add_option("--payload", c.payload_bytes, "requested payload bytes per packet");
@@ -181,6 +188,24 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
       return 2;
     }
     c.served_ranks.assign(c.aggregators.size(), mine);
+  }
+  if (!o->tree_mid_of.empty()) {
+    if (o->tree_mid_of.size() != o->tree_leaves.size()) {
+      *message = "--tree-mid-of needs one entry per leaf of --tree-leaves";
+      return 2;
+    }
+    int my_mid = -1;
+    uint32_t first = 0;
+    std::map<int, uint32_t> under_mid;  // ranks under each middle aggregator
+    for (size_t l = 0; l < o->tree_leaves.size(); ++l) {
+      const uint32_t n = o->tree_leaves[l];
+      if (o->tree_mid_of[l] >= 0) under_mid[o->tree_mid_of[l]] += n;
+      if (c.rank >= first && c.rank < first + n) my_mid = o->tree_mid_of[l];
+      first += n;
+    }
+    if (my_mid >= 0) {
+      c.served_up_ranks.assign(c.aggregators.size(), {under_mid[my_mid]});
+    }
   }
   o->table = !no_table && (all_tables || c.rank == 0);
   if (fault_rank >= 0 && static_cast<uint32_t>(fault_rank) != c.rank) {

@@ -26,6 +26,7 @@ struct WorkerOptions {
   bool in_place = false;
   int root = -1;  // >= 0: Reduce to this rank (owned results) instead of AllReduce
   std::vector<uint32_t> tree_leaves;  // reduction tree: ranks per leaf, in rank order
+  std::vector<int> tree_mid_of;       // depth 3: each leaf's middle aggregator, -1 = none
   std::string json_path;
   bool table = true;  // print the table (default: rank 0 only)
   double timeout_s = 300;

@@ -34,6 +34,27 @@ bool parse_endpoints(std::string_view list, std::vector<Endpoint>* out, std::str
   if (trim(list).empty()) {
     return fail("empty aggregator list");
   }
+  // One "host:port" into *ep (host and port only), or a message.
+  auto one = [](std::string_view item, Endpoint* ep) -> std::string {
+    if (item.empty()) {
+      return "empty endpoint";
+    }
+    const size_t colon = item.rfind(':');
+    if (colon == std::string_view::npos || colon == 0) {
+      return "aggregator '" + std::string(item) + "' is not host:port";
+    }
+    const std::string_view port_s = item.substr(colon + 1);
+    unsigned port = 0;
+    const auto [p, ec] = std::from_chars(port_s.data(), port_s.data() + port_s.size(), port);
+    if (ec != std::errc() || p != port_s.data() + port_s.size() || port == 0 || port > 65535) {
+      return "aggregator '" + std::string(item) + "' has an invalid port";
+    }
+    *ep = Endpoint{std::string(item.substr(0, colon)), static_cast<uint16_t>(port)};
+    if (ep->host.find(':') != std::string::npos) {
+      return "aggregator '" + std::string(item) + "': IPv6 is not supported";
+    }
+    return "";
+  };
   size_t pos = 0;
   while (pos <= list.size()) {
     const size_t comma = std::min(list.find(',', pos), list.size());
@@ -42,22 +63,34 @@ bool parse_endpoints(std::string_view list, std::vector<Endpoint>* out, std::str
     if (item.empty()) {
       return fail("empty entry in aggregator list '" + std::string(list) + "'");
     }
-    const size_t colon = item.rfind(':');
-    if (colon == std::string_view::npos || colon == 0) {
-      return fail("aggregator '" + std::string(item) + "' is not host:port");
+    // "leaf>mid>...": the chain up a reduction tree.
+    std::vector<std::string_view> chain;
+    for (size_t from = 0;;) {
+      const size_t gt = std::min(item.find('>', from), item.size());
+      chain.push_back(trim(item.substr(from, gt - from)));
+      if (gt == item.size()) {
+        break;
+      }
+      from = gt + 1;
     }
-    const std::string_view port_s = item.substr(colon + 1);
-    unsigned port = 0;
-    const auto [p, ec] = std::from_chars(port_s.data(), port_s.data() + port_s.size(), port);
-    if (ec != std::errc() || p != port_s.data() + port_s.size() || port == 0 || port > 65535) {
-      return fail("aggregator '" + std::string(item) + "' has an invalid port");
+    if (chain.size() > 1 + proto::kMaxTreeLevelsUp) {
+      return fail("aggregator '" + std::string(item) + "' names more than " +
+                  std::to_string(proto::kMaxTreeLevelsUp) + " levels above it");
     }
-    Endpoint ep{std::string(item.substr(0, colon)), static_cast<uint16_t>(port)};
-    if (ep.host.find(':') != std::string::npos) {
-      return fail("aggregator '" + std::string(item) + "': IPv6 is not supported");
+    Endpoint ep;
+    for (size_t level = 0; level < chain.size(); ++level) {
+      Endpoint e;
+      if (std::string err = one(chain[level], &e); !err.empty()) {
+        return fail(err + (chain.size() > 1 ? " (in '" + std::string(item) + "')" : ""));
+      }
+      if (level == 0) {
+        ep = std::move(e);
+      } else {
+        ep.above.push_back(e.to_string());
+      }
     }
     for (const Endpoint& e : *out) {
-      if (e == ep) {
+      if (e.host == ep.host && e.port == ep.port) {
         return fail("aggregator '" + ep.to_string() + "' is listed twice");
       }
     }
@@ -84,6 +117,23 @@ std::string validate(const ClientConfig& c) {
   }
   for (uint32_t s : c.served_ranks) {
     if (s == 0 || s > c.n_workers) return "served_ranks must be 1..n_workers";
+  }
+  if (!c.served_up_ranks.empty() && (c.served_up_ranks.size() != c.aggregators.size() ||
+                                     c.served_ranks.size() != c.aggregators.size())) {
+    return "served_up_ranks needs served_ranks and one list per aggregator";
+  }
+  for (size_t i = 0; i < c.served_up_ranks.size(); ++i) {
+    const std::vector<uint32_t>& up = c.served_up_ranks[i];
+    if (up.size() > proto::kMaxTreeLevelsUp) {
+      return "served_up_ranks: at most " + std::to_string(proto::kMaxTreeLevelsUp) + " levels";
+    }
+    uint32_t below = c.served_ranks[i];
+    for (uint32_t s : up) {
+      if (s < below || s > c.n_workers) {
+        return "served_up_ranks must grow level by level, from served_ranks to n_workers";
+      }
+      below = s;
+    }
   }
   if (c.window_slots == 0 || c.window_slots > (1u << 20)) {
     return "window_slots must be 1..2^20";

@@ -72,6 +72,12 @@ proto::Join make_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, uint
   // A leaf of a reduction tree that serves only some ranks (SPEC.md §7).
   if (i < cfg.served_ranks.size() && cfg.served_ranks[i] != cfg.n_workers) {
     j.served = static_cast<uint16_t>(cfg.served_ranks[i]);
+    // The levels above that do not serve every rank (one that does is the default, 0).
+    if (i < cfg.served_up_ranks.size()) {
+      for (uint32_t s : cfg.served_up_ranks[i]) {
+        if (s < cfg.n_workers) j.served_up.push_back(static_cast<uint16_t>(s));
+      }
+    }
   }
   j.auth_mac = proto::join_mac(cfg.secret, nonce, j);
   return j;

@@ -18,6 +18,8 @@ inline constexpr size_t kControlHeaderSize = 12;
 inline constexpr uint32_t kMaxControlBody = 4096;
 inline constexpr size_t kMaxErrorText = 1024;
 inline constexpr size_t kMaxPorts = 256;
+// The deepest reduction tree a Join can describe: levels above the receiving aggregator.
+inline constexpr size_t kMaxTreeLevelsUp = 8;
 inline constexpr uint32_t kMaxWorkersPerJob = 1024;
 
 enum class MsgType : uint8_t {
@@ -90,8 +92,14 @@ struct Join {
   uint16_t weight = 1;  // ranks of the job this member contributes for (a child aggregator: k)
   uint16_t served = 0;  // ranks of the job that join this aggregator in all; 0 = n_workers
   std::vector<uint16_t> data_ports{};  // a child aggregator: its data ports (slot s on [s % n])
+  // Trees deeper than 2 (SPEC.md §7): `served` of each aggregator above this one that the
+  // member's ranks reach, nearest first; the receiver passes it on, less its first entry, as
+  // its own Join's `served` and `served_up` when it joins its parent. Empty below a root.
+  std::vector<uint16_t> served_up{};
 
-  bool has_tree_extension() const { return weight != 1 || served != 0 || !data_ports.empty(); }
+  bool has_tree_extension() const {
+    return weight != 1 || served != 0 || !data_ports.empty() || !served_up.empty();
+  }
 };
 
 // Answer to Join, sent to every rank once all n_workers have joined (or at once on error).

@@ -23,12 +23,18 @@ using LogFn = std::function<void(LogLevel, std::string_view)>;
 struct Endpoint {
   std::string host;
   uint16_t port = 0;
+  // A reduction tree deeper than 2 (protocol/SPEC.md §7): the aggregators above this one
+  // that are not the root, nearest first, as written ("host:port"). Only counted, never
+  // contacted: the ranks agree on how many of them each one serves.
+  std::vector<std::string> above{};
   std::string to_string() const { return host + ":" + std::to_string(port); }
   bool operator==(const Endpoint&) const = default;
 };
 
 // Parses "h1:p1,h2:p2" (spaces around entries allowed, no empty entries, port 1..65535,
-// no duplicates). Returns false and a message naming the bad entry on error.
+// no duplicates). An entry may name its chain up a reduction tree, "leaf>mid>...": the
+// first endpoint is the one contacted, the rest go to Endpoint::above (at most
+// proto::kMaxTreeLevelsUp). Returns false and a message naming the bad entry on error.
 bool parse_endpoints(std::string_view list, std::vector<Endpoint>* out, std::string* error);
 
 // Test-only fault injection, applied independently to every datagram this engine sends
@@ -75,6 +81,10 @@ struct ClientConfig {
   // Reduction tree (protocol/SPEC.md §7): for aggregator i, how many of the job's ranks join
   // it (this rank's leaf serves that many). Empty, or n_workers: every rank joins it (depth 1).
   std::vector<uint32_t> served_ranks;
+  // Deeper trees: for aggregator i, how many of the job's ranks each aggregator above this
+  // rank's leaf serves, nearest first (the leaf's parent, its parent, ...; the root, serving
+  // every rank, may be left out). Empty: the leaf's parent is the root (depth 1 or 2).
+  std::vector<std::vector<uint32_t>> served_up_ranks;
   std::string secret;  // shared secret for the Join MAC; empty = none
 
   std::chrono::microseconds rto_initial{2000};  // first retransmission timeout
