@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "e2e_fixture.h"
@@ -21,6 +22,17 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr uint32_t kRanks = 4;
+
+// Every worker ended by itself (no timeout), with exit code 1 and why(rank) in its errors.
+void expect_all_failed(const std::vector<WorkerResult>& rs,
+                       const std::function<std::string(uint32_t)>& why) {
+  for (uint32_t r = 0; r < rs.size(); ++r) {
+    const WorkerResult& w = rs[r];
+    EXPECT_FALSE(w.timed_out) << "rank " << r;
+    EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) << w.err;
+    EXPECT_NE(w.err.find(why(r)), std::string::npos) << "rank " << r << ": " << w.err;
+  }
+}
 
 class TreeE2E : public TempDirFixture {
  protected:
@@ -123,12 +135,9 @@ TEST_F(TreeE2E, LeavesSignForARootWithTheDataMacEvenWithoutItBelow) {
 // is told (unsupported) instead of the tree's top link running unsigned.
 TEST_F(TreeE2E, LeafWithTheDataMacRefusesARootWithout) {
   start_tree({"--secret", "tree-secret"}, {"--secret", "tree-secret", "--data-mac=true"});
-  auto rs = run({"--secret", "tree-secret", "--count", "1024", "--join-timeout-ms", "5000"}, 30s);
-  for (const WorkerResult& w : rs) {
-    EXPECT_FALSE(w.timed_out);
-    EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) << w.err;
-    EXPECT_NE(w.err.find("refused Join: unsupported"), std::string::npos) << w.err;
-  }
+  expect_all_failed(
+      run({"--secret", "tree-secret", "--count", "1024", "--join-timeout-ms", "5000"}, 30s),
+      [](uint32_t) { return "refused Join: unsupported"; });
   EXPECT_NE(tools::read_file(leaf_[0].log).find("runs without 'data_mac' but this leaf has it"),
             std::string::npos);
 }
@@ -190,12 +199,8 @@ TEST_F(TreeE2E, KilledRootEndsTheJobOnEveryLeafAndEveryWorkerFails) {
   const std::vector<pid_t> pids = start_endless_run();
   ASSERT_TRUE(wait_packets_in(root_, 2000, 20s)) << "workers did not start";
   ASSERT_EQ(::kill(root_.pid, SIGKILL), 0);
-  auto rs = wait_workers(dir_, pids, 20s);
-  for (const WorkerResult& w : rs) {
-    EXPECT_FALSE(w.timed_out);
-    EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) << w.err;
-    EXPECT_NE(w.err.find("parent aggregator lost"), std::string::npos) << w.err;
-  }
+  expect_all_failed(wait_workers(dir_, pids, 20s),
+                    [](uint32_t) { return "parent aggregator lost"; });
   // The leaves live on, and stop cleanly.
   for (DaemonProcess* d : {&leaf_[0], &leaf_[1]}) EXPECT_EQ(d->stop(), "exit 0");
 }
@@ -205,15 +210,10 @@ TEST_F(TreeE2E, KilledLeafEndsTheJobUnderTheOtherLeafToo) {
   const std::vector<pid_t> pids = start_endless_run();
   ASSERT_TRUE(wait_packets_in(root_, 2000, 20s)) << "workers did not start";
   ASSERT_EQ(::kill(leaf_[0].pid, SIGKILL), 0);
-  auto rs = wait_workers(dir_, pids, 20s);
-  for (uint32_t r = 0; r < kRanks; ++r) {
-    const WorkerResult& w = rs[r];
-    EXPECT_FALSE(w.timed_out);
-    EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) << w.err;
-    // Ranks 0-1 lost their leaf; ranks 2-3 hear from theirs that the root lost leaf 0.
-    const std::string why = r < 2 ? "closed the control connection" : "child aggregator lost";
-    EXPECT_NE(w.err.find(why), std::string::npos) << "rank " << r << ": " << w.err;
-  }
+  // Ranks 0-1 lost their leaf; ranks 2-3 hear from theirs that the root lost leaf 0.
+  expect_all_failed(wait_workers(dir_, pids, 20s), [](uint32_t r) {
+    return r < 2 ? "closed the control connection" : "child aggregator lost";
+  });
   for (DaemonProcess* d : {&leaf_[1], &root_}) EXPECT_EQ(d->stop(), "exit 0");
 }
 
@@ -313,15 +313,10 @@ TEST_F(DeepTreeE2E, KilledMiddleAggregatorEndsTheJobForEveryRank) {
                                          "--iters", "1000000", "--timeout-s", "60"});
   ASSERT_TRUE(wait_packets_in(root_, 2000, 20s)) << "workers did not start";
   ASSERT_EQ(::kill(mid_.pid, SIGKILL), 0);
-  auto rs = wait_workers(dir_, pids, 20s);
-  for (uint32_t r = 0; r < kDeepRanks; ++r) {
-    const WorkerResult& w = rs[r];
-    EXPECT_FALSE(w.timed_out);
-    EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) << w.err;
-    // Under the middle one: their leaves lost their parent; under leaf 2: the root lost a child.
-    const std::string why = r < 4 ? "parent aggregator lost" : "child aggregator lost";
-    EXPECT_NE(w.err.find(why), std::string::npos) << "rank " << r << ": " << w.err;
-  }
+  // Under the middle one: their leaves lost their parent; under leaf 2: the root lost a child.
+  expect_all_failed(wait_workers(dir_, pids, 20s), [](uint32_t r) {
+    return r < 4 ? "parent aggregator lost" : "child aggregator lost";
+  });
   for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &leaf_[2], &root_}) {
     EXPECT_EQ(d->stop(), "exit 0");
   }
@@ -330,15 +325,11 @@ TEST_F(DeepTreeE2E, KilledMiddleAggregatorEndsTheJobForEveryRank) {
 // A rank that names a level above an aggregator without a parent is refused at once.
 TEST_F(DeepTreeE2E, LevelsAboveARootAreRefused) {
   ASSERT_EQ(start_in("root", root_, {}), "");
-  auto rs = wait_workers(dir_,
-                         start_workers(dir_, [this](uint32_t) { return root_.endpoint(); }, 3,
-                                       {"--tree-leaves", "1,1,1", "--tree-mid-of", "0,0,1",
-                                        "--count", "8", "--spin-us", "0"}),
-                         30s);
-  for (const WorkerResult& w : rs) {
-    EXPECT_FALSE(w.timed_out);
-    EXPECT_NE(w.err.find("refused Join: unsupported"), std::string::npos) << w.err;
-  }
+  const std::vector<pid_t> pids = start_workers(
+      dir_, [this](uint32_t) { return root_.endpoint(); }, 3,
+      {"--tree-leaves", "1,1,1", "--tree-mid-of", "0,0,1", "--count", "8", "--spin-us", "0"});
+  expect_all_failed(wait_workers(dir_, pids, 30s),
+                    [](uint32_t) { return "refused Join: unsupported"; });
 }
 
 // Striping stays: a job stripes over two trees (entry i of every rank's list is tree i).
@@ -372,12 +363,8 @@ TEST_F(TreeE2E, LeafWithoutItsParentAnswersTheWorkersInsteadOfHanging) {
   // The parent's port is closed (root stopped): the leaf cannot join it and refuses the job.
   start_tree();
   EXPECT_EQ(root_.stop(), "exit 0");
-  auto rs = run({"--count", "1024", "--join-timeout-ms", "5000"}, 30s);
-  for (const WorkerResult& w : rs) {
-    EXPECT_FALSE(w.timed_out);
-    EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) << w.err;
-    EXPECT_NE(w.err.find("refused Join: internal"), std::string::npos) << w.err;
-  }
+  expect_all_failed(run({"--count", "1024", "--join-timeout-ms", "5000"}, 30s),
+                    [](uint32_t) { return "refused Join: internal"; });
 }
 
 }  // namespace
