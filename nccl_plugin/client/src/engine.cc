@@ -40,13 +40,15 @@ class Engine::Impl {
       Counters::add(sh.ctr.caller_steps);
     }
   }
-  // A caller about to sleep gives the I/O back to the progress thread at once.
+  // A caller about to sleep gives the I/O back to the progress thread at once: a dozing
+  // thread takes over, a sleeping one recomputes its deadline (the caller's steps may have
+  // sent packets whose retransmission timers fall before it).
   void caller_leaves() {
     if (!sh.cfg.caller_progress) {
       return;
     }
     sh.caller_poll_ns.store(0, std::memory_order_seq_cst);
-    if (sh.dozing.load(std::memory_order_seq_cst)) {
+    if (sh.dozing.load(std::memory_order_seq_cst) || sh.sleeping.load(std::memory_order_seq_cst)) {
       sh.wake();
     }
   }
