@@ -263,11 +263,9 @@ void SlotEngine::append(Job& job, const Bank& b, DataHeader d, uint32_t slot, in
   if (bytes > 0) std::memcpy(body, b.result_data, bytes);
   if (key) {
     proto::DataMac& mac = (up ? up_mac_ : mac_).keyed(job.id(), *key);
-    const bool ok =
-        up ? mac.sign(buf, body, bytes, d.contributor, job.next_up_mac_seq(queue_), body + bytes)
-           : mac.sign(buf, body, bytes, proto::kAggSender | queue_, job.next_mac_seq(queue_),
-                      body + bytes);
-    if (!ok) {
+    const uint32_t sender = up ? d.contributor : proto::kAggSender | queue_;
+    const uint64_t seq = up ? job.next_up_mac_seq(queue_) : job.next_mac_seq(queue_);
+    if (!mac.sign(buf, body, bytes, sender, seq, body + bytes)) {
       counters_.send_errors.inc();  // libcrypto failed: send nothing; the worker will ask again
       return;
     }

@@ -55,17 +55,17 @@ TreeCounts count(const std::vector<Names>& all, int rank, size_t entries) {
       out.served[i] = nranks;
       continue;
     }
-    for (const Names& other : all) {
-      if (i < other.n && other.hash[i] == mine.hash[i]) ++out.served[i];
-    }
+    // The ranks whose entry i names the same aggregator at a level (`at` picks its hash).
+    auto ranks_naming = [&](auto at) {
+      return static_cast<uint32_t>(std::count_if(all.begin(), all.end(), [&](const Names& other) {
+        return i < other.n && at(other) == at(mine);
+      }));
+    };
+    out.served[i] = ranks_naming([&](const Names& x) { return x.hash[i]; });
     tree = tree || out.served[i] != nranks;
     if (i >= kMaxChained) continue;
     for (size_t j = 0; j < kLevels && mine.up[i][j] != 0; ++j) {
-      uint32_t k = 0;
-      for (const Names& other : all) {
-        if (i < other.n && other.up[i][j] == mine.up[i][j]) ++k;
-      }
-      out.served_up[i].push_back(k);
+      out.served_up[i].push_back(ranks_naming([&](const Names& x) { return x.up[i][j]; }));
       tree = true;
     }
   }

@@ -558,17 +558,10 @@ class TreeSlotEngineTest : public SlotEngineTest {
   // The parent's RESULT for slot `slot`, from the parent's port for it.
   DropReason parent_result(uint32_t slot, uint32_t gen, std::vector<int32_t> v, uint16_t flags = 0,
                            uint32_t port = 0) {
-    DataHeader h = hdr(0, slot, gen, static_cast<uint32_t>(v.size()));
-    h.type = proto::PacketType::kResult;
-    h.job_id = kParentJob;
-    h.job_token = kParentToken;
+    DataHeader h = parent_header(slot, gen, static_cast<uint32_t>(v.size()));
     h.flags = flags;
-    sockaddr_in from{};
-    from.sin_family = AF_INET;
-    from.sin_addr.s_addr = htonl(0x0a000009);
-    from.sin_port = htons(static_cast<uint16_t>(port != 0 ? port : 7000 + slot % 2));
-    return engine_.on_contrib(h, reinterpret_cast<const uint8_t*>(v.data()), Source::of(from),
-                              out_);
+    return engine_.on_contrib(h, reinterpret_cast<const uint8_t*>(v.data()),
+                              port != 0 ? parent_port(port) : parent_source(slot), out_);
   }
   // A datagram [h, v] with a trailer signed by `signer` as `sender`.
   static std::vector<uint8_t> signed_datagram(DataHeader h, const std::vector<int32_t>& v,
@@ -583,19 +576,21 @@ class TreeSlotEngineTest : public SlotEngineTest {
                             d.data() + proto::kDataHeaderSize + n));
     return d;
   }
-  // The parent's RESULT header for `slot`, as parent_result() sends it.
-  DataHeader parent_header(uint32_t slot, uint32_t gen) {
-    DataHeader h = hdr(0, slot, gen);
+  // The parent's RESULT header for `slot`.
+  DataHeader parent_header(uint32_t slot, uint32_t gen, uint32_t count = 4) {
+    DataHeader h = hdr(0, slot, gen, count);
     h.type = proto::PacketType::kResult;
     h.job_id = kParentJob;
     h.job_token = kParentToken;
     return h;
   }
-  static Source parent_port(uint32_t slot) {
+  // From the parent's data address (10.0.0.9): its port for `slot`, or any `port`.
+  static Source parent_source(uint32_t slot) { return parent_port(7000 + slot % 2); }
+  static Source parent_port(uint32_t port) {
     sockaddr_in from{};
     from.sin_family = AF_INET;
     from.sin_addr.s_addr = htonl(0x0a000009);
-    from.sin_port = htons(static_cast<uint16_t>(7000 + slot % 2));
+    from.sin_port = htons(static_cast<uint16_t>(port));
     return Source::of(from);
   }
   DropReason child_contrib(uint16_t c, uint32_t slot, std::vector<int32_t> v, uint32_t port_of) {
@@ -742,20 +737,20 @@ TEST_F(TreeSlotEngineTest, LeafSignsItsPartialWithTheParentsKeyAndTakesOnlySigne
   const DataHeader down = parent_header(2, 0);
   std::vector<uint8_t> plain = testing::make_datagram(
       down, {reinterpret_cast<const uint8_t*>(total.data()), total.size() * 4});
-  EXPECT_EQ(engine_.on_datagram(plain, parent_port(2), out_), DropReason::kBadMac);
+  EXPECT_EQ(engine_.on_datagram(plain, parent_source(2), out_), DropReason::kBadMac);
   EXPECT_EQ(engine_.on_datagram(signed_datagram(down, total, own_mac, proto::kAggSender | 1, 1),
-                                parent_port(2), out_),
+                                parent_source(2), out_),
             DropReason::kBadMac);
   EXPECT_EQ(
-      engine_.on_datagram(signed_datagram(down, total, parent_mac, 0, 1), parent_port(2), out_),
+      engine_.on_datagram(signed_datagram(down, total, parent_mac, 0, 1), parent_source(2), out_),
       DropReason::kBadMac);
   std::vector<uint8_t> tampered = signed_datagram(down, total, parent_mac, proto::kAggSender, 1);
   tampered[proto::kDataHeaderSize] ^= 1;
-  EXPECT_EQ(engine_.on_datagram(tampered, parent_port(2), out_), DropReason::kBadMac);
+  EXPECT_EQ(engine_.on_datagram(tampered, parent_source(2), out_), DropReason::kBadMac);
   EXPECT_TRUE(out_.empty()) << "no forged result reaches a member";
   // The parent's own: fanned out to the members, signed with the leaf's key by this queue.
   EXPECT_EQ(engine_.on_datagram(signed_datagram(down, total, parent_mac, proto::kAggSender | 1, 9),
-                                parent_port(2), out_),
+                                parent_source(2), out_),
             DropReason::kOk);
   ASSERT_EQ(out_.size(), 1u);
   EXPECT_EQ(header_of(0).type, proto::PacketType::kResult);
@@ -775,7 +770,7 @@ TEST_F(TreeSlotEngineTest, AParentResultWithAMacIsDroppedWhenThatLinkHasNone) {
   ASSERT_TRUE(mac.set_key(proto::derive_data_key("tree", kParentJob, kParentToken)));
   EXPECT_EQ(engine_.on_datagram(
                 signed_datagram(parent_header(0, 0), {4, 4, 4, 4}, mac, proto::kAggSender, 1),
-                parent_port(0), out_),
+                parent_source(0), out_),
             DropReason::kBadMac);
   EXPECT_TRUE(out_.empty());
 }

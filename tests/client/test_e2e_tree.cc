@@ -23,6 +23,13 @@ using namespace std::chrono_literals;
 
 constexpr uint32_t kRanks = 4;
 
+// Starts daemon d with its files in `dir` (created); "" or an error.
+std::string start_daemon_in(const std::string& dir, DaemonProcess& d,
+                            const std::vector<std::string>& args) {
+  std::filesystem::create_directories(dir);
+  return d.start(dir, args);
+}
+
 // Every worker ended by itself (no timeout), with exit code 1 and why(rank) in its errors.
 void expect_all_failed(const std::vector<WorkerResult>& rs,
                        const std::function<std::string(uint32_t)>& why) {
@@ -50,9 +57,7 @@ class TreeE2E : public TempDirFixture {
   }
   std::string start_in(const std::string& name, DaemonProcess& d,
                        const std::vector<std::string>& args) {
-    const std::string sub = dir_ + "/" + name;
-    std::filesystem::create_directories(sub);
-    return d.start(sub, args);
+    return start_daemon_in(dir_ + "/" + name, d, args);
   }
   std::string leaf_of(uint32_t rank) const { return leaf_[rank / 2].endpoint(); }
   std::vector<std::string> worker_args(std::vector<std::string> extra) const {
@@ -273,9 +278,7 @@ class DeepTreeE2E : public TempDirFixture {
   }
   std::string start_in(const std::string& name, DaemonProcess& d,
                        const std::vector<std::string>& args) {
-    const std::string sub = dir_ + "/" + name;
-    std::filesystem::create_directories(sub);
-    return d.start(sub, args);
+    return start_daemon_in(dir_ + "/" + name, d, args);
   }
   std::vector<pid_t> start(std::vector<std::string> extra) {
     std::vector<std::string> a = {"--tree-leaves", "2,2,2",     "--tree-mid-of",

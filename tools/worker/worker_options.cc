@@ -1,7 +1,6 @@
 #include "worker/worker_options.h"
 
 #include <CLI/CLI.hpp>
-#include <map>
 
 #include "util/size_list.h"
 
@@ -173,15 +172,21 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
   c.heartbeat_interval = std::chrono::milliseconds(hb_ms);  // the engine caps it
   c.join_timeout = std::chrono::milliseconds(join_ms);
   c.connect_timeout = std::chrono::milliseconds(connect_ms);
+  size_t my_leaf = 0;  // index of this rank's leaf in --tree-leaves
   if (!o->tree_leaves.empty()) {
     uint32_t first = 0, mine = 0;
+    size_t leaf = 0;
     for (uint32_t n : o->tree_leaves) {
       if (n == 0) {
         *message = "--tree-leaves: a leaf serves at least one rank";
         return 2;
       }
-      if (c.rank >= first && c.rank < first + n) mine = n;
+      if (c.rank >= first && c.rank < first + n) {
+        mine = n;
+        my_leaf = leaf;
+      }
       first += n;
+      ++leaf;
     }
     if (first != c.n_workers) {
       *message = "--tree-leaves must add up to --nranks";
@@ -194,17 +199,13 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
       *message = "--tree-mid-of needs one entry per leaf of --tree-leaves";
       return 2;
     }
-    int my_mid = -1;
-    uint32_t first = 0;
-    std::map<int, uint32_t> under_mid;  // ranks under each middle aggregator
-    for (size_t l = 0; l < o->tree_leaves.size(); ++l) {
-      const uint32_t n = o->tree_leaves[l];
-      if (o->tree_mid_of[l] >= 0) under_mid[o->tree_mid_of[l]] += n;
-      if (c.rank >= first && c.rank < first + n) my_mid = o->tree_mid_of[l];
-      first += n;
-    }
+    const int my_mid = o->tree_mid_of[my_leaf];
     if (my_mid >= 0) {
-      c.served_up_ranks.assign(c.aggregators.size(), {under_mid[my_mid]});
+      uint32_t under_mid = 0;  // ranks under this rank's middle aggregator
+      for (size_t l = 0; l < o->tree_leaves.size(); ++l) {
+        if (o->tree_mid_of[l] == my_mid) under_mid += o->tree_leaves[l];
+      }
+      c.served_up_ranks.assign(c.aggregators.size(), {under_mid});
     }
   }
   o->table = !no_table && (all_tables || c.rank == 0);

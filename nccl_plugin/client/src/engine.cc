@@ -250,6 +250,7 @@ Status Engine::test(uint64_t request, std::string* error) {
 Status Engine::wait(uint64_t request, std::chrono::microseconds max_wait, std::string* error) {
   Shared& sh = impl_->sh;
   try {
+    const auto deadline = std::chrono::steady_clock::now() + max_wait;  // polling counts too
     impl_->caller_step();
     std::unique_lock<std::mutex> lk(sh.mu);
     auto it = sh.requests.find(request);
@@ -265,9 +266,8 @@ Status Engine::wait(uint64_t request, std::chrono::microseconds max_wait, std::s
       // Poll for up to the spin time (a small request's result is a round trip away), then
       // hand the I/O back and sleep.
       lk.unlock();
-      const auto until =
-          std::chrono::steady_clock::now() +
-          std::min<std::chrono::microseconds>(max_wait, std::chrono::microseconds(sh.cfg.spin_us));
+      const auto until = std::min(
+          deadline, std::chrono::steady_clock::now() + std::chrono::microseconds(sh.cfg.spin_us));
       while (r->state.load(std::memory_order_acquire) == Status::kPending &&
              std::chrono::steady_clock::now() < until) {
         std::this_thread::yield();
@@ -280,7 +280,7 @@ Status Engine::wait(uint64_t request, std::chrono::microseconds max_wait, std::s
     }
     if (max_wait.count() > 0 && r->state.load(std::memory_order_seq_cst) == Status::kPending) {
       sh.waiters.fetch_add(1, std::memory_order_seq_cst);
-      sh.done_cv.wait_for(lk, max_wait, [&] {
+      sh.done_cv.wait_until(lk, deadline, [&] {
         return r->state.load(std::memory_order_seq_cst) != Status::kPending;
       });
       sh.waiters.fetch_sub(1, std::memory_order_seq_cst);

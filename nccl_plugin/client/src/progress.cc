@@ -54,9 +54,9 @@ void Progress::run() {
   }
   while (!sh_->stop.load(std::memory_order_acquire)) {
     const int64_t claim = sh_->caller_poll_ns.load(std::memory_order_acquire);
-    if (claim != 0 && now_ns() - claim < kCallerClaimNs &&
-        !sh_->has_submissions.load(std::memory_order_acquire)) {
-      doze(now_ns());  // a caller polls: it does the I/O (submissions still come here: abort)
+    if (const int64_t t = now_ns(); claim != 0 && t - claim < kCallerClaimNs &&
+                                    !sh_->has_submissions.load(std::memory_order_acquire)) {
+      doze(t);  // a caller polls: it does the I/O (submissions still come here: abort)
       continue;
     }
     std::unique_lock<std::mutex> lk(sh_->progress_mu);
