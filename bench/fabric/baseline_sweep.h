@@ -1,7 +1,8 @@
 // The size sweep shared by the fabric harness's third-party baselines (Gloo, Open MPI): the
 // sweep flags, inputs whose float sums are exact in any order, and the nccl-tests-style table
-// that bench/fabric/fabric_run.py parses. A baseline supplies its AllReduce, a barrier and a
-// reduction of one double over the ranks; run_sweep() does the rest.
+// that bench/fabric/fabric_run.py parses, with the host's CPU cost under each row. A baseline
+// supplies its AllReduce, a barrier and a reduction of one double over the ranks; run_sweep() does
+// the rest.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "util/proc.h"
 
 namespace conflux::bench {
 
@@ -100,9 +103,12 @@ inline int run_sweep(int rank, int nranks, const Sweep& s, const Collectives& c,
     for (int i = 0; i < s.warmup; ++i) c.allreduce(in.data(), out.data(), count);
     std::fill(out.begin(), out.end(), std::nanf(""));
     c.barrier();
+    const double cpu0 = tools::host_busy_cpu_seconds();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < s.iters; ++i) c.allreduce(in.data(), out.data(), count);
     const auto t1 = std::chrono::steady_clock::now();
+    c.barrier();  // every rank's timed iterations are in rank 0's CPU window
+    const double cpu1 = tools::host_busy_cpu_seconds();
     const double mine = std::chrono::duration<double, std::micro>(t1 - t0).count() / s.iters;
     const double t = c.max_over_ranks(mine);
     uint64_t wrong = 0;
@@ -115,6 +121,9 @@ inline int run_sweep(int rank, int nranks, const Sweep& s, const Collectives& c,
       const double busbw = algbw * 2.0 * (nranks - 1) / nranks;
       std::printf("%12zu %12zu %9s %6s %10.2f %12.3f %12.3f %7llu\n", count * sizeof(float), count,
                   "float", "sum", t, algbw, busbw, static_cast<unsigned long long>(all_wrong));
+      if (cpu0 >= 0 && cpu1 >= cpu0) {
+        std::printf("%s\n", tools::host_cpu_line((cpu1 - cpu0) / (bytes * s.iters / 1e9)).c_str());
+      }
       std::fflush(stdout);
     }
   }

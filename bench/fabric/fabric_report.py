@@ -95,10 +95,10 @@ def summary(rows, meta):
 def write_csv(path, rows):
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["fabric", "system", "bytes", "time_us", "algbw",
-                                          "busbw", "wrong"])
+                                          "busbw", "wrong", "host_cpu_s_per_gb"])
         w.writeheader()
         for r in rows:
-            w.writerow({k: r[k] for k in w.fieldnames})
+            w.writerow({k: r.get(k, "") for k in w.fieldnames})
 
 
 def write_json(path, rows, meta, figures):

@@ -2,6 +2,7 @@
 runs and verifies every system (Conflux, the plugin ring, Gloo and Open MPI where built), and tears everything down (also when it is stopped by
 SIGTERM in the middle of a run).
 Usage: fabric_smoke.py HARNESS [harness binary flags...]. Exit 0 pass, 1 fail, 77 skipped."""
+import json
 import os
 import signal
 import subprocess
@@ -76,6 +77,15 @@ def main():
     for f in ("fabric.csv", "fabric.json"):
         if not os.path.getsize(os.path.join(out_dir, f)):
             fail(f"{f} not written", out)
+    # Every system's program reports the host's CPU over its timed iterations, under each row
+    # (0 is possible here: /proc/stat counts in 10 ms ticks and these runs are short).
+    with open(os.path.join(out_dir, "fabric.json")) as f:
+        no_cpu = [(r["system"], r["bytes"]) for r in json.load(f)["rows"]
+                  if not r.get("host_cpu_s_per_gb", -1) >= 0]
+    if no_cpu:
+        fail(f"rows without a timed host CPU figure: {no_cpu}", out)
+    if out.count(" CPU-s per GB over the timed iterations only") < systems:
+        fail("a system's timed CPU-s per GB summary is missing", out)
     left = namespaces(prefix)
     if left:
         fail(f"namespaces left behind: {left}", out)

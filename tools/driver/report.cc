@@ -6,6 +6,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "util/proc.h"
+
 namespace conflux::driver {
 namespace {
 
@@ -57,6 +59,8 @@ void print_row(const Row& r) {
   std::printf("  %10zu %12zu %9s %6s %10.2f %12.3f %12.3f %7llu\n", r.bytes, r.count,
               std::string(dtype_name(r.dtype)).c_str(), std::string(op_name(r.op)).c_str(),
               r.time_us, r.algbw, r.busbw, static_cast<unsigned long long>(r.wrong));
+  if (r.host_cpu_s_per_gb >= 0)
+    std::printf("%s\n", tools::host_cpu_line(r.host_cpu_s_per_gb).c_str());
   std::fflush(stdout);
 }
 
@@ -89,11 +93,12 @@ Status write_json(const std::string& path, const RunInfo& info, const std::vecto
     std::fprintf(f,
                  "%s\n    {\"mode\": \"%s\", \"bytes\": %zu, \"count\": %zu, \"dtype\": \"%s\", "
                  "\"op\": \"%s\", \"inplace\": %s, \"time_us\": %s, \"algbw\": %s, "
-                 "\"busbw\": %s, \"wrong\": %llu}",
+                 "\"busbw\": %s, \"wrong\": %llu, \"host_cpu_s_per_gb\": %s}",
                  i ? "," : "", mode_name(r.mode), r.bytes, r.count,
                  std::string(dtype_name(r.dtype)).c_str(), std::string(op_name(r.op)).c_str(),
                  r.inplace ? "true" : "false", num(r.time_us).c_str(), num(r.algbw).c_str(),
-                 num(r.busbw).c_str(), static_cast<unsigned long long>(r.wrong));
+                 num(r.busbw).c_str(), static_cast<unsigned long long>(r.wrong),
+                 num(r.host_cpu_s_per_gb).c_str());
   }
   std::fprintf(f, "\n  ]\n}\n");
   if (std::fclose(f) != 0) return Status::Error("error writing --json file " + path);

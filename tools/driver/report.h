@@ -24,6 +24,10 @@ struct Row {
   double algbw;    // GB/s = bytes / time
   double busbw;    // algbw * 2(n-1)/n
   uint64_t wrong;  // wrong elements, summed over ranks
+  // Busy CPU seconds of the whole host per GB AllReduced in rank 0's timed iterations (all
+  // ranks, confluxd and the kernel when they share the host, as with --nranks); -1 when
+  // /proc/stat is unreadable.
+  double host_cpu_s_per_gb = -1;
 };
 
 // What the run was made of, for the report header and the JSON "environment".

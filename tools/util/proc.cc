@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -259,6 +261,28 @@ std::map<std::string, double> prometheus_by_label(const std::string& text, const
     out[labels.substr(p + key.size(), q - p - key.size())] += v;
   });
   return out;
+}
+
+double host_busy_cpu_seconds() {
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(f >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) ||
+      cpu != "cpu") {
+    return -1;
+  }
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  return hz > 0 ? static_cast<double>(user + nice + system + irq + softirq + steal) /
+                      static_cast<double>(hz)
+                : -1;
+}
+
+std::string host_cpu_line(double cpu_s_per_gb) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf,
+                "# host cpu: %.2f CPU-s per GB AllReduced (timed iterations, whole host)",
+                cpu_s_per_gb);
+  return buf;
 }
 
 std::string read_file(const std::string& path) {

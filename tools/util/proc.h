@@ -66,6 +66,16 @@ double prometheus_sum(const std::string& text, const std::string& name,
 std::map<std::string, double> prometheus_by_label(const std::string& text, const std::string& name,
                                                   const std::string& label);
 
+// Busy CPU seconds of the whole host so far (/proc/stat: user, nice, system, irq, softirq,
+// steal; not idle or iowait), or -1 when unreadable. The difference over an interval is what
+// everything on the host (every rank, confluxd, the kernel's network stack) spent in it.
+double host_busy_cpu_seconds();
+
+// The comment line that follows a result row of the driver and the fabric baselines, and that
+// bench/fabric/fabric_run.py reads: "# host cpu: 12.34 CPU-s per GB AllReduced (timed
+// iterations, whole host)".
+std::string host_cpu_line(double cpu_s_per_gb);
+
 std::string read_file(const std::string& path);
 // A fresh directory under $TMPDIR (or /tmp).
 std::string make_temp_dir(const std::string& prefix);
