@@ -112,6 +112,7 @@ client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, in
   cfg.congestion.enabled = c.congestionControl;
   cfg.udp_offload = c.udpOffload;
   cfg.spin_us = static_cast<uint32_t>(c.busyPollUs);
+  cfg.spin_max_bytes = c.busyPollMaxBytes;
   cfg.caller_progress = c.callerProgress;
   cfg.multicast = strcasecmp(c.multicast.c_str(), "on") == 0    ? client::MulticastMode::kOn
                   : strcasecmp(c.multicast.c_str(), "off") == 0 ? client::MulticastMode::kOff
@@ -369,6 +370,8 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
   opts.ring.block_bytes = cfg.ringBlockBytes;
   opts.ring.inflight = cfg.ringInflight;
   opts.ring.timeout = std::chrono::milliseconds(cfg.ringTimeoutMs);
+  // Caller progress extends to the CollNet request: small ones complete inside test().
+  opts.complete_in_test_bytes = cfg.callerProgress ? cfg.busyPollMaxBytes : 0;
   if (cfg.faultRank < 0 || cfg.faultRank == rank) {
     opts.fault_abort_at = static_cast<uint32_t>(cfg.faultAbortAt);
   }

@@ -12,7 +12,7 @@
 namespace conflux::plugin {
 namespace {
 
-const std::array<ParamSpec, 33> kParams{{
+const std::array<ParamSpec, 34> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -83,6 +83,11 @@ const std::array<ParamSpec, 33> kParams{{
      "sleeps in poll(), yielding its core between polls to any other runnable thread; 0: "
      "sleep at once, larger: lower latency for one busy core.",
      &Config::busyPollUs},
+    {"CONFLUX_BUSY_POLL_MAX_BYTES", ParamType::kSize, "64K", 0, 1LL << 40,
+     "Busy-polling only while the aggregation requests in flight total at most this many "
+     "bytes: a larger transfer is paced by the link, so the threads sleep until its next "
+     "packet instead of spinning a core between packets.",
+     &Config::busyPollMaxBytes},
     {"CONFLUX_CALLER_PROGRESS", ParamType::kBool, "1", 0, 0,
      "1: the callers do the aggregation I/O: NCCL's proxy thread sends a request's first "
      "packets in iallreduce, and the CollNet completion thread receives the results while "

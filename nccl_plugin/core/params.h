@@ -40,10 +40,11 @@ struct Config {
   bool congestionControl = true;
   bool udpOffload = true;
   int busyPollUs = 50;
-  bool callerProgress = true;     // client::ClientConfig::caller_progress
-  std::string multicast;          // auto, on or off (protocol/SPEC.md §8)
-  double faultDrop = 0;           // tests only
-  double faultMulticastDrop = 0;  // tests only
+  size_t busyPollMaxBytes = 64 << 10;  // client::ClientConfig::spin_max_bytes
+  bool callerProgress = true;          // client::ClientConfig::caller_progress
+  std::string multicast;               // auto, on or off (protocol/SPEC.md §8)
+  double faultDrop = 0;                // tests only
+  double faultMulticastDrop = 0;       // tests only
   int faultRank = -1;
   int faultRxBlackout = 0;  // tests only
   int faultAbortAt = 0;

@@ -247,6 +247,15 @@ Status Engine::test(uint64_t request, std::string* error) {
   return wait(request, std::chrono::microseconds(0), error);
 }
 
+Status Engine::peek(uint64_t request) {
+  Shared& sh = impl_->sh;
+  impl_->caller_step();
+  std::lock_guard<std::mutex> lk(sh.mu);
+  const auto it = sh.requests.find(request);
+  return it == sh.requests.end() ? Status::kError
+                                 : it->second->state.load(std::memory_order_acquire);
+}
+
 Status Engine::wait(uint64_t request, std::chrono::microseconds max_wait, std::string* error) {
   Shared& sh = impl_->sh;
   try {
@@ -261,17 +270,19 @@ Status Engine::wait(uint64_t request, std::chrono::microseconds max_wait, std::s
       return Status::kError;
     }
     const std::shared_ptr<Request> r = it->second;
-    if (max_wait.count() > 0 && sh.cfg.caller_progress &&
-        r->state.load(std::memory_order_acquire) == Status::kPending) {
+    if (max_wait.count() > 0 && r->state.load(std::memory_order_acquire) == Status::kPending) {
       // Poll for up to the spin time (a small request's result is a round trip away), then
-      // hand the I/O back and sleep.
+      // hand the I/O back and sleep. A bulk request's packets are paced by the link: its
+      // waiter sleeps at once, and the progress thread wakes for each packet.
       lk.unlock();
-      const auto until = std::min(
-          deadline, std::chrono::steady_clock::now() + std::chrono::microseconds(sh.cfg.spin_us));
-      while (r->state.load(std::memory_order_acquire) == Status::kPending &&
-             std::chrono::steady_clock::now() < until) {
-        std::this_thread::yield();
-        impl_->caller_step();
+      if (sh.cfg.caller_progress && r->bytes() <= sh.cfg.spin_max_bytes) {
+        const auto until = std::min(
+            deadline, std::chrono::steady_clock::now() + std::chrono::microseconds(sh.cfg.spin_us));
+        while (r->state.load(std::memory_order_acquire) == Status::kPending &&
+               std::chrono::steady_clock::now() < until) {
+          std::this_thread::yield();
+          impl_->caller_step();
+        }
       }
       if (r->state.load(std::memory_order_acquire) == Status::kPending) {
         impl_->caller_leaves();

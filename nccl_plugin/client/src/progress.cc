@@ -64,7 +64,7 @@ void Progress::run() {
     if (step(now)) {
       continue;
     }
-    if (now - last_work_ns_ < spin_ns) {
+    if (now - last_work_ns_ < spin_ns && unfinished_bytes_ <= sh_->cfg.spin_max_bytes) {
       // Spin, but give the core to whatever else is runnable on it (the other ranks, NCCL's
       // proxy thread, a daemon on the same host): a spinner that keeps its core delays the
       // very packets it waits for when threads outnumber cores (4 B at 2 ranks on 2 cores:
@@ -145,6 +145,7 @@ bool Progress::take_submissions() {
       sh_->ctr.busy.begin(static_cast<uint64_t>(now_ns()));
     }
     r->counted_busy = true;
+    unfinished_bytes_ += r->bytes();
     active_.push_back(std::move(r));
   }
   if (aborting) {
@@ -161,8 +162,11 @@ void Progress::finish(Request* r, Status st, const std::string& error) {
     return;
   }
   r->finished = true;
-  if (r->counted_busy && --unfinished_ == 0) {
-    sh_->ctr.busy.end(static_cast<uint64_t>(now_ns()));
+  if (r->counted_busy) {
+    unfinished_bytes_ -= r->bytes();
+    if (--unfinished_ == 0) {
+      sh_->ctr.busy.end(static_cast<uint64_t>(now_ns()));
+    }
   }
   r->error = error;
   r->state.store(st, std::memory_order_seq_cst);

@@ -108,7 +108,8 @@ class Progress {
   uint32_t payload_bytes_;
   std::vector<std::shared_ptr<Request>> active_;  // owns the requests in flight
   size_t finished_in_active_ = 0;
-  size_t unfinished_ = 0;  // requests of active_ not finished (busy time)
+  size_t unfinished_ = 0;          // requests of active_ not finished (busy time)
+  uint64_t unfinished_bytes_ = 0;  // their bytes: the thread spins only while few are in flight
   std::vector<OutDatagram> tx_;
   int64_t next_timer_ns_ = 0;  // earliest retransmission deadline (or later)
   int64_t last_work_ns_ = 0;

@@ -108,6 +108,11 @@ struct ClientConfig {
 
   std::string bind_addr = "0.0.0.0";  // local IPv4 address of the UDP socket
   uint32_t spin_us = 50;              // busy-poll this long after the last activity
+  // ... but only while the requests in flight total at most this many bytes. A bulk transfer
+  // is paced by the link: spinning between its packets burns a core and buys nothing, so
+  // the threads sleep until the next packet instead. Small requests, whose latency is the
+  // whole cost, still get the spin.
+  uint64_t spin_max_bytes = 64 << 10;
   // Callers progress the engine (as NCCL's socket and IB transports do inside test()):
   // allreduce() sends the request's first packets from the calling thread, and test() and
   // wait() read results and send more while they poll, so a small AllReduce crosses no

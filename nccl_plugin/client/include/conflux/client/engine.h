@@ -143,6 +143,9 @@ class Engine {
   // As test(), but sleeps up to `max_wait` for the request to finish first (instead of
   // spinning on test()); kPending only if it is still running after that.
   Status wait(uint64_t request, std::chrono::microseconds max_wait, std::string* error);
+  // As test(), but releases nothing: kDone/kError say that a test() now returns at once.
+  // Lets one thread see a result while another may still be the one to collect it.
+  Status peek(uint64_t request);
 
   // Fails every incomplete request and every later one with `reason`; returns once the
   // progress thread no longer touches any user buffer. Idempotent.
