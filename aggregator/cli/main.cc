@@ -85,7 +85,8 @@ int main(int argc, char** argv) {
   CLI::App* plan_cmd = app.add_subcommand(
       "plan",
       "capacity planning: expected AllReduce algbw of one aggregator, k striped and a tree of L "
-      "leaves under a root, next to the ring, from link rates and cores (a model, no traffic)");
+      "leaves under a root (or under M middle aggregators, --max-depth 3), next to the ring, from "
+      "link rates and cores (a model, no traffic)");
   plan_cmd->add_option("--workers", pin.workers, "workers (ranks)")
       ->required()
       ->check(CLI::Range(2, 1024));
@@ -105,6 +106,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   plan_cmd->add_option("--max-aggregators", pin.max_aggregators, "list layouts up to this many")
       ->check(CLI::Range(1, 1024));
+  plan_cmd
+      ->add_option("--max-depth", pin.max_depth,
+                   "aggregator levels of the deepest tree listed: 2 (leaves, root) or 3 (leaves, "
+                   "middle aggregators, root)")
+      ->check(CLI::Range(2, 3));
   plan_cmd->add_flag("--json", json, "print JSON instead of a table");
   try {
     app.parse(argc, argv);

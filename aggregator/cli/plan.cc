@@ -57,6 +57,25 @@ std::vector<PlanRow> plan(const PlanInput& in) {
     b.cap(cpu / l, "root cores");
     rows.push_back(row(in, fmt::format("tree {} leaves + root", l), l + 1, b, ring.gbit));
   }
+  if (in.max_depth < 3) return rows;
+  // Depth 3: M middle aggregators with f leaves each (L = M f leaves), one root. A middle
+  // one's link carries its f leaves' streams plus one to (from) the root; the root's M.
+  for (int m = 2; 3 * m + 1 <= in.max_aggregators; ++m) {
+    for (int f = 2; m * f + m + 1 <= in.max_aggregators && m * f < in.workers; ++f) {
+      const int l = m * f;
+      const double per_leaf = std::ceil(n / l);
+      Bound b;
+      b.cap(in.worker_gbit, "worker link");
+      b.cap(in.agg_gbit / (per_leaf + 1), "leaf link");
+      b.cap(cpu / per_leaf, "leaf cores");
+      b.cap(in.agg_gbit / (f + 1), "middle link");
+      b.cap(cpu / f, "middle cores");
+      b.cap(root_gbit / m, "root link");
+      b.cap(cpu / m, "root cores");
+      rows.push_back(
+          row(in, fmt::format("tree {} leaves + {} mid + root", l, m), l + m + 1, b, ring.gbit));
+    }
+  }
   return rows;
 }
 

@@ -46,6 +46,26 @@ def main():
     check(f"cores bind: {one}", one["limit"] == "aggregator cores" and
           abs(one["algbw_gbit"] - 0.025) < 1e-9)
 
+    # Depth 3 only when asked for: 16 workers, 4 leaves (4 workers each) under 2 middle
+    # aggregators under a root. A leaf's link carries 4 + 1 streams (0.4 / 5), a middle one's
+    # 2 + 1 (0.4 / 3), the root's 2 (0.2 / 2 or 0.15 / 2).
+    deep = ["--workers", "16", "--worker-gbit", "0.1", "--agg-cores", "2", "--core-gbit", "10",
+            "--agg-gbit", "0.4", "--max-aggregators", "7", "--json"]
+    r = plan(conflux, *deep, "--root-gbit", "0.2")
+    check("no depth-3 rows by default", " mid " not in r.stdout)
+    r = plan(conflux, *deep, "--root-gbit", "0.2", "--max-depth", "3")
+    rows = {x["layout"]: x for x in json.loads(r.stdout)["layouts"]}
+    t3 = rows.get("tree 4 leaves + 2 mid + root", {})
+    check(f"depth 3 limited by the leaf link: {t3}", t3.get("limit") == "leaf link" and
+          abs(t3.get("of_link", 0) - 0.8) < 1e-9 and t3.get("aggregators") == 7)
+    check("depth 3 within 7 hosts only", all(x["aggregators"] <= 7 for x in rows.values()))
+    r = plan(conflux, *deep, "--root-gbit", "0.15", "--max-depth", "3")
+    t3 = {x["layout"]: x for x in json.loads(r.stdout)["layouts"]}["tree 4 leaves + 2 mid + root"]
+    check(f"depth 3 limited by the root link: {t3}", t3["limit"] == "root link" and
+          abs(t3["algbw_gbit"] - 0.075) < 1e-9)
+    r = plan(conflux, *deep, "--max-depth", "4")
+    check(f"--max-depth 4 is a usage error: {r.returncode}", r.returncode == 2)
+
     r = plan(conflux, *base, "--agg-gbit", "0.4")
     check("table has a header and the tree row", r.returncode == 0 and "limited by" in r.stdout
           and "tree 2 leaves + root" in r.stdout)
