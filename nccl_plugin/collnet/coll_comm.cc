@@ -15,11 +15,6 @@ std::atomic<int> g_usable_comms{0};
 
 // Longest sleep between checks of a pending aggregator share (failover notice, close).
 constexpr std::chrono::microseconds kWaitSlice{1000};
-// How long the completion thread leaves a request to test() (complete_in_test) before it
-// takes it over: NCCL polls test() without pause, so this passes only when the result is
-// late (a retransmission) or the engine failed, and then the usual path and its failover
-// checks take over.
-constexpr std::chrono::microseconds kTestGrace{2000};
 
 // Enough of the result stream to cover what any rank can miss (result_tails.h), twice over.
 size_t tail_window(const client::Engine* e) {
@@ -94,16 +89,14 @@ CollComm::~CollComm() {
     const client::EngineStats st = engine_->stats();
     CFX_INFO(net::kLogColl,
              "CollNet rank %d closing: %llu packets sent, %llu retransmitted (%llu fast, %llu "
-             "needless), %llu congestion-window decreases, %llu requests done, %llu failed; "
-             "%llu collectives completed inside test()",
+             "needless), %llu congestion-window decreases, %llu requests done, %llu failed",
              rank_, static_cast<unsigned long long>(st.packets_sent),
              static_cast<unsigned long long>(st.retransmits),
              static_cast<unsigned long long>(st.fast_retransmits),
              static_cast<unsigned long long>(st.spurious_retransmits),
              static_cast<unsigned long long>(st.cwnd_decreases),
              static_cast<unsigned long long>(st.requests_completed),
-             static_cast<unsigned long long>(st.requests_failed),
-             static_cast<unsigned long long>(completed_in_test_.load()));
+             static_cast<unsigned long long>(st.requests_failed));
   }
   for (CollRequest* r : queue_) delete r;
   ring_.reset();
@@ -146,7 +139,6 @@ bool CollComm::submit(CollRequest* r, bool agg_capable) {
   r->agg_count = agg_ok ? aggregator_elements(r->count, dtype_size(r->dtype), fraction,
                                               std::max(opts_.ring_min_bytes, measured_min))
                         : 0;
-  bool handed = false;
   if (r->agg_count > 0) {
     std::lock_guard<std::mutex> lk(engine_mu_);
     if (!degraded()) {  // after a failover the completion thread feeds the engine, if any
@@ -154,15 +146,9 @@ bool CollComm::submit(CollRequest* r, bool agg_capable) {
         r->staging.assign(r->send, r->send + r->agg_count * dtype_size(r->dtype));
       }
       hand_to_engine(*r);
-      handed = true;
     }
   }
   ring_->enqueue(r);  // first: a request without ring work is then already done there
-  if (handed && r->kind == CollKind::kAllReduce && r->agg_count == r->count &&
-      r->bytes <= opts_.complete_in_test_bytes &&
-      r->ring_state.load(std::memory_order_acquire) == 1) {
-    r->completes_in_test = this;
-  }
   {
     std::lock_guard<std::mutex> lk(mu_);
     queue_.push_back(r);
@@ -253,11 +239,7 @@ void CollComm::deliver(CollRequest& r) const {
 }
 
 net::Status CollComm::test(CollRequest* req, bool* done, size_t* bytes) {
-  int s = req->state.load(std::memory_order_acquire);
-  if (s == 0 && req->completes_in_test != nullptr) {
-    req->completes_in_test->complete_in_test(*req);
-    s = req->state.load(std::memory_order_acquire);
-  }
+  const int s = req->state.load(std::memory_order_acquire);
   *done = s != 0;
   if (s == 0) return net::Status::kOk;
   if (bytes != nullptr) *bytes = req->bytes;
@@ -273,41 +255,6 @@ net::Status CollComm::test(CollRequest* req, bool* done, size_t* bytes) {
 void CollComm::finish(CollRequest& r, bool ok, const std::string& error) {
   if (!ok) r.error = error;
   r.state.store(ok ? 1 : 2, std::memory_order_release);
-}
-
-void CollComm::complete_in_test(CollRequest& r) {
-  // Held throughout: a failover sets degraded_ under it, and from then on only the
-  // completion thread touches requests, the engine and the result tails.
-  std::lock_guard<std::mutex> elk(engine_mu_);
-  if (degraded() || engine_ == nullptr) return;
-  const auto mine = [&] {
-    std::lock_guard<std::mutex> lk(mu_);
-    return r.completer == 0 && !queue_.empty() && queue_.front() == &r;  // in order
-  };
-  // An error is the completion thread's to handle (failover), once its grace runs out.
-  if (!mine() || engine_->peek(r.agg_handles[0]) != client::Status::kDone) return;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (r.completer != 0) return;  // the completion thread took it meanwhile
-    r.completer = 2;
-  }
-  std::string why;
-  if (engine_->test(r.agg_handles[0], &why) != client::Status::kDone) {
-    // Cannot happen (peek saw the final state, and only the owner collects it); were it to,
-    // the completion thread finds the handle gone and fails over.
-    std::lock_guard<std::mutex> lk(mu_);
-    r.completer = 0;
-    return;
-  }
-  failover_->tails().keep(r.seq, r.recv, r.agg_count * dtype_size(r.dtype));
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    queue_.pop_front();
-    next_unfinished_.store(r.seq + 1, std::memory_order_relaxed);
-  }
-  cv_.notify_all();  // the completion thread moves on to the next request
-  completed_in_test_.fetch_add(1, std::memory_order_relaxed);
-  finish(r, true, "");
 }
 
 bool CollComm::idle_failover_due() {
@@ -426,8 +373,6 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
   }
   engine_live_ = false;
   if (counted_usable_.exchange(false)) g_usable_comms.fetch_sub(1, std::memory_order_relaxed);
-  // test() may have completed requests up to the moment degraded_ was set (idle failover).
-  first_incomplete = std::max(first_incomplete, next_unfinished_.load(std::memory_order_relaxed));
   FailoverVote mine{first_incomplete, next_seq_.load(std::memory_order_relaxed), 0};
   if (engine_ != nullptr) {
     const int failed = engine_->failed_aggregator();
@@ -532,23 +477,7 @@ void CollComm::run_completion() {
         if (!stop_ && queue_.empty() && idle_failover_due()) break;
       }
       if (stop_) return;
-      if (!queue_.empty()) {
-        r = queue_.front();
-        if (r->completer == 2) {  // test() is completing it: it pops it and wakes us
-          cv_.wait_for(lk, kWaitSlice);
-          continue;
-        }
-        if (r->completes_in_test != nullptr && r->completer == 0) {
-          // test() completes it (complete_in_test) unless its result is late.
-          const auto now = std::chrono::steady_clock::now();
-          if (r->front_since == std::chrono::steady_clock::time_point{}) r->front_since = now;
-          if (now - r->front_since < kTestGrace) {
-            cv_.wait_until(lk, r->front_since + kTestGrace);
-            continue;
-          }
-        }
-        r->completer = 1;
-      }
+      if (!queue_.empty()) r = queue_.front();
     }
     if (r == nullptr) {
       std::string why = "another rank failed over", error;
@@ -569,8 +498,8 @@ void CollComm::run_completion() {
     {
       std::lock_guard<std::mutex> lk(mu_);
       queue_.pop_front();
-      next_unfinished_.store(r->seq + 1, std::memory_order_relaxed);
     }
+    next_unfinished_ = r->seq + 1;
     finish(*r, ok, error);
   }
 }

@@ -62,10 +62,6 @@ struct CollOptions {
   size_t ring_min_bytes = 0;    // a smaller ring share goes through the aggregators (split.h)
   RingSettings ring;            // block size, blocks in flight, no-progress timeout (ring_run.h)
   uint32_t fault_abort_at = 0;  // tests: > 0, abort the engine at this request (a local failure)
-  // AllReduces of at most this many bytes that go wholly through the aggregators are
-  // completed inside test() by NCCL's proxy thread, which polls it anyway, as NCCL's own
-  // transports do their I/O: no hand-off to the completion thread and back. 0: never.
-  size_t complete_in_test_bytes = 0;
   // Joins a new job on the aggregators of the original list at `survivors` (indices into it);
   // `epoch` (1, 2, ...) makes the job distinct from the earlier ones. Blocks up to the join
   // timeout. Empty: a failover never re-stripes.
@@ -151,9 +147,6 @@ class CollComm {
   // The queued request with this sequence number, or nullptr (completed here, or none).
   CollRequest* queued(uint32_t seq);
   void finish(CollRequest& r, bool ok, const std::string& error);
-  // test() on NCCL's proxy thread: completes r if its result is in, it is first in line and
-  // the completion thread has not taken it (CollOptions::complete_in_test_bytes).
-  void complete_in_test(CollRequest& r);
   bool stopped() const { return stopping_.load(std::memory_order_acquire); }
 
   uint32_t magic_ = kMagic;
@@ -165,12 +158,8 @@ class CollComm {
 
   std::mutex engine_mu_;  // engine_ swaps (completion thread) against submit() (proxy thread)
   std::mutex mu_;
-  std::condition_variable cv_;  // queue_ or stop_ changed: the completion thread
-  // Submission order; popped by the completion thread, or by test() for a request it
-  // completes (complete_in_test).
-  std::deque<CollRequest*> queue_;
-  std::atomic<uint32_t> next_unfinished_{0};  // seq of the oldest request not completed here
-  std::atomic<uint64_t> completed_in_test_{0};
+  std::condition_variable cv_;      // queue_ or stop_ changed: the completion thread
+  std::deque<CollRequest*> queue_;  // submission order; popped by the completion thread
   bool stop_ = false;
   std::atomic<uint32_t> next_seq_{0};  // written by the proxy thread only
   std::atomic<bool> degraded_{false};
@@ -185,6 +174,7 @@ class CollComm {
   uint32_t restripe_next_ = 0;
   std::vector<size_t> aggs_;
   uint64_t dead_mask_ = 0;
+  uint32_t next_unfinished_ = 0;             // seq of the oldest request not yet completed here
   std::atomic<bool> counted_usable_{false};  // included in usable_count()
   std::atomic<uint32_t> epoch_seen_{0};      // epoch_, for the ring thread's samples
   std::atomic<uint32_t> aggs_in_epoch_{0};   // aggs_.size() of that epoch

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -18,8 +17,6 @@
 #include "conflux/common/dtype.h"
 
 namespace conflux::collnet {
-
-class CollComm;
 
 // A window of a ReduceScatter / AllGather (CollNetDirect), in bytes.
 struct CollWindow {
@@ -77,14 +74,6 @@ struct CollRequest {
   // Ring share outcome, set by the ring thread: 0 pending, 1 done, 2 failed (ring_error).
   std::atomic<int> ring_state{0};
   std::string ring_error;
-  // Completion inside test() (CollComm::complete_in_test): the communicator, when NCCL's
-  // proxy thread may complete this request itself in test() as soon as its result is in;
-  // set at submission, then constant. `completer` (under CollComm::mu_) says who completes
-  // it: 0 not decided, 1 the completion thread, 2 test(). front_since: when the completion
-  // thread first found it first in line and left it to test() for a while.
-  CollComm* completes_in_test = nullptr;
-  int completer = 0;
-  std::chrono::steady_clock::time_point front_since{};
   // Failover: 0 not resolved by a hand-over, 1 resolved, 2 failed (resolve_error).
   int resolved = 0;
   std::string resolve_error;

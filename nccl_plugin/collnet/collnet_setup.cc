@@ -370,8 +370,6 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
   opts.ring.block_bytes = cfg.ringBlockBytes;
   opts.ring.inflight = cfg.ringInflight;
   opts.ring.timeout = std::chrono::milliseconds(cfg.ringTimeoutMs);
-  // Caller progress extends to the CollNet request: small ones complete inside test().
-  opts.complete_in_test_bytes = cfg.callerProgress ? cfg.busyPollMaxBytes : 0;
   if (cfg.faultRank < 0 || cfg.faultRank == rank) {
     opts.fault_abort_at = static_cast<uint32_t>(cfg.faultAbortAt);
   }

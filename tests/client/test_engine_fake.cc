@@ -76,6 +76,47 @@ TEST(EngineFake, CallersProgressTheEngineWhileTheyPollAndResultsMatchWithItOff) 
   }
 }
 
+// The progress thread busy-polls (spin_us) only while little is in flight: a bulk transfer is
+// paced by the link, so with more than spin_max_bytes pending it sleeps in poll() between
+// packets instead, however long the spin time.
+TEST(EngineFake, TheProgressThreadSpinsOnlyWhileLittleIsInFlight) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 2, [](ClientConfig& c) {
+    c.caller_progress = false;  // the progress thread does all the I/O
+    c.spin_us = 60'000'000;     // a spin that never runs out within the test
+    c.spin_max_bytes = 64 << 10;
+  });
+  check_sum(es, 100);
+  agg.set_silent(true);  // nothing completes from here on: the requests stay in flight
+  const size_t small = 1000, large = 100'000;  // 4 KB, under the limit; 400 KB, over it
+  std::vector<std::vector<float>> in(2, std::vector<float>(small + large, 1.0f)), out = in;
+  std::vector<uint64_t> reqs;
+  for (int r = 0; r < 2; ++r) {
+    reqs.push_back(es[r]->allreduce(in[r].data(), out[r].data(), small, DType::kFloat32, Op::kSum));
+  }
+  const uint64_t before = es[0]->stats().progress_sleeps;
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(es[0]->stats().progress_sleeps, before) << "slept with only 4 KB in flight";
+  for (int r = 0; r < 2; ++r) {
+    reqs.push_back(es[r]->allreduce(in[r].data() + small, out[r].data() + small, large,
+                                    DType::kFloat32, Op::kSum));
+  }
+  const auto end = std::chrono::steady_clock::now() + 5s;
+  while (es[0]->stats().progress_sleeps == before && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_GT(es[0]->stats().progress_sleeps, before) << "spun with 404 KB in flight";
+  agg.set_silent(false);  // resends complete everything, exactly
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    std::string err;
+    ASSERT_EQ(wait(*es[i % 2], reqs[i], &err), Status::kDone) << err;
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(out[r].front(), 2.0f);
+    EXPECT_EQ(out[r].back(), 2.0f);
+  }
+}
+
 // A caller that submits and then stops polling: the progress thread takes the I/O back once
 // the caller's claim runs out, so the request finishes without another call.
 TEST(EngineFake, TheProgressThreadTakesOverWhenTheCallerStopsPolling) {

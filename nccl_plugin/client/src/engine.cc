@@ -247,15 +247,6 @@ Status Engine::test(uint64_t request, std::string* error) {
   return wait(request, std::chrono::microseconds(0), error);
 }
 
-Status Engine::peek(uint64_t request) {
-  Shared& sh = impl_->sh;
-  impl_->caller_step();
-  std::lock_guard<std::mutex> lk(sh.mu);
-  const auto it = sh.requests.find(request);
-  return it == sh.requests.end() ? Status::kError
-                                 : it->second->state.load(std::memory_order_acquire);
-}
-
 Status Engine::wait(uint64_t request, std::chrono::microseconds max_wait, std::string* error) {
   Shared& sh = impl_->sh;
   try {

@@ -251,6 +251,7 @@ void Progress::sleep(int64_t now, std::unique_lock<std::mutex>& lk) {
     sh_->sleeping.store(false, std::memory_order_relaxed);
     return;
   }
+  Counters::add(sh_->ctr.progress_sleeps);
   pollfd fds[2 + 2 * 64];  // wake, unicast, per aggregator: control and multicast group
   nfds_t n = 0;
   fds[n++] = {sh_->wake_fd, POLLIN, 0};

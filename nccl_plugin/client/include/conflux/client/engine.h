@@ -103,6 +103,9 @@ struct EngineStats {
   // Progress rounds that a caller (allreduce, test, wait) ran itself and that moved a
   // packet or request (ClientConfig::caller_progress); 0 when off.
   uint64_t caller_steps = 0;
+  // Times the progress thread slept in poll() for want of work: once the busy-poll time
+  // (ClientConfig::spin_us) ran out, or at once while more than spin_max_bytes were in flight.
+  uint64_t progress_sleeps = 0;
   // Sum over the aggregators of their current grant to this job (Capacity share_mbps),
   // Mbit/s, 0 = unknown; it moves when an aggregator sends a grant update (SPEC.md §3).
   uint64_t grant_mbps = 0;
@@ -143,9 +146,6 @@ class Engine {
   // As test(), but sleeps up to `max_wait` for the request to finish first (instead of
   // spinning on test()); kPending only if it is still running after that.
   Status wait(uint64_t request, std::chrono::microseconds max_wait, std::string* error);
-  // As test(), but releases nothing: kDone/kError say that a test() now returns at once.
-  // Lets one thread see a result while another may still be the one to collect it.
-  Status peek(uint64_t request);
 
   // Fails every incomplete request and every later one with `reason`; returns once the
   // progress thread no longer touches any user buffer. Idempotent.
