@@ -56,12 +56,19 @@ def parse_args(argv):
     p.add_argument("--topologies", default="fat,striped,hybrid",
                    help="fat: 1 aggregator at fat-factor x rate; striped: N aggregators at "
                    "1x; hybrid: 1 aggregator at 1x, CollNet alone and hybrid split; tree: "
-                   "--tree-leaves leaves (each serving N/leaves workers) under one root")
+                   "--tree-leaves leaves (each serving N/leaves workers) under one root, or "
+                   "under --tree-mids middle aggregators under the root")
     p.add_argument("--tree-leaves", type=int, default=2, help="tree: leaf aggregators")
     p.add_argument("--tree-leaf-factor", type=float,
                    help="tree: a leaf's rate / worker rate (default: its workers, N/leaves)")
     p.add_argument("--tree-root-factor", type=float,
-                   help="tree: the root's rate / worker rate (default: the leaves, 2 for 2)")
+                   help="tree: the root's rate / worker rate (default: its children, the "
+                   "leaves or the middle aggregators)")
+    p.add_argument("--tree-mids", type=int, default=0,
+                   help="tree: middle aggregators between the leaves and the root (depth 3; "
+                   "leaf j sits under middle j*M/L; 0: depth 2)")
+    p.add_argument("--tree-mid-factor", type=float,
+                   help="tree: a middle aggregator's rate / worker rate (default: its leaves)")
     p.add_argument("--systems", default="conflux,gloo,mpi,ring")
     p.add_argument("--ring-fraction", type=ring_fraction_arg,
                    help="hybrid CONFLUX_RING_FRACTION: a number, or auto (the plugin's measured "
@@ -92,7 +99,10 @@ def parse_args(argv):
     p.add_argument("--out", default="fabric-results", help="output dir for csv/json/png")
     p.add_argument("--cleanup", action="store_true", help="delete stale cfx* namespaces, exit")
     p.add_argument("--force", action="store_true", help="with --cleanup: delete live ones too")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    if not 1 <= a.tree_leaves <= a.workers or not 0 <= a.tree_mids <= a.tree_leaves:
+        p.error("--tree-leaves must be 1..workers and --tree-mids 0..tree-leaves")
+    return a
 
 
 def bands(a):
@@ -187,9 +197,11 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
         aggs.append(("a0", int(a.rate * factor)))
     thin = n if "striped" in topos else (1 if "hybrid" in topos else 0)
     aggs += [(f"a{j + 1}", a.rate) for j in range(thin)]
-    leaves = a.tree_leaves
-    if "tree" in topos:  # t0 the root, t1..tL the leaves
-        aggs.append(("t0", int(a.rate * (a.tree_root_factor or leaves))))
+    leaves, mids = a.tree_leaves, a.tree_mids
+    if "tree" in topos:  # t0 the root, m1..mM the middle aggregators, t1..tL the leaves
+        aggs.append(("t0", int(a.rate * (a.tree_root_factor or mids or leaves))))
+        aggs += [(f"m{j + 1}", int(a.rate * (a.tree_mid_factor or leaves / mids)))
+                 for j in range(mids)]
         aggs += [(f"t{j + 1}", int(a.rate * (a.tree_leaf_factor or n / leaves)))
                  for j in range(leaves)]
     deaf = [int(i) for i in a.deaf_workers.split(",") if i]
@@ -226,16 +238,27 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
         if "conflux" not in systems:
             return
         for topo in topos:
+            # Parents start before their children.
             roles = {"fat": ["a0"], "striped": [f"a{j + 1}" for j in range(n)],
-                     "hybrid": ["a1"], "tree": [f"t{j}" for j in range(leaves + 1)]}[topo]
-            parent = {}
-            if topo == "tree":  # leaves join the root (protocol/SPEC.md section 7)
-                parent = {f"t{j + 1}": ["--parent", f"{fab.aggs['t0'].ip}:7470"]
-                          for j in range(leaves)}
+                     "hybrid": ["a1"],
+                     "tree": (["t0"] + [f"m{j + 1}" for j in range(mids)] +
+                              [f"t{j + 1}" for j in range(leaves)])}[topo]
+            parent, per_rank = {}, None
+            if topo == "tree":  # protocol/SPEC.md section 7
+                def up(role):
+                    return ["--parent", f"{fab.aggs[role].ip}:7470"]
+                parent = {f"m{j + 1}": up("t0") for j in range(mids)}
+                parent.update({f"t{j + 1}": up(f"m{j * mids // leaves + 1}" if mids else "t0")
+                               for j in range(leaves)})
             eps = runner.start_aggregators(roles, a.agg_threads, parent)
-            # tree: worker i names only its leaf, in contiguous groups
-            per_rank = ([[eps[1 + i * leaves // n]] for i in range(n)] if topo == "tree"
-                        else None)
+            if topo == "tree":
+                # Worker i names its leaf (in contiguous groups), and with middle aggregators
+                # its chain up to below the root, "leaf>mid" (the plugin's tree syntax).
+                def chain(i):
+                    j = i * leaves // n
+                    leaf = eps[1 + mids + j]
+                    return f"{leaf}>{eps[1 + j * mids // leaves]}" if mids else leaf
+                per_rank = [[chain(i)] for i in range(n)]
             try:
                 key = "one" if topo == "hybrid" else topo
                 run_system(runner, rows, name, labels[key], "collnet", bnds, a, eps,
@@ -308,8 +331,10 @@ def main(argv):
               "mpi": "open mpi ring (tcp)",
               "fat_hybrid": f"conflux hybrid auto 1 agg @{factor:g}x",
               "tree": f"conflux tree {a.tree_leaves} leaves "
-                      f"@{a.tree_leaf_factor or n / a.tree_leaves:g}x, root "
-                      f"@{a.tree_root_factor or a.tree_leaves:g}x"}
+                      f"@{a.tree_leaf_factor or n / a.tree_leaves:g}x, " +
+                      (f"{a.tree_mids} mid @{a.tree_mid_factor or a.tree_leaves / a.tree_mids:g}x, "
+                       if a.tree_mids else "") +
+                      f"root @{a.tree_root_factor or a.tree_mids or a.tree_leaves:g}x"}
     prefix = a.prefix or f"cfx{os.getpid()}"
     workdir = tempfile.mkdtemp(prefix=f"{prefix}-")
     print(f"# conflux-fabric: {n} workers @ {a.rate} Mbit/s, topologies {topos}, systems "

@@ -1,9 +1,11 @@
 """ctest fabric_smoke: proves that bench/fabric/conflux_fabric.py builds the emulated cluster,
-runs and verifies every system (Conflux, the plugin ring, Gloo and Open MPI where built), and tears everything down (also when it is stopped by
+runs and verifies every system (Conflux, the plugin ring, Gloo and Open MPI where built) and a
+depth-3 reduction tree, and tears everything down (also when it is stopped by
 SIGTERM in the middle of a run).
 Usage: fabric_smoke.py HARNESS [harness binary flags...]. Exit 0 pass, 1 fail, 77 skipped."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -90,6 +92,22 @@ def main():
     if left:
         fail(f"namespaces left behind: {left}", out)
     print(f"fabric_smoke: full run ok ({systems} systems verified, {time.monotonic() - t0:.0f} s)")
+
+    # A reduction tree of depth 3: each worker under its own leaf, both leaves under one middle
+    # aggregator under the root; the ranks name their chains ("leaf>mid").
+    tree = [sys.executable, harness, *bin_flags, "--prefix", prefix, "--workers", "2",
+            "--rate", "400", "--topologies", "tree", "--tree-leaves", "2", "--tree-mids", "1",
+            "--systems", "conflux", "--minbytes", "4", "--maxbytes", "64K", "--iters", "3",
+            "--warmup", "1", "--check-seconds", "1", "--out", os.path.join(out_dir, "tree")]
+    r = subprocess.run(tree, capture_output=True, text=True, timeout=70)
+    out = r.stdout + r.stderr
+    if r.returncode != 0 or not out.rstrip().endswith("verified: all results correct"):
+        fail(f"depth-3 tree: harness exit code {r.returncode}", out)
+    for role in ("t0", "m1", "t1", "t2"):  # every level carried traffic
+        m = re.search(rf"^# confluxd {role}: packets in (\d+)", out, re.M)
+        if not m or int(m.group(1)) == 0:
+            fail(f"depth-3 tree: confluxd {role} received nothing", out)
+    print("fabric_smoke: depth-3 tree verified")
 
     # Stopped in the middle: SIGTERM once the fabric exists; nothing may remain.
     p = subprocess.Popen(argv[:-1] + [os.path.join(out_dir, "killed")], stdout=subprocess.PIPE,
