@@ -85,10 +85,10 @@ std::string plan_table(const PlanInput& in, const std::vector<PlanRow>& rows) {
       "Gbit/s\n",
       in.workers, in.worker_gbit, in.agg_gbit, in.root_gbit > 0 ? in.root_gbit : in.agg_gbit,
       in.agg_cores, in.core_gbit);
-  out += fmt::format("{:<24} {:>5} {:>12} {:>8} {:>8}  {}\n", "layout", "aggs", "algbw Gbit/s",
+  out += fmt::format("{:<30} {:>5} {:>12} {:>8} {:>8}  {}\n", "layout", "aggs", "algbw Gbit/s",
                      "of link", "vs ring", "limited by");
   for (const PlanRow& r : rows) {
-    out += fmt::format("{:<24} {:>5} {:>12.3f} {:>8.2f} {:>8.2f}  {}\n", r.layout, r.aggregators,
+    out += fmt::format("{:<30} {:>5} {:>12.3f} {:>8.2f} {:>8.2f}  {}\n", r.layout, r.aggregators,
                        r.algbw_gbit, r.of_link, r.vs_ring, r.limit);
   }
   return out;
