@@ -261,12 +261,13 @@ Status Engine::wait(uint64_t request, std::chrono::microseconds max_wait, std::s
       return Status::kError;
     }
     const std::shared_ptr<Request> r = it->second;
-    if (max_wait.count() > 0 && r->state.load(std::memory_order_acquire) == Status::kPending) {
+    if (max_wait.count() > 0 && sh.cfg.caller_progress &&
+        r->state.load(std::memory_order_acquire) == Status::kPending) {
       // Poll for up to the spin time (a small request's result is a round trip away), then
       // hand the I/O back and sleep. A bulk request's packets are paced by the link: its
       // waiter sleeps at once, and the progress thread wakes for each packet.
       lk.unlock();
-      if (sh.cfg.caller_progress && r->bytes() <= sh.cfg.spin_max_bytes) {
+      if (r->bytes() <= sh.cfg.spin_max_bytes) {
         const auto until = std::min(
             deadline, std::chrono::steady_clock::now() + std::chrono::microseconds(sh.cfg.spin_us));
         while (r->state.load(std::memory_order_acquire) == Status::kPending &&
