@@ -178,7 +178,7 @@ def run_system(runner, rows, fabric_name, label, kind, bnds, a, aggs=(), fractio
         print(f"# {label}: {busy_s / gbytes:.2f} CPU-s per GB AllReduced ({busy_s:.1f} busy "
               f"CPU-s over {gbytes:.2f} GB, whole machine, /proc/stat, set-up and checks "
               f"included)", flush=True)
-    timed = [r for r in mine if "host_cpu_s_per_gb" in r]
+    timed = [r for r in mine if r.get("host_cpu_s_per_gb") is not None]
     if timed:
         # Byte-weighted over the sizes, as if every size ran the same number of iterations.
         w = sum(r["bytes"] for r in timed)

@@ -13,7 +13,7 @@ import time
 
 ROW_RE = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+([\d.]+)\s+([\d.eE+-]+)\s+"
                     r"([\d.eE+-]+)\s+(\d+)\s*$")
-HOST_CPU_RE = re.compile(r"^# host cpu: ([\d.eE+-]+) CPU-s per GB")
+HOST_CPU_RE = re.compile(r"^# host cpu: (?:([\d.eE+-]+) CPU-s per GB|n/a)")
 VERIFIED = "verified: all results correct"
 METRIC_RE = re.compile(r'^conflux_dataplane_(\w+?)_total(\{[^}]*?(?:reason="(\w+)")?[^}]*\})?'
                        r'\s+([\d.eE+-]+)$')
@@ -46,12 +46,12 @@ def parse_rows(text, nranks):
     """Rows of an nccl-tests-style table. algbw/busbw are recomputed from bytes and time
     (the programs print them with only 3 decimals, too coarse for small messages). The
     "# host cpu" line under a row gives its host_cpu_s_per_gb: the whole host's busy CPU
-    time over the timed iterations only, per GB AllReduced."""
+    time over the timed iterations only, per GB AllReduced (None: "n/a", too short to tell)."""
     rows = []
     for line in text.splitlines():
         c = HOST_CPU_RE.match(line)
         if c and rows:
-            rows[-1]["host_cpu_s_per_gb"] = float(c.group(1))
+            rows[-1]["host_cpu_s_per_gb"] = float(c.group(1)) if c.group(1) else None
             continue
         m = ROW_RE.match(line)
         if m:

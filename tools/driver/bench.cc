@@ -91,6 +91,7 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
         for (int i = 0; i < o.warmup; ++i) DRV_TRY(c.once(check, nullptr));
         DRV_TRY(bs->barrier());
         const double cpu0 = tools::host_busy_cpu_seconds();
+        const auto window0 = Clock::now();
         double total_us = 0;
         if (o.check_iters) {
           for (int i = 0; i < o.iters; ++i) DRV_TRY(c.once(&wrong, &total_us));
@@ -101,6 +102,7 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
         }
         DRV_TRY(bs->barrier());  // every rank's timed iterations are in rank 0's CPU window
         const double cpu1 = tools::host_busy_cpu_seconds();
+        const double window_s = us_since(window0) * 1e-6;
         DRV_TRY(c.once(&wrong, nullptr));  // the check run
 
         double mine[2] = {total_us / o.iters, static_cast<double>(wrong)};
@@ -118,7 +120,8 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
         row.algbw = row.time_us > 0 ? static_cast<double>(row.bytes) / row.time_us / 1e3 : 0;
         // nccl-tests' bus bandwidth: 2(n-1)/n for AllReduce, (n-1)/n for the other two.
         row.busbw = row.algbw * (is_direct(m.mode) ? 1.0 : 2.0) * (n - 1) / n;
-        if (cpu0 >= 0 && cpu1 >= cpu0) {
+        row.host_cpu_window_s = window_s;
+        if (cpu0 >= 0 && cpu1 >= cpu0 && window_s >= tools::kMinHostCpuWindowS) {
           row.host_cpu_s_per_gb = (cpu1 - cpu0) / (static_cast<double>(bytes) * o.iters / 1e9);
         }
         if (bs->rank() == 0) print_row(row);

@@ -59,8 +59,7 @@ void print_row(const Row& r) {
   std::printf("  %10zu %12zu %9s %6s %10.2f %12.3f %12.3f %7llu\n", r.bytes, r.count,
               std::string(dtype_name(r.dtype)).c_str(), std::string(op_name(r.op)).c_str(),
               r.time_us, r.algbw, r.busbw, static_cast<unsigned long long>(r.wrong));
-  if (r.host_cpu_s_per_gb >= 0)
-    std::printf("%s\n", tools::host_cpu_line(r.host_cpu_s_per_gb).c_str());
+  std::printf("%s\n", tools::host_cpu_line(r.host_cpu_s_per_gb, r.host_cpu_window_s).c_str());
   std::fflush(stdout);
 }
 

@@ -26,8 +26,9 @@ struct Row {
   uint64_t wrong;  // wrong elements, summed over ranks
   // Busy CPU seconds of the whole host per GB AllReduced in rank 0's timed iterations (all
   // ranks, confluxd and the kernel when they share the host, as with --nranks); -1 when
-  // /proc/stat is unreadable.
+  // /proc/stat is unreadable or the window (host_cpu_window_s) was too short for its ticks.
   double host_cpu_s_per_gb = -1;
+  double host_cpu_window_s = 0;
 };
 
 // What the run was made of, for the report header and the JSON "environment".

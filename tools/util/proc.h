@@ -71,10 +71,14 @@ std::map<std::string, double> prometheus_by_label(const std::string& text, const
 // everything on the host (every rank, confluxd, the kernel's network stack) spent in it.
 double host_busy_cpu_seconds();
 
+// /proc/stat counts 10 ms ticks: a shorter window than this gets no figure.
+inline constexpr double kMinHostCpuWindowS = 0.25;
+
 // The comment line that follows a result row of the driver and the fabric baselines, and that
 // bench/fabric/fabric_run.py reads: "# host cpu: 12.34 CPU-s per GB AllReduced (timed
-// iterations, whole host)".
-std::string host_cpu_line(double cpu_s_per_gb);
+// iterations, whole host)"; "# host cpu: n/a (...)" when the timed iterations took less than
+// kMinHostCpuWindowS (window_s) or cpu_s_per_gb < 0 (unreadable).
+std::string host_cpu_line(double cpu_s_per_gb, double window_s);
 
 std::string read_file(const std::string& path);
 // A fresh directory under $TMPDIR (or /tmp).
