@@ -279,11 +279,13 @@ double host_busy_cpu_seconds() {
 
 std::string host_cpu_line(double cpu_s_per_gb, double window_s) {
   char buf[160];
-  if (cpu_s_per_gb < 0 || window_s < kMinHostCpuWindowS) {
+  if (window_s < kMinHostCpuWindowS) {
     std::snprintf(buf, sizeof buf,
                   "# host cpu: n/a (the timed iterations took %.0f ms; /proc/stat counts 10 ms "
                   "ticks)",
                   window_s * 1e3);
+  } else if (cpu_s_per_gb < 0) {
+    std::snprintf(buf, sizeof buf, "# host cpu: n/a (/proc/stat unreadable)");
   } else {
     std::snprintf(buf, sizeof buf,
                   "# host cpu: %.2f CPU-s per GB AllReduced (timed iterations, whole host)",
