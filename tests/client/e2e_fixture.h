@@ -21,6 +21,13 @@ class TempDirFixture : public ::testing::Test {
   void TearDown() override {
     if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
+  // Starts daemon d with its files in dir_/name (created); "" or an error.
+  std::string start_in(const std::string& name, DaemonProcess& d,
+                       const std::vector<std::string>& args) {
+    const std::string sub = dir_ + "/" + name;
+    std::filesystem::create_directories(sub);
+    return d.start(sub, args);
+  }
   std::string dir_;
 };
 

@@ -8,7 +8,6 @@
 #include <sys/wait.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <functional>
 #include <thread>
 
@@ -22,13 +21,6 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr uint32_t kRanks = 4;
-
-// Starts daemon d with its files in `dir` (created); "" or an error.
-std::string start_daemon_in(const std::string& dir, DaemonProcess& d,
-                            const std::vector<std::string>& args) {
-  std::filesystem::create_directories(dir);
-  return d.start(dir, args);
-}
 
 // Every worker ended by itself (no timeout), with exit code 1 and why(rank) in its errors.
 void expect_all_failed(const std::vector<WorkerResult>& rs,
@@ -54,10 +46,6 @@ class TreeE2E : public TempDirFixture {
     leaf_args.insert(leaf_args.end(), {"--parent", root_.endpoint()});
     ASSERT_EQ(start_in("leaf0", leaf_[0], leaf_args), "");
     ASSERT_EQ(start_in("leaf1", leaf_[1], leaf_args), "");
-  }
-  std::string start_in(const std::string& name, DaemonProcess& d,
-                       const std::vector<std::string>& args) {
-    return start_daemon_in(dir_ + "/" + name, d, args);
   }
   std::string leaf_of(uint32_t rank) const { return leaf_[rank / 2].endpoint(); }
   std::vector<std::string> worker_args(std::vector<std::string> extra) const {
@@ -275,10 +263,6 @@ class DeepTreeE2E : public TempDirFixture {
     ASSERT_EQ(start_in("leaf0", leaf_[0], {"--parent", mid_.endpoint()}), "");
     ASSERT_EQ(start_in("leaf1", leaf_[1], {"--parent", mid_.endpoint()}), "");
     ASSERT_EQ(start_in("leaf2", leaf_[2], {"--parent", root_.endpoint()}), "");
-  }
-  std::string start_in(const std::string& name, DaemonProcess& d,
-                       const std::vector<std::string>& args) {
-    return start_daemon_in(dir_ + "/" + name, d, args);
   }
   std::vector<pid_t> start(std::vector<std::string> extra) {
     std::vector<std::string> a = {"--tree-leaves", "2,2,2",     "--tree-mid-of",
