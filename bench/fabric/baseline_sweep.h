@@ -103,14 +103,12 @@ inline int run_sweep(int rank, int nranks, const Sweep& s, const Collectives& c,
     for (int i = 0; i < s.warmup; ++i) c.allreduce(in.data(), out.data(), count);
     std::fill(out.begin(), out.end(), std::nanf(""));
     c.barrier();
-    const double cpu0 = tools::host_busy_cpu_seconds();
+    tools::HostCpuWindow cpu;
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < s.iters; ++i) c.allreduce(in.data(), out.data(), count);
     const auto t1 = std::chrono::steady_clock::now();
     c.barrier();  // every rank's timed iterations are in rank 0's CPU window
-    const double cpu1 = tools::host_busy_cpu_seconds();
-    const double window_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    cpu.stop();
     const double mine = std::chrono::duration<double, std::micro>(t1 - t0).count() / s.iters;
     const double t = c.max_over_ranks(mine);
     uint64_t wrong = 0;
@@ -123,9 +121,8 @@ inline int run_sweep(int rank, int nranks, const Sweep& s, const Collectives& c,
       const double busbw = algbw * 2.0 * (nranks - 1) / nranks;
       std::printf("%12zu %12zu %9s %6s %10.2f %12.3f %12.3f %7llu\n", count * sizeof(float), count,
                   "float", "sum", t, algbw, busbw, static_cast<unsigned long long>(all_wrong));
-      const double per_gb =
-          cpu0 >= 0 && cpu1 >= cpu0 ? (cpu1 - cpu0) / (bytes * s.iters / 1e9) : -1;
-      std::printf("%s\n", tools::host_cpu_line(per_gb, window_s).c_str());
+      std::printf("%s\n",
+                  tools::host_cpu_line(cpu.per_gb(bytes * s.iters / 1e9), cpu.seconds()).c_str());
       std::fflush(stdout);
     }
   }

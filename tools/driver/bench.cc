@@ -90,8 +90,7 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
         uint64_t* check = o.check_iters ? &wrong : nullptr;
         for (int i = 0; i < o.warmup; ++i) DRV_TRY(c.once(check, nullptr));
         DRV_TRY(bs->barrier());
-        const double cpu0 = tools::host_busy_cpu_seconds();
-        const auto window0 = Clock::now();
+        tools::HostCpuWindow cpu;
         double total_us = 0;
         if (o.check_iters) {
           for (int i = 0; i < o.iters; ++i) DRV_TRY(c.once(&wrong, &total_us));
@@ -101,8 +100,7 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
           total_us = us_since(t0);
         }
         DRV_TRY(bs->barrier());  // every rank's timed iterations are in rank 0's CPU window
-        const double cpu1 = tools::host_busy_cpu_seconds();
-        const double window_s = us_since(window0) * 1e-6;
+        cpu.stop();
         DRV_TRY(c.once(&wrong, nullptr));  // the check run
 
         double mine[2] = {total_us / o.iters, static_cast<double>(wrong)};
@@ -120,10 +118,8 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
         row.algbw = row.time_us > 0 ? static_cast<double>(row.bytes) / row.time_us / 1e3 : 0;
         // nccl-tests' bus bandwidth: 2(n-1)/n for AllReduce, (n-1)/n for the other two.
         row.busbw = row.algbw * (is_direct(m.mode) ? 1.0 : 2.0) * (n - 1) / n;
-        row.host_cpu_window_s = window_s;
-        if (cpu0 >= 0 && cpu1 >= cpu0 && window_s >= tools::kMinHostCpuWindowS) {
-          row.host_cpu_s_per_gb = (cpu1 - cpu0) / (static_cast<double>(bytes) * o.iters / 1e9);
-        }
+        row.host_cpu_window_s = cpu.seconds();
+        row.host_cpu_s_per_gb = cpu.per_gb(static_cast<double>(bytes) * o.iters / 1e9);
         if (bs->rank() == 0) print_row(row);
         rows->push_back(row);
       }

@@ -277,6 +277,19 @@ double host_busy_cpu_seconds() {
                 : -1;
 }
 
+HostCpuWindow::HostCpuWindow()
+    : cpu0_(host_busy_cpu_seconds()), t0_(std::chrono::steady_clock::now()) {}
+
+void HostCpuWindow::stop() {
+  cpu1_ = host_busy_cpu_seconds();
+  seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+}
+
+double HostCpuWindow::per_gb(double gbytes) const {
+  if (cpu0_ < 0 || cpu1_ < cpu0_ || seconds_ < kMinHostCpuWindowS || gbytes <= 0) return -1;
+  return (cpu1_ - cpu0_) / gbytes;
+}
+
 std::string host_cpu_line(double cpu_s_per_gb, double window_s) {
   char buf[160];
   if (window_s < kMinHostCpuWindowS) {

@@ -74,6 +74,22 @@ double host_busy_cpu_seconds();
 // /proc/stat counts 10 ms ticks: a shorter window than this gets no figure.
 inline constexpr double kMinHostCpuWindowS = 0.25;
 
+// The host's busy CPU over a window: from construction to stop(). The driver and the fabric
+// baselines open one around their timed iterations.
+class HostCpuWindow {
+ public:
+  HostCpuWindow();
+  void stop();
+  double seconds() const { return seconds_; }  // wall time of the window
+  // Busy CPU seconds per GB moved in the window, or -1: /proc/stat unreadable, or the window
+  // shorter than kMinHostCpuWindowS.
+  double per_gb(double gbytes) const;
+
+ private:
+  double cpu0_, cpu1_ = -1, seconds_ = 0;
+  std::chrono::steady_clock::time_point t0_;
+};
+
 // The comment line that follows a result row of the driver and the fabric baselines, and that
 // bench/fabric/fabric_run.py reads: "# host cpu: 12.34 CPU-s per GB AllReduced (timed
 // iterations, whole host)"; "# host cpu: n/a (...)" when the timed iterations took less than
