@@ -44,17 +44,25 @@ std::vector<PlanRow> plan(const PlanInput& in) {
     rows.push_back(
         row(in, k == 1 ? "1 aggregator" : fmt::format("{} striped", k), k, b, ring.gbit));
   }
-  // Tree of depth 2: L leaves with ceil(N/L) workers each, one root. A leaf's link carries
-  // its workers' streams plus one to (from) the root each way; the root's carries L.
+  // Trees: L leaves with ceil(N/L) workers each. A leaf's link carries its workers' streams
+  // plus one to (from) its parent each way; the root's link carries its children's.
   const double root_gbit = in.root_gbit > 0 ? in.root_gbit : in.agg_gbit;
-  for (int l = 2; l + 1 <= in.max_aggregators && l < in.workers; ++l) {
+  const auto leaves = [&](int l) {
     const double per_leaf = std::ceil(n / l);
     Bound b;
     b.cap(in.worker_gbit, "worker link");
     b.cap(in.agg_gbit / (per_leaf + 1), "leaf link");
     b.cap(cpu / per_leaf, "leaf cores");
-    b.cap(root_gbit / l, "root link");
-    b.cap(cpu / l, "root cores");
+    return b;
+  };
+  const auto root = [&](Bound& b, int children) {
+    b.cap(root_gbit / children, "root link");
+    b.cap(cpu / children, "root cores");
+  };
+  // Depth 2: the L leaves under one root.
+  for (int l = 2; l + 1 <= in.max_aggregators && l < in.workers; ++l) {
+    Bound b = leaves(l);
+    root(b, l);
     rows.push_back(row(in, fmt::format("tree {} leaves + root", l), l + 1, b, ring.gbit));
   }
   if (in.max_depth < 3) return rows;
@@ -63,15 +71,10 @@ std::vector<PlanRow> plan(const PlanInput& in) {
   for (int m = 2; 3 * m + 1 <= in.max_aggregators; ++m) {
     for (int f = 2; m * f + m + 1 <= in.max_aggregators && m * f < in.workers; ++f) {
       const int l = m * f;
-      const double per_leaf = std::ceil(n / l);
-      Bound b;
-      b.cap(in.worker_gbit, "worker link");
-      b.cap(in.agg_gbit / (per_leaf + 1), "leaf link");
-      b.cap(cpu / per_leaf, "leaf cores");
+      Bound b = leaves(l);
       b.cap(in.agg_gbit / (f + 1), "middle link");
       b.cap(cpu / f, "middle cores");
-      b.cap(root_gbit / m, "root link");
-      b.cap(cpu / m, "root cores");
+      root(b, m);
       rows.push_back(
           row(in, fmt::format("tree {} leaves + {} mid + root", l, m), l + m + 1, b, ring.gbit));
     }

@@ -102,6 +102,11 @@ def parse_args(argv):
     a = p.parse_args(argv)
     if not 1 <= a.tree_leaves <= a.workers or not 0 <= a.tree_mids <= a.tree_leaves:
         p.error("--tree-leaves must be 1..workers and --tree-mids 0..tree-leaves")
+    # The tree's default rates: each aggregator at as many times the worker rate as it has
+    # children (a leaf: its workers).
+    a.tree_leaf_factor = a.tree_leaf_factor or a.workers / a.tree_leaves
+    a.tree_mid_factor = a.tree_mid_factor or (a.tree_leaves / a.tree_mids if a.tree_mids else 0)
+    a.tree_root_factor = a.tree_root_factor or a.tree_mids or a.tree_leaves
     return a
 
 
@@ -199,11 +204,9 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
     aggs += [(f"a{j + 1}", a.rate) for j in range(thin)]
     leaves, mids = a.tree_leaves, a.tree_mids
     if "tree" in topos:  # t0 the root, m1..mM the middle aggregators, t1..tL the leaves
-        aggs.append(("t0", int(a.rate * (a.tree_root_factor or mids or leaves))))
-        aggs += [(f"m{j + 1}", int(a.rate * (a.tree_mid_factor or leaves / mids)))
-                 for j in range(mids)]
-        aggs += [(f"t{j + 1}", int(a.rate * (a.tree_leaf_factor or n / leaves)))
-                 for j in range(leaves)]
+        aggs.append(("t0", int(a.rate * a.tree_root_factor)))
+        aggs += [(f"m{j + 1}", int(a.rate * a.tree_mid_factor)) for j in range(mids)]
+        aggs += [(f"t{j + 1}", int(a.rate * a.tree_leaf_factor)) for j in range(leaves)]
     deaf = [int(i) for i in a.deaf_workers.split(",") if i]
     fab = fabric_ns.Fabric(prefix, n, a.rate, aggs, loss_pct=loss, deaf_workers=deaf)
     workdir = os.path.join(workdir, name)
@@ -331,10 +334,9 @@ def main(argv):
               "mpi": "open mpi ring (tcp)",
               "fat_hybrid": f"conflux hybrid auto 1 agg @{factor:g}x",
               "tree": f"conflux tree {a.tree_leaves} leaves "
-                      f"@{a.tree_leaf_factor or n / a.tree_leaves:g}x, " +
-                      (f"{a.tree_mids} mid @{a.tree_mid_factor or a.tree_leaves / a.tree_mids:g}x, "
-                       if a.tree_mids else "") +
-                      f"root @{a.tree_root_factor or a.tree_mids or a.tree_leaves:g}x"}
+                      f"@{a.tree_leaf_factor:g}x, " +
+                      (f"{a.tree_mids} mid @{a.tree_mid_factor:g}x, " if a.tree_mids else "") +
+                      f"root @{a.tree_root_factor:g}x"}
     prefix = a.prefix or f"cfx{os.getpid()}"
     workdir = tempfile.mkdtemp(prefix=f"{prefix}-")
     print(f"# conflux-fabric: {n} workers @ {a.rate} Mbit/s, topologies {topos}, systems "

@@ -51,9 +51,11 @@ def begin():
 def main():
     harness, bin_flags, prefix = begin()
     out_dir = tempfile.mkdtemp(prefix="fabric-smoke-")
-    argv = [sys.executable, harness, *bin_flags, "--prefix", prefix, "--workers", "2",
-            "--rate", "400", "--topologies", "fat", "--minbytes", "4", "--maxbytes", "16K",
-            "--iters", "3", "--warmup", "1", "--check-seconds", "1", "--out", out_dir]
+    # 2 workers at 400 Mbit/s, small sizes, few iterations: the shape of every run here.
+    common = [sys.executable, harness, *bin_flags, "--prefix", prefix, "--workers", "2",
+              "--rate", "400", "--minbytes", "4", "--iters", "3", "--warmup", "1",
+              "--check-seconds", "1"]
+    argv = common + ["--topologies", "fat", "--maxbytes", "16K", "--out", out_dir]
     t0 = time.monotonic()
     r = subprocess.run(argv, capture_output=True, text=True, timeout=70)
     out = r.stdout + r.stderr
@@ -103,10 +105,9 @@ def main():
 
     # A reduction tree of depth 3: each worker under its own leaf, both leaves under one middle
     # aggregator under the root; the ranks name their chains ("leaf>mid").
-    tree = [sys.executable, harness, *bin_flags, "--prefix", prefix, "--workers", "2",
-            "--rate", "400", "--topologies", "tree", "--tree-leaves", "2", "--tree-mids", "1",
-            "--systems", "conflux", "--minbytes", "4", "--maxbytes", "64K", "--iters", "3",
-            "--warmup", "1", "--check-seconds", "1", "--out", os.path.join(out_dir, "tree")]
+    tree = common + ["--topologies", "tree", "--tree-leaves", "2", "--tree-mids", "1",
+                     "--systems", "conflux", "--maxbytes", "64K",
+                     "--out", os.path.join(out_dir, "tree")]
     r = subprocess.run(tree, capture_output=True, text=True, timeout=70)
     out = r.stdout + r.stderr
     if r.returncode != 0 or not out.rstrip().endswith("verified: all results correct"):
