@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # GPU validation: 4 ranks on one GPU as 4 "nodes" (distinct NCCL_HOSTID), every byte through
-# the network plugin. Builds the plugin, confluxd and nccl_allreduce_check, then runs five
+# the network plugin. Builds the plugin, confluxd and nccl_allreduce_check, then runs six
 # configurations, checks every element and prints algbw for each:
 #   1. Conflux CollNet      NCCL_NET_PLUGIN=conflux NCCL_COLLNET_ENABLE=1 (through confluxd)
 #   2. Conflux hybrid       the same with half of every AllReduce over the workers' ring
 #   3. Conflux failover     striped over two confluxd, one killed mid-run
-#   4. Conflux, no CollNet  NCCL_NET_PLUGIN=conflux NCCL_COLLNET_ENABLE=0 (ring over our net)
-#   5. NCCL's Socket net    no plugin, NCCL_NET=Socket
+#   4. Conflux tree         depth 2: ranks 0-1 under leaf confluxd A, 2-3 under leaf B, one root
+#   5. Conflux, no CollNet  NCCL_NET_PLUGIN=conflux NCCL_COLLNET_ENABLE=0 (ring over our net)
+#   6. NCCL's Socket net    no plugin, NCCL_NET=Socket
 #   bench/gpu/gpu_validate.sh [max_bytes=256M] [iters=20]
 # Environment: CONFLUX_GPU_PREBUILT=<folder> runs what bench/gpu/pack.sh packed instead of
 # building; CONFLUX_GPU_LOGDIR keeps every rank's log (NCCL_DEBUG=INFO unless set);
@@ -16,7 +17,7 @@
 # four processes time-slice the GPU and even a 4 B AllReduce takes ~7 ms in every
 # configuration, so only MPS timings say anything about the network path); CONFLUXD_ARGS
 # adds confluxd options (e.g. "--threads 8"); CONFLUX_GPU_CONFIGS runs only the listed
-# configurations (comma-separated tags: collnet,hybrid,failover,p2p,socket); CONFLUX_GPU_MIN is
+# configurations (comma-separated tags: collnet,hybrid,failover,tree,p2p,socket); CONFLUX_GPU_MIN is
 # the smallest size (default 4); CONFLUX_GPU_TOP=S records `top -H` S seconds into each
 # configuration (the busiest threads: the plugin's are cfx-engine, cfx-collnet, cfx-ring,
 # cfx-net<N>; confluxd's cfx-udp<N> and cfx-control) and prints them after it.
@@ -40,10 +41,12 @@ mkdir -p "$work/2"
 # shellcheck disable=SC2086
 gpu_start_confluxd "$work/2" --max-payload-bytes "$PAYLOAD" ${CONFLUXD_ARGS:-}
 AGG2=$AGG DAEMON2=$DAEMON METRICS=$METRICS1
-trap 'kill $DAEMON1 $DAEMON2 2>/dev/null; gpu_stop_mps; rm -rf "$work"' EXIT
+LEAF_PIDS=() LEAF_AGGS=() LEAF_METRICS=()
+trap 'kill $DAEMON1 $DAEMON2 "${LEAF_PIDS[@]}" 2>/dev/null; gpu_stop_mps; rm -rf "$work"' EXIT
 
 failed=0
-selected() { [[ ,${CONFLUX_GPU_CONFIGS:-collnet,hybrid,failover,p2p,socket}, == *,$1,* ]]; }
+selected() { [[ ,${CONFLUX_GPU_CONFIGS:-collnet,hybrid,failover,tree,p2p,socket}, == *,$1,* ]]; }
+RANK_AGGS=()  # when set, rank r names RANK_AGGS[r] as its aggregators (after the run's env)
 run() {  # run <label> <tag> <env...>
   local label=$1 tag=$2; shift 2
   local port=$((20000 + RANDOM % 20000)) pids=() r top=
@@ -53,6 +56,7 @@ run() {  # run <label> <tag> <env...>
     timeout "${CONFLUX_GPU_TIMEOUT:-300}" env "$@" NCCL_DEBUG=${NCCL_DEBUG:-INFO} \
       NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,COLL,NET} NCCL_COMM_ID=127.0.0.1:$port \
       NCCL_HOSTID=conflux-node$r CONFLUX_GPU_RANK=$r CONFLUX_GPU_NRANKS=4 \
+      ${RANK_AGGS[r]:+CONFLUX_AGGREGATORS=${RANK_AGGS[r]}} \
       "$CHECK" "$(to_bytes "${CONFLUX_GPU_MIN:-4}")" "$(to_bytes "$MAX")" "$ITERS" \
       >"$LOGS/$tag.rank$r.log" 2>&1 &
     pids+=($!)
@@ -94,6 +98,26 @@ fi
 run "Conflux CollNet over 2 confluxd, one killed after ${CONFLUX_GPU_KILL_AFTER_S:-2} s" failover \
   "${collnet[@]}" CONFLUX_AGGREGATORS=$AGG1,$AGG2 CONFLUX_AGGREGATOR_TIMEOUT_MS=500
 [[ -z ${killer:-} ]] || wait "$killer"  # (a bare wait would wait for confluxd too)
+# A reduction tree of depth 2 under real NCCL: ranks 0-1 join leaf A, ranks 2-3 leaf B, both
+# leaves join the first confluxd as their parent (a root needs no configuration).
+if selected tree; then
+  for leaf in a b; do
+    mkdir -p "$work/$leaf"
+    # shellcheck disable=SC2086
+    gpu_start_confluxd "$work/$leaf" --max-payload-bytes "$PAYLOAD" --parent "$AGG1" \
+      ${CONFLUXD_ARGS:-}
+    LEAF_PIDS+=("$DAEMON") LEAF_AGGS+=("$AGG") LEAF_METRICS+=("$METRICS")
+  done
+  RANK_AGGS=("${LEAF_AGGS[0]}" "${LEAF_AGGS[0]}" "${LEAF_AGGS[1]}" "${LEAF_AGGS[1]}")
+  root_before=$(METRICS=$METRICS1 gpu_bytes_in)
+fi
+run "Conflux CollNet through a tree: 2 leaf confluxd under 1 root" tree "${collnet[@]}"
+if selected tree; then
+  RANK_AGGS=()
+  echo "bytes received: root $(( ($(METRICS=$METRICS1 gpu_bytes_in) - root_before) / 1000000 )) MB," \
+    "leaf A $(( $(METRICS=${LEAF_METRICS[0]} gpu_bytes_in) / 1000000 )) MB," \
+    "leaf B $(( $(METRICS=${LEAF_METRICS[1]} gpu_bytes_in) / 1000000 )) MB"
+fi
 run "Conflux net, CollNet off (ring over the plugin's p2p net)" p2p NCCL_NET_PLUGIN=conflux \
   NCCL_NET=Conflux NCCL_COLLNET_ENABLE=0
 run "NCCL Socket net (no plugin)" socket NCCL_NET=Socket NCCL_NET_PLUGIN=none
