@@ -35,6 +35,7 @@ struct alignas(64) QueueCounters {
   Counter bytes_out;
   Counter retransmits_served;  // results re-sent from a COMPLETE bank
   Counter slots_completed;
+  Counter gather_ns;       // first to last contribution, summed over completed generations
   Counter send_errors;     // datagrams the kernel refused to send
   Counter gso_sends;       // sends of several datagrams at once (UDP GSO)
   Counter gro_receives;    // received buffers of several datagrams (UDP GRO)
@@ -56,6 +57,10 @@ struct alignas(64) JobQueueCounters {
   Counter drops;            // of packets_in: dropped by the slot state machine (any reason)
   Counter result_bytes;     // their bytes (a multicast send counts once)
   Counter unicast_resends;  // results re-sent to one rank from a COMPLETE bank
+  // Over its completed slot generations: nanoseconds from the first contribution to the last
+  // (how long the slowest rank kept the others waiting; per generation, gather_ns divided by
+  // slots_completed).
+  Counter gather_ns;
 };
 
 }  // namespace conflux::agg

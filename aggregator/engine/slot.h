@@ -49,6 +49,7 @@ struct Bank {
   LazyBuffer result;  // rounded result when it differs from the accumulator
   LazyBuffer raw;     // deterministic mode: contribution of rank c at c * payload_bytes
   const uint8_t* result_data = nullptr;  // valid in kComplete: count * dtype_size bytes
+  uint64_t first_ns = 0;                 // steady clock at the generation's first contribution
 
   bool has(uint32_t c) const { return (bitmap[c >> 6] >> (c & 63)) & 1u; }
   void set(uint32_t c) { bitmap[c >> 6] |= uint64_t{1} << (c & 63); }

@@ -154,6 +154,7 @@ DropReason SlotEngine::start_bank(Job& job, Bank& b, const DataHeader& h, const 
   b.owner = owner_of(h);
   b.arrived = 0;
   b.result_data = nullptr;
+  b.first_ns = steady_ns();
   b.clear_bits();
   add(job, b, h, payload, out);
   return DropReason::kOk;
@@ -200,8 +201,12 @@ void SlotEngine::complete(Job& job, Bank& b, const DataHeader& h, ResultBatch& o
   } else {
     b.result_data = b.accum.data();  // wide types accumulate in place: finish() is a copy
   }
+  const uint64_t gather_ns = steady_ns() - b.first_ns;
   counters_.slots_completed.inc();
-  job.counters(queue_).slots_completed.inc();
+  counters_.gather_ns.add(gather_ns);
+  JobQueueCounters& jc = job.counters(queue_);
+  jc.slots_completed.inc();
+  jc.gather_ns.add(gather_ns);
   if (p.uplink != nullptr) {  // a leaf: the partial goes up, the result comes down later
     b.state = BankState::kForwarded;
     forward_up(job, b, h, 0, out);

@@ -30,6 +30,9 @@ class Writer {
       fmt::format_to(std::back_inserter(out_), "{}{{{}}} {}\n", name, labels, v);
     }
   }
+  void sample_seconds(std::string_view name, std::string_view labels, double v) {
+    fmt::format_to(std::back_inserter(out_), "{}{{{}}} {:.6f}\n", name, labels, v);
+  }
   std::string take() { return std::move(out_); }
 
  private:
@@ -72,6 +75,14 @@ void dataplane_metrics(Writer& w, const Dataplane& dp) {
   queue_family(w, dp, "conflux_dataplane_slots_completed_total",
                "Slot generations completed (all contributions reduced).",
                [](const QueueCounters& c) { return c.slots_completed.get(); });
+  w.family("conflux_dataplane_gather_seconds_total", "counter",
+           "Seconds from the first to the last contribution, summed over the slot generations "
+           "the thread completed (all jobs): divided by conflux_dataplane_slots_completed_total, "
+           "how long the slowest rank kept the others waiting.");
+  for (unsigned q = 0; q < dp.n_queues(); ++q) {
+    w.sample_seconds("conflux_dataplane_gather_seconds_total", fmt::format("thread=\"{}\"", q),
+                     static_cast<double>(dp.counters(q).gather_ns.get()) * 1e-9);
+  }
   queue_family(w, dp, "conflux_dataplane_send_errors_total",
                "Result datagrams the kernel refused to send.",
                [](const QueueCounters& c) { return c.send_errors.get(); });
@@ -131,6 +142,16 @@ void job_metrics(Writer& w, const JobTable& jobs) {
   job_family(w, jobs, "conflux_job_result_bytes_sent_total",
              "Bytes of RESULT datagrams sent for the job (a multicast send counts once).",
              [](const JobQueueCounters& c) { return c.result_bytes.get(); });
+  w.family("conflux_job_gather_seconds_total", "counter",
+           "Seconds from the first to the last contribution, summed over the job's completed "
+           "slot generations: divided by conflux_job_slots_completed_total, how long the slowest "
+           "rank kept the others waiting.");
+  jobs.for_each_live([&](const Job& j) {
+    uint64_t ns = 0;
+    for (unsigned q = 0; q < j.n_queues(); ++q) ns += j.counters(q).gather_ns.get();
+    w.sample_seconds("conflux_job_gather_seconds_total", fmt::format("job=\"{}\"", j.id()),
+                     static_cast<double>(ns) * 1e-9);
+  });
   job_family(w, jobs, "conflux_job_unicast_resends_total",
              "Results re-sent by unicast to one rank that asked again.",
              [](const JobQueueCounters& c) { return c.unicast_resends.get(); });

@@ -122,6 +122,8 @@ class CollComm {
   // Sets r's split and hands the aggregator share to the engine, then queues r. False (r not
   // taken) while the measured split for r's sequence number is not decided yet.
   bool submit(CollRequest* r, bool agg_capable);
+  // The INFO line on small AllReduces' times (SmallAllReduceTimes), at close.
+  void log_small_times() const;
   // What the measured split samples of the aggregator path (RingWorker's probe).
   AggregatorSample sample_aggregators();
   // ReduceScatter / AllGather: moves the result where NCCL wants it.
@@ -178,6 +180,8 @@ class CollComm {
   std::atomic<bool> counted_usable_{false};  // included in usable_count()
   std::atomic<uint32_t> epoch_seen_{0};      // epoch_, for the ring thread's samples
   std::atomic<uint32_t> aggs_in_epoch_{0};   // aggs_.size() of that epoch
+
+  SmallAllReduceTimes small_times_;  // proxy thread; logged at close
 
   std::unique_ptr<Failover> failover_;  // completion thread
   std::unique_ptr<RingWorker> ring_;    // after everything its probe reads

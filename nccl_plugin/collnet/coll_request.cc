@@ -32,4 +32,22 @@ RingPlan CollRequest::ring_plan(size_t lo, size_t hi) const {
                             /*all_gather=*/!rs);
 }
 
+void SmallAllReduceTimes::posted(Clock::time_point now) {
+  if (last_post != Clock::time_point{}) {
+    gaps.store(gaps.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    gap_ns.store(gap_ns.load(std::memory_order_relaxed) + ns(now - last_post),
+                 std::memory_order_relaxed);
+  }
+  last_post = now;
+}
+
+void SmallAllReduceTimes::tested(Clock::time_point posted, Clock::time_point finished,
+                                 Clock::time_point now) {
+  count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  to_result_ns.store(to_result_ns.load(std::memory_order_relaxed) + ns(finished - posted),
+                     std::memory_order_relaxed);
+  to_test_ns.store(to_test_ns.load(std::memory_order_relaxed) + ns(now - finished),
+                   std::memory_order_relaxed);
+}
+
 }  // namespace conflux::collnet

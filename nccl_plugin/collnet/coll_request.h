@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -40,6 +41,25 @@ std::vector<std::pair<size_t, size_t>> owned_ranges(const CollWindow& w, int nra
 std::vector<std::pair<size_t, size_t>> clip_ranges(
     const std::vector<std::pair<size_t, size_t>>& ranges, size_t lo, size_t hi);
 
+// Where the time of a communicator's small AllReduces goes, logged when it closes: from
+// iallreduce to the result (the plugin's part: the aggregators' round trip and the hand-off to
+// the completion thread), from the result until NCCL's test() saw it, and between consecutive
+// iallreduce calls (in a back-to-back loop: the whole collective as NCCL and the GPU see it).
+// Written by NCCL's proxy thread (iallreduce, test) only; read at close.
+struct SmallAllReduceTimes {
+  static constexpr size_t kMaxBytes = 64 << 10;  // "small": at most this many bytes
+  using Clock = std::chrono::steady_clock;
+  std::atomic<uint64_t> count{0}, to_result_ns{0}, to_test_ns{0};
+  std::atomic<uint64_t> gaps{0}, gap_ns{0};
+  Clock::time_point last_post{};
+
+  static uint64_t ns(Clock::duration d) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  }
+  void posted(Clock::time_point now);
+  void tested(Clock::time_point posted, Clock::time_point finished, Clock::time_point now);
+};
+
 // A request as NCCL sees it (void*). Completed and freed through CollComm::test.
 struct CollRequest {
   static constexpr uint32_t kMagic = 0x43524551;
@@ -47,6 +67,10 @@ struct CollRequest {
   std::atomic<int> state{0};  // 0 pending, 1 done, 2 failed
   std::string error;          // written before state becomes 2
   size_t bytes = 0;
+  // A small AllReduce: its times go to *timed (posted by iallreduce, finished before state
+  // becomes 1).
+  SmallAllReduceTimes* timed = nullptr;
+  SmallAllReduceTimes::Clock::time_point posted, finished;
 
   const uint8_t* send = nullptr;
   uint8_t* recv = nullptr;

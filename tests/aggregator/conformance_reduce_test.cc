@@ -148,6 +148,13 @@ TEST_P(DataplaneReduce, LostResultIsServedAgainToTheAskerOnly) {
   EXPECT_EQ(metric_sum(m, "conflux_dataplane_retransmits_served_total"), 1u);
   EXPECT_EQ(metric_sum(m, "conflux_dataplane_slots_completed_total"), 1u);
   EXPECT_EQ(metric_sum(m, "conflux_job_results_sent_total"), 3u);
+  // The job's gather time: the two contributions came one after the other, well within 2 s.
+  const std::string gather = "conflux_job_gather_seconds_total{job=\"";
+  const size_t at = m.find(gather);
+  ASSERT_NE(at, std::string::npos) << m;
+  const double seconds = std::stod(m.substr(m.find("} ", at) + 2));
+  EXPECT_GE(seconds, 0.0);
+  EXPECT_LT(seconds, 2.0);
 }
 
 // Owned results (SPEC.md §4): the owner alone gets the payload, every other rank a 48-byte

@@ -2,10 +2,12 @@
 #include "aggregator/engine/slot_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <optional>
 #include <random>
+#include <thread>
 
 #include "aggregator/engine/job_table.h"
 #include "conflux/common/reduce.h"
@@ -102,6 +104,30 @@ TEST_F(SlotEngineTest, SumsEveryContributorOnceAndFansOut) {
   EXPECT_EQ(r.generation, 0u);
   EXPECT_EQ(counters_.slots_completed.get(), 1u);
   EXPECT_EQ(jobs_.find(id_)->counters(0).drops.get(), 1u);  // the duplicate, counted per job
+}
+
+TEST_F(SlotEngineTest, GatherTimeIsFromTheFirstContributionToTheLast) {
+  // Two generations of slot 2 (queue 0's): the second rank comes 20 ms after the first in each, so
+  // the job's gather time is at least 40 ms over 2 completed generations (a lower bound: sleeps
+  // only overrun).
+  make_job(2, 4);
+  for (uint32_t gen = 0; gen < 2; ++gen) {
+    contrib(hdr(0, 2, gen), {1, 1, 1, 1});
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    contrib(hdr(1, 2, gen), {2, 2, 2, 2});
+  }
+  ASSERT_EQ(out_.size(), 2u);
+  const JobQueueCounters& c = jobs_.find(id_)->counters(0);
+  EXPECT_EQ(c.slots_completed.get(), 2u);
+  EXPECT_GE(c.gather_ns.get(), 40'000'000u);
+  EXPECT_LT(c.gather_ns.get(), 10'000'000'000u);
+  EXPECT_EQ(counters_.gather_ns.get(), c.gather_ns.get());  // the thread's, over all jobs
+  // A generation whose contributions come back to back adds little.
+  const uint64_t before = c.gather_ns.get();
+  contrib(hdr(0, 0, 0), {1, 1, 1, 1});
+  contrib(hdr(1, 0, 0), {1, 1, 1, 1});
+  EXPECT_EQ(c.slots_completed.get(), 3u);
+  EXPECT_LT(c.gather_ns.get() - before, 20'000'000u);
 }
 
 TEST_F(SlotEngineTest, CompleteBankResendsToTheAskerOnly) {
