@@ -69,6 +69,19 @@ print(int(sum(float(l.split()[-1]) for l in text.splitlines()
 PY
 }
 
+# "<slot generations completed> <seconds from first to last contribution, summed>" of the
+# aggregator at $METRICS so far (conflux_dataplane_{slots_completed,gather_seconds}_total).
+gpu_gather() {
+  python3 - "$METRICS" <<'PY'
+import sys, urllib.request
+text = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=5).read().decode()
+def total(name):
+    return sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith(name + "{"))
+print(int(total("conflux_dataplane_slots_completed_total")),
+      total("conflux_dataplane_gather_seconds_total"))
+PY
+}
+
 # With CONFLUX_GPU_MPS=1, starts an MPS control daemon of our own (pipe and log folders under
 # <workdir>) so the ranks sharing the one GPU run their kernels side by side: without it the
 # GPU time-slices between the processes and every collective takes milliseconds, whatever the

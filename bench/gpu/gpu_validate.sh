@@ -83,10 +83,17 @@ run() {  # run <label> <tag> <env...>
 }
 collnet=(NCCL_NET_PLUGIN=conflux NCCL_NET=Conflux NCCL_COLLNET_ENABLE=1
   NCCL_ALGO=allreduce:collnetchain CONFLUX_REQUIRE_AGGREGATORS=1 CONFLUX_PAYLOAD_BYTES=$PAYLOAD)
-before=$(gpu_bytes_in)
+before=$(gpu_bytes_in) gather_before=$(gpu_gather)
 run "Conflux CollNet (1 confluxd)" collnet "${collnet[@]}" CONFLUX_AGGREGATORS=$AGG1
-after=$(gpu_bytes_in)
-selected collnet && echo "confluxd received $(python3 -c "print(f'{($after - $before) / 1e9:.3f}')") GB during the CollNet run"
+after=$(gpu_bytes_in) gather_after=$(gpu_gather)
+if selected collnet; then
+  echo "confluxd received $(python3 -c "print(f'{($after - $before) / 1e9:.3f}')") GB during the CollNet run"
+  # How long the slowest rank kept the others waiting, per slot generation (rank skew).
+  python3 -c "
+s0, g0 = map(float, '$gather_before'.split()); s1, g1 = map(float, '$gather_after'.split())
+n = s1 - s0
+print(f'confluxd: {n:.0f} slot generations, {(g1 - g0) / n * 1e6:.1f} us on average from the first to the last contribution' if n else 'confluxd: no slot completed')"
+fi
 run "Conflux CollNet, half of every AllReduce over the ring (CONFLUX_RING_FRACTION=0.5)" hybrid \
   "${collnet[@]}" CONFLUX_AGGREGATORS=$AGG1 CONFLUX_RING_FRACTION=0.5
 # Failover under real NCCL: the ranks stripe over two aggregators; one is killed mid-run and

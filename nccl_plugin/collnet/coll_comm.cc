@@ -1,5 +1,7 @@
 #include "collnet/coll_comm.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -175,6 +177,7 @@ bool CollComm::submit(CollRequest* r, bool agg_capable) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     queue_.push_back(r);
+    queued_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_all();
   return true;
@@ -491,12 +494,29 @@ bool CollComm::rejoin_survivors(uint64_t dead, uint32_t from, std::string* error
   return true;
 }
 
+bool CollComm::poll_for_request(uint64_t seen) {
+  const auto until = std::chrono::steady_clock::now() + opts_.idle_poll;
+  while (queued_.load(std::memory_order_acquire) == seen) {
+    if (stopped() || std::chrono::steady_clock::now() >= until) return false;
+    sched_yield();  // a rank's threads may outnumber the cores: let the others run
+  }
+  return true;
+}
+
 void CollComm::run_completion() {
   if (engine_ != nullptr) failover_->arm_notice();
   for (;;) {
     CollRequest* r = nullptr;
     {
       std::unique_lock<std::mutex> lk(mu_);
+      if (!stop_ && queue_.empty() && opts_.idle_poll.count() > 0) {
+        // Poll a while before sleeping: waking this thread would cost the next request a
+        // scheduler round trip (tens of microseconds on a busy host).
+        const uint64_t seen = queued_.load(std::memory_order_relaxed);
+        lk.unlock();
+        poll_for_request(seen);
+        lk.lock();
+      }
       // Idle, the engine may still fail (an aggregator dies between collectives): take part
       // in the failover at once, since ranks with work pending wait for this one.
       while (!stop_ && queue_.empty()) {

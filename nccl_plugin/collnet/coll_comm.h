@@ -62,6 +62,10 @@ struct CollOptions {
   size_t ring_min_bytes = 0;    // a smaller ring share goes through the aggregators (split.h)
   RingSettings ring;            // block size, blocks in flight, no-progress timeout (ring_run.h)
   uint32_t fault_abort_at = 0;  // tests: > 0, abort the engine at this request (a local failure)
+  // After it completed a request and found no other, the completion thread polls this long for
+  // the next before it sleeps (CONFLUX_BUSY_POLL_US, with caller progress): a job of small
+  // AllReduces back to back then never waits for the thread to wake (0 = sleep at once).
+  std::chrono::microseconds idle_poll{0};
   // Joins a new job on the aggregators of the original list at `survivors` (indices into it);
   // `epoch` (1, 2, ...) makes the job distinct from the earlier ones. Blocks up to the join
   // timeout. Empty: a failover never re-stripes.
@@ -119,6 +123,9 @@ class CollComm {
 
  private:
   void run_completion();
+  // The completion thread's idle poll (CollOptions::idle_poll): true once a request was queued
+  // after the `seen`-th, false when the time is up or the comm is closing.
+  bool poll_for_request(uint64_t seen);
   // Sets r's split and hands the aggregator share to the engine, then queues r. False (r not
   // taken) while the measured split for r's sequence number is not decided yet.
   bool submit(CollRequest* r, bool agg_capable);
@@ -160,8 +167,9 @@ class CollComm {
 
   std::mutex engine_mu_;  // engine_ swaps (completion thread) against submit() (proxy thread)
   std::mutex mu_;
-  std::condition_variable cv_;      // queue_ or stop_ changed: the completion thread
-  std::deque<CollRequest*> queue_;  // submission order; popped by the completion thread
+  std::condition_variable cv_;       // queue_ or stop_ changed: the completion thread
+  std::deque<CollRequest*> queue_;   // submission order; popped by the completion thread
+  std::atomic<uint64_t> queued_{0};  // requests ever pushed to queue_ (the idle poll watches it)
   bool stop_ = false;
   std::atomic<uint32_t> next_seq_{0};  // written by the proxy thread only
   std::atomic<bool> degraded_{false};
