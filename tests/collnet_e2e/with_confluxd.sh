@@ -2,7 +2,8 @@
 # Runs a command with a fresh confluxd on loopback (ephemeral ports) and checks the result.
 #   with_confluxd.sh CONFLUXD EXPECT REGEX [--kill-after S] [--daemons N] [--no-daemon]
 #                    [--daemon-arg ARG]... [--max-out-ratio R] [--min-out-ratio R]
-#                    [--tree N,N,...] [--tree-mid M] [--kill-daemon I] [--forbid REGEX]
+#                    [--tree N,N,...] [--tree-mid M] [--tree-mid-levels K] [--kill-daemon I]
+#                    [--forbid REGEX]
 #                    -- CMD ARGS...
 # EXPECT is zero|nonzero (the command's exit code); REGEX (several may be joined by " && ")
 # must each match a line of its output; --forbid REGEX must match none.
@@ -16,15 +17,18 @@
 # (the driver puts it into CONFLUX_AGGREGATORS of that rank).
 # --tree-mid M makes it depth 3: daemon 2 is a middle aggregator under the root, the first M
 # leaves (daemons 3..) sit under it and the rest under the root; a rank under the middle one
-# names its chain, "leaf>mid".
-# After the command, the first daemon's dataplane bytes in and out are printed; with
+# names its chain, "leaf>mid". --tree-mid-levels K stacks K middle aggregators (depth K + 2):
+# daemons 2..K+1, each under the one before (daemon 2 under the root), the first M leaves
+# under the lowest; a rank under them names "leaf>mid_K>...>mid_1".
+# After the command, the first daemon's dataplane bytes in and out are printed (with --tree,
+# every other daemon's bytes in too, and none may be 0); with
 # --max-out-ratio R (--min-out-ratio R) the test fails if it sent more (less) than R times
 # the bytes it received.
 set -uo pipefail
 confluxd=$1 expect=$2 regex=$3
 shift 3
 kill_after="" no_daemon=0 daemon_args=() n_daemons=1 max_out_ratio="" min_out_ratio=""
-tree="" tree_mid=0 kill_daemon="" forbid=""
+tree="" tree_mid=0 mid_levels=1 kill_daemon="" forbid=""
 while [[ $# -gt 0 && $1 != "--" ]]; do
   case $1 in
     --kill-after) kill_after=$2; shift 2 ;;
@@ -35,6 +39,7 @@ while [[ $# -gt 0 && $1 != "--" ]]; do
     --min-out-ratio) min_out_ratio=$2; shift 2 ;;
     --tree) tree=$2; shift 2 ;;
     --tree-mid) tree_mid=$2; shift 2 ;;
+    --tree-mid-levels) mid_levels=$2; shift 2 ;;
     --kill-daemon) kill_daemon=$2; shift 2 ;;
     --forbid) forbid=$2; shift 2 ;;
     *) echo "with_confluxd: unknown option $1" >&2; exit 2 ;;
@@ -58,14 +63,18 @@ else
   groups=()
   if [[ -n $tree ]]; then
     IFS=, read -r -a groups <<<"$tree"
-    n_daemons=$((1 + ${#groups[@]} + (tree_mid > 0 ? 1 : 0)))
+    n_daemons=$((1 + ${#groups[@]} + (tree_mid > 0 ? mid_levels : 0)))
   fi
-  first_leaf=$((tree_mid > 0 ? 3 : 2))  # daemon number of leaf 0
+  mids=$((tree_mid > 0 ? mid_levels : 0))  # middle aggregators: daemons 2..mids+1
+  first_leaf=$((2 + mids))                 # daemon number of leaf 0
   for i in $(seq 1 "$n_daemons"); do
     extra=()
     if [[ -n $tree && $i -gt 1 ]]; then extra=(--parent "${endpoints[0]}"); fi
+    if [[ -n $tree && $i -gt 2 && $i -le $((mids + 1)) ]]; then  # a middle one under the one before
+      extra=(--parent "${endpoints[$((i - 2))]}")
+    fi
     if [[ -n $tree && $tree_mid -gt 0 && $i -ge $first_leaf && $((i - first_leaf)) -lt $tree_mid ]]; then
-      extra=(--parent "${endpoints[1]}")
+      extra=(--parent "${endpoints[$mids]}")  # the lowest middle one
     fi
     "$confluxd" --listen 127.0.0.1 --control-port 0 --data-port 0 --metrics-port 0 \
       --ready-file "$work/ready$i" --log-level warn "${daemon_args[@]}" "${extra[@]}" \
@@ -83,7 +92,9 @@ else
   for g in "${!groups[@]}"; do
     for _ in $(seq 1 "${groups[$g]}"); do
       chain=${endpoints[$((g + first_leaf - 1))]}
-      if [[ $g -lt $tree_mid ]]; then chain="$chain>${endpoints[1]}"; fi
+      if [[ $g -lt $tree_mid ]]; then
+        for m in $(seq "$mids" -1 1); do chain="$chain>${endpoints[$m]}"; done
+      fi
       export "CONFLUX_DRIVER_AGGREGATORS_$rank=$chain"
       rank=$((rank + 1))
     done
@@ -123,6 +134,15 @@ if [[ $no_daemon -eq 0 && -z $kill_after ]]; then
   }
   check_ratio max "$max_out_ratio"
   check_ratio min "$min_out_ratio"
+  if [[ -n $tree ]]; then  # every level of the tree carried the job
+    for i in $(seq 2 "$n_daemons"); do
+      m=$(sed -n 's/^metrics_port=//p' "$work/ready$i")
+      b=$(curl -s "http://127.0.0.1:$m/metrics" |
+        awk '/^conflux_dataplane_bytes_in_total/ { i += $2 } END { printf "%.0f", i }')
+      echo "with_confluxd: confluxd $i dataplane bytes in $b"
+      if [[ ${b:-0} -eq 0 ]]; then echo "FAIL: confluxd $i of the tree received nothing"; exit 1; fi
+    done
+  fi
 fi
 if [[ $expect == zero && $rc -ne 0 ]]; then echo "FAIL: exit code $rc, expected 0"; exit 1; fi
 if [[ $expect == nonzero && $rc -eq 0 ]]; then echo "FAIL: exit code 0, expected non-zero"; exit 1; fi
