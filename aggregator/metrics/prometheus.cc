@@ -42,21 +42,33 @@ class Writer {
 using QueueField = std::function<uint64_t(const QueueCounters&)>;
 using JobField = std::function<uint64_t(const JobQueueCounters&)>;
 
+// A counter's unit: a count, or nanoseconds exported as seconds (Prometheus' base unit).
+enum class Unit { kCount, kNanoseconds };
+
+void counter_sample(Writer& w, std::string_view name, std::string_view labels, uint64_t v,
+                    Unit unit) {
+  if (unit == Unit::kNanoseconds) {
+    w.sample_seconds(name, labels, static_cast<double>(v) * 1e-9);
+  } else {
+    w.sample(name, labels, v);
+  }
+}
+
 void queue_family(Writer& w, const Dataplane& dp, std::string_view name, std::string_view help,
-                  const QueueField& f) {
+                  const QueueField& f, Unit unit = Unit::kCount) {
   w.family(name, "counter", help);
   for (unsigned q = 0; q < dp.n_queues(); ++q) {
-    w.sample(name, fmt::format("thread=\"{}\"", q), f(dp.counters(q)));
+    counter_sample(w, name, fmt::format("thread=\"{}\"", q), f(dp.counters(q)), unit);
   }
 }
 
 void job_family(Writer& w, const JobTable& jobs, std::string_view name, std::string_view help,
-                const JobField& f) {
+                const JobField& f, Unit unit = Unit::kCount) {
   w.family(name, "counter", help);
   jobs.for_each_live([&](const Job& j) {
     uint64_t sum = 0;
     for (unsigned q = 0; q < j.n_queues(); ++q) sum += f(j.counters(q));
-    w.sample(name, fmt::format("job=\"{}\"", j.id()), sum);
+    counter_sample(w, name, fmt::format("job=\"{}\"", j.id()), sum, unit);
   });
 }
 
@@ -75,14 +87,13 @@ void dataplane_metrics(Writer& w, const Dataplane& dp) {
   queue_family(w, dp, "conflux_dataplane_slots_completed_total",
                "Slot generations completed (all contributions reduced).",
                [](const QueueCounters& c) { return c.slots_completed.get(); });
-  w.family("conflux_dataplane_gather_seconds_total", "counter",
-           "Seconds from the first to the last contribution, summed over the slot generations "
-           "the thread completed (all jobs): divided by conflux_dataplane_slots_completed_total, "
-           "how long the slowest rank kept the others waiting.");
-  for (unsigned q = 0; q < dp.n_queues(); ++q) {
-    w.sample_seconds("conflux_dataplane_gather_seconds_total", fmt::format("thread=\"{}\"", q),
-                     static_cast<double>(dp.counters(q).gather_ns.get()) * 1e-9);
-  }
+  queue_family(
+      w, dp, "conflux_dataplane_gather_seconds_total",
+      "Seconds from the first to the last contribution, summed over the slot "
+      "generations the thread completed (all jobs): divided by "
+      "conflux_dataplane_slots_completed_total, how long the slowest rank kept the "
+      "others waiting.",
+      [](const QueueCounters& c) { return c.gather_ns.get(); }, Unit::kNanoseconds);
   queue_family(w, dp, "conflux_dataplane_send_errors_total",
                "Result datagrams the kernel refused to send.",
                [](const QueueCounters& c) { return c.send_errors.get(); });
@@ -142,16 +153,12 @@ void job_metrics(Writer& w, const JobTable& jobs) {
   job_family(w, jobs, "conflux_job_result_bytes_sent_total",
              "Bytes of RESULT datagrams sent for the job (a multicast send counts once).",
              [](const JobQueueCounters& c) { return c.result_bytes.get(); });
-  w.family("conflux_job_gather_seconds_total", "counter",
-           "Seconds from the first to the last contribution, summed over the job's completed "
-           "slot generations: divided by conflux_job_slots_completed_total, how long the slowest "
-           "rank kept the others waiting.");
-  jobs.for_each_live([&](const Job& j) {
-    uint64_t ns = 0;
-    for (unsigned q = 0; q < j.n_queues(); ++q) ns += j.counters(q).gather_ns.get();
-    w.sample_seconds("conflux_job_gather_seconds_total", fmt::format("job=\"{}\"", j.id()),
-                     static_cast<double>(ns) * 1e-9);
-  });
+  job_family(
+      w, jobs, "conflux_job_gather_seconds_total",
+      "Seconds from the first to the last contribution, summed over the job's completed "
+      "slot generations: divided by conflux_job_slots_completed_total, how long the "
+      "slowest rank kept the others waiting.",
+      [](const JobQueueCounters& c) { return c.gather_ns.get(); }, Unit::kNanoseconds);
   job_family(w, jobs, "conflux_job_unicast_resends_total",
              "Results re-sent by unicast to one rank that asked again.",
              [](const JobQueueCounters& c) { return c.unicast_resends.get(); });
