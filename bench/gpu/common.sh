@@ -59,27 +59,25 @@ gpu_start_confluxd() {
   METRICS=127.0.0.1:$(sed -n 's/^metrics_port=//p' "$work/ready")
 }
 
-# Bytes the aggregator at $METRICS has received so far, over all its dataplane threads.
-gpu_bytes_in() {
-  python3 - "$METRICS" <<'PY'
-import sys, urllib.request
-text = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=5).read().decode()
-print(int(sum(float(l.split()[-1]) for l in text.splitlines()
-              if l.startswith("conflux_dataplane_bytes_in_total"))))
-PY
-}
-
-# "<slot generations completed> <seconds from first to last contribution, summed>" of the
-# aggregator at $METRICS so far (conflux_dataplane_{slots_completed,gather_seconds}_total).
-gpu_gather() {
-  python3 - "$METRICS" <<'PY'
+# Sums over every label set of each named metric family of the aggregator at $METRICS,
+# space-separated, in the order asked (whole numbers print without a fraction).
+gpu_metric_sums() {
+  python3 - "$METRICS" "$@" <<'PY'
 import sys, urllib.request
 text = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=5).read().decode()
 def total(name):
-    return sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith(name + "{"))
-print(int(total("conflux_dataplane_slots_completed_total")),
-      total("conflux_dataplane_gather_seconds_total"))
+    return sum((float(l.split()[-1]) for l in text.splitlines() if l.startswith(name + "{")), 0.0)
+print(*(f"{v:.0f}" if v.is_integer() else repr(v) for v in map(total, sys.argv[2:])))
 PY
+}
+
+# Bytes the aggregator at $METRICS has received so far, over all its dataplane threads.
+gpu_bytes_in() { gpu_metric_sums conflux_dataplane_bytes_in_total; }
+
+# "<slot generations completed> <seconds from first to last contribution, summed>" of the
+# aggregator at $METRICS so far.
+gpu_gather() {
+  gpu_metric_sums conflux_dataplane_slots_completed_total conflux_dataplane_gather_seconds_total
 }
 
 # With CONFLUX_GPU_MPS=1, starts an MPS control daemon of our own (pipe and log folders under
