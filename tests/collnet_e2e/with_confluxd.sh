@@ -116,12 +116,15 @@ cat "$work/out"
 if [[ $rc -ne 0 && $no_daemon -eq 0 ]]; then
   for f in "$work"/daemon*.log; do echo "== $f"; tail -n 20 "$f"; done
 fi
-if [[ $no_daemon -eq 0 && -z $kill_after ]]; then
-  metrics=$(sed -n 's/^metrics_port=//p' "$work/ready1")
-  read -r bytes_in bytes_out < <(curl -s "http://127.0.0.1:$metrics/metrics" | awk '
+# dataplane_bytes I: "<bytes in> <bytes out>" of daemon I's dataplane, over its threads.
+dataplane_bytes() {
+  curl -s "http://127.0.0.1:$(sed -n 's/^metrics_port=//p' "$work/ready$1")/metrics" | awk '
     /^conflux_dataplane_bytes_in_total/ { i += $2 }
     /^conflux_dataplane_bytes_out_total/ { o += $2 }
-    END { printf "%.0f %.0f\n", i, o }')
+    END { printf "%.0f %.0f\n", i, o }'
+}
+if [[ $no_daemon -eq 0 && -z $kill_after ]]; then
+  read -r bytes_in bytes_out < <(dataplane_bytes 1)
   echo "with_confluxd: confluxd 1 dataplane bytes in $bytes_in, out $bytes_out"
   # check_ratio max|min R: out <= R x in, or out >= R x in (nothing received fails both).
   check_ratio() {
@@ -136,9 +139,7 @@ if [[ $no_daemon -eq 0 && -z $kill_after ]]; then
   check_ratio min "$min_out_ratio"
   if [[ -n $tree ]]; then  # every level of the tree carried the job
     for i in $(seq 2 "$n_daemons"); do
-      m=$(sed -n 's/^metrics_port=//p' "$work/ready$i")
-      b=$(curl -s "http://127.0.0.1:$m/metrics" |
-        awk '/^conflux_dataplane_bytes_in_total/ { i += $2 } END { printf "%.0f", i }')
+      read -r b _ < <(dataplane_bytes "$i")
       echo "with_confluxd: confluxd $i dataplane bytes in $b"
       if [[ ${b:-0} -eq 0 ]]; then echo "FAIL: confluxd $i of the tree received nothing"; exit 1; fi
     done
