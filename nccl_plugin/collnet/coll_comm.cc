@@ -343,7 +343,7 @@ bool CollComm::aggregator_share(CollRequest& r, std::string* error) {
         if (r.kind == CollKind::kReduceScatter) {
           failover_->tails().keep_input(r.seq, r.send, total, r.dtype, r.op, r.owned);
         } else {
-          failover_->tails().keep(r.seq, r.recv, total);
+          failover_->tails().adopt(r.seq, total, std::move(r.result_end));
         }
         return true;
       }
@@ -374,7 +374,12 @@ void CollComm::hand_to_engine(CollRequest& r) {
   r.agg_handles.clear();
   r.agg_waited = 0;
   if (r.kind != CollKind::kReduceScatter) {
-    r.agg_handles.push_back(engine_->allreduce(src, r.recv, r.agg_count, r.dtype, r.op));
+    // The engine also writes the result's end where the failover keeps it (result_tails.h).
+    const size_t total = r.agg_count * dtype_size(r.dtype);
+    const size_t end = failover_->tails().end_bytes(total);
+    if (end > 0 && r.result_end == nullptr) r.result_end.reset(new uint8_t[end]);
+    r.agg_handles.push_back(engine_->allreduce(src, r.recv, r.agg_count, r.dtype, r.op,
+                                               {r.result_end.get(), total - end}));
     return;
   }
   // One Reduce per owner, in rank order on every rank; only this rank's lands in r.recv.

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,6 +87,9 @@ struct CollRequest {
   size_t agg_waited = 0;
   uint32_t agg_epoch = 0;        // the engine generation agg_handles belong to
   std::vector<uint8_t> staging;  // in-place requests: copy of the aggregator part's input
+  // AllReduce: the end of the aggregator part's result, written by the engine as it arrives
+  // and kept for a failover when the request completes (ResultTails::adopt).
+  std::unique_ptr<uint8_t[]> result_end;
 
   // ReduceScatter / AllGather: `recv` is `work` (or the only receive part); per-rank owned
   // element ranges; where the result goes when the request completes.

@@ -148,7 +148,7 @@ bool Failover::hand_over(const FailoverAgreement& a,
       }
       msg.resize(sizeof h);
       std::memcpy(msg.data(), &h, sizeof h);
-      if (t != nullptr && !t->input) msg.insert(msg.end(), t->bytes.begin(), t->bytes.end());
+      if (t != nullptr && !t->input) msg.insert(msg.end(), t->bytes().begin(), t->bytes().end());
     }
     const net::Status st = ring_broadcast(next_.get(), prev_.get(), rank_, nranks_, a.holder, &msg,
                                           max_msg, settings_.timeout);
@@ -203,7 +203,7 @@ bool Failover::reduce_input_tails(uint32_t q, size_t total, size_t offset,
     tmp.dtype = t->dtype;
     tmp.op = t->op;
     owned = &t->owned;
-    src = t->bytes.data();
+    src = t->bytes().data();
     sink.resize(total - offset);
     tmp.recv = sink.data();
   }

@@ -13,12 +13,20 @@
 // the result another one misses; for them a rank keeps the end of its *input* instead, with
 // what it takes to reduce it again: a failover reduce-scatters those ends over the ring.
 //
-// Threads: used by CollComm's completion thread only.
+// An AllReduce's end is not copied after the fact: CollComm gives the engine a buffer of
+// end_bytes(total) (Engine::allreduce's ResultCopy), the engine fills it from each packet as
+// it arrives, and adopt() keeps that buffer when the request completes.
+//
+// Threads: used by CollComm's completion thread only; window_bytes() and end_bytes() read
+// only the constant window and may be called from any thread.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -31,8 +39,10 @@ class ResultTails {
   struct Tail {
     uint32_t seq = 0;
     size_t total = 0;   // bytes of the whole aggregator result
-    size_t offset = 0;  // where `bytes` starts inside it
-    std::vector<uint8_t> bytes;
+    size_t offset = 0;  // where bytes() starts inside it
+    std::unique_ptr<uint8_t[]> data;
+    size_t size = 0;
+    std::span<const uint8_t> bytes() const { return {data.get(), size}; }
     // An input end (ReduceScatter): its element type, op and the owners' element ranges
     // (relative to the whole request) decide the reduction.
     bool input = false;
@@ -43,8 +53,12 @@ class ResultTails {
 
   explicit ResultTails(size_t window_bytes) : window_(window_bytes) {}
 
-  // Keeps the last min(total, window) bytes of request seq's result; forgets tails that are
-  // older than the last `window` bytes of results.
+  // How many bytes of the end of a `total`-byte result are kept: min(total, window).
+  size_t end_bytes(size_t total) const { return std::min(total, window_); }
+  // Keeps `end`, the last end_bytes(total) bytes of request seq's result (filled by the
+  // engine); forgets tails that are older than the last `window` bytes of results.
+  void adopt(uint32_t seq, size_t total, std::unique_ptr<uint8_t[]> end);
+  // The same from a copy of the whole result.
   void keep(uint32_t seq, const uint8_t* result, size_t total);
   // Keeps the end of request seq's ReduceScatter input the same way.
   void keep_input(uint32_t seq, const uint8_t* input, size_t total, DType dtype, Op op,
@@ -54,6 +68,7 @@ class ResultTails {
 
  private:
   void add(uint32_t seq, const uint8_t* data, size_t total, Tail t);
+  void push(Tail t);
 
   const size_t window_;
   std::deque<Tail> tails_;

@@ -285,6 +285,43 @@ TEST(EngineFake, StripesOverTwoAggregators) {
   EXPECT_EQ(b.contributions() - b.retransmitted_contributions(), 2u * 5);
 }
 
+// ResultCopy: the end of a result also lands in a second buffer, byte-exact from any offset
+// (mid-packet, mid-element), packet by packet as they arrive, with loss and duplicates.
+TEST(EngineFake, TheEndOfAResultAlsoLandsInTheTailCopy) {
+  FakeAggregator a(FakeOptions{}), b(FakeOptions{});
+  auto es = make_engines({&a, &b}, 2, [](ClientConfig& c) {
+    c.faults = {0.10, 0.05, 0.05, 11};
+    c.rto_initial = 1ms;
+    c.rto_max = 10ms;
+  });
+  constexpr size_t kCount = 16 * 9 + 3;  // 10 packets of up to 64 bytes, 588 bytes
+  constexpr size_t kBytes = kCount * sizeof(float);
+  constexpr uint8_t kGuard = 0xA5;
+  for (const size_t from : {size_t{0}, size_t{123}, size_t{64 * 9}, kBytes - 1, kBytes}) {
+    std::vector<std::vector<float>> in(2, std::vector<float>(kCount)), out = in;
+    std::vector<std::vector<uint8_t>> tail(2, std::vector<uint8_t>(kBytes - from + 8, kGuard));
+    std::vector<uint64_t> ids;
+    for (size_t r = 0; r < 2; ++r) {
+      for (size_t i = 0; i < kCount; ++i) in[r][i] = static_cast<float>(r * 1000 + i);
+      ids.push_back(es[r]->allreduce(in[r].data(), out[r].data(), kCount, DType::kFloat32, Op::kSum,
+                                     {tail[r].data(), from}));
+    }
+    for (size_t r = 0; r < 2; ++r) {
+      std::string err;
+      ASSERT_EQ(wait(*es[r], ids[r], &err), Status::kDone) << err;
+      for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(out[r][i], static_cast<float>(1000 + 2 * i));
+      const auto* result = reinterpret_cast<const uint8_t*>(out[r].data());
+      for (size_t k = 0; k < kBytes - from; ++k) {
+        ASSERT_EQ(tail[r][k], result[from + k]) << "from " << from << " byte " << k;
+      }
+      for (size_t k = kBytes - from; k < tail[r].size(); ++k) {
+        ASSERT_EQ(tail[r][k], kGuard) << "from " << from << ": written past the end";
+      }
+    }
+  }
+  EXPECT_GT(es[0]->stats().fault_dropped + es[1]->stats().fault_dropped, 0u);
+}
+
 TEST(EngineFake, ManyRequestsInFlightCompleteCorrectly) {
   FakeAggregator agg(FakeOptions{});
   auto es = make_engines({&agg}, 2);

@@ -1,6 +1,7 @@
 // RingAllreduce and ring_allgather over the real p2p transport, N ranks as threads.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -282,15 +283,45 @@ TEST(ResultTails, KeepsTheEndsOfTheLastWindowOfResults) {
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(t->total, 300u);
   EXPECT_EQ(t->offset, 200u);  // only the last window's worth of a long result
-  EXPECT_EQ(t->bytes, std::vector<uint8_t>(big.begin() + 200, big.end()));
+  EXPECT_EQ(std::vector<uint8_t>(t->bytes().begin(), t->bytes().end()),
+            std::vector<uint8_t>(big.begin() + 200, big.end()));
   tails.keep(2, a.data(), a.size());
   EXPECT_NE(tails.find(1), nullptr);  // 50 newer bytes do not cover the window yet
   tails.keep(3, b.data(), b.size());
   EXPECT_EQ(tails.find(1), nullptr);  // 110 newer bytes do
   ASSERT_NE(tails.find(2), nullptr);
-  EXPECT_EQ(tails.find(2)->bytes, a);
+  EXPECT_EQ(std::vector<uint8_t>(tails.find(2)->bytes().begin(), tails.find(2)->bytes().end()), a);
   EXPECT_EQ(tails.find(3)->offset, 0u);
   EXPECT_EQ(tails.find(4), nullptr);
+}
+
+TEST(ResultTails, AdoptsAnEndTheEngineFilledWithoutCopyingIt) {
+  ResultTails tails(100);
+  EXPECT_EQ(tails.end_bytes(300), 100u);  // a long result: the last window's worth
+  EXPECT_EQ(tails.end_bytes(40), 40u);    // a short one: all of it
+  std::unique_ptr<uint8_t[]> end(new uint8_t[100]);
+  for (size_t i = 0; i < 100; ++i) end[i] = uint8_t(200 + i);
+  const uint8_t* where = end.get();
+  tails.adopt(7, 300, std::move(end));
+  const auto* t = tails.find(7);
+  ASSERT_NE(t, nullptr);
+  EXPECT_FALSE(t->input);
+  EXPECT_EQ(t->total, 300u);
+  EXPECT_EQ(t->offset, 200u);
+  EXPECT_EQ(t->bytes().data(), where);  // the engine's buffer itself
+  ASSERT_EQ(t->bytes().size(), 100u);
+  EXPECT_EQ(t->bytes()[0], 200);
+  EXPECT_EQ(t->bytes()[99], 43);  // 299 mod 256
+  // Adopted and copied ends age out together, by the bytes of newer results.
+  std::vector<uint8_t> a(60, 1);
+  tails.keep(8, a.data(), a.size());
+  std::unique_ptr<uint8_t[]> small(new uint8_t[40]());
+  tails.adopt(9, 40, std::move(small));
+  EXPECT_EQ(tails.find(7), nullptr);  // 100 newer bytes cover the window
+  EXPECT_NE(tails.find(8), nullptr);
+  EXPECT_EQ(tails.find(9)->offset, 0u);
+  tails.adopt(10, 0, nullptr);  // an empty result keeps nothing
+  EXPECT_EQ(tails.find(10), nullptr);
 }
 
 TEST(ResultTails, KeepsWholeElementsOfAnInputWithWhatReducesIt) {
@@ -304,7 +335,8 @@ TEST(ResultTails, KeepsWholeElementsOfAnInputWithWhatReducesIt) {
   EXPECT_TRUE(t->input);
   EXPECT_EQ(t->total, 800u);
   EXPECT_EQ(t->offset, 704u);
-  EXPECT_EQ(t->bytes, std::vector<uint8_t>(in.begin() + 704, in.end()));
+  EXPECT_EQ(std::vector<uint8_t>(t->bytes().begin(), t->bytes().end()),
+            std::vector<uint8_t>(in.begin() + 704, in.end()));
   EXPECT_EQ(t->dtype, DType::kFloat64);
   EXPECT_EQ(t->op, Op::kMax);
   EXPECT_EQ(t->owned, owned);

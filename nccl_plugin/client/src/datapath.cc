@@ -230,7 +230,12 @@ void Progress::on_result(const uint8_t* data, size_t len, bool truncated, int64_
     return;
   }
   if (receiver) {
-    std::memcpy(r->recv + e.offset * dtype_size(e.dtype), payload, h.payload_bytes());
+    const size_t at = e.offset * dtype_size(e.dtype), end = at + h.payload_bytes();
+    std::memcpy(r->recv + at, payload, h.payload_bytes());
+    if (r->tail.dst != nullptr && end > r->tail.from) {  // while the payload is in cache
+      const size_t lo = std::max(at, r->tail.from);
+      std::memcpy(r->tail.dst + (lo - r->tail.from), payload + (lo - at), end - lo);
+    }
   }
   // Round-trip sample from the first send. A result without the RETRANSMIT flag is the
   // aggregator's completion broadcast, not an answer to one of our resends, so it is a

@@ -174,18 +174,19 @@ std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string
   }
 }
 
-uint64_t Engine::allreduce(const void* send, void* recv, size_t count, DType dtype, Op op) {
-  return submit(send, recv, count, dtype, op, -1, 0);
+uint64_t Engine::allreduce(const void* send, void* recv, size_t count, DType dtype, Op op,
+                           ResultCopy tail) {
+  return submit(send, recv, count, dtype, op, -1, 0, tail);
 }
 
 uint64_t Engine::reduce(const void* send, void* recv, size_t count, DType dtype, Op op,
                         uint32_t root, uint32_t stripe_start) {
   return submit(send, recv, count, dtype, op, root > INT32_MAX ? INT32_MAX : int32_t(root),
-                stripe_start);
+                stripe_start, {});
 }
 
 uint64_t Engine::submit(const void* send, void* recv, size_t count, DType dtype, Op op,
-                        int32_t root, uint32_t stripe_start) {
+                        int32_t root, uint32_t stripe_start, ResultCopy tail) {
   try {
     Shared& sh = impl_->sh;
     auto r = std::make_shared<Request>();
@@ -195,6 +196,7 @@ uint64_t Engine::submit(const void* send, void* recv, size_t count, DType dtype,
     r->op = op;
     r->root = root;
     r->stripe_start = stripe_start;
+    r->tail = tail;
     if (!valid_dtype(static_cast<uint32_t>(dtype)) || !valid_op(static_cast<uint32_t>(op))) {
       r->early_error = "invalid dtype or op";
     } else if (root >= 0 && static_cast<uint32_t>(root) >= sh.cfg.n_workers) {

@@ -27,6 +27,7 @@ struct Request {
   bool receives_result(uint32_t rank) const { return root < 0 || root == int32_t(rank); }
   uint64_t bytes() const { return plan.count * dtype_size(dtype); }
   uint32_t stripe_start = 0;  // packet k goes to aggregator (k + stripe_start) mod A
+  ResultCopy tail;            // where the result's end also goes (Engine::allreduce)
   PacketPlan plan;
   std::string early_error;  // set at submission: the request fails at once with this
 

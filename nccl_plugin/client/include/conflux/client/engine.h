@@ -113,6 +113,15 @@ struct EngineStats {
   std::array<uint64_t, proto::kNumDropReasons> drops{};  // by proto::DropReason
 };
 
+// A second destination for the end of a result: bytes [from, count * esize) of the result
+// also land at dst[0, count * esize - from), copied from each packet as it arrives, while the
+// packet is still in cache (CollNet keeps these ends for a failover, result_tails.h). dst
+// must stay valid as `recv` does; nullptr: none.
+struct ResultCopy {
+  uint8_t* dst = nullptr;
+  size_t from = 0;
+};
+
 class Engine {
  public:
   // Joins the job on every aggregator of `cfg` (see the file comment). On failure returns
@@ -129,7 +138,8 @@ class Engine {
   // partial overlap is not. Requests go on the wire in submission order on every
   // aggregator, so every rank must submit the same sequence of (count, dtype, op).
   // Unsupported dtype/op or a failed engine gives a handle whose test() reports kError.
-  uint64_t allreduce(const void* send, void* recv, size_t count, DType dtype, Op op);
+  uint64_t allreduce(const void* send, void* recv, size_t count, DType dtype, Op op,
+                     ResultCopy tail = {});
   // Starts a Reduce to rank `root`: as allreduce, but the aggregators send the result to
   // `root` only and a payload-less acknowledgement to every other rank (SPEC.md §4, "Owned
   // results"). Only `root` writes `recv`; the other ranks may pass recv == nullptr. Every
@@ -175,7 +185,7 @@ class Engine {
  private:
   explicit Engine(std::unique_ptr<Impl> impl);
   uint64_t submit(const void* send, void* recv, size_t count, DType dtype, Op op, int32_t root,
-                  uint32_t stripe_start);
+                  uint32_t stripe_start, ResultCopy tail);
   std::unique_ptr<Impl> impl_;
 };
 
