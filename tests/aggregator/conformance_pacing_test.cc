@@ -1,6 +1,7 @@
 // Conformance: `max_mbps` paces the results a dataplane sends (a token bucket per queue), and
 // while several jobs are live each job's results to its fair share (a bucket per job too,
-// weighted by tenant) whenever another job's results wait as well (work-conserving).
+// weighted by tenant) whenever another job's results wait as well (work-conserving); on both
+// backends.
 // No timing upper bound is asserted: only that the daemon cannot have sent its result bytes
 // faster than the cap allows (a slow machine only makes the run longer).
 #include <chrono>
@@ -58,13 +59,13 @@ class DataplanePacing : public DaemonTest {
   // exact, and the daemon's result bytes could not have left faster than the cap allows: rate
   // x time, plus each queue's full burst and one send of debt (a datagram; a tx burst of up
   // to 256 frames with dpdk).
+  double burst_debt() const { return GetParam() == "dpdk" ? 256 * kDatagram : kDatagram; }
   void expect_exact_and_paced(const PacedRun& run, size_t count, double mbps) {
     const auto expect = reference(DType::kFloat32, Op::kSum, run.in, count);
     for (int r = 0; r < 2; ++r) EXPECT_EQ(run.out[r], expect) << "rank " << r;
     const uint64_t sent = metric_sum(metrics(), "conflux_dataplane_bytes_out_total");
     const double rate = mbps * 1e6 / 8;
-    const double debt = GetParam() == "dpdk" ? 256 * kDatagram : kDatagram;
-    const double slack = static_cast<double>(daemon().data_ports().size()) * (65536 + debt);
+    const double slack = static_cast<double>(daemon().data_ports().size()) * (65536 + burst_debt());
     EXPECT_GE(sent, 2 * count * 4);
     EXPECT_GE(run.elapsed, (static_cast<double>(sent) - slack) / rate)
         << sent << " result bytes left in " << run.elapsed << " s, faster than " << mbps
@@ -113,7 +114,6 @@ TEST_P(DataplanePacing, ThrottleOfALiveJobPacesItsResults) {
 // result sends are held to it while the other job's results wait too. Both jobs run at once:
 // every result exact, and together they cannot have sent faster than the cap allows.
 TEST_P(DataplanePacing, TwoJobsShareTheCap) {
-  if (GetParam() == "dpdk") GTEST_SKIP() << "per-job pacing is in the kernel UDP dataplane only";
   start(paced_config(base_config(), 32));  // 16 Mbit/s (2 MB/s) per job while both are live
   auto a = join_job(paced_job(81), 2);
   auto b = join_job(paced_job(82), 2);
@@ -126,7 +126,6 @@ TEST_P(DataplanePacing, TwoJobsShareTheCap) {
 // results, over its share most of the time, were set aside (conflux_dataplane_deferred_total)
 // instead of holding the thread, then all delivered.
 TEST_P(DataplanePacing, WeightedJobsShareTheCapWithResultsSetAside) {
-  if (GetParam() == "dpdk") GTEST_SKIP() << "per-job pacing is in the kernel UDP dataplane only";
   Config cfg = paced_config(base_config(), 32);
   cfg.tenants = {Tenant{"heavy", "heavy-secret", "", 3}, Tenant{"light", "light-secret", "", 1}};
   start(cfg);
@@ -146,7 +145,6 @@ TEST_P(DataplanePacing, WeightedJobsShareTheCapWithResultsSetAside) {
 // granted half the cap, has the queue to itself: its results beyond its half are lent the idle
 // job's (conflux_dataplane_borrowed_total), still within the cap, and every one exact.
 TEST_P(DataplanePacing, AnIdleJobsShareIsLent) {
-  if (GetParam() == "dpdk") GTEST_SKIP() << "per-job pacing is in the kernel UDP dataplane only";
   start(paced_config(base_config(), 32));
   auto busy = join_job(paced_job(85), 2);
   auto idle = join_job(paced_job(86), 2);
@@ -185,7 +183,7 @@ std::string DataplanePacing::two_jobs_at_once(const std::vector<std::unique_ptr<
   // Together: no faster than the cap, over the longer of the two runs.
   const uint64_t sent = metric_sum(m, "conflux_dataplane_bytes_out_total");
   const double queues = static_cast<double>(daemon().data_ports().size());
-  const double slack = queues * (65536 + kDatagram);
+  const double slack = queues * (65536 + burst_debt());
   const double elapsed = std::max(runs[0].elapsed, runs[1].elapsed);
   EXPECT_GE(elapsed, (static_cast<double>(sent) - slack) / (cap_mbps * 1e6 / 8))
       << sent << " result bytes left in " << elapsed << " s, faster than the cap allows";

@@ -9,6 +9,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -62,6 +63,7 @@ DpdkQueue::DpdkQueue(const QueueSetup& s, JobTable& jobs, const Config& cfg)
                proto::kDataHeaderSize + static_cast<size_t>(cfg.max_payload_bytes)),
       tx_(kTxBuffer),
       tx_bytes_(kTxBuffer),
+      tx_jobs_(kTxBuffer),
       hdr_len_(udp_header_len(s.local.vlan)),
       scratch_len_(65536 + 64),
       egress_(*s.egress_cap, s.n_queues) {
@@ -70,6 +72,7 @@ DpdkQueue::DpdkQueue(const QueueSetup& s, JobTable& jobs, const Config& cfg)
 
 DpdkQueue::~DpdkQueue() {
   for (uint32_t i = 0; i < tx_n_; ++i) rte_pktmbuf_free(tx_[i]);
+  for (const Deferred& d : deferred_) rte_pktmbuf_free(d.m);
 }
 
 void DpdkQueue::run() {
@@ -89,6 +92,7 @@ void DpdkQueue::run() {
     }
     const uint16_t k = drain_inbox();  // software steering: datagrams other queues handed over
     drain_control_tx();
+    if (!deferred_.empty()) drain_deferred();   // before new results: a job's leave in order
     if (n + k == 0) pipeline_.flush(results_);  // idle: release a datagram held by faults
     transmit_results();
     if (tx_n_ > 0 && (n + k == 0 || tx_n_ >= kBurst || rte_rdtsc() - tx_first_tsc_ >= drain)) {
@@ -123,7 +127,7 @@ void DpdkQueue::drain_control_tx() {
   if (s_.control_tx == nullptr) return;
   void* m = nullptr;
   // Rare (a PROBE every 20 ms while a job's ranks confirm its group): one at a time.
-  while (rte_ring_sc_dequeue(s_.control_tx, &m) == 0) enqueue(static_cast<rte_mbuf*>(m), 0);
+  while (rte_ring_sc_dequeue(s_.control_tx, &m) == 0) enqueue(static_cast<rte_mbuf*>(m), 0, 0);
 }
 
 bool DpdkQueue::hand_over(rte_mbuf* m, unsigned owner) {
@@ -258,7 +262,7 @@ void DpdkQueue::send_result(rte_mbuf* payload, uint32_t psum, const sockaddr_in&
   }
   job->counters(s_.queue).results_sent.inc();
   job->counters(s_.queue).result_bytes.add(len);
-  enqueue(m, len);
+  enqueue(m, len, job->id());
 }
 
 void DpdkQueue::send_arp(uint16_t op, const MacAddr& mac, uint32_t ip) {
@@ -271,7 +275,7 @@ void DpdkQueue::send_arp(uint16_t op, const MacAddr& mac, uint32_t ip) {
   const size_t len = build_arp(reinterpret_cast<uint8_t*>(p), s_.local, op, mac, ip);
   rte_pktmbuf_trim(m, uint16_t(64 - len));
   (op == 2 ? frames_.arp_replies : frames_.arp_requests).inc();
-  enqueue(m, 0);
+  enqueue(m, 0, 0);
 }
 
 void DpdkQueue::request_neighbor(uint32_t ip) {
@@ -281,17 +285,25 @@ void DpdkQueue::request_neighbor(uint32_t ip) {
   send_arp(1, MacAddr{}, ip);
 }
 
-void DpdkQueue::enqueue(rte_mbuf* m, uint32_t result_bytes) {
+void DpdkQueue::enqueue(rte_mbuf* m, uint32_t result_bytes, uint32_t job_id) {
   if (tx_n_ == kTxBuffer) flush_tx();
   if (tx_n_ == 0) tx_first_tsc_ = rte_rdtsc();
   tx_bytes_[tx_n_] = result_bytes;  // read later: the PMD owns the mbuf after tx_burst
+  tx_jobs_[tx_n_] = job_id;
   tx_[tx_n_++] = m;
 }
 
 void DpdkQueue::flush_tx() {
-  uint32_t sent = 0;
   TokenBucket& egress = egress_.bucket();
-  if (egress.limited()) wait_for_tokens(egress);  // max_mbps: the whole burst after the wait
+  // Jobs are paced only under max_mbps (Job::set_grant), so without it nothing is looked up.
+  bool paced = !deferred_.empty();
+  for (uint32_t i = 0; i < tx_n_ && !paced && egress.limited(); ++i) {
+    const Job* job = tx_jobs_[i] != 0 ? jobs_.find(tx_jobs_[i]) : nullptr;
+    paced = job != nullptr && job->pace_mbps() != 0;
+  }
+  if (paced) pace_tx();
+  uint32_t sent = 0;
+  if (egress.limited() && tx_n_ > 0) wait_for_tokens(egress);  // the whole burst after the wait
   for (int tries = 0; sent < tx_n_ && tries < 64; ++tries) {
     sent += rte_eth_tx_burst(s_.port_id, s_.queue, tx_.data() + sent, uint16_t(tx_n_ - sent));
   }
@@ -307,6 +319,92 @@ void DpdkQueue::flush_tx() {
     rte_pktmbuf_free(tx_[i]);
   }
   tx_n_ = 0;
+}
+
+bool DpdkQueue::has_deferred(uint32_t job_id) const {
+  return std::any_of(deferred_.begin(), deferred_.end(),
+                     [&](const Deferred& d) { return d.job_id == job_id; });
+}
+
+void DpdkQueue::pace_tx() {
+  blocked_.clear();
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < tx_n_; ++i) {
+    const uint32_t id = tx_jobs_[i];
+    Job* job = id != 0 ? jobs_.find(id) : nullptr;
+    TokenBucket* share = job != nullptr ? job->pacer(s_.queue) : nullptr;
+    if (share != nullptr || (id != 0 && !deferred_.empty())) {
+      const uint64_t now = steady_ns();
+      bool blocked = std::find(blocked_.begin(), blocked_.end(), id) != blocked_.end();
+      if (!blocked && ((share != nullptr && share->delay_ns(now) > 0) || has_deferred(id))) {
+        blocked_.push_back(id);
+        blocked = true;
+      }
+      if (blocked) {  // after its earlier frames: the job's results leave in order
+        if (deferred_.size() < kMaxDeferred) {
+          deferred_.push_back({id, tx_[i], tx_bytes_[i]});
+          counters_.deferred.inc();
+        } else {
+          rte_pktmbuf_free(tx_[i]);  // its worker asks again; served from the COMPLETE bank
+          counters_.send_errors.inc();
+          uint64_t suppressed = 0;
+          if (warn_limit_.allow(&suppressed)) {
+            spdlog::warn(
+                "dpdk queue {}: {} paced result frames waiting; frame dropped ({} "
+                "similar suppressed)",
+                s_.queue, deferred_.size(), suppressed);
+          }
+        }
+        continue;
+      }
+      if (share != nullptr) share->consume(now, tx_bytes_[i]);
+    }
+    tx_[kept] = tx_[i];
+    tx_bytes_[kept] = tx_bytes_[i];
+    tx_jobs_[kept] = id;
+    ++kept;
+  }
+  tx_n_ = kept;
+}
+
+void DpdkQueue::drain_deferred() {
+  blocked_.clear();
+  // Work-conserving, as the UDP dataplane: when one job alone has frames waiting, the others
+  // are idle or within their shares, so it may use what they leave of the queue's egress.
+  const uint32_t first_id = deferred_.front().job_id;
+  const bool lone = std::all_of(deferred_.begin(), deferred_.end(),
+                                [&](const Deferred& d) { return d.job_id == first_id; });
+  for (auto it = deferred_.begin(); it != deferred_.end() && tx_n_ < kTxBuffer;) {
+    if (std::find(blocked_.begin(), blocked_.end(), it->job_id) != blocked_.end()) {
+      ++it;
+      continue;
+    }
+    Job* job = jobs_.find(it->job_id);
+    if (job == nullptr) {  // the job ended: nobody waits for its results
+      rte_pktmbuf_free(it->m);
+      it = deferred_.erase(it);
+      continue;
+    }
+    TokenBucket* share = job->pacer(s_.queue);
+    const uint64_t now = steady_ns();
+    const bool in_debt = share != nullptr && share->delay_ns(now) > 0;
+    if (in_debt && !lone) {
+      blocked_.push_back(it->job_id);
+      ++it;
+      continue;
+    }
+    if (in_debt) {
+      counters_.borrowed.inc();  // its own bucket is not charged for what it borrows
+    } else if (share != nullptr) {
+      share->consume(now, it->bytes);
+    }
+    if (tx_n_ == 0) tx_first_tsc_ = rte_rdtsc();
+    tx_[tx_n_] = it->m;
+    tx_bytes_[tx_n_] = it->bytes;
+    tx_jobs_[tx_n_] = 0;  // charged
+    ++tx_n_;
+    it = deferred_.erase(it);
+  }
 }
 
 }  // namespace conflux::agg::dpdk

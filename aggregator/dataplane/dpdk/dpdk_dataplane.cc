@@ -125,18 +125,20 @@ struct Pools {
 
 // Receive mbufs are never held across a burst (contributions are reduced into the slot
 // accumulators at once), so the pools scale with rings and bursts, not with slot windows.
-// Frames parked in software-steering inboxes (only with several queues) hold RX mbufs too.
+// Frames parked in software-steering inboxes (only with several queues) hold RX mbufs too, and
+// result frames set aside by pacing (DpdkQueue::kMaxDeferred per queue) result mbufs.
 std::string make_pools(uint16_t nq, uint16_t rxd, uint16_t txd, int socket, bool multi_seg,
                        Pools* p) {
   std::string err;
-  p->n_pkt = nq * (rxd + txd + 4u * DpdkQueue::kBurst + DpdkQueue::kTxBuffer) +
-             (nq > 1 ? nq * kInboxSize : 0) + 512;
+  p->n_pkt =
+      nq * (rxd + txd + 4u * DpdkQueue::kBurst + DpdkQueue::kTxBuffer + DpdkQueue::kMaxDeferred) +
+      (nq > 1 ? nq * kInboxSize : 0) + 512;
+  const uint32_t n_fanout = nq * (kFanoutMbufs + DpdkQueue::kMaxDeferred);
   p->pkt = dpdk::shared_pool("pkt", p->n_pkt, p->room, socket, &err);
-  p->hdr =
-      p->pkt ? dpdk::shared_pool("hdr", nq * kFanoutMbufs, RTE_PKTMBUF_HEADROOM + 128, socket, &err)
-             : nullptr;
-  p->clone = (p->hdr && multi_seg) ? dpdk::shared_pool("clone", nq * kFanoutMbufs, 0, socket, &err)
-                                   : nullptr;
+  p->hdr = p->pkt ? dpdk::shared_pool("hdr", n_fanout, RTE_PKTMBUF_HEADROOM + 128, socket, &err)
+                  : nullptr;
+  p->clone =
+      (p->hdr && multi_seg) ? dpdk::shared_pool("clone", n_fanout, 0, socket, &err) : nullptr;
   if (p->pkt == nullptr || p->hdr == nullptr || (multi_seg && p->clone == nullptr)) {
     return err;
   }

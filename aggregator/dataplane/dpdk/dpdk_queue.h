@@ -2,12 +2,18 @@
 // it, and the per-queue engine state (SlotEngine, RxPipeline, ResultBatch, neighbour table).
 // Constructed by DpdkDataplane (dpdk_dataplane.cc, main thread); run() is the body of the
 // queue's lcore (dpdk_datapath.cc) and is the only code that touches the state afterwards.
+// With `max_mbps` a TX burst waits for this queue's token bucket (max_mbps / threads), and,
+// while several jobs are live, each job's result frames for its job's bucket too (its fair share
+// / threads, Job::pacer), as in the kernel UDP dataplane: a job in debt does not stop the
+// lcore. Its frames are set aside as they are (the mbufs, no copy) and sent, in order, as its
+// bucket refills; a job alone with frames set aside is lent what the others leave.
 #pragma once
 
 #include <netinet/in.h>
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -56,6 +62,9 @@ class DpdkQueue final {
   static constexpr uint32_t kTxBuffer = 256;
   static constexpr uint32_t kIdlePolls = 1024;
   static constexpr uint64_t kDrainUs = 100;  // TX drain timer
+  // Result frames set aside while their jobs' buckets are in debt, at most (the pools hold
+  // this many more per queue); past it a frame is dropped and its worker asks again.
+  static constexpr uint32_t kMaxDeferred = 1024;
 
   DpdkQueue(const QueueSetup& s, JobTable& jobs, const Config& cfg);
   ~DpdkQueue();
@@ -79,9 +88,17 @@ class DpdkQueue final {
   void transmit_results();                      // ResultBatch -> TX buffer, then clear()
   void send_result(rte_mbuf* payload, uint32_t psum, const sockaddr_in& to, Job* job);
   void send_arp(uint16_t op, const MacAddr& mac, uint32_t ip);
-  void request_neighbor(uint32_t ip);                // rate-limited ARP request
-  void enqueue(rte_mbuf* m, uint32_t result_bytes);  // result_bytes 0 = not a RESULT
+  void request_neighbor(uint32_t ip);  // rate-limited ARP request
+  // result_bytes 0 = not a RESULT; job_id: the job a RESULT belongs to (paced by its bucket),
+  // 0 = none or already charged.
+  void enqueue(rte_mbuf* m, uint32_t result_bytes, uint32_t job_id);
   void flush_tx();
+  // Under pacing: keeps in the TX buffer the frames whose jobs may send now (charging their
+  // buckets) and sets the others aside, in order per job.
+  void pace_tx();
+  // Moves the frames set aside whose jobs may send now into the TX buffer, oldest first.
+  void drain_deferred();
+  bool has_deferred(uint32_t job_id) const;
 
   QueueSetup s_;
   JobTable& jobs_;
@@ -93,6 +110,15 @@ class DpdkQueue final {
   NeighborTable neighbors_;
   std::vector<rte_mbuf*> tx_;
   std::vector<uint32_t> tx_bytes_;
+  std::vector<uint32_t> tx_jobs_;  // job id of each frame to charge (0: none), see enqueue
+  // A result frame of a job whose bucket was in debt; the job by id: it may end meanwhile.
+  struct Deferred {
+    uint32_t job_id;
+    rte_mbuf* m;
+    uint32_t bytes;
+  };
+  std::deque<Deferred> deferred_;
+  std::vector<uint32_t> blocked_;  // pace_tx, drain_deferred: ids of the jobs in debt this pass
   uint32_t tx_n_ = 0;
   uint64_t tx_first_tsc_ = 0;
   uint64_t last_arp_tsc_ = 0;
