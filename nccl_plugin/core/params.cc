@@ -12,7 +12,7 @@
 namespace conflux::plugin {
 namespace {
 
-const std::array<ParamSpec, 34> kParams{{
+const std::array<ParamSpec, 35> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -28,6 +28,12 @@ const std::array<ParamSpec, 34> kParams{{
      &Config::inlineBytes},
     {"CONFLUX_SOCKET_BUFSIZE", ParamType::kSize, "0", 0, 1LL << 30,
      "SO_SNDBUF/SO_RCVBUF of data sockets. 0: kernel autotuning.", &Config::socketBufBytes},
+    {"CONFLUX_NET_CALLER_PROGRESS", ParamType::kBool, "1", 0, 0,
+     "1: the thread that calls isend/irecv/test (NCCL's proxy thread) also moves each "
+     "connection's headers and inline messages itself, as NCCL's socket transport does, so a "
+     "small message crosses no helper thread; the helper threads move the bulk data and take "
+     "over when the caller is not polling. 0: only the helper threads do socket I/O.",
+     &Config::netCallerProgress},
     {"CONFLUX_AGGREGATORS", ParamType::kString, "", 0, 0,
      "Aggregator control endpoints host:port,host:port; each AllReduce is striped over all. "
      "In a reduction tree a rank names its leaves; deeper than 2, each with its chain up, "
@@ -304,6 +310,7 @@ net::TransportConfig Config::transportConfig() const {
   t.minChunkBytes = minChunkBytes;
   t.inlineBytes = inlineBytes;
   t.socketBufBytes = int(socketBufBytes);
+  t.callerProgress = netCallerProgress;
   return t;
 }
 

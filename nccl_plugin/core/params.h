@@ -31,6 +31,7 @@ struct Config {
   size_t minChunkBytes = 0;
   size_t inlineBytes = 0;
   size_t socketBufBytes = 0;
+  bool netCallerProgress = true;  // net::CommOptions::callerProgress
   // CollNet: aggregators, overflow ring and failover.
   std::string aggregators;
   bool requireAggregators = false;

@@ -14,8 +14,9 @@
 
 namespace conflux::net {
 
-CommCore::CommCore(Direction dir, Fd ctrl, std::vector<Fd> data, int nthreads, std::string peer)
-    : ctrl_(std::move(ctrl)), dir_(dir), peer_(std::move(peer)) {
+CommCore::CommCore(Direction dir, Fd ctrl, std::vector<Fd> data, int nthreads, bool callerProgress,
+                   std::string peer)
+    : ctrl_(std::move(ctrl)), dir_(dir), callerProgress_(callerProgress), peer_(std::move(peer)) {
   for (Fd& f : data) data_.push_back(std::make_unique<DataSocket>(std::move(f)));
   int nw = nthreads < 1 ? 1 : (nthreads > int(data_.size()) ? int(data_.size()) : nthreads);
   for (int w = 0; w < nw; ++w) workers_.push_back(std::make_unique<Worker>());
@@ -70,6 +71,28 @@ void CommCore::wakeWorker(int w) {
   }
 }
 
+void CommCore::callerStep() {
+  if (!callerProgress_) {
+    wakeWorker(0);
+    return;
+  }
+  std::unique_lock<std::mutex> lk(ctrlMu_, std::try_to_lock);
+  if (!lk.owns_lock()) {
+    wakeWorker(0);  // thread 0 is at it, or checking before it sleeps: it must look again
+    return;
+  }
+  if (!failed() && controlWanted()) {
+    inCallerStep_ = true;
+    pumpControl();
+    inCallerStep_ = false;
+  }
+  // Thread 0 polls the control socket for what it needed when it went to sleep; the step may
+  // have changed that (a header half sent, a header read that no receive matches yet).
+  const bool stale = controlQueued() || controlEvents() != polledCtrl_;
+  lk.unlock();
+  if (stale) wakeWorker(0);
+}
+
 void CommCore::fail(Status s, const char* fmt, ...) {
   int expected = int(Status::kOk);
   if (!error_.compare_exchange_strong(expected, int(s), std::memory_order_acq_rel)) return;
@@ -104,6 +127,10 @@ Status CommCore::test(Request* req, bool* done, size_t* sizes) {
     *done = true;
     pool_.release(req);
     return Status::kOk;
+  }
+  if (callerProgress_ && !failed()) {
+    callerStep();
+    if (req->remaining.load(std::memory_order_acquire) == 0) return test(req, done, sizes);
   }
   return error();
 }
@@ -162,7 +189,10 @@ void CommCore::run(int w) {
     if (!failed()) {
       bool progress = false;
       for (int i : me.sockets) progress |= pumpSocket(*data_[i], i);
-      if (w == 0) progress |= pumpControl();
+      if (w == 0) {
+        std::lock_guard<std::mutex> lk(ctrlMu_);
+        progress |= pumpControl();
+      }
       if (progress) continue;
     }
     sleep(w);
@@ -174,6 +204,9 @@ void CommCore::sleep(int w) {
   Worker& me = *workers_[w];
   me.sleeping.store(true, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Thread 0's control state is shared with callers (callerStep): look at it under the lock.
+  std::unique_lock<std::mutex> ctrlLock(ctrlMu_, std::defer_lock);
+  if (w == 0) ctrlLock.lock();
   if (stop_.load(std::memory_order_acquire) || (!failed() && workQueued(me))) {
     me.sleeping.store(false, std::memory_order_relaxed);
     return;
@@ -197,11 +230,13 @@ void CommCore::sleep(int w) {
       idx[n++] = i;
     }
     short cev = w == 0 ? controlEvents() : 0;
+    if (w == 0) polledCtrl_ = cev;
     if (cev != 0) {
       fds[n] = {ctrl_.get(), cev, 0};
       idx[n++] = -2;
     }
   }
+  if (ctrlLock.owns_lock()) ctrlLock.unlock();
   int r = ::poll(fds, nfds_t(n), -1);
   me.sleeping.store(false, std::memory_order_relaxed);
   for (int i : me.sockets) data_[i]->blocked = false;
@@ -212,6 +247,7 @@ void CommCore::sleep(int w) {
       uint64_t v;
       [[maybe_unused]] ssize_t rr = ::read(me.wakeFd.get(), &v, sizeof v);
     } else if (idx[k] == -2) {
+      std::lock_guard<std::mutex> lk(ctrlMu_);
       onControlEvents(fds[k].revents);
     } else {
       DataSocket& s = *data_[idx[k]];

@@ -6,6 +6,13 @@
 // owns the control socket. Helper threads sleep in poll() when idle and are woken through an
 // eventfd when the caller hands them work. The caller (the one thread that drives this comm:
 // NCCL's proxy thread, or a CollNet engine thread) calls isend/irecv/test; those never block.
+//
+// Caller progress (CommOptions::callerProgress, the default): isend, irecv and test also run
+// thread 0's control work (pumpControl: headers and inline messages) on the caller's thread,
+// as NCCL's socket transport does its I/O in test(), so a small message crosses no helper
+// thread on either side. Whoever holds ctrlMu_ does that work; the caller only tries the
+// lock, and wakes thread 0 when it could not take it, when work is left, or when thread 0
+// sleeps on control events that no longer fit. Data sockets stay with their helper threads.
 #pragma once
 
 #include <poll.h>
@@ -31,6 +38,9 @@ struct CommOptions {
   size_t minChunkBytes = 64 * 1024;
   size_t inlineBytes = 1024;  // <= kMaxInlineBytes
   int socketBufBytes = 0;     // 0 = kernel default (autotuning)
+  // The caller also moves the control socket's bytes (headers, inline messages) in
+  // isend/irecv/test, as NCCL's socket transport does its I/O in test(): see CommCore.
+  bool callerProgress = true;
 };
 
 class CommCore {
@@ -64,7 +74,8 @@ class CommCore {
  protected:
   enum class Direction { kSend, kRecv };
 
-  CommCore(Direction dir, Fd ctrl, std::vector<Fd> data, int nthreads, std::string peer);
+  CommCore(Direction dir, Fd ctrl, std::vector<Fd> data, int nthreads, bool callerProgress,
+           std::string peer);
 
   // Starts the helper threads; called once by the derived factory after construction.
   Status start();
@@ -77,10 +88,16 @@ class CommCore {
   virtual bool controlQueued() const = 0;
   // Poll reported `revents` on the control socket while thread 0 was idle.
   virtual void onControlEvents(short revents) = 0;
+  // True if a caller's step could move something now: a header to send, or a posted receive
+  // waiting for its header (otherwise the step skips the control socket's syscalls).
+  virtual bool controlWanted() const = 0;
 
   // Hands `t` to data socket `socket`; producer-side of that socket's ring.
   bool pushTask(int socket, const Task& t);
   void wakeWorker(int w);
+  // Caller progress: one round of thread 0's control work on the caller's thread (see
+  // above), or, without caller progress, a wake of thread 0.
+  void callerStep();
   int ownerOf(int socket) const { return socket % int(workers_.size()); }
 
   // Records the first error (an INFO line; see warnFailure); helper threads then stop
@@ -91,6 +108,7 @@ class CommCore {
   Fd ctrl_;
   RequestPool pool_{this};
   const Direction dir_;
+  const bool callerProgress_;
 
  private:
   struct DataSocket {
@@ -117,6 +135,13 @@ class CommCore {
 
   uint32_t magic_ = kMagic;
   std::string peer_;
+  // Held by whoever runs thread 0's control work (pumpControl, controlEvents,
+  // onControlEvents, controlQueued): thread 0, or a caller in callerStep().
+  std::mutex ctrlMu_;
+  short polledCtrl_ = 0;  // the control events thread 0 sleeps on (under ctrlMu_)
+
+ protected:
+  bool inCallerStep_ = false;  // pumpControl runs on a caller's thread (under ctrlMu_)
   std::vector<std::unique_ptr<DataSocket>> data_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> stop_{false};

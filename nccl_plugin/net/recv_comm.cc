@@ -10,17 +10,18 @@
 
 namespace conflux::net {
 
-RecvComm::RecvComm(Fd ctrl, std::vector<Fd> data, int nthreads, size_t senderMinChunk,
-                   std::string peer)
-    : CommCore(Direction::kRecv, std::move(ctrl), std::move(data), nthreads, std::move(peer)),
+RecvComm::RecvComm(Fd ctrl, std::vector<Fd> data, int nthreads, bool callerProgress,
+                   size_t senderMinChunk, std::string peer)
+    : CommCore(Direction::kRecv, std::move(ctrl), std::move(data), nthreads, callerProgress,
+               std::move(peer)),
       minChunk_(senderMinChunk) {}
 
 RecvComm::~RecvComm() { shutdown(); }
 
-Status RecvComm::create(Fd ctrl, std::vector<Fd> data, int nthreads, size_t senderMinChunk,
-                        std::string peer, std::unique_ptr<RecvComm>* out) {
-  std::unique_ptr<RecvComm> c(
-      new RecvComm(std::move(ctrl), std::move(data), nthreads, senderMinChunk, std::move(peer)));
+Status RecvComm::create(Fd ctrl, std::vector<Fd> data, int nthreads, bool callerProgress,
+                        size_t senderMinChunk, std::string peer, std::unique_ptr<RecvComm>* out) {
+  std::unique_ptr<RecvComm> c(new RecvComm(std::move(ctrl), std::move(data), nthreads,
+                                           callerProgress, senderMinChunk, std::move(peer)));
   CFX_RETURN_IF_ERROR(c->start());
   *out = std::move(c);
   return Status::kOk;
@@ -51,7 +52,7 @@ Status RecvComm::irecv(int n, void* const* data, const size_t* sizes, const int*
     fail(Status::kInternalError, "posted-receive queue overflow");
     return error();
   }
-  wakeWorker(0);
+  callerStep();  // matches a header that came already, or thread 0 is woken
   *req = r;
   return Status::kOk;
 }
@@ -67,6 +68,7 @@ bool RecvComm::readHeader(bool* progress) {
       dst = inline_ + inlineGot_;
       want = hdr_.size - inlineGot_;
     }
+    if (inCallerStep_ && hdrGot_ == 0 && !callerTakesNext()) return false;
     ssize_t r = want == 0 ? 0 : ::recv(ctrl_.get(), dst, want, MSG_DONTWAIT);
     if (want > 0 && r <= 0) {
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
@@ -96,6 +98,20 @@ bool RecvComm::readHeader(bool* progress) {
     if ((hdr_.flags & wire::kMsgInline) && inlineGot_ == hdr_.size) hdrValid_ = true;
   }
   return true;
+}
+
+// A caller's step takes only inline messages: the next header, peeked, says whether it is one.
+// A bulk message's header stays for thread 0, which moves the data on its sockets right after
+// (a caller matching it would have to wake thread 0 for that: a hand-off more, not fewer).
+// Nothing there, or the end of the stream: nothing for the caller either (thread 0's poll
+// reports an end).
+bool RecvComm::callerTakesNext() {
+  uint8_t peek[wire::kMsgHeaderBytes];
+  const ssize_t r = ::recv(ctrl_.get(), peek, sizeof peek, MSG_DONTWAIT | MSG_PEEK);
+  if (r <= 0) return false;
+  if (r < ssize_t(sizeof peek)) return true;  // part of a header: read what is there
+  wire::MsgHeader h;
+  return wire::decodeMsgHeader(peek, &h) && (h.flags & wire::kMsgInline) != 0;
 }
 
 bool RecvComm::matchHeader() {
@@ -136,7 +152,9 @@ bool RecvComm::matchHeader() {
       hdrGot_ = 0;
       ++expectSeq_;
       r->remaining.fetch_sub(1, std::memory_order_acq_rel);  // the header's unit
-      for (int w = 1; w < numThreads(); ++w) {
+      // Thread 0 too: a caller may be running this (CommCore::callerStep); thread 0 running it
+      // itself is awake, and wakeWorker does nothing then.
+      for (int w = 0; w < numThreads(); ++w) {
         if (wake & (uint64_t{1} << w)) wakeWorker(w);
       }
       return true;

@@ -19,8 +19,8 @@ class RecvComm final : public CommCore {
  public:
   // Builds the comm over established sockets and starts its helper threads. `senderMinChunk`
   // comes from the sender's hello. Called by ListenComm::accept(); not meant for other callers.
-  static Status create(Fd ctrl, std::vector<Fd> data, int nthreads, size_t senderMinChunk,
-                       std::string peer, std::unique_ptr<RecvComm>* out);
+  static Status create(Fd ctrl, std::vector<Fd> data, int nthreads, bool callerProgress,
+                       size_t senderMinChunk, std::string peer, std::unique_ptr<RecvComm>* out);
   ~RecvComm() override;
 
   // Posts a grouped receive of n (1..kMaxRecvs) messages: part i takes a message with tag
@@ -31,22 +31,26 @@ class RecvComm final : public CommCore {
   Status irecv(int n, void* const* data, const size_t* sizes, const int* tags, Request** req);
 
  private:
-  RecvComm(Fd ctrl, std::vector<Fd> data, int nthreads, size_t senderMinChunk, std::string peer);
+  RecvComm(Fd ctrl, std::vector<Fd> data, int nthreads, bool callerProgress, size_t senderMinChunk,
+           std::string peer);
 
   bool pumpControl() override;
   short controlEvents() override;
   bool controlQueued() const override { return !posted_.empty(); }
+  bool controlWanted() const override { return !posted_.empty() || !pending_.empty(); }
   void onControlEvents(short) override {}
 
-  // Reads (part of) the next header and inline payload; returns false when it would block.
+  // Reads (part of) the next header and inline payload; returns false when it would block
+  // (or, in a caller's step, when the next message is not the caller's: callerTakesNext).
   bool readHeader(bool* progress);
+  bool callerTakesNext();
   // Assigns the buffered header to a posted part; returns false if no part matches yet.
   bool matchHeader();
 
   const size_t minChunk_;
   SpscRing<Request*> posted_{kMaxRequests};  // caller -> thread 0: new irecvs
 
-  // Thread 0 only.
+  // Thread 0, or a caller in its step (CommCore's ctrlMu_).
   std::deque<Request*> pending_;  // irecvs with unmatched parts, in posting order
   uint8_t hdrBuf_[wire::kMsgHeaderBytes];
   size_t hdrGot_ = 0;

@@ -10,7 +10,8 @@
 namespace conflux::net {
 
 SendComm::SendComm(Fd ctrl, std::vector<Fd> data, const CommOptions& opts, std::string peer)
-    : CommCore(Direction::kSend, std::move(ctrl), std::move(data), opts.nthreads, std::move(peer)),
+    : CommCore(Direction::kSend, std::move(ctrl), std::move(data), opts.nthreads,
+               opts.callerProgress, std::move(peer)),
       opts_(opts) {}
 
 SendComm::~SendComm() { shutdown(); }
@@ -42,7 +43,7 @@ Status SendComm::isend(const void* data, size_t size, int tag, Request** req) {
     nchunks = splitMessage(size, numDataSockets(), opts_.minChunkBytes, r->seq, chunks);
   }
   r->remaining.store(1 + nchunks, std::memory_order_relaxed);
-  uint64_t wake = 1;  // bit w: worker w has new work; worker 0 sends the header
+  uint64_t wake = 0;  // bit w: worker w has new data to move
   for (int i = 0; i < nchunks; ++i) {
     Task t{r->parts[0].data + chunks[i].offset, chunks[i].len, r};
     if (!pushTask(chunks[i].socket, t)) {
@@ -55,6 +56,13 @@ Status SendComm::isend(const void* data, size_t size, int tag, Request** req) {
     fail(Status::kInternalError, "control queue overflow");
     return error();
   }
+  // An inline message leaves from here (or thread 0 is woken); a bulk one's header goes with
+  // its data from thread 0, which the receiver then finds together.
+  if (nchunks == 0) {
+    callerStep();
+  } else {
+    wakeWorker(0);
+  }
   for (int w = 0; w < numThreads(); ++w) {
     if (wake & (uint64_t{1} << w)) wakeWorker(w);
   }
@@ -66,6 +74,10 @@ bool SendComm::pumpControl() {
   bool progress = false;
   for (;;) {
     if (cur_ == nullptr) {
+      Request* next = nullptr;
+      if (inCallerStep_ && ctrlQueue_.front(&next) && next->parts[0].posted > opts_.inlineBytes) {
+        return progress;  // a bulk message: thread 0 sends its header with its data (isend)
+      }
       if (!ctrlQueue_.pop(&cur_)) return progress;
       if (ctrlClosed_) {
         fail(Status::kRemoteError, "peer closed the connection before message %u", cur_->seq);

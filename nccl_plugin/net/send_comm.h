@@ -30,13 +30,14 @@ class SendComm final : public CommCore {
   bool pumpControl() override;
   short controlEvents() override;
   bool controlQueued() const override { return !ctrlQueue_.empty(); }
+  bool controlWanted() const override { return cur_ != nullptr || !ctrlQueue_.empty(); }
   void onControlEvents(short revents) override;
 
   const CommOptions opts_;
   SpscRing<Request*> ctrlQueue_{kMaxRequests};  // caller -> thread 0: headers to send
   uint32_t nextSeq_ = 0;                        // caller thread
 
-  // Thread 0 only.
+  // Thread 0, or a caller in its step (CommCore's ctrlMu_).
   Request* cur_ = nullptr;
   uint8_t buf_[wire::kMsgHeaderBytes + kMaxInlineBytes];
   size_t len_ = 0;

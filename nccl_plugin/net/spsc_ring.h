@@ -38,6 +38,14 @@ class SpscRing {
     return true;
   }
 
+  // Consumer thread only: the next element without taking it (false: none).
+  bool front(T* out) const {
+    size_t h = head_.load(std::memory_order_relaxed);
+    if (h == tail_.load(std::memory_order_acquire)) return false;
+    *out = slots_[h & mask_];
+    return true;
+  }
+
   // Consumer thread (exact) or anyone (a hint).
   bool empty() const {
     return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire);

@@ -61,6 +61,7 @@ CommOptions TcpTransport::optionsFor(int dev) const {
   o.minChunkBytes = config_.minChunkBytes;
   o.inlineBytes = config_.inlineBytes;
   o.socketBufBytes = config_.socketBufBytes;
+  o.callerProgress = config_.callerProgress;
   return o;
 }
 

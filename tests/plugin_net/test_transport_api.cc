@@ -14,11 +14,12 @@
 namespace conflux::net {
 namespace {
 
-std::unique_ptr<TcpTransport> makeTransport(int nthreads, int nsocks) {
+std::unique_ptr<TcpTransport> makeTransport(int nthreads, int nsocks, bool callerProgress = true) {
   TransportConfig cfg;
   cfg.ifname = "lo";
   cfg.nthreads = nthreads;
   cfg.nsocksPerThread = nsocks;
+  cfg.callerProgress = callerProgress;
   std::unique_ptr<TcpTransport> t;
   EXPECT_EQ(TcpTransport::create(cfg, &t), Status::kOk);
   return t;
@@ -108,10 +109,14 @@ Connected connectPair(const TcpTransport& t) {
   return c;
 }
 
+// With and without caller progress (CommOptions::callerProgress: the caller moves the control
+// socket's bytes in isend/irecv/test, sharing that work with helper thread 0).
+class TransportModes : public ::testing::TestWithParam<bool> {};
+
 // Random sizes around the inline and chunk boundaries, random grouping (1..8 parts), tags
 // sent in shuffled order, over 6 data sockets: every byte and every reported size checked.
-TEST(TransportApi, RandomizedGroupedTrafficStaysIntact) {
-  auto t = makeTransport(2, 3);
+TEST_P(TransportModes, RandomizedGroupedTrafficStaysIntact) {
+  auto t = makeTransport(2, 3, GetParam());
   Connected c = connectPair(*t);
   ASSERT_TRUE(c.send && c.recv);
   std::mt19937 rng(12345);
@@ -153,6 +158,57 @@ TEST(TransportApi, RandomizedGroupedTrafficStaysIntact) {
     }
   }
 }
+
+// Two threads bounce messages over a pair of connections, each waiting for the other's: inline
+// sizes (the control socket, which callers and thread 0 share) and bulk ones (the data
+// sockets) interleaved. Every byte checked; a lost wake-up would hang the exchange.
+TEST_P(TransportModes, PingPongOfInlineAndBulkMessagesIsExact) {
+  auto t = makeTransport(2, 1, GetParam());
+  Connected ab = connectPair(*t), ba = connectPair(*t);
+  ASSERT_TRUE(ab.send && ab.recv && ba.send && ba.recv);
+  constexpr int kRounds = 2000;
+  const auto size_of = [](int i) -> size_t {
+    return i % 97 == 0 ? 200000 + size_t(i) : size_t(i % 1100);  // 1025..1099: just past inline
+  };
+  const auto fill = [](std::vector<unsigned char>& v, int i, int salt) {
+    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<unsigned char>(k * 31 + i + salt);
+  };
+  const auto exchange = [&](SendComm& out, RecvComm& in, bool first, int salt) {
+    std::vector<unsigned char> msg, got(200000 + kRounds + 1), want;
+    for (int i = 0; i < kRounds; ++i) {
+      const size_t size = size_of(i);
+      const auto receive = [&] {
+        void* d[1] = {got.data()};
+        size_t s[1] = {got.size()};
+        int tag[1] = {i};
+        Request* r = nullptr;
+        ASSERT_EQ(in.irecv(1, d, s, tag, &r), Status::kOk);
+        ASSERT_NE(r, nullptr);
+        size_t n[kMaxRecvs] = {};
+        ASSERT_EQ(waitDone(r, n), Status::kOk);
+        ASSERT_EQ(n[0], size) << "round " << i;
+        want.resize(size);
+        fill(want, i, 1 - salt);
+        ASSERT_TRUE(size == 0 || std::memcmp(got.data(), want.data(), size) == 0) << "round " << i;
+      };
+      if (!first) receive();
+      msg.resize(size);
+      fill(msg, i, salt);
+      Request* r = nullptr;
+      ASSERT_EQ(out.isend(msg.data(), size, i, &r), Status::kOk);
+      ASSERT_NE(r, nullptr);
+      size_t n = 0;
+      ASSERT_EQ(waitDone(r, &n), Status::kOk);
+      if (first) receive();
+    }
+  };
+  std::thread b([&] { exchange(*ba.send, *ab.recv, false, 1); });
+  exchange(*ab.send, *ba.recv, true, 0);
+  b.join();
+}
+
+INSTANTIATE_TEST_SUITE_P(CallerProgress, TransportModes, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "on" : "off"; });
 
 // A stranger that connects and sends garbage is dropped; a real peer still gets through.
 TEST(TransportApi, ListenerRejectsGarbageConnections) {
