@@ -76,6 +76,7 @@ void CommCore::callerStep() {
     wakeWorker(0);
     return;
   }
+  if (!callerHasWork()) return;
   std::unique_lock<std::mutex> lk(ctrlMu_, std::try_to_lock);
   if (!lk.owns_lock()) {
     wakeWorker(0);  // thread 0 is at it, or checking before it sleeps: it must look again

@@ -89,8 +89,13 @@ class CommCore {
   // Poll reported `revents` on the control socket while thread 0 was idle.
   virtual void onControlEvents(short revents) = 0;
   // True if a caller's step could move something now: a header to send, or a posted receive
-  // waiting for its header (otherwise the step skips the control socket's syscalls).
+  // waiting for its header (otherwise the step skips the control socket's syscalls). Under
+  // ctrlMu_.
   virtual bool controlWanted() const = 0;
+  // Without the lock, a hint: whether a caller's step has anything to do (a new send or
+  // receive posted, an inline message arriving). When not, the caller leaves the lock alone,
+  // so a caller polling test() in a loop does not keep thread 0 from its work.
+  virtual bool callerHasWork() = 0;
 
   // Hands `t` to data socket `socket`; producer-side of that socket's ring.
   bool pushTask(int socket, const Task& t);

@@ -38,6 +38,7 @@ class RecvComm final : public CommCore {
   short controlEvents() override;
   bool controlQueued() const override { return !posted_.empty(); }
   bool controlWanted() const override { return !posted_.empty() || !pending_.empty(); }
+  bool callerHasWork() override { return !posted_.empty() || callerTakesNext(); }
   void onControlEvents(short) override {}
 
   // Reads (part of) the next header and inline payload; returns false when it would block

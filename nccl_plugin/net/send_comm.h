@@ -31,6 +31,8 @@ class SendComm final : public CommCore {
   short controlEvents() override;
   bool controlQueued() const override { return !ctrlQueue_.empty(); }
   bool controlWanted() const override { return cur_ != nullptr || !ctrlQueue_.empty(); }
+  // A header half sent is thread 0's (it polls for POLLOUT): only new ones are the caller's.
+  bool callerHasWork() override { return !ctrlQueue_.empty(); }
   void onControlEvents(short revents) override;
 
   const CommOptions opts_;
