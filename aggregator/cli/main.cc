@@ -85,7 +85,8 @@ int main(int argc, char** argv) {
   CLI::App* plan_cmd = app.add_subcommand(
       "plan",
       "capacity planning: expected AllReduce algbw of one aggregator, k striped and a tree of L "
-      "leaves under a root (or under M middle aggregators, --max-depth 3), next to the ring, from "
+      "leaves under a root (or under levels of middle aggregators, --max-depth), next to the ring, "
+      "from "
       "link rates and cores (a model, no traffic)");
   plan_cmd->add_option("--workers", pin.workers, "workers (ranks)")
       ->required()
@@ -107,10 +108,11 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--max-aggregators", pin.max_aggregators, "list layouts up to this many")
       ->check(CLI::Range(1, 1024));
   plan_cmd
-      ->add_option("--max-depth", pin.max_depth,
-                   "aggregator levels of the deepest tree listed: 2 (leaves, root) or 3 (leaves, "
-                   "middle aggregators, root)")
-      ->check(CLI::Range(2, 3));
+      ->add_option(
+          "--max-depth", pin.max_depth,
+          "aggregator levels of the deepest tree listed: 2 (leaves, root) up to 9 (leaves, "
+          "7 levels of middle aggregators, root; protocol/SPEC.md section 7)")
+      ->check(CLI::Range(2, 9));
   plan_cmd->add_flag("--json", json, "print JSON instead of a table");
   try {
     app.parse(argc, argv);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 
 namespace conflux::cli {
 namespace {
@@ -44,41 +45,52 @@ std::vector<PlanRow> plan(const PlanInput& in) {
     rows.push_back(
         row(in, k == 1 ? "1 aggregator" : fmt::format("{} striped", k), k, b, ring.gbit));
   }
-  // Trees: L leaves with ceil(N/L) workers each. A leaf's link carries its workers' streams
-  // plus one to (from) its parent each way; the root's link carries its children's.
+  // Trees, described by their fan-outs from the root down: the root has fanout[0] children,
+  // each of those fanout[1], and so on; the last level's nodes are the leaves, ceil(N/L)
+  // workers each. A node's link carries its children's streams plus one to (from) its parent
+  // each way; the root's link carries its children's only. Every level reduces its children's
+  // streams on its cores.
   const double root_gbit = in.root_gbit > 0 ? in.root_gbit : in.agg_gbit;
-  const auto leaves = [&](int l) {
-    const double per_leaf = std::ceil(n / l);
+  const auto tree = [&](const std::vector<int>& fanout) {
+    int nodes = 1, leaves = 1;
+    for (int f : fanout) nodes += leaves *= f;
+    const double per_leaf = std::ceil(n / leaves);
     Bound b;
     b.cap(in.worker_gbit, "worker link");
     b.cap(in.agg_gbit / (per_leaf + 1), "leaf link");
     b.cap(cpu / per_leaf, "leaf cores");
-    return b;
-  };
-  const auto root = [&](Bound& b, int children) {
-    b.cap(root_gbit / children, "root link");
-    b.cap(cpu / children, "root cores");
-  };
-  // Depth 2: the L leaves under one root.
-  for (int l = 2; l + 1 <= in.max_aggregators && l < in.workers; ++l) {
-    Bound b = leaves(l);
-    root(b, l);
-    rows.push_back(row(in, fmt::format("tree {} leaves + root", l), l + 1, b, ring.gbit));
-  }
-  if (in.max_depth < 3) return rows;
-  // Depth 3: M middle aggregators with f leaves each (L = M f leaves), one root. A middle
-  // one's link carries its f leaves' streams plus one to (from) the root; the root's M.
-  for (int m = 2; 3 * m + 1 <= in.max_aggregators; ++m) {
-    for (int f = 2; m * f + m + 1 <= in.max_aggregators && m * f < in.workers; ++f) {
-      const int l = m * f;
-      Bound b = leaves(l);
-      b.cap(in.agg_gbit / (f + 1), "middle link");
-      b.cap(cpu / f, "middle cores");
-      root(b, m);
-      rows.push_back(
-          row(in, fmt::format("tree {} leaves + {} mid + root", l, m), l + m + 1, b, ring.gbit));
+    for (size_t i = 1; i < fanout.size(); ++i) {
+      b.cap(in.agg_gbit / (fanout[i] + 1), "middle link");
+      b.cap(cpu / fanout[i], "middle cores");
     }
-  }
+    b.cap(root_gbit / fanout[0], "root link");
+    b.cap(cpu / fanout[0], "root cores");
+    // "tree 8 leaves + root", "tree 8 leaves + 4 + 2 mid + root": middle levels bottom up.
+    std::string name = fmt::format("tree {} leaves", leaves);
+    if (fanout.size() > 1) {
+      std::vector<int> mid;
+      for (int i = static_cast<int>(fanout.size()) - 2, count = leaves; i >= 0; --i) {
+        mid.push_back(count /= fanout[i + 1]);
+      }
+      name += fmt::format(" + {} mid", fmt::join(mid, " + "));
+    }
+    rows.push_back(row(in, name + " + root", nodes, b, ring.gbit));
+  };
+  // Every fan-out vector of each depth (each fan-out >= 2, fewer leaves than workers, at most
+  // max_aggregators hosts), shallow trees first, each depth in lexicographic order.
+  std::vector<int> fanout;
+  const auto grow = [&](auto&& self, int depth, int nodes, int leaves) -> void {
+    if (static_cast<int>(fanout.size()) + 1 == depth) {
+      tree(fanout);
+      return;
+    }
+    for (int f = 2; nodes + leaves * f <= in.max_aggregators && leaves * f < in.workers; ++f) {
+      fanout.push_back(f);
+      self(self, depth, nodes + leaves * f, leaves * f);
+      fanout.pop_back();
+    }
+  };
+  for (int depth = 2; depth <= in.max_depth; ++depth) grow(grow, depth, 1, 1);
   return rows;
 }
 
@@ -88,10 +100,10 @@ std::string plan_table(const PlanInput& in, const std::vector<PlanRow>& rows) {
       "Gbit/s\n",
       in.workers, in.worker_gbit, in.agg_gbit, in.root_gbit > 0 ? in.root_gbit : in.agg_gbit,
       in.agg_cores, in.core_gbit);
-  out += fmt::format("{:<30} {:>5} {:>12} {:>8} {:>8}  {}\n", "layout", "aggs", "algbw Gbit/s",
+  out += fmt::format("{:<36} {:>5} {:>12} {:>8} {:>8}  {}\n", "layout", "aggs", "algbw Gbit/s",
                      "of link", "vs ring", "limited by");
   for (const PlanRow& r : rows) {
-    out += fmt::format("{:<30} {:>5} {:>12.3f} {:>8.2f} {:>8.2f}  {}\n", r.layout, r.aggregators,
+    out += fmt::format("{:<36} {:>5} {:>12.3f} {:>8.2f} {:>8.2f}  {}\n", r.layout, r.aggregators,
                        r.algbw_gbit, r.of_link, r.vs_ring, r.limit);
   }
   return out;

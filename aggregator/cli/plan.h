@@ -1,7 +1,8 @@
 // `conflux plan`: capacity planning. From the number of workers, their link rate and the
 // aggregator hosts' link rate and cores, the expected AllReduce algbw of each layout: one
 // aggregator, k aggregators striped, a reduction tree of L leaves under one root and, with
-// max_depth 3, L leaves under M middle aggregators under one root (protocol/SPEC.md §7),
+// max_depth > 2, L leaves under levels of middle aggregators under one root (protocol/SPEC.md
+// §7, every fan-out up to max_aggregators hosts),
 // next to the ring's ceiling. A bandwidth model (every byte of every
 // link, each direction on its own) plus a CPU term per aggregator; no measurement.
 #pragma once
@@ -19,12 +20,12 @@ struct PlanInput {
   int agg_cores = 8;         // dataplane threads per aggregator
   double core_gbit = 10;     // contribution bytes one thread reduces per second, Gbit/s
   int max_aggregators = 16;  // layouts using more hosts are not listed
-  int max_depth = 2;         // aggregator levels of the deepest tree listed (2 or 3)
+  int max_depth = 2;         // aggregator levels of the deepest tree listed (2..9)
 };
 
 struct PlanRow {
   std::string layout;   // "ring", "1 aggregator", "4 striped", "tree 2 leaves + root",
-                        // "tree 4 leaves + 2 mid + root"
+                        // "tree 4 leaves + 2 mid + root", "tree 8 leaves + 4 + 2 mid + root"
   int aggregators = 0;  // aggregator hosts it needs
   double algbw_gbit = 0;
   double of_link = 0;  // algbw / worker link

@@ -63,8 +63,29 @@ def main():
     t3 = {x["layout"]: x for x in json.loads(r.stdout)["layouts"]}["tree 4 leaves + 2 mid + root"]
     check(f"depth 3 limited by the root link: {t3}", t3["limit"] == "root link" and
           abs(t3["algbw_gbit"] - 0.075) < 1e-9)
-    r = plan(conflux, *deep, "--max-depth", "4")
-    check(f"--max-depth 4 is a usage error: {r.returncode}", r.returncode == 2)
+    # Depth 4: 8 leaves of 2 workers (0.4 / 3 each way), 4 then 2 middle aggregators with 2
+    # children each (0.4 / 3), a root with 2 (0.15 / 2 binds): 15 hosts.
+    r = plan(conflux, *deep[:-3], "--max-aggregators", "15", "--json", "--root-gbit", "0.15",
+             "--max-depth", "4")
+    rows = {x["layout"]: x for x in json.loads(r.stdout)["layouts"]}
+    t4 = rows.get("tree 8 leaves + 4 + 2 mid + root", {})
+    check(f"depth 4 limited by the root link: {t4}", t4.get("limit") == "root link" and
+          abs(t4.get("algbw_gbit", 0) - 0.075) < 1e-9 and t4.get("aggregators") == 15)
+    check("depth 4 lists depth 3 too", "tree 4 leaves + 2 mid + root" in rows)
+    check("depth 4 lists no deeper tree", not any(k.count("+") > 3 for k in rows))
+    check("depth 4 within 15 hosts only", all(x["aggregators"] <= 15 for x in rows.values()))
+    # A middle level binds: 8 workers, 2 middle aggregators with 3 leaves each (6 leaves of at
+    # most 2 workers: 0.3 / 3 = 0.1), a middle one's link 3 + 1 streams (0.3 / 4 = 0.075), the
+    # root's 2 (0.3 / 2).
+    r = plan(conflux, "--workers", "8", "--worker-gbit", "0.1", "--agg-gbit", "0.3",
+             "--agg-cores", "2", "--core-gbit", "10", "--max-aggregators", "9", "--max-depth", "3",
+             "--json")
+    rows = {x["layout"]: x for x in json.loads(r.stdout)["layouts"]}
+    t3 = rows.get("tree 6 leaves + 2 mid + root", {})
+    check(f"depth 3 limited by the middle link: {t3}", t3.get("limit") == "middle link" and
+          abs(t3.get("algbw_gbit", 0) - 0.075) < 1e-9 and t3.get("aggregators") == 9)
+    r = plan(conflux, *deep, "--max-depth", "10")
+    check(f"--max-depth 10 is a usage error: {r.returncode}", r.returncode == 2)
 
     r = plan(conflux, *base, "--agg-gbit", "0.4")
     check("table has a header and the tree row", r.returncode == 0 and "limited by" in r.stdout
