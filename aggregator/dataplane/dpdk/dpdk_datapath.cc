@@ -72,7 +72,7 @@ DpdkQueue::DpdkQueue(const QueueSetup& s, JobTable& jobs, const Config& cfg)
 
 DpdkQueue::~DpdkQueue() {
   for (uint32_t i = 0; i < tx_n_; ++i) rte_pktmbuf_free(tx_[i]);
-  for (const Deferred& d : deferred_) rte_pktmbuf_free(d.m);
+  deferred_.clear([](Deferred& d) { rte_pktmbuf_free(d.m); });
 }
 
 void DpdkQueue::run() {
@@ -321,13 +321,8 @@ void DpdkQueue::flush_tx() {
   tx_n_ = 0;
 }
 
-bool DpdkQueue::has_deferred(uint32_t job_id) const {
-  return std::any_of(deferred_.begin(), deferred_.end(),
-                     [&](const Deferred& d) { return d.job_id == job_id; });
-}
-
 void DpdkQueue::pace_tx() {
-  blocked_.clear();
+  deferred_.begin_pass();
   uint32_t kept = 0;
   for (uint32_t i = 0; i < tx_n_; ++i) {
     const uint32_t id = tx_jobs_[i];
@@ -335,14 +330,9 @@ void DpdkQueue::pace_tx() {
     TokenBucket* share = job != nullptr ? job->pacer(s_.queue) : nullptr;
     if (share != nullptr || (id != 0 && !deferred_.empty())) {
       const uint64_t now = steady_ns();
-      bool blocked = std::find(blocked_.begin(), blocked_.end(), id) != blocked_.end();
-      if (!blocked && ((share != nullptr && share->delay_ns(now) > 0) || has_deferred(id))) {
-        blocked_.push_back(id);
-        blocked = true;
-      }
-      if (blocked) {  // after its earlier frames: the job's results leave in order
+      if (deferred_.hold(id, share != nullptr ? share->delay_ns(now) : 0)) {
         if (deferred_.size() < kMaxDeferred) {
-          deferred_.push_back({id, tx_[i], tx_bytes_[i]});
+          deferred_.push(id, {tx_[i], tx_bytes_[i]});
           counters_.deferred.inc();
         } else {
           rte_pktmbuf_free(tx_[i]);  // its worker asks again; served from the COMPLETE bank
@@ -368,43 +358,21 @@ void DpdkQueue::pace_tx() {
 }
 
 void DpdkQueue::drain_deferred() {
-  blocked_.clear();
-  // Work-conserving, as the UDP dataplane: when one job alone has frames waiting, the others
-  // are idle or within their shares, so it may use what they leave of the queue's egress.
-  const uint32_t first_id = deferred_.front().job_id;
-  const bool lone = std::all_of(deferred_.begin(), deferred_.end(),
-                                [&](const Deferred& d) { return d.job_id == first_id; });
-  for (auto it = deferred_.begin(); it != deferred_.end() && tx_n_ < kTxBuffer;) {
-    if (std::find(blocked_.begin(), blocked_.end(), it->job_id) != blocked_.end()) {
-      ++it;
-      continue;
-    }
-    Job* job = jobs_.find(it->job_id);
-    if (job == nullptr) {  // the job ended: nobody waits for its results
-      rte_pktmbuf_free(it->m);
-      it = deferred_.erase(it);
-      continue;
-    }
-    TokenBucket* share = job->pacer(s_.queue);
-    const uint64_t now = steady_ns();
-    const bool in_debt = share != nullptr && share->delay_ns(now) > 0;
-    if (in_debt && !lone) {
-      blocked_.push_back(it->job_id);
-      ++it;
-      continue;
-    }
-    if (in_debt) {
-      counters_.borrowed.inc();  // its own bucket is not charged for what it borrows
-    } else if (share != nullptr) {
-      share->consume(now, it->bytes);
-    }
-    if (tx_n_ == 0) tx_first_tsc_ = rte_rdtsc();
-    tx_[tx_n_] = it->m;
-    tx_bytes_[tx_n_] = it->bytes;
-    tx_jobs_[tx_n_] = 0;  // charged
-    ++tx_n_;
-    it = deferred_.erase(it);
-  }
+  if (tx_n_ >= kTxBuffer) return;
+  // The queue's egress is waited for by flush_tx, for the whole burst.
+  deferred_.drain(
+      jobs_, s_.queue, [](uint64_t) { return uint64_t{0}; },
+      [&](Job&, Deferred& d, TokenBucket* share, bool borrowed) {
+        if (borrowed) counters_.borrowed.inc();
+        if (share != nullptr) share->consume(steady_ns(), d.bytes);
+        if (tx_n_ == 0) tx_first_tsc_ = rte_rdtsc();
+        tx_[tx_n_] = d.m;
+        tx_bytes_[tx_n_] = d.bytes;
+        tx_jobs_[tx_n_] = 0;  // charged
+        ++tx_n_;
+        return tx_n_ < kTxBuffer;
+      },
+      [](Deferred& d) { rte_pktmbuf_free(d.m); });
 }
 
 }  // namespace conflux::agg::dpdk

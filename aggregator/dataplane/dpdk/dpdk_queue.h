@@ -13,7 +13,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <vector>
 
@@ -22,6 +21,7 @@
 #include "aggregator/dataplane/dpdk/frame.h"
 #include "aggregator/dataplane/dpdk/neighbor_table.h"
 #include "aggregator/engine/rx_pipeline.h"
+#include "aggregator/engine/set_aside.h"
 #include "aggregator/engine/slot_engine.h"
 #include "aggregator/util/rate_limit.h"
 #include "aggregator/util/token_bucket.h"
@@ -98,7 +98,6 @@ class DpdkQueue final {
   void pace_tx();
   // Moves the frames set aside whose jobs may send now into the TX buffer, oldest first.
   void drain_deferred();
-  bool has_deferred(uint32_t job_id) const;
 
   QueueSetup s_;
   JobTable& jobs_;
@@ -111,14 +110,12 @@ class DpdkQueue final {
   std::vector<rte_mbuf*> tx_;
   std::vector<uint32_t> tx_bytes_;
   std::vector<uint32_t> tx_jobs_;  // job id of each frame to charge (0: none), see enqueue
-  // A result frame of a job whose bucket was in debt; the job by id: it may end meanwhile.
+  // A result frame of a job whose bucket was in debt (aggregator/engine/set_aside.h).
   struct Deferred {
-    uint32_t job_id;
     rte_mbuf* m;
     uint32_t bytes;
   };
-  std::deque<Deferred> deferred_;
-  std::vector<uint32_t> blocked_;  // pace_tx, drain_deferred: ids of the jobs in debt this pass
+  SetAside<Deferred> deferred_;
   uint32_t tx_n_ = 0;
   uint64_t tx_first_tsc_ = 0;
   uint64_t last_arp_tsc_ = 0;

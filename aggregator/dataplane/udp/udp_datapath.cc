@@ -208,10 +208,9 @@ void UdpQueue::flush_paced() {
   for (size_t m = 0; m < tx_n_; ++m) tx_waiting_.push_back(static_cast<uint32_t>(m));
   while (!tx_waiting_.empty()) {
     wait_for_tokens(egress());
-    // One pass in order: send each message whose job may send now; a job found in debt (or
-    // with deferred messages) keeps all its later messages too (its results leave in order),
-    // the others go past it.
-    tx_blocked_.clear();
+    // One pass in order: send each message whose job may send now; a job held (in debt, or
+    // with deferred messages) keeps all its later messages too, the others go past it.
+    deferred_.begin_pass();
     size_t kept = 0;
     for (const uint32_t m : tx_waiting_) {
       Job* job = tx_jobs_[m];
@@ -219,10 +218,7 @@ void UdpQueue::flush_paced() {
       const uint64_t now = steady_ns();
       const uint64_t wait =
           std::max(share != nullptr ? share->delay_ns(now) : 0, egress().delay_ns(now));
-      const bool blocked =
-          std::find(tx_blocked_.begin(), tx_blocked_.end(), job) != tx_blocked_.end();
-      if (blocked || wait > 0 || has_deferred(job)) {
-        if (!blocked) tx_blocked_.push_back(job);
+      if (deferred_.hold(job->id(), wait)) {
         tx_waiting_[kept++] = m;
         continue;
       }
@@ -239,14 +235,9 @@ void UdpQueue::flush_paced() {
   }
 }
 
-bool UdpQueue::has_deferred(const Job* job) const {
-  return std::any_of(deferred_.begin(), deferred_.end(),
-                     [&](const Deferred& d) { return d.job_id == job->id(); });
-}
-
 void UdpQueue::defer(size_t m) {
   const msghdr& h = tx_msgs_[m].msg_hdr;
-  Deferred d{tx_jobs_[m]->id(), *static_cast<const sockaddr_in*>(h.msg_name), {}, {}};
+  Deferred d{*static_cast<const sockaddr_in*>(h.msg_name), {}, {}};
   for (size_t k = 0; k < h.msg_iovlen; ++k) {
     const auto* p = static_cast<const uint8_t*>(h.msg_iov[k].iov_base);
     d.lens.push_back(static_cast<uint32_t>(h.msg_iov[k].iov_len));
@@ -266,66 +257,38 @@ void UdpQueue::defer(size_t m) {
     return;
   }
   deferred_bytes_ += d.bytes.size();
-  deferred_.push_back(std::move(d));
+  deferred_.push(tx_jobs_[m]->id(), std::move(d));
   counters_.deferred.inc();
 }
 
 uint64_t UdpQueue::drain_deferred() {
-  std::vector<uint32_t>& blocked_ids = drain_blocked_;  // jobs in debt: their later ones wait
-  blocked_ids.clear();
-  uint64_t soonest = 0;
-  // Work-conserving: when one job alone has results waiting, the others are idle or within
-  // their shares, so it may use what they leave of the queue's egress (its own bucket is not
-  // charged for that: once another job has to wait too, its share holds it again).
-  const uint32_t first_id = deferred_.front().job_id;
-  const bool lone = std::all_of(deferred_.begin(), deferred_.end(),
-                                [&](const Deferred& d) { return d.job_id == first_id; });
-  for (auto it = deferred_.begin(); it != deferred_.end();) {
-    if (std::find(blocked_ids.begin(), blocked_ids.end(), it->job_id) != blocked_ids.end()) {
-      ++it;
-      continue;
-    }
-    Job* job = jobs_.find(it->job_id);
-    if (job == nullptr) {  // the job ended: nobody waits for its results
-      deferred_bytes_ -= it->bytes.size();
-      it = deferred_.erase(it);
-      continue;
-    }
-    TokenBucket* share = job->pacer(queue_);
-    const uint64_t now = steady_ns();
-    const uint64_t share_wait = share != nullptr ? share->delay_ns(now) : 0;
-    const bool borrow = lone && share_wait > 0;
-    const uint64_t wait = std::max(borrow ? 0 : share_wait, egress().delay_ns(now));
-    if (wait > 0) {
-      blocked_ids.push_back(it->job_id);
-      soonest = soonest == 0 ? wait : std::min(soonest, wait);
-      ++it;
-      continue;
-    }
+  const auto send = [&](Job& job, Deferred& d, TokenBucket* share, bool borrowed) {
     // Staged as tx message 0 (the batch is empty here) and sent like any other.
     iovec* iov = &tx_iov_[0];
     size_t at = 0;
-    for (size_t k = 0; k < it->lens.size(); ++k) {
-      iov[k] = {it->bytes.data() + at, it->lens[k]};
-      at += it->lens[k];
+    for (size_t k = 0; k < d.lens.size(); ++k) {
+      iov[k] = {d.bytes.data() + at, d.lens[k]};
+      at += d.lens[k];
     }
     msghdr& h = tx_msgs_[0].msg_hdr;
     std::memset(&h, 0, sizeof(h));
-    h.msg_name = &it->to;
+    h.msg_name = &d.to;
     h.msg_namelen = sizeof(sockaddr_in);
     h.msg_iov = iov;
-    h.msg_iovlen = it->lens.size();
-    if (it->lens.size() > 1) {
-      udp_offload::set_segment(h, tx_control_[0].bytes, static_cast<uint16_t>(it->lens[0]));
+    h.msg_iovlen = d.lens.size();
+    if (d.lens.size() > 1) {
+      udp_offload::set_segment(h, tx_control_[0].bytes, static_cast<uint16_t>(d.lens[0]));
     }
-    tx_jobs_[0] = job;
-    tx_segments_[0] = static_cast<uint32_t>(it->lens.size());
-    send_one(0, borrow ? nullptr : share);
-    if (borrow) counters_.borrowed.inc();
-    deferred_bytes_ -= it->bytes.size();
-    it = deferred_.erase(it);
-  }
-  return soonest;
+    tx_jobs_[0] = &job;
+    tx_segments_[0] = static_cast<uint32_t>(d.lens.size());
+    send_one(0, share);
+    if (borrowed) counters_.borrowed.inc();
+    deferred_bytes_ -= d.bytes.size();
+    return true;
+  };
+  return deferred_.drain(
+      jobs_, queue_, [&](uint64_t now) { return egress().delay_ns(now); }, send,
+      [&](Deferred& d) { deferred_bytes_ -= d.bytes.size(); });
 }
 
 void UdpQueue::send_one(size_t m, TokenBucket* share) {

@@ -5,8 +5,9 @@
 // leave as GSO sends (one sendmmsg message for up to 64 same-size datagrams).
 // With `max_mbps` every send waits for this queue's token bucket (max_mbps / threads), and,
 // while several jobs are live, for its job's bucket too (its fair share / threads, Job::pacer).
-// A job in debt does not stop the thread: its results are copied aside (deferred_) and sent,
-// in order, as its bucket refills, while the thread goes on receiving and serving the others.
+// A job in debt does not stop the thread: its results are copied aside (deferred_, the policy
+// in aggregator/engine/set_aside.h) and sent, in order, as its bucket refills, while the
+// thread goes on receiving and serving the others.
 #pragma once
 
 #include <sys/socket.h>
@@ -14,12 +15,12 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <vector>
 
 #include "aggregator/config.h"
 #include "aggregator/engine/rx_pipeline.h"
+#include "aggregator/engine/set_aside.h"
 #include "aggregator/engine/slot_engine.h"
 #include "aggregator/util/rate_limit.h"
 #include "aggregator/util/token_bucket.h"
@@ -71,9 +72,8 @@ class UdpQueue final {
   void wait_readable(uint64_t due_ns);
 
   // A message of a job whose bucket was in debt, copied out of the batch (whose buffers are
-  // reused) to be sent when the bucket allows. The job by id: it may end meanwhile.
+  // reused) to be sent when the bucket allows.
   struct Deferred {
-    uint32_t job_id;
     sockaddr_in to;
     std::vector<uint32_t> lens;  // its datagrams (a GSO send when more than one)
     std::vector<uint8_t> bytes;  // their bytes, back to back
@@ -83,8 +83,6 @@ class UdpQueue final {
   // Sends every deferred message whose job may send now, in order per job. Needs tx_n_ == 0.
   // Returns how long until the first one still waiting may go (0: none waits).
   uint64_t drain_deferred();
-  // True when job has deferred messages (its new ones must queue behind them).
-  bool has_deferred(const Job* job) const;
 
   int fd_;
   uint16_t port_;
@@ -108,9 +106,7 @@ class UdpQueue final {
   std::vector<Job*> tx_jobs_;
   std::vector<uint32_t> tx_segments_;
   std::vector<uint32_t> tx_waiting_;  // flush_paced: messages not sent yet, in order
-  std::vector<Job*> tx_blocked_;      // flush_paced: jobs in debt this pass
-  std::deque<Deferred> deferred_;
-  std::vector<uint32_t> drain_blocked_;  // drain_deferred: ids of the jobs in debt this pass
+  SetAside<Deferred> deferred_;
   size_t deferred_bytes_ = 0;
   static constexpr size_t kMaxDeferredBytes = size_t{64} << 20;
   size_t tx_n_ = 0;
