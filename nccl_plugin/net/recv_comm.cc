@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "net/log.h"
 
@@ -68,7 +69,10 @@ bool RecvComm::readHeader(bool* progress) {
       dst = inline_ + inlineGot_;
       want = hdr_.size - inlineGot_;
     }
-    if (inCallerStep_ && hdrGot_ == 0 && !callerTakesNext()) return false;
+    if (inCallerStep_ && hdrGot_ == 0 && !std::exchange(callerPeeked_, false) &&
+        !callerTakesNext()) {
+      return false;
+    }
     ssize_t r = want == 0 ? 0 : ::recv(ctrl_.get(), dst, want, MSG_DONTWAIT);
     if (want > 0 && r <= 0) {
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;

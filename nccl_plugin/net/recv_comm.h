@@ -38,7 +38,13 @@ class RecvComm final : public CommCore {
   short controlEvents() override;
   bool controlQueued() const override { return !posted_.empty(); }
   bool controlWanted() const override { return !posted_.empty() || !pending_.empty(); }
-  bool callerHasWork() override { return !posted_.empty() || callerTakesNext(); }
+  // The peek's verdict stands for the step's first header (callerPeeked_): one peek per
+  // inline message, not two. Thread 0 may take that message in between; then the step reads
+  // whatever follows, which is correct, only perhaps a bulk header thread 0 would have taken.
+  bool callerHasWork() override {
+    callerPeeked_ = posted_.empty() && callerTakesNext();
+    return callerPeeked_ || !posted_.empty();
+  }
   void onControlEvents(short) override {}
 
   // Reads (part of) the next header and inline payload; returns false when it would block
@@ -56,7 +62,8 @@ class RecvComm final : public CommCore {
   uint8_t hdrBuf_[wire::kMsgHeaderBytes];
   size_t hdrGot_ = 0;
   wire::MsgHeader hdr_;
-  bool hdrValid_ = false;  // hdr_ (and its inline payload) complete, not yet matched
+  bool hdrValid_ = false;      // hdr_ (and its inline payload) complete, not yet matched
+  bool callerPeeked_ = false;  // the caller's thread only: callerHasWork saw an inline message
   uint8_t inline_[kMaxInlineBytes];
   size_t inlineGot_ = 0;
   bool ctrlEof_ = false;
