@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "progress.h"
+#include "stream_copy.h"
 
 namespace conflux::client {
 
@@ -231,10 +232,16 @@ void Progress::on_result(const uint8_t* data, size_t len, bool truncated, int64_
   }
   if (receiver) {
     const size_t at = e.offset * dtype_size(e.dtype), end = at + h.payload_bytes();
-    std::memcpy(r->recv + at, payload, h.payload_bytes());
+    // A large result is not read back from this core's cache before it is evicted: it goes
+    // to memory with streaming stores (stream_copy.h). A small one stays cached for its reader.
+    if (r->bytes() >= kStreamedResultBytes) {
+      stream_copy(r->recv + at, payload, h.payload_bytes());
+    } else {
+      std::memcpy(r->recv + at, payload, h.payload_bytes());
+    }
     if (r->tail.dst != nullptr && end > r->tail.from) {  // while the payload is in cache
       const size_t lo = std::max(at, r->tail.from);
-      std::memcpy(r->tail.dst + (lo - r->tail.from), payload + (lo - at), end - lo);
+      stream_copy(r->tail.dst + (lo - r->tail.from), payload + (lo - at), end - lo);
     }
   }
   // Round-trip sample from the first send. A result without the RETRANSMIT flag is the
