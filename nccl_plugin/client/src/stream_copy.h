@@ -21,6 +21,7 @@ namespace conflux::client {
 inline constexpr uint64_t kStreamedResultBytes = 256 << 10;
 
 inline void stream_copy(uint8_t* dst, const uint8_t* src, size_t n) {
+  if (n == 0) return;  // src or dst may then be null, which memcpy does not allow
 #if defined(__x86_64__)
   constexpr size_t kMinStreamed = 1024;  // below this a plain copy is as cheap
   if (n >= kMinStreamed) {
