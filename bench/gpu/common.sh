@@ -94,3 +94,24 @@ gpu_start_mps() {
 gpu_stop_mps() {
   [[ -n ${CUDA_MPS_PIPE_DIRECTORY:-} ]] && echo quit | nvidia-cuda-mps-control 2>/dev/null || true
 }
+
+# gpu_free_port: prints a TCP port on 127.0.0.1 that nothing is bound to, below the kernel's
+# ephemeral range (so no connection of an earlier run can hold it in TIME_WAIT), for
+# NCCL_COMM_ID. A port in use made NCCL's bootstrap fail on one rank while the others waited.
+gpu_free_port() {
+  python3 - <<'PY'
+import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(100):
+    port = random.randrange(10000, lo)
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+    print(port)
+    break
+else:
+    raise SystemExit("no free port for NCCL_COMM_ID")
+PY
+}

@@ -49,8 +49,9 @@ selected() { [[ ,${CONFLUX_GPU_CONFIGS:-collnet,hybrid,failover,tree,p2p,socket}
 RANK_AGGS=()  # when set, rank r names RANK_AGGS[r] as its aggregators (after the run's env)
 run() {  # run <label> <tag> <env...>
   local label=$1 tag=$2; shift 2
-  local port=$((20000 + RANDOM % 20000)) pids=() r top=
+  local port pids=() r top=
   selected "$tag" || return 0
+  port=$(gpu_free_port)
   echo "## $label"
   for r in 0 1 2 3; do
     timeout "${CONFLUX_GPU_TIMEOUT:-300}" env "$@" NCCL_DEBUG=${NCCL_DEBUG:-INFO} \

@@ -23,9 +23,10 @@ const std::array<ParamSpec, 35> kParams{{
      "Data sockets per helper thread (threads x sockets <= 64). 0: 2.", &Config::nsocksPerThread},
     {"CONFLUX_MIN_CHUNKSIZE", ParamType::kSize, "64K", 4096, 1LL << 30,
      "Smallest piece a message is cut into across data sockets.", &Config::minChunkBytes},
-    {"CONFLUX_INLINE_BYTES", ParamType::kSize, "4096", 0, 4096,
-     "Messages up to this size travel on the control socket with their header (and, with "
-     "CONFLUX_NET_CALLER_PROGRESS, are moved by the caller's thread alone).",
+    {"CONFLUX_INLINE_BYTES", ParamType::kSize, "64K", 0, 512 * 1024,
+     "Messages up to this size travel on the control socket with their header, straight from "
+     "and into the caller's buffers (and, with CONFLUX_NET_CALLER_PROGRESS, are moved by the "
+     "caller's thread alone). Larger ones are cut into chunks over the data sockets.",
      &Config::inlineBytes},
     {"CONFLUX_SOCKET_BUFSIZE", ParamType::kSize, "0", 0, 1LL << 30,
      "SO_SNDBUF/SO_RCVBUF of data sockets. 0: kernel autotuning.", &Config::socketBufBytes},

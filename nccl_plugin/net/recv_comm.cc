@@ -60,21 +60,13 @@ Status RecvComm::irecv(int n, void* const* data, const size_t* sizes, const int*
 
 bool RecvComm::readHeader(bool* progress) {
   while (!hdrValid_) {
-    uint8_t* dst;
-    size_t want;
-    if (hdrGot_ < wire::kMsgHeaderBytes) {
-      dst = hdrBuf_ + hdrGot_;
-      want = wire::kMsgHeaderBytes - hdrGot_;
-    } else {
-      dst = inline_ + inlineGot_;
-      want = hdr_.size - inlineGot_;
-    }
     if (inCallerStep_ && hdrGot_ == 0 && !std::exchange(callerPeeked_, false) &&
         !callerTakesNext()) {
       return false;
     }
-    ssize_t r = want == 0 ? 0 : ::recv(ctrl_.get(), dst, want, MSG_DONTWAIT);
-    if (want > 0 && r <= 0) {
+    const ssize_t r =
+        ::recv(ctrl_.get(), hdrBuf_ + hdrGot_, wire::kMsgHeaderBytes - hdrGot_, MSG_DONTWAIT);
+    if (r <= 0) {
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
       if (r < 0 && errno == EINTR) continue;
       if (r == 0 && hdrGot_ == 0) {
@@ -86,21 +78,36 @@ bool RecvComm::readHeader(bool* progress) {
       return false;
     }
     *progress = true;
-    if (hdrGot_ < wire::kMsgHeaderBytes) {
-      hdrGot_ += size_t(r);
-      if (hdrGot_ < wire::kMsgHeaderBytes) continue;
-      if (!wire::decodeMsgHeader(hdrBuf_, &hdr_) || hdr_.seq != expectSeq_ ||
-          ((hdr_.flags & wire::kMsgInline) && hdr_.size > kMaxInlineBytes)) {
-        fail(Status::kRemoteError, "malformed message header (seq %u expected)", expectSeq_);
-        return false;
-      }
-      inlineGot_ = 0;
-      if (!(hdr_.flags & wire::kMsgInline)) hdrValid_ = true;
-    } else {
-      inlineGot_ += size_t(r);
+    hdrGot_ += size_t(r);
+    if (hdrGot_ < wire::kMsgHeaderBytes) continue;
+    if (!wire::decodeMsgHeader(hdrBuf_, &hdr_) || hdr_.seq != expectSeq_ ||
+        ((hdr_.flags & wire::kMsgInline) && hdr_.size > kMaxInlineBytes)) {
+      fail(Status::kRemoteError, "malformed message header (seq %u expected)", expectSeq_);
+      return false;
     }
-    if ((hdr_.flags & wire::kMsgInline) && inlineGot_ == hdr_.size) hdrValid_ = true;
+    hdrValid_ = true;
   }
+  return true;
+}
+
+bool RecvComm::readInline(bool* progress) {
+  while (inlineLeft_ > 0) {
+    const ssize_t r = ::recv(ctrl_.get(), inlineDst_, inlineLeft_, MSG_DONTWAIT);
+    if (r > 0) {
+      *progress = true;
+      inlineDst_ += r;
+      inlineLeft_ -= size_t(r);
+      continue;
+    }
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+    if (r < 0 && errno == EINTR) continue;
+    fail(Status::kRemoteError, "control socket: %s in the middle of a message",
+         r == 0 ? "peer closed the connection" : std::strerror(errno));
+    return false;
+  }
+  Request* done = std::exchange(inlineReq_, nullptr);
+  inlinePartial_.store(false, std::memory_order_relaxed);
+  done->remaining.fetch_sub(1, std::memory_order_acq_rel);  // the header's unit; last access
   return true;
 }
 
@@ -136,13 +143,10 @@ bool RecvComm::matchHeader() {
       bool allMatched =
           std::all_of(r->parts, r->parts + r->n, [](const Request::Part& q) { return q.matched; });
       if (allMatched) pending_.erase(it);  // before the decrement: r may be freed right after
+      const bool inl = (hdr_.flags & wire::kMsgInline) != 0;
       Chunk chunks[64];
-      int nchunks = 0;
-      if (hdr_.flags & wire::kMsgInline) {
-        if (hdr_.size > 0) std::memcpy(p.data, inline_, hdr_.size);
-      } else {
-        nchunks = splitMessage(hdr_.size, numDataSockets(), minChunk_, hdr_.seq, chunks);
-      }
+      const int nchunks =
+          inl ? 0 : splitMessage(hdr_.size, numDataSockets(), minChunk_, hdr_.seq, chunks);
       r->remaining.fetch_add(nchunks, std::memory_order_relaxed);
       uint64_t wake = 0;
       for (int c = 0; c < nchunks; ++c) {
@@ -155,6 +159,13 @@ bool RecvComm::matchHeader() {
       hdrValid_ = false;
       hdrGot_ = 0;
       ++expectSeq_;
+      if (inl && hdr_.size > 0) {  // its payload follows on this socket: readInline
+        inlineReq_ = r;
+        inlineDst_ = p.data;
+        inlineLeft_ = hdr_.size;
+        inlinePartial_.store(true, std::memory_order_relaxed);
+        return true;
+      }
       r->remaining.fetch_sub(1, std::memory_order_acq_rel);  // the header's unit
       // Thread 0 too: a caller may be running this (CommCore::callerStep); thread 0 running it
       // itself is awake, and wakeWorker does nothing then.
@@ -175,6 +186,7 @@ bool RecvComm::pumpControl() {
     progress = true;
   }
   for (;;) {
+    if (inlineReq_ != nullptr && !readInline(&progress)) break;
     if (!readHeader(&progress)) break;
     if (!matchHeader()) return progress;
     progress = true;

@@ -5,6 +5,7 @@
 // the control thread waits (later messages wait behind it) until such an irecv is posted.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <string>
@@ -37,19 +38,28 @@ class RecvComm final : public CommCore {
   bool pumpControl() override;
   short controlEvents() override;
   bool controlQueued() const override { return !posted_.empty(); }
-  bool controlWanted() const override { return !posted_.empty() || !pending_.empty(); }
+  bool controlWanted() const override {
+    return !posted_.empty() || !pending_.empty() || inlineReq_ != nullptr;
+  }
   // The peek's verdict stands for the step's first header (callerPeeked_): one peek per
   // inline message, not two. Thread 0 may take that message in between; then the step reads
   // whatever follows, which is correct, only perhaps a bulk header thread 0 would have taken.
   bool callerHasWork() override {
+    if (inlinePartial_.load(std::memory_order_relaxed)) {  // the rest of a message being read
+      callerPeeked_ = false;
+      return true;
+    }
     callerPeeked_ = posted_.empty() && callerTakesNext();
     return callerPeeked_ || !posted_.empty();
   }
   void onControlEvents(short) override {}
 
-  // Reads (part of) the next header and inline payload; returns false when it would block
-  // (or, in a caller's step, when the next message is not the caller's: callerTakesNext).
+  // Reads (part of) the next header; returns false when it would block (or, in a caller's
+  // step, when the next message is not the caller's: callerTakesNext).
   bool readHeader(bool* progress);
+  // Reads (the rest of) a matched inline message's payload straight into its part; returns
+  // false when it would block, true once the message is complete.
+  bool readInline(bool* progress);
   bool callerTakesNext();
   // Assigns the buffered header to a posted part; returns false if no part matches yet.
   bool matchHeader();
@@ -62,10 +72,14 @@ class RecvComm final : public CommCore {
   uint8_t hdrBuf_[wire::kMsgHeaderBytes];
   size_t hdrGot_ = 0;
   wire::MsgHeader hdr_;
-  bool hdrValid_ = false;      // hdr_ (and its inline payload) complete, not yet matched
+  bool hdrValid_ = false;      // hdr_ complete, not yet matched
   bool callerPeeked_ = false;  // the caller's thread only: callerHasWork saw an inline message
-  uint8_t inline_[kMaxInlineBytes];
-  size_t inlineGot_ = 0;
+  // The matched inline message whose payload is being read (nullptr: none), where its next
+  // bytes go and how many are still to come.
+  Request* inlineReq_ = nullptr;
+  char* inlineDst_ = nullptr;
+  size_t inlineLeft_ = 0;
+  std::atomic<bool> inlinePartial_{false};  // inlineReq_ != nullptr, for callerHasWork
   bool ctrlEof_ = false;
   uint32_t expectSeq_ = 0;
 };

@@ -10,7 +10,10 @@ namespace conflux::net {
 
 inline constexpr int kMaxRecvs = 8;                  // most messages one grouped irecv may take
 inline constexpr int kMaxRequests = 32 * kMaxRecvs;  // requests in flight per comm
-inline constexpr size_t kMaxInlineBytes = 4096;  // largest payload carried on the control socket
+// Largest payload carried on the control socket, right behind its header. Neither end
+// buffers it: the sender writes it from the caller's buffer, the receiver reads it into the
+// matched irecv's buffer.
+inline constexpr size_t kMaxInlineBytes = 512 * 1024;
 
 class CommCore;
 

@@ -1,6 +1,7 @@
 #include "net/send_comm.h"
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <cerrno>
 #include <cstring>
@@ -84,20 +85,29 @@ bool SendComm::pumpControl() {
         return false;
       }
       const Request::Part& p = cur_->parts[0];
-      bool inl = p.posted <= opts_.inlineBytes;
-      wire::encodeMsgHeader({p.tag, p.posted, cur_->seq, inl ? wire::kMsgInline : 0u}, buf_);
-      len_ = wire::kMsgHeaderBytes;
-      if (inl && p.posted > 0) {
-        std::memcpy(buf_ + len_, p.data, p.posted);
-        len_ += p.posted;
-      }
+      const bool inl = p.posted <= opts_.inlineBytes;
+      wire::encodeMsgHeader({p.tag, p.posted, cur_->seq, inl ? wire::kMsgInline : 0u}, hdr_);
+      inline_ = inl ? p.posted : 0;
       off_ = 0;
     }
-    ssize_t r = ::send(ctrl_.get(), buf_ + off_, len_ - off_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    // The header and an inline payload leave in one call, the payload from the caller's buffer.
+    iovec iov[2];
+    int niov = 0;
+    if (off_ < wire::kMsgHeaderBytes) {
+      iov[niov++] = {hdr_ + off_, wire::kMsgHeaderBytes - off_};
+      if (inline_ > 0) iov[niov++] = {cur_->parts[0].data, inline_};
+    } else {
+      const size_t sent = off_ - wire::kMsgHeaderBytes;
+      iov[niov++] = {cur_->parts[0].data + sent, inline_ - sent};
+    }
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = size_t(niov);
+    ssize_t r = ::sendmsg(ctrl_.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (r > 0) {
       progress = true;
       off_ += size_t(r);
-      if (off_ == len_) {
+      if (off_ == wire::kMsgHeaderBytes + inline_) {
         Request* done = cur_;
         cur_ = nullptr;
         done->remaining.fetch_sub(1, std::memory_order_acq_rel);

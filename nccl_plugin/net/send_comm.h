@@ -41,9 +41,9 @@ class SendComm final : public CommCore {
 
   // Thread 0, or a caller in its step (CommCore's ctrlMu_).
   Request* cur_ = nullptr;
-  uint8_t buf_[wire::kMsgHeaderBytes + kMaxInlineBytes];
-  size_t len_ = 0;
-  size_t off_ = 0;
+  uint8_t hdr_[wire::kMsgHeaderBytes];
+  size_t inline_ = 0;  // payload bytes that follow hdr_ on the control socket
+  size_t off_ = 0;     // of the header and that payload, bytes already sent
   bool ctrlClosed_ = false;
 };
 

@@ -16,7 +16,7 @@ Status validateConfig(const TransportConfig& c, std::string* why) {
   } else if (c.minChunkBytes < 4096 || c.minChunkBytes > (size_t{1} << 30)) {
     *why = "minChunkBytes must be 4096 .. 1 GiB";
   } else if (c.inlineBytes > kMaxInlineBytes) {
-    *why = "inlineBytes must be at most 4096";
+    *why = "inlineBytes must be at most 512 KiB";
   } else if (c.socketBufBytes < 0) {
     *why = "socketBufBytes must be >= 0";
   } else {

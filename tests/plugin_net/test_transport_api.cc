@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <thread>
 #include <vector>
@@ -14,12 +15,15 @@
 namespace conflux::net {
 namespace {
 
-std::unique_ptr<TcpTransport> makeTransport(int nthreads, int nsocks, bool callerProgress = true) {
+std::unique_ptr<TcpTransport> makeTransport(int nthreads, int nsocks, bool callerProgress = true,
+                                            size_t inlineBytes = 4096, int socketBufBytes = 0) {
   TransportConfig cfg;
   cfg.ifname = "lo";
   cfg.nthreads = nthreads;
   cfg.nsocksPerThread = nsocks;
   cfg.callerProgress = callerProgress;
+  cfg.inlineBytes = inlineBytes;
+  cfg.socketBufBytes = socketBufBytes;
   std::unique_ptr<TcpTransport> t;
   EXPECT_EQ(TcpTransport::create(cfg, &t), Status::kOk);
   return t;
@@ -110,18 +114,35 @@ Connected connectPair(const TcpTransport& t) {
 }
 
 // With and without caller progress (CommOptions::callerProgress: the caller moves the control
-// socket's bytes in isend/irecv/test, sharing that work with helper thread 0).
-class TransportModes : public ::testing::TestWithParam<bool> {};
+// socket's bytes in isend/irecv/test, sharing that work with helper thread 0); with the default
+// inline limit, and with the largest one over small socket buffers, so that inline payloads
+// are written and read in many pieces, by the caller and by thread 0 in turn.
+struct TransportMode {
+  bool callerProgress;
+  size_t inlineBytes;
+  int socketBufBytes;
+};
+void PrintTo(const TransportMode& m, std::ostream* os) {
+  *os << "caller progress " << (m.callerProgress ? "on" : "off") << ", inline " << m.inlineBytes
+      << " B, socket buffers " << m.socketBufBytes << " B";
+}
+class TransportModes : public ::testing::TestWithParam<TransportMode> {
+ protected:
+  std::unique_ptr<TcpTransport> transport(int nthreads, int nsocks) const {
+    const TransportMode& m = GetParam();
+    return makeTransport(nthreads, nsocks, m.callerProgress, m.inlineBytes, m.socketBufBytes);
+  }
+};
 
 // Random sizes around the inline and chunk boundaries, random grouping (1..8 parts), tags
 // sent in shuffled order, over 6 data sockets: every byte and every reported size checked.
 TEST_P(TransportModes, RandomizedGroupedTrafficStaysIntact) {
-  auto t = makeTransport(2, 3, GetParam());
+  auto t = transport(2, 3);
   Connected c = connectPair(*t);
   ASSERT_TRUE(c.send && c.recv);
   std::mt19937 rng(12345);
   const size_t interesting[] = {0,    1,    1023,  1024,  1025,  4095,
-                                4096, 4097, 65535, 65536, 65537, 400001};
+                                4096, 4097, 65535, 65536, 65537, 262144, 262145, 400001};
   constexpr size_t kInteresting = sizeof interesting / sizeof interesting[0];
   for (int round = 0; round < 60; ++round) {
     int n = 1 + int(rng() % kMaxRecvs);
@@ -165,7 +186,7 @@ TEST_P(TransportModes, RandomizedGroupedTrafficStaysIntact) {
 // sizes (the control socket, which callers and thread 0 share) and bulk ones (the data
 // sockets) interleaved. Every byte checked; a lost wake-up would hang the exchange.
 TEST_P(TransportModes, PingPongOfInlineAndBulkMessagesIsExact) {
-  auto t = makeTransport(2, 1, GetParam());
+  auto t = transport(2, 1);
   Connected ab = connectPair(*t), ba = connectPair(*t);
   ASSERT_TRUE(ab.send && ab.recv && ba.send && ba.recv);
   constexpr int kRounds = 2000;
@@ -209,8 +230,15 @@ TEST_P(TransportModes, PingPongOfInlineAndBulkMessagesIsExact) {
   b.join();
 }
 
-INSTANTIATE_TEST_SUITE_P(CallerProgress, TransportModes, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "on" : "off"; });
+INSTANTIATE_TEST_SUITE_P(
+    CallerProgress, TransportModes,
+    ::testing::Values(TransportMode{true, 4096, 0}, TransportMode{false, 4096, 0},
+                      TransportMode{true, 256 << 10, 16 << 10},
+                      TransportMode{false, 256 << 10, 16 << 10}),
+    [](const auto& info) {
+      return std::string(info.param.callerProgress ? "on" : "off") +
+             (info.param.inlineBytes > 4096 ? "_inline256k" : "");
+    });
 
 // A stranger that connects and sends garbage is dropped; a real peer still gets through.
 TEST(TransportApi, ListenerRejectsGarbageConnections) {

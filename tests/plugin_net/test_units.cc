@@ -120,7 +120,7 @@ TEST(Params, DefaultsOverridesAndErrors) {
             net::Status::kOk);
   EXPECT_EQ(c.minChunkBytes, 1u << 20);
   EXPECT_EQ(c.nthreads, 4);
-  EXPECT_EQ(plugin::loadConfig(&c, &err, envOf({{"CONFLUX_INLINE_BYTES", "5000"}})),
+  EXPECT_EQ(plugin::loadConfig(&c, &err, envOf({{"CONFLUX_INLINE_BYTES", "513K"}})),
             net::Status::kInvalidArgument);
   EXPECT_NE(err.find("CONFLUX_INLINE_BYTES"), std::string::npos);
   EXPECT_EQ(plugin::loadConfig(
