@@ -113,6 +113,11 @@ int main(int argc, char** argv) {
           "aggregator levels of the deepest tree listed: 2 (leaves, root) up to 9 (leaves, "
           "7 levels of middle aggregators, root; protocol/SPEC.md section 7)")
       ->check(CLI::Range(2, 9));
+  plan_cmd
+      ->add_option("--top", pin.top,
+                   "of the layouts that need the same number of aggregator hosts, list only the "
+                   "N fastest (default: all)")
+      ->check(CLI::Range(1, 1000000));
   plan_cmd->add_flag("--json", json, "print JSON instead of a table");
   try {
     app.parse(argc, argv);

@@ -25,6 +25,22 @@ PlanRow row(const PlanInput& in, std::string layout, int aggs, const Bound& b, d
   return {std::move(layout), aggs, b.gbit, b.gbit / in.worker_gbit, b.gbit / ring, b.limit};
 }
 
+// The ring, then for each number of aggregator hosts the `top` fastest layouts that need it
+// (equal ones in the order they came), by hosts ascending.
+std::vector<PlanRow> best_per_host_count(std::vector<PlanRow> rows, size_t top) {
+  std::stable_sort(rows.begin(), rows.end(), [](const PlanRow& a, const PlanRow& b) {
+    if (a.aggregators != b.aggregators) return a.aggregators < b.aggregators;
+    return a.algbw_gbit > b.algbw_gbit;
+  });
+  std::vector<PlanRow> kept;
+  size_t same = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    same = i > 0 && rows[i].aggregators == rows[i - 1].aggregators ? same + 1 : 0;
+    if (rows[i].aggregators == 0 || same < top) kept.push_back(std::move(rows[i]));
+  }
+  return kept;
+}
+
 }  // namespace
 
 std::vector<PlanRow> plan(const PlanInput& in) {
@@ -91,6 +107,7 @@ std::vector<PlanRow> plan(const PlanInput& in) {
     }
   };
   for (int depth = 2; depth <= in.max_depth; ++depth) grow(grow, depth, 1, 1);
+  if (in.top > 0) rows = best_per_host_count(std::move(rows), static_cast<size_t>(in.top));
   return rows;
 }
 

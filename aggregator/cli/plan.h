@@ -21,6 +21,7 @@ struct PlanInput {
   double core_gbit = 10;     // contribution bytes one thread reduces per second, Gbit/s
   int max_aggregators = 16;  // layouts using more hosts are not listed
   int max_depth = 2;         // aggregator levels of the deepest tree listed (2..9)
+  int top = 0;               // per number of aggregator hosts, only the best this many (0: all)
 };
 
 struct PlanRow {
@@ -33,7 +34,9 @@ struct PlanRow {
   std::string limit;   // what binds: "worker link", "aggregator link", "leaf link", ...
 };
 
-// Every layout that fits max_aggregators, ring first.
+// Every layout that fits max_aggregators, ring first, in order of hosts needed; with in.top,
+// of the layouts that need the same number of hosts only the in.top fastest (stable: of equal
+// ones, the shallower).
 std::vector<PlanRow> plan(const PlanInput& in);
 std::string plan_table(const PlanInput& in, const std::vector<PlanRow>& rows);
 std::string plan_json(const PlanInput& in, const std::vector<PlanRow>& rows);

@@ -84,6 +84,30 @@ def main():
     t3 = rows.get("tree 6 leaves + 2 mid + root", {})
     check(f"depth 3 limited by the middle link: {t3}", t3.get("limit") == "middle link" and
           abs(t3.get("algbw_gbit", 0) - 0.075) < 1e-9 and t3.get("aggregators") == 9)
+    # --top 1: per host count only the fastest layout. 8 workers at 0.1, aggregators at 0.3,
+    # depth 3, up to 9 hosts: of the 4-host layouts "4 striped" (a quarter of 8 workers each:
+    # 2 links of 0.1 under its 0.3, so the workers' link binds)
+    # beats "tree 3 leaves + root" (a leaf's link carries 3 + 1 streams: 0.3 / 4).
+    full = ["--workers", "8", "--worker-gbit", "0.1", "--agg-gbit", "0.3", "--agg-cores", "2",
+            "--core-gbit", "10", "--max-aggregators", "9", "--max-depth", "3", "--json"]
+    every = json.loads(plan(conflux, *full).stdout)["layouts"]
+    r = plan(conflux, *full, "--top", "1")
+    best = json.loads(r.stdout)["layouts"]
+    hosts = sorted({x["aggregators"] for x in every})
+    check(f"--top 1: one row per host count: {[x['aggregators'] for x in best]}",
+          [x["aggregators"] for x in best] == hosts)
+    for x in best:
+        peers = [y["algbw_gbit"] for y in every if y["aggregators"] == x["aggregators"]]
+        check(f"--top 1 keeps the fastest of {x['aggregators']} hosts: {x}",
+              x["algbw_gbit"] == max(peers))
+    four = [x["layout"] for x in best if x["aggregators"] == 4]
+    check(f"4 hosts: striping beats the tree: {four}", four == ["4 striped"])
+    two = [x["aggregators"] for x in json.loads(plan(conflux, *full, "--top", "2").stdout)["layouts"]]
+    check(f"--top 2: at most two per host count: {two}",
+          all(two.count(h) == min(2, sum(1 for x in every if x["aggregators"] == h)) for h in hosts))
+    r = plan(conflux, *full, "--top", "0")
+    check(f"--top 0 is a usage error: {r.returncode}", r.returncode == 2)
+
     r = plan(conflux, *deep, "--max-depth", "10")
     check(f"--max-depth 10 is a usage error: {r.returncode}", r.returncode == 2)
 
