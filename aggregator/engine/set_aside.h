@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <utility>
 #include <vector>
 
 #include "aggregator/engine/job_table.h"
@@ -32,12 +33,17 @@ class SetAside {
 
   bool empty() const { return entries_.empty(); }
   size_t size() const { return entries_.size(); }
-  // True when the job has results set aside (its new ones must queue behind them).
-  bool holds(uint32_t job_id) const {
-    return std::any_of(entries_.begin(), entries_.end(),
-                       [&](const Entry& e) { return e.job_id == job_id; });
+  // True when the job has results set aside (its new ones must queue behind them). O(jobs
+  // with results set aside), not O(results): it is asked for every result send while paced.
+  bool holds(uint32_t job_id) const { return count_of(job_id) != counts_.end(); }
+  void push(uint32_t job_id, Item item) {
+    entries_.push_back({job_id, std::move(item)});
+    if (auto it = count_of(job_id); it != counts_.end()) {
+      ++it->second;
+    } else {
+      counts_.push_back({job_id, 1});
+    }
   }
-  void push(uint32_t job_id, Item item) { entries_.push_back({job_id, std::move(item)}); }
 
   // A pass over a batch of result sends, in order: begin_pass(), then hold() for each send.
   void begin_pass() { blocked_.clear(); }
@@ -62,9 +68,7 @@ class SetAside {
     begin_pass();
     uint64_t soonest = 0;
     if (entries_.empty()) return soonest;
-    const uint32_t first_id = entries_.front().job_id;
-    const bool lone = std::all_of(entries_.begin(), entries_.end(),
-                                  [&](const Entry& e) { return e.job_id == first_id; });
+    const bool lone = counts_.size() == 1;
     for (auto it = entries_.begin(); it != entries_.end();) {
       if (held(it->job_id)) {
         ++it;
@@ -73,7 +77,7 @@ class SetAside {
       Job* job = jobs.find(it->job_id);
       if (job == nullptr) {
         drop(it->item);
-        it = entries_.erase(it);
+        it = erase(it);
         continue;
       }
       TokenBucket* share = job->pacer(queue);
@@ -88,7 +92,7 @@ class SetAside {
         continue;
       }
       const bool more = send(*job, it->item, borrow ? nullptr : share, borrow);
-      it = entries_.erase(it);
+      it = erase(it);
       if (!more) break;
     }
     return soonest;
@@ -99,14 +103,32 @@ class SetAside {
   void clear(Drop drop) {
     for (Entry& e : entries_) drop(e.item);
     entries_.clear();
+    counts_.clear();
   }
 
  private:
+  using Counts = std::vector<std::pair<uint32_t, uint32_t>>;  // job id, results set aside
+
+  Counts::const_iterator count_of(uint32_t job_id) const {
+    return std::find_if(counts_.begin(), counts_.end(),
+                        [&](const auto& c) { return c.first == job_id; });
+  }
+  Counts::iterator count_of(uint32_t job_id) {
+    return std::find_if(counts_.begin(), counts_.end(),
+                        [&](const auto& c) { return c.first == job_id; });
+  }
+  typename std::deque<Entry>::iterator erase(typename std::deque<Entry>::iterator it) {
+    auto c = count_of(it->job_id);
+    if (--c->second == 0) counts_.erase(c);
+    return entries_.erase(it);
+  }
+
   bool held(uint32_t job_id) const {
     return std::find(blocked_.begin(), blocked_.end(), job_id) != blocked_.end();
   }
 
   std::deque<Entry> entries_;
+  Counts counts_;                  // per job with results set aside, how many (never 0)
   std::vector<uint32_t> blocked_;  // the jobs held in the current pass
 };
 

@@ -150,6 +150,8 @@ TEST_F(SetAsideTest, ResultsOfAJobThatEndedAreDropped) {
   EXPECT_EQ(items_sent(), (std::vector<int>{2}));
   EXPECT_EQ(dropped_, (std::vector<int>{1, 3}));
   EXPECT_TRUE(aside_.empty());
+  EXPECT_FALSE(aside_.holds(a));
+  EXPECT_FALSE(aside_.holds(b));
 }
 
 TEST_F(SetAsideTest, AFullPassStopsAndTheNextGoesOnInOrder) {
@@ -158,8 +160,10 @@ TEST_F(SetAsideTest, AFullPassStopsAndTheNextGoesOnInOrder) {
   drain(0, /*room=*/1);
   EXPECT_EQ(items_sent(), (std::vector<int>{1}));
   EXPECT_EQ(aside_.size(), 2u);
+  EXPECT_TRUE(aside_.holds(b));  // two of its three still wait
   drain(0, /*room=*/5);
   EXPECT_EQ(items_sent(), (std::vector<int>{1, 2, 3}));
+  EXPECT_FALSE(aside_.holds(b));
 }
 
 TEST_F(SetAsideTest, ClearReleasesEverything) {
@@ -169,7 +173,10 @@ TEST_F(SetAsideTest, ClearReleasesEverything) {
   aside_.clear([&](int& item) { dropped_.push_back(item); });
   EXPECT_EQ(dropped_, (std::vector<int>{1, 2}));
   EXPECT_TRUE(aside_.empty());
+  EXPECT_FALSE(aside_.holds(a));
   EXPECT_EQ(drain(), 0u);  // draining nothing is harmless
+  aside_.push(a, 3);       // and the count starts afresh
+  EXPECT_TRUE(aside_.holds(a));
 }
 
 }  // namespace
