@@ -222,9 +222,13 @@ class Runner:
                 a += ["--require-collnet", "--ring-fraction", f]
             return a
 
+        # Each worker is told its shaped rate as CONFLUX_LINK_MBPS: the speed a NIC of that rate
+        # reports (a veth reports 10 Gbit/s), as the daemons get theirs as line_mbps. An --env
+        # CONFLUX_LINK_MBPS=0 restores the interface's figure.
         def env(i, w):
             e = {"CONFLUX_DRIVER_RANK": str(i), "CONFLUX_DRIVER_NRANKS": str(n),
                  "CONFLUX_DRIVER_ROOT": root, "CONFLUX_SOCKET_IFNAME": "=eth0",
+                 "CONFLUX_LINK_MBPS": str(w.mbit),
                  "CONFLUX_AGGREGATORS": (",".join(per_rank[i] if per_rank else aggs_eps)
                                          if mode != "ring" else ""),
                  "NCCL_DEBUG": "WARN"}  # the plugin's warnings land in the rank logs

@@ -299,6 +299,7 @@ Verdict local_verdict(const Config& cfg, int dev, int nranks, const client::Engi
   mine.ring_min_us = cfg.ringMinUs;
   NetProperties props;
   if (netGetProperties(dev, &props) == Status::kOk) mine.link_mbps = props.speed;
+  if (cfg.linkMbps > 0) mine.link_mbps = cfg.linkMbps;  // the operator knows better
   if (engine != nullptr) {
     std::vector<collnet::AggregatorShare> shares;
     // The grants now (a grant update may have come since the JoinAck): the prior and the
@@ -435,12 +436,12 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   if (rank == 0) {
     CFX_INFO(kLogColl | kLogInit,
              "CollNet connected: %d ranks, %zu aggregator(s), ring fraction %.3f%s (ring shares "
-             "under %zu bytes go through the aggregators; ring hop %.0f us)%s",
+             "under %zu bytes go through the aggregators; ring hop %.0f us, link %.0f Mbit/s)%s",
              nranks, engine->aggregators().size(), opts.ring_fraction,
              opts.controller ? " (auto: from the advertised capacity, then measured)" : "",
              std::max(opts.ring_min_bytes,
                       opts.controller ? opts.controller->min_ring_bytes() : size_t{0}),
-             largest_hop_us(all),
+             largest_hop_us(all), smallest(all, &Verdict::link_mbps),
              engine->aggregators().front().deterministic ? ", deterministic" : "");
   }
   *collComm = new collnet::CollComm(rank, nranks, std::move(rings), std::move(engine), opts);

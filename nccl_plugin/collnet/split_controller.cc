@@ -18,6 +18,10 @@ constexpr double kLinkFull = 0.9;
 constexpr double kBacklogged = 0.5;
 // A path carrying at least this part of a period's bytes is measured for its bandwidth.
 constexpr double kExactShare = 0.25;
+// An aggregator rate below this part of what the previous period saw them take is a sudden
+// fall: believed only when the next period confirms it (one period of loss recovery or of a
+// descheduled rank is no throttle).
+constexpr double kSuddenFall = 0.5;
 
 // Shares are kept on a grid of 1/1024, so that a decision is a small exact number.
 double quantize(double share) { return std::round(share * 1024.0) / 1024.0; }
@@ -153,13 +157,16 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
     const double t_alone = ta - (ring_measured ? std::min(tr, ta) : 0.0);
     const double a_alone = a - std::min(a_ov, a);
     const double ra = t_alone > 0 ? a_alone / t_alone : 0;
-    if (!first && big_agg && t_alone >= kAloneShare * ta && a_alone >= t_.min_bytes &&
-        ra < kLinkFull * link_ && tfull >= kBacklogged * t_alone) {
+    const bool limited = !first && big_agg && t_alone >= kAloneShare * ta &&
+                         a_alone >= t_.min_bytes && ra < kLinkFull * link_ &&
+                         tfull >= kBacklogged * t_alone;
+    if (limited && n_ * ra >= kSuddenFall * last_agg_rate_) {
       capacity_ = exact(capacity_, n_ * ra, &capacity_known_);
       why = "the aggregators limit their share";
     } else {
       capacity_ = std::max(capacity_, n_ * a / ta);
     }
+    last_agg_rate_ = n_ * a / ta;
   }
   if (why.empty()) why = "lower bounds of both paths";
   const double want = target();

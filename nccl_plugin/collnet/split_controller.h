@@ -26,9 +26,12 @@
 // it. Too much on the aggregators makes their share run alone, which measures R and moves the
 // split back; too much on the ring measures L; at the optimum both bind. A change the model
 // expects to gain less than the band is not made (no oscillation on noise), and each path keeps a
-// small probe share so that its rate stays measured. Priors: L from a ring measured at connect, R
-// from the capacity the aggregators advertise (or CONFLUX_AGGREGATOR_MBPS). A re-stripe scales R to
-// the survivors; a grant update scales R by the new grant over the old (a new prior).
+// small probe share so that its rate stays measured. A measured R below half of what the
+// aggregator share moved in the period before is a sudden fall and waits for the next period
+// to confirm it: one period of loss recovery or a descheduled rank is not a throttle. Priors: L
+// from a ring measured at connect, R from the capacity the aggregators advertise (or
+// CONFLUX_AGGREGATOR_MBPS). A re-stripe scales R to the survivors; a grant update scales R by the
+// new grant over the old (a new prior).
 #pragma once
 
 #include <cstdint>
@@ -126,6 +129,9 @@ class SplitController {
   bool first_period_ = true;
   double hop_s_ = 0;
   bool ring_was_slower_ = false;  // some period's ring share ended after the aggregators' share
+  // What the aggregator share moved in the last period that measured it (n·a / T_a, bytes/s of
+  // input): a limit far below it must be seen twice before the split follows it.
+  double last_agg_rate_ = 0;
   double grant_ = 0;  // agreed grant sum, Mbit/s; 0 unknown, < 0 re-striped: adopt the next
 };
 

@@ -12,7 +12,7 @@
 namespace conflux::plugin {
 namespace {
 
-const std::array<ParamSpec, 35> kParams{{
+const std::array<ParamSpec, 36> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -64,6 +64,11 @@ const std::array<ParamSpec, 35> kParams{{
      "Line rate of each aggregator for the auto split's start. 0: the rate each advertises "
      "(its Capacity), else unknown: taken to keep up with every worker.",
      &Config::aggregatorMbps},
+    {"CONFLUX_LINK_MBPS", ParamType::kInt, "0", 0, 100000000,
+     "This worker's link rate, Mbit/s, for the auto split's start and the small-share "
+     "threshold. 0: the speed the network interface reports (a virtual or shaped interface may "
+     "report more than it carries; the split measures the link as the job runs either way).",
+     &Config::linkMbps},
     {"CONFLUX_DETERMINISTIC", ParamType::kBool, "0", 0, 0,
      "1: aggregators reduce in rank order, so results are bitwise reproducible.",
      &Config::deterministic},

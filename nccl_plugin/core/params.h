@@ -38,6 +38,7 @@ struct Config {
   double ringFraction = kAutoFraction;  // kAutoFraction: collnet/split.h decides
   int ringMinUs = 0;  // ring shares shorter than this on the link go through the aggregators
   int aggregatorMbps = 0;
+  int linkMbps = 0;  // the workers' link rate for the split; 0: the NIC's reported speed
   bool congestionControl = true;
   bool udpOffload = true;
   int busyPollUs = 50;

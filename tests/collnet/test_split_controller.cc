@@ -235,6 +235,26 @@ TEST(SplitController, FollowsAThrottleWithinTwoPeriods) {
       << 1 - ctl.ring_fraction();
 }
 
+// One period in which the aggregators seem to take a tenth of their rate (a rank descheduled,
+// a burst of loss) changes nothing; the same fall seen twice is a throttle, and is followed.
+TEST(SplitController, ASuddenFallMustBeSeenTwice) {
+  Fabric f;
+  f.capacity = 4 * kGbit;
+  SplitController ctl = prior(f, f.link, f.capacity);
+  run(ctl, f, 5);
+  const double before = 1 - ctl.ring_fraction();
+  ASSERT_GE(before, 0.95);
+  Fabric hiccup = f;
+  hiccup.capacity = 0.4 * kGbit;
+  run(ctl, hiccup, 1);
+  EXPECT_EQ(1 - ctl.ring_fraction(), before) << "one slow period moved the split";
+  run(ctl, f, 3);  // back to normal: still nothing to change
+  EXPECT_EQ(1 - ctl.ring_fraction(), before);
+  run(ctl, hiccup, 2);  // twice in a row: the aggregators really are slower now
+  EXPECT_LE(period_time(hiccup, 1 - ctl.ring_fraction()), best_time(hiccup) * 1.08)
+      << 1 - ctl.ring_fraction();
+}
+
 TEST(SplitController, EveryRankTakesTheSameDecisions) {
   // Four ranks, each its own controller, fed the same exchanged samples: identical state.
   Fabric f;
