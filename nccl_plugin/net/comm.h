@@ -37,7 +37,7 @@ struct CommOptions {
   int nsocksPerThread = 2;
   size_t minChunkBytes = 64 * 1024;
   size_t inlineBytes = 64 * 1024;  // <= kMaxInlineBytes
-  int socketBufBytes = 0;     // 0 = kernel default (autotuning)
+  int socketBufBytes = 0;          // 0 = kernel default (autotuning)
   // The caller also moves the control socket's bytes (headers, inline messages) in
   // isend/irecv/test, as NCCL's socket transport does its I/O in test(): see CommCore.
   bool callerProgress = true;

@@ -48,8 +48,8 @@ struct TransportConfig {
   int nsocksPerThread = 0;  // data sockets per thread; 0 = auto (2)
   size_t minChunkBytes = 64 * 1024;
   size_t inlineBytes = 64 * 1024;  // messages up to this size ride on the control socket
-  int socketBufBytes = 0;      // SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
-  bool callerProgress = true;  // CommOptions::callerProgress
+  int socketBufBytes = 0;          // SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
+  bool callerProgress = true;      // CommOptions::callerProgress
 };
 
 class TcpTransport {

@@ -141,8 +141,8 @@ TEST_P(TransportModes, RandomizedGroupedTrafficStaysIntact) {
   Connected c = connectPair(*t);
   ASSERT_TRUE(c.send && c.recv);
   std::mt19937 rng(12345);
-  const size_t interesting[] = {0,    1,    1023,  1024,  1025,  4095,
-                                4096, 4097, 65535, 65536, 65537, 262144, 262145, 400001};
+  const size_t interesting[] = {0,    1,     1023,  1024,  1025,   4095,   4096,
+                                4097, 65535, 65536, 65537, 262144, 262145, 400001};
   constexpr size_t kInteresting = sizeof interesting / sizeof interesting[0];
   for (int round = 0; round < 60; ++round) {
     int n = 1 + int(rng() % kMaxRecvs);
@@ -230,15 +230,15 @@ TEST_P(TransportModes, PingPongOfInlineAndBulkMessagesIsExact) {
   b.join();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    CallerProgress, TransportModes,
-    ::testing::Values(TransportMode{true, 4096, 0}, TransportMode{false, 4096, 0},
-                      TransportMode{true, 256 << 10, 16 << 10},
-                      TransportMode{false, 256 << 10, 16 << 10}),
-    [](const auto& info) {
-      return std::string(info.param.callerProgress ? "on" : "off") +
-             (info.param.inlineBytes > 4096 ? "_inline256k" : "");
-    });
+INSTANTIATE_TEST_SUITE_P(CallerProgress, TransportModes,
+                         ::testing::Values(TransportMode{true, 4096, 0},
+                                           TransportMode{false, 4096, 0},
+                                           TransportMode{true, 256 << 10, 16 << 10},
+                                           TransportMode{false, 256 << 10, 16 << 10}),
+                         [](const auto& info) {
+                           return std::string(info.param.callerProgress ? "on" : "off") +
+                                  (info.param.inlineBytes > 4096 ? "_inline256k" : "");
+                         });
 
 // A stranger that connects and sends garbage is dropped; a real peer still gets through.
 TEST(TransportApi, ListenerRejectsGarbageConnections) {
