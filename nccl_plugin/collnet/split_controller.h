@@ -29,9 +29,9 @@
 // small probe share so that its rate stays measured. A measured R below half of what the
 // aggregator share moved in the period before is a sudden fall and waits for the next period
 // to confirm it: one period of loss recovery or a descheduled rank is not a throttle. Priors: L
-// from a ring measured at connect, R from the capacity the aggregators advertise (or
-// CONFLUX_AGGREGATOR_MBPS). A re-stripe scales R to the survivors; a grant update scales R by the
-// new grant over the old (a new prior).
+// from the interface's speed (or CONFLUX_LINK_MBPS), R from the capacity the aggregators
+// advertise (or CONFLUX_AGGREGATOR_MBPS). A re-stripe scales R to the survivors; a grant update
+// scales R by the new grant over the old (a new prior).
 #pragma once
 
 #include <cstdint>
