@@ -22,6 +22,9 @@ constexpr double kExactShare = 0.25;
 // fall: believed only when the next period confirms it (one period of loss recovery or of a
 // descheduled rank is no throttle).
 constexpr double kSuddenFall = 0.5;
+// Periods in a row in which the aggregator share did not wait for the window, after which a
+// limit measured earlier is dropped for the prior again.
+constexpr int kKeptUpPeriods = 2;
 
 // Shares are kept on a grid of 1/1024, so that a decision is a small exact number.
 double quantize(double share) { return std::round(share * 1024.0) / 1024.0; }
@@ -42,7 +45,8 @@ SplitController::SplitController(int nranks, double link_bps, double capacity_bp
       capacity_(capacity_bps > 0 ? capacity_bps : n_ * link_bps),
       aggregators_(std::max<uint32_t>(aggregators, 1)),
       t_(tuning),
-      agg_share_(target()) {}
+      agg_share_(target()),
+      prior_capacity_(capacity_) {}
 
 double SplitController::target() const {
   const double share = 1.0 - auto_ring_fraction(n_, link_, capacity_);
@@ -89,6 +93,7 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
   }
   if (newest->epoch > epoch_ && newest->aggregators > 0) {
     capacity_ *= static_cast<double>(newest->aggregators) / aggregators_;
+    prior_capacity_ *= static_cast<double>(newest->aggregators) / aggregators_;
     epoch_ = newest->epoch;
     const uint32_t before = aggregators_;
     aggregators_ = newest->aggregators;
@@ -109,6 +114,7 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
     grant_ = all[0].grant_mbps;
     if (before > 0) {
       capacity_ *= grant_ / before;
+      prior_capacity_ *= grant_ / before;
       capacity_known_ = false;
       char why[96];
       std::snprintf(why, sizeof why, "aggregator grants now %.0f Mbit/s (were %.0f)", grant_,
@@ -163,8 +169,21 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
     if (limited && n_ * ra >= kSuddenFall * last_agg_rate_) {
       capacity_ = exact(capacity_, n_ * ra, &capacity_known_);
       why = "the aggregators limit their share";
+      kept_up_ = 0;
     } else {
       capacity_ = std::max(capacity_, n_ * a / ta);
+      // A limit measured earlier, under the prior: once the aggregator share has gone
+      // kKeptUpPeriods periods without waiting for the window, the aggregators take what they
+      // are offered, and what they advertise is the best estimate again. Otherwise the share's
+      // own rate, which the ring's share of the link holds down, would keep R below it.
+      const bool waited = tfull >= kBacklogged * ta;
+      kept_up_ = waited ? 0 : kept_up_ + 1;
+      if (capacity_known_ && capacity_ < prior_capacity_ && kept_up_ >= kKeptUpPeriods) {
+        capacity_ = prior_capacity_;
+        capacity_known_ = false;
+        kept_up_ = 0;
+        why = "the aggregators keep up again";
+      }
     }
     last_agg_rate_ = n_ * a / ta;
   }

@@ -132,6 +132,10 @@ class SplitController {
   // What the aggregator share moved in the last period that measured it (n·a / T_a, bytes/s of
   // input): a limit far below it must be seen twice before the split follows it.
   double last_agg_rate_ = 0;
+  // R before any measurement (advertised, scaled by re-stripes and grant updates), and the
+  // periods in a row whose aggregator share did not wait for the window.
+  double prior_capacity_ = 0;
+  int kept_up_ = 0;
   double grant_ = 0;  // agreed grant sum, Mbit/s; 0 unknown, < 0 re-striped: adopt the next
 };
 

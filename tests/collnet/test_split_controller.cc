@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "collnet/split.h"
@@ -253,6 +254,39 @@ TEST(SplitController, ASuddenFallMustBeSeenTwice) {
   run(ctl, hiccup, 2);  // twice in a row: the aggregators really are slower now
   EXPECT_LE(period_time(hiccup, 1 - ctl.ring_fraction()), best_time(hiccup) * 1.08)
       << 1 - ctl.ring_fraction();
+}
+
+// A limit measured once, above the sudden-fall line (the aggregators seemed to take 60 % of
+// their rate), moves work to the ring; the aggregator share then runs beside the ring, never
+// waiting for the window, and its own rate (held down by the ring's part of the link) would
+// keep R below what the aggregators advertise. Two such periods drop the old limit for the
+// prior, and the split goes back to the aggregators.
+TEST(SplitController, AnOldLimitIsDroppedOnceTheAggregatorsKeepUp) {
+  Fabric f;
+  f.capacity = 4 * kGbit;
+  SplitController ctl = prior(f, f.link, f.capacity);
+  run(ctl, f, 5);
+  ASSERT_GE(1 - ctl.ring_fraction(), 0.95);
+  Fabric mild = f;
+  mild.capacity = 2.4 * kGbit;
+  run(ctl, mild, 1);
+  ASSERT_LT(1 - ctl.ring_fraction(), 0.95) << "the limit was not taken";
+  std::vector<std::string> why;
+  for (int p = 0; p < 6; ++p) {
+    std::vector<PathSample> all(static_cast<size_t>(f.n), simulate(f, 1 - ctl.ring_fraction()));
+    for (PathSample& s : all) s.agg_window_full_s = 0;  // the aggregators kept up
+    const SplitDecision d = ctl.update(all);
+    if (d.changed) why.push_back(d.reason);
+  }
+  EXPECT_GE(1 - ctl.ring_fraction(), 0.95);
+  ASSERT_FALSE(why.empty());
+  EXPECT_NE(why.back().find("keep up again"), std::string::npos) << why.back();
+  // While they do wait for the window (a real limit), nothing is dropped.
+  run(ctl, mild, 2);
+  const double limited = 1 - ctl.ring_fraction();
+  EXPECT_LT(limited, 0.95);
+  run(ctl, mild, 4);  // the model's samples always wait for the window
+  EXPECT_EQ(1 - ctl.ring_fraction(), limited);
 }
 
 TEST(SplitController, EveryRankTakesTheSameDecisions) {
