@@ -224,11 +224,17 @@ TEST(SplitController, NoOscillationWithinTheBandUnderNoise) {
   for (double s : shares) EXPECT_NEAR(s, settled, 0.05);
 }
 
+// A controller settled on `f` (started from its true rates, five periods run).
+SplitController settled(const Fabric& f) {
+  SplitController ctl = prior(f, f.link, f.capacity);
+  run(ctl, f, 5);
+  return ctl;
+}
+
 TEST(SplitController, FollowsAThrottleWithinTwoPeriods) {
   Fabric f;
   f.capacity = 4 * kGbit;
-  SplitController ctl = prior(f, f.link, f.capacity);
-  run(ctl, f, 5);
+  SplitController ctl = settled(f);
   EXPECT_GE(1 - ctl.ring_fraction(), 0.95);
   f.capacity = 1 * kGbit;  // max_mbps lowered to a quarter
   run(ctl, f, 2);
@@ -241,8 +247,7 @@ TEST(SplitController, FollowsAThrottleWithinTwoPeriods) {
 TEST(SplitController, ASuddenFallMustBeSeenTwice) {
   Fabric f;
   f.capacity = 4 * kGbit;
-  SplitController ctl = prior(f, f.link, f.capacity);
-  run(ctl, f, 5);
+  SplitController ctl = settled(f);
   const double before = 1 - ctl.ring_fraction();
   ASSERT_GE(before, 0.95);
   Fabric hiccup = f;
@@ -264,8 +269,7 @@ TEST(SplitController, ASuddenFallMustBeSeenTwice) {
 TEST(SplitController, AnOldLimitIsDroppedOnceTheAggregatorsKeepUp) {
   Fabric f;
   f.capacity = 4 * kGbit;
-  SplitController ctl = prior(f, f.link, f.capacity);
-  run(ctl, f, 5);
+  SplitController ctl = settled(f);
   ASSERT_GE(1 - ctl.ring_fraction(), 0.95);
   Fabric mild = f;
   mild.capacity = 2.4 * kGbit;
