@@ -48,6 +48,11 @@ SplitController::SplitController(int nranks, double link_bps, double capacity_bp
       agg_share_(target()),
       prior_capacity_(capacity_) {}
 
+void SplitController::scale_capacity(double factor) {
+  capacity_ *= factor;
+  prior_capacity_ *= factor;
+}
+
 double SplitController::target() const {
   const double share = 1.0 - auto_ring_fraction(n_, link_, capacity_);
   return quantize(std::clamp(share, t_.probe, 1.0 - t_.probe));
@@ -92,8 +97,7 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
     if (s.epoch > newest->epoch) newest = &s;
   }
   if (newest->epoch > epoch_ && newest->aggregators > 0) {
-    capacity_ *= static_cast<double>(newest->aggregators) / aggregators_;
-    prior_capacity_ *= static_cast<double>(newest->aggregators) / aggregators_;
+    scale_capacity(static_cast<double>(newest->aggregators) / aggregators_);
     epoch_ = newest->epoch;
     const uint32_t before = aggregators_;
     aggregators_ = newest->aggregators;
@@ -113,8 +117,7 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
     const double before = grant_;
     grant_ = all[0].grant_mbps;
     if (before > 0) {
-      capacity_ *= grant_ / before;
-      prior_capacity_ *= grant_ / before;
+      scale_capacity(grant_ / before);
       capacity_known_ = false;
       char why[96];
       std::snprintf(why, sizeof why, "aggregator grants now %.0f Mbit/s (were %.0f)", grant_,

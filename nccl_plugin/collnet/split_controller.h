@@ -111,6 +111,8 @@ class SplitController {
   double target() const;                  // model split for the current estimates, probe..1-probe
   double model_time(double share) const;  // model seconds per byte at that aggregator share
   SplitDecision move_to(double share, std::string reason);
+  // R and its prior both scale (a re-stripe, a grant update).
+  void scale_capacity(double factor);
   // An exact measurement `seen` of an estimate (old); *known: measured before.
   double exact(double old, double seen, bool* known) const;
 
