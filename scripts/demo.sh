@@ -22,8 +22,12 @@ trap cleanup EXIT INT TERM
 # Loopback's MTU is 64 KiB, so both sides use the largest payload the protocol allows (one
 # 61440-byte payload per datagram) instead of the 8 KiB default sized for 9000-byte jumbo frames.
 payload=${CONFLUX_PAYLOAD_BYTES:-61440}
+# Results go back by multicast (protocol/SPEC.md §8): one send per result for all workers, which
+# loopback delivers to each of them. CONFLUX_DEMO_MULTICAST= (empty) sends each worker its own.
+multicast=${CONFLUX_DEMO_MULTICAST-239.77.0.0/16}
 "$B/aggregator/confluxd" --listen 127.0.0.1 --control-port 0 --data-port 0 --metrics-port 0 \
-  --threads 2 --max-payload-bytes "$payload" --ready-file "$work/ready" --log-level warn &
+  --threads 2 --max-payload-bytes "$payload" --ready-file "$work/ready" --log-level warn \
+  ${multicast:+--multicast-range "$multicast"} &
 daemon_pid=$!
 for _ in $(seq 1 100); do [[ -s $work/ready ]] && break; sleep 0.05; done
 [[ -s $work/ready ]] || { echo "demo: confluxd did not start" >&2; exit 1; }

@@ -1,6 +1,6 @@
-// stream_copy (nccl_plugin/client/src/stream_copy.h): the same bytes as memcpy for every
-// length around its thresholds and every alignment of source and destination, and nothing
-// written outside the destination.
+// stream_copy and stream_copy_twice (nccl_plugin/client/src/stream_copy.h): the same bytes as
+// memcpy for every length around their thresholds and every alignment of source and
+// destinations, and nothing written outside the destinations.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -29,6 +29,40 @@ TEST(StreamCopy, CopiesExactlyAtEveryLengthAndAlignment) {
         for (size_t i = 0; i < kGuard + dst_off; ++i) ASSERT_EQ(dst[i], 0xa5) << "before, " << len;
         for (size_t i = kGuard + dst_off + len; i < dst.size(); ++i) {
           ASSERT_EQ(dst[i], 0xa5) << "after, len " << len;
+        }
+      }
+    }
+  }
+}
+
+// Both destinations equally aligned (the fused pass) and not (two copies).
+TEST(StreamCopy, CopiesTwiceExactlyAtEveryLengthAndAlignment) {
+  constexpr size_t kGuard = 64;
+  const size_t lengths[] = {0, 1, 63, 64, 1023, 1024, 1025, 1039, 4097, 61440, 65536 + 17};
+  const auto intact = [](const std::vector<uint8_t>& buf, size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      if (buf[i] != 0xa5) return false;
+    }
+    return true;
+  };
+  for (size_t len : lengths) {
+    std::vector<uint8_t> src(len + 16);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 137 + len);
+    for (size_t src_off : {0, 7}) {
+      for (size_t dst_off : {0, 5, 15}) {
+        for (size_t also_off : {dst_off, size_t{3}}) {
+          std::vector<uint8_t> dst(len + 16 + 2 * kGuard, 0xa5), also = dst;
+          stream_copy_twice(dst.data() + kGuard + dst_off, also.data() + kGuard + also_off,
+                            src.data() + src_off, len);
+          for (size_t i = 0; i < len; ++i) {
+            ASSERT_EQ(dst[kGuard + dst_off + i], src[src_off + i]) << "len " << len << " at " << i;
+            ASSERT_EQ(also[kGuard + also_off + i], src[src_off + i])
+                << "len " << len << " dst+" << dst_off << " also+" << also_off << " at " << i;
+          }
+          ASSERT_TRUE(intact(dst, 0, kGuard + dst_off)) << len;
+          ASSERT_TRUE(intact(dst, kGuard + dst_off + len, dst.size())) << len;
+          ASSERT_TRUE(intact(also, 0, kGuard + also_off)) << len;
+          ASSERT_TRUE(intact(also, kGuard + also_off + len, also.size())) << len;
         }
       }
     }

@@ -231,17 +231,19 @@ void Progress::on_result(const uint8_t* data, size_t len, bool truncated, int64_
     return;
   }
   if (receiver) {
-    const size_t at = e.offset * dtype_size(e.dtype), end = at + h.payload_bytes();
+    const size_t at = e.offset * dtype_size(e.dtype), n = h.payload_bytes(), end = at + n;
+    // The part of this payload that also goes to the failover's copy of the result's end
+    // (ResultCopy): [lo, end), written in the same pass while the payload is in cache.
+    const size_t lo = r->tail.dst != nullptr ? std::clamp(r->tail.from, at, end) : end;
+    uint8_t* kept = lo < end ? r->tail.dst + (lo - r->tail.from) : nullptr;
     // A large result is not read back from this core's cache before it is evicted: it goes
     // to memory with streaming stores (stream_copy.h). A small one stays cached for its reader.
-    if (r->bytes() >= kStreamedResultBytes) {
-      stream_copy(r->recv + at, payload, h.payload_bytes());
+    if (r->bytes() < kStreamedResultBytes) {
+      std::memcpy(r->recv + at, payload, n);
+      if (kept != nullptr) stream_copy(kept, payload + (lo - at), end - lo);
     } else {
-      std::memcpy(r->recv + at, payload, h.payload_bytes());
-    }
-    if (r->tail.dst != nullptr && end > r->tail.from) {  // while the payload is in cache
-      const size_t lo = std::max(at, r->tail.from);
-      stream_copy(r->tail.dst + (lo - r->tail.from), payload + (lo - at), end - lo);
+      stream_copy(r->recv + at, payload, lo - at);
+      if (kept != nullptr) stream_copy_twice(r->recv + lo, kept, payload + (lo - at), end - lo);
     }
   }
   // Round-trip sample from the first send. A result without the RETRANSMIT flag is the
