@@ -15,8 +15,13 @@ namespace {
 std::atomic<int> g_live_comms{0};
 std::atomic<int> g_usable_comms{0};
 
-// Longest sleep between checks of a pending aggregator share (failover notice, close).
-constexpr std::chrono::microseconds kWaitSlice{1000};
+// Longest sleep between checks of a pending aggregator share (failover notice, close). The
+// engine wakes its waiter when a request finishes; the slice only bounds how late a notice or
+// a close is seen, so it is long: a bulk request takes many milliseconds, and each expiry costs
+// a wake-up. After a failover the completion thread also feeds the engine, and new requests
+// wait for it: then the slice is short.
+constexpr std::chrono::microseconds kWaitSlice{20'000};
+constexpr std::chrono::microseconds kFeedSlice{1'000};
 
 // Enough of the result stream to cover what any rank can miss (result_tails.h), twice over.
 size_t tail_window(const client::Engine* e) {
@@ -301,7 +306,8 @@ bool CollComm::wait_aggregators(CollRequest& r, std::string* why) {
   // Sleeps in the engine between checks: the engine's progress thread does the I/O, and on
   // a machine with fewer cores than busy threads a spinning waiter slows everyone down.
   while (r.agg_waited < r.agg_handles.size()) {
-    const client::Status s = engine_->wait(r.agg_handles[r.agg_waited], kWaitSlice, why);
+    const client::Status s =
+        engine_->wait(r.agg_handles[r.agg_waited], epoch_ > 0 ? kFeedSlice : kWaitSlice, why);
     if (s == client::Status::kDone) {
       ++r.agg_waited;
       continue;
