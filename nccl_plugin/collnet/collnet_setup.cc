@@ -113,6 +113,7 @@ client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, in
   cfg.udp_offload = c.udpOffload;
   cfg.spin_us = static_cast<uint32_t>(c.busyPollUs);
   cfg.spin_max_bytes = c.busyPollMaxBytes;
+  cfg.bulk_wake = std::chrono::microseconds(c.bulkWakeUs);
   cfg.caller_progress = c.callerProgress;
   cfg.multicast = strcasecmp(c.multicast.c_str(), "on") == 0    ? client::MulticastMode::kOn
                   : strcasecmp(c.multicast.c_str(), "off") == 0 ? client::MulticastMode::kOff

@@ -12,7 +12,7 @@
 namespace conflux::plugin {
 namespace {
 
-const std::array<ParamSpec, 36> kParams{{
+const std::array<ParamSpec, 37> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -101,6 +101,12 @@ const std::array<ParamSpec, 36> kParams{{
      "bytes: a larger transfer is paced by the link, so the threads sleep until its next "
      "packet instead of spinning a core between packets.",
      &Config::busyPollMaxBytes},
+    {"CONFLUX_BULK_WAKE_US", ParamType::kInt, "500", 0, 100000,
+     "While more than CONFLUX_BUSY_POLL_MAX_BYTES are in flight, the aggregation progress "
+     "thread takes results at most once per this many microseconds (and at most four times per "
+     "round trip), so that each wake-up takes a batch; a new request still wakes it at once. "
+     "0: it wakes for every datagram.",
+     &Config::bulkWakeUs},
     {"CONFLUX_CALLER_PROGRESS", ParamType::kBool, "1", 0, 0,
      "1: the callers do the aggregation I/O: NCCL's proxy thread sends a request's first "
      "packets in iallreduce, and the CollNet completion thread receives the results while "

@@ -117,6 +117,49 @@ TEST(EngineFake, TheProgressThreadSpinsOnlyWhileLittleIsInFlight) {
   }
 }
 
+// ClientConfig::bulk_wake: with more than spin_max_bytes in flight the progress thread pauses
+// before it waits on the sockets (bulk_pauses counts the pauses); with it at 0 it never does.
+// Either way every result is exact, also across a stretch where nothing comes back.
+TEST(EngineFake, BulkTransfersPauseBetweenWakeUpsOnlyWhenAsked) {
+  for (const auto bulk_wake : {500us, 0us}) {
+    SCOPED_TRACE("bulk_wake " + std::to_string(bulk_wake.count()) + " us");
+    FakeAggregator agg(FakeOptions{});
+    auto es = make_engines({&agg}, 2, [bulk_wake](ClientConfig& c) {
+      c.caller_progress = false;  // the progress thread does all the I/O
+      c.spin_max_bytes = 64 << 10;
+      c.bulk_wake = bulk_wake;
+    });
+    check_sum(es, 100'000);  // 400 KB: round-trip samples for the pause's bound
+    agg.set_silent(true);    // the next requests stay in flight: the thread has to sleep
+    const size_t count = 200'000;
+    std::vector<std::vector<float>> in(2, std::vector<float>(count, 1.0f)), out = in;
+    std::vector<uint64_t> reqs;
+    const EngineStats before = es[0]->stats();
+    for (int r = 0; r < 2; ++r) {
+      reqs.push_back(
+          es[r]->allreduce(in[r].data(), out[r].data(), count, DType::kFloat32, Op::kSum));
+    }
+    const auto end = std::chrono::steady_clock::now() + 5s;
+    while (es[0]->stats().progress_sleeps < before.progress_sleeps + 3 &&
+           std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(5ms);
+    }
+    const EngineStats during = es[0]->stats();
+    EXPECT_GE(during.progress_sleeps, before.progress_sleeps + 3);
+    if (bulk_wake.count() > 0) {
+      EXPECT_GT(during.bulk_pauses, before.bulk_pauses) << "slept without a pause";
+    } else {
+      EXPECT_EQ(during.bulk_pauses, 0u);
+    }
+    agg.set_silent(false);  // resends complete everything, exactly
+    for (int r = 0; r < 2; ++r) {
+      std::string err;
+      ASSERT_EQ(wait(*es[r], reqs[static_cast<size_t>(r)], &err), Status::kDone) << err;
+      for (float v : out[r]) ASSERT_EQ(v, 2.0f);
+    }
+  }
+}
+
 // A caller that submits and then stops polling: the progress thread takes the I/O back once
 // the caller's claim runs out, so the request finishes without another call.
 TEST(EngineFake, TheProgressThreadTakesOverWhenTheCallerStopsPolling) {

@@ -3,14 +3,16 @@
 #   with_confluxd.sh CONFLUXD EXPECT REGEX [--kill-after S] [--daemons N] [--no-daemon]
 #                    [--daemon-arg ARG]... [--max-out-ratio R] [--min-out-ratio R]
 #                    [--tree N,N,...] [--tree-mid M] [--tree-mid-levels K] [--kill-daemon I]
-#                    [--forbid REGEX]
+#                    [--forbid REGEX] [--kill-at-slots N]
 #                    -- CMD ARGS...
 # EXPECT is zero|nonzero (the command's exit code); REGEX (several may be joined by " && ")
 # must each match a line of its output; --forbid REGEX must match none.
 # CONFLUX_AGGREGATORS is set to the daemons, comma-separated (or to a port nobody listens on
 # with --no-daemon). --daemons N starts N daemons (default 1).
 # --kill-after S sends SIGKILL, S seconds after the command starts, to the daemon (with
-# several: to the last one only, or to daemon I with --kill-daemon I).
+# several: to the last one only, or to daemon I with --kill-daemon I). --kill-at-slots N
+# kills it instead once it has completed N slots (conflux_dataplane_slots_completed_total), so
+# that the kill lands mid-run however fast the command is (or when the command exits).
 # --tree N,N,... builds a reduction tree of depth 2 (protocol/SPEC.md §7): daemon 1 is the
 # root, daemons 2.. are leaves with --parent = the root, and the ranks sit under the leaves
 # in contiguous groups of these sizes: rank r gets its leaf as CONFLUX_DRIVER_AGGREGATORS_<r>
@@ -27,11 +29,12 @@
 set -uo pipefail
 confluxd=$1 expect=$2 regex=$3
 shift 3
-kill_after="" no_daemon=0 daemon_args=() n_daemons=1 max_out_ratio="" min_out_ratio=""
+kill_after="" kill_at_slots="" no_daemon=0 daemon_args=() n_daemons=1 max_out_ratio="" min_out_ratio=""
 tree="" tree_mid=0 mid_levels=1 kill_daemon="" forbid=""
 while [[ $# -gt 0 && $1 != "--" ]]; do
   case $1 in
     --kill-after) kill_after=$2; shift 2 ;;
+    --kill-at-slots) kill_at_slots=$2; shift 2 ;;
     --no-daemon) no_daemon=1; shift ;;
     --daemons) n_daemons=$2; shift 2 ;;
     --daemon-arg) daemon_args+=("$2"); shift 2 ;;
@@ -103,15 +106,30 @@ fi
 
 "$@" >"$work/out" 2>&1 &
 cmd_pid=$!
-if [[ -n $kill_after && ${#daemon_pids[@]} -gt 0 ]]; then
-  sleep "$kill_after"
-  victim=${daemon_pids[-1]}
-  if [[ -n $kill_daemon ]]; then victim=${daemon_pids[$((kill_daemon - 1))]}; fi
-  echo "with_confluxd: SIGKILL to confluxd (pid $victim) at +${kill_after}s" >>"$work/out"
+if [[ (-n $kill_after || -n $kill_at_slots) && ${#daemon_pids[@]} -gt 0 ]]; then
+  v=${#daemon_pids[@]}
+  if [[ -n $kill_daemon ]]; then v=$kill_daemon; fi
+  victim=${daemon_pids[$((v - 1))]}
+  if [[ -n $kill_at_slots ]]; then
+    metrics=$(sed -n 's/^metrics_port=//p' "$work/ready$v")
+    slots=0
+    while kill -0 "$cmd_pid" 2>/dev/null; do
+      slots=$(curl -s "http://127.0.0.1:$metrics/metrics" |
+        awk '/^conflux_dataplane_slots_completed_total/ { s += $2 } END { printf "%.0f", s }')
+      [[ ${slots:-0} -ge $kill_at_slots ]] && break
+      sleep 0.02
+    done
+    killed="with_confluxd: SIGKILL to confluxd (pid $victim) after $slots slots"
+  else
+    sleep "$kill_after"
+    killed="with_confluxd: SIGKILL to confluxd (pid $victim) at +${kill_after}s"
+  fi
   kill -KILL "$victim" 2>/dev/null
 fi
 wait "$cmd_pid"
 rc=$?
+# After the command's output: a line appended while it ran would be overwritten by it.
+[[ -n ${killed:-} ]] && echo "$killed" >>"$work/out"
 cat "$work/out"
 if [[ $rc -ne 0 && $no_daemon -eq 0 ]]; then
   for f in "$work"/daemon*.log; do echo "== $f"; tail -n 20 "$f"; done

@@ -268,14 +268,39 @@ void Progress::sleep(int64_t now, std::unique_lock<std::mutex>& lk) {
       }
     }
   }
-  timespec ts{static_cast<time_t>(wait / 1'000'000'000), static_cast<long>(wait % 1'000'000'000)};
+  const int64_t pause = std::min(bulk_pause_ns(), wait);
   lk.unlock();  // a caller may progress while this thread waits
-  ::ppoll(fds, n, &ts, nullptr);
+  bool woken = false;
+  if (pause > 0) {
+    // Results come at the link's pace: let a batch of them gather, listening only for a wake().
+    Counters::add(sh_->ctr.bulk_pauses);
+    const timespec p{0, static_cast<long>(pause)};
+    woken = ::ppoll(fds, 1, &p, nullptr) > 0;
+  }
+  if (!woken) {
+    const int64_t rest = wait - pause;
+    timespec ts{static_cast<time_t>(rest / 1'000'000'000), static_cast<long>(rest % 1'000'000'000)};
+    ::ppoll(fds, n, &ts, nullptr);
+  }
   sh_->sleeping.store(false, std::memory_order_relaxed);
   if (fds[0].revents & POLLIN) {
     uint64_t v;
     [[maybe_unused]] ssize_t r = ::read(sh_->wake_fd, &v, sizeof v);
   }
+}
+
+int64_t Progress::bulk_pause_ns() const {
+  if (sh_->cfg.bulk_wake.count() <= 0 || unfinished_bytes_ <= sh_->cfg.spin_max_bytes || failed_) {
+    return 0;
+  }
+  // A quarter of the shortest smoothed round trip: the window, sized for the round trip, keeps
+  // the link busy while the results of a quarter of it wait. No sample yet: no pause.
+  double srtt_us = 0;
+  for (const Agg& g : aggs_) {
+    if (g.alive && g.srtt_us > 0 && (srtt_us == 0 || g.srtt_us < srtt_us)) srtt_us = g.srtt_us;
+  }
+  const auto by_rtt = static_cast<int64_t>(srtt_us * 1000 / 4);
+  return std::min<int64_t>(ns(sh_->cfg.bulk_wake), by_rtt);
 }
 
 void Progress::leave() {

@@ -81,6 +81,9 @@ class Progress {
   // While a caller polls: blocks until wake() or until the caller's claim runs out.
   void doze(int64_t now);
   int64_t next_wakeup(int64_t now) const;
+  // How long sleep() listens only for a wake() before it waits on the sockets: > 0 only while
+  // more than spin_max_bytes are in flight (ClientConfig::bulk_wake).
+  int64_t bulk_pause_ns() const;
 
   // datapath.cc: packets; recovery.cc: loss recovery.
   bool send_new(int64_t now);

@@ -113,6 +113,12 @@ struct ClientConfig {
   // the threads sleep until the next packet instead. Small requests, whose latency is the
   // whole cost, still get the spin.
   uint64_t spin_max_bytes = 64 << 10;
+  // While more than spin_max_bytes are in flight, the progress thread takes results at most
+  // once per bulk_wake (and at most four times per round trip to the aggregators): it sleeps
+  // that long before it waits on the sockets, so that each wake-up takes a batch of results
+  // instead of one GRO buffer (issue 12: a wake-up costs more than the datagrams it takes). A
+  // new request or abort() still wakes it at once. 0 = wake for every datagram.
+  std::chrono::microseconds bulk_wake{500};
   // Callers progress the engine (as NCCL's socket and IB transports do inside test()):
   // allreduce() sends the request's first packets from the calling thread, and test() and
   // wait() read results and send more while they poll, so a small AllReduce crosses no

@@ -106,6 +106,8 @@ struct EngineStats {
   // Times the progress thread slept in poll() for want of work: once the busy-poll time
   // (ClientConfig::spin_us) ran out, or at once while more than spin_max_bytes were in flight.
   uint64_t progress_sleeps = 0;
+  // Of those, sleeps that began with a bulk pause (ClientConfig::bulk_wake).
+  uint64_t bulk_pauses = 0;
   // Sum over the aggregators of their current grant to this job (Capacity share_mbps),
   // Mbit/s, 0 = unknown; it moves when an aggregator sends a grant update (SPEC.md §3).
   uint64_t grant_mbps = 0;
