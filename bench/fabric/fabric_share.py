@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Two CollNet jobs sharing one aggregator on the emulated fabric (issue 16, fair sharing).
+
+The fabric of conflux_fabric.py with 2 x J workers at --rate and one confluxd whose link is
+--agg-factor times that. Job A (the first J workers) starts alone; job B (the other J) joins
+--stagger seconds later with fewer requests and ends first. Each job is a
+conflux-nccl-driver run (--modes collnet, 1 MiB float sums, every result verified). Every
+--sample seconds the daemon's /metrics give each job's grant and achieved result rate
+(conflux_job_grant_mbps, conflux_job_result_mbps, sampled by the daemon about once a second).
+
+Printed: the samples; A's mean rate alone before B came; each job's mean rate while both ran,
+against A's alone rate (the aggregator's capacity for one job) and against half of it; how
+long after B left A took to be back at >= 95 % of its alone rate. Root, like conflux_fabric.
+
+    bench/fabric/fabric_share.py --build build [--workers-per-job 2] [--rate 1000]
+                                 [--agg-factor 1] [--requests-a 600] [--requests-b 200]
+"""
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fabric_ns  # noqa: E402
+import fabric_run  # noqa: E402
+
+SAMPLE_RE = re.compile(r'^conflux_job_(grant|result)_mbps\{job="(\d+)"\} ([\d.eE+-]+)$', re.M)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--build", default="build")
+    p.add_argument("--plugin", help="plugin .so (default: BUILD/nccl_plugin/...)")
+    p.add_argument("--confluxd", help="default: BUILD/aggregator/confluxd")
+    p.add_argument("--driver", help="default: BUILD/tools/driver/conflux-nccl-driver")
+    p.add_argument("--workers-per-job", type=int, default=2)
+    p.add_argument("--rate", type=int, default=1000, help="worker link rate, Mbit/s")
+    p.add_argument("--agg-factor", type=float, default=1.0,
+                   help="the aggregator's link rate / worker rate")
+    p.add_argument("--requests-a", type=int, default=600, help="job A's 1 MiB AllReduces")
+    p.add_argument("--requests-b", type=int, default=200, help="job B's 1 MiB AllReduces")
+    p.add_argument("--stagger", type=float, default=4.0, help="seconds before B starts")
+    p.add_argument("--sample", type=float, default=0.5, help="seconds between samples")
+    p.add_argument("--agg-arg", action="append", default=[], metavar="ARG")
+    p.add_argument("--env", action="append", default=[], metavar="K=V",
+                   help="extra environment of every rank")
+    return p.parse_args(argv)
+
+
+def start_job(runner, name, workers, port, aggs, requests, env_extra):
+    """Starts one driver rank per worker (env-mode bootstrap, root on the first); returns
+    [(process, log path)]."""
+    root = f"{workers[0].ip}:{port}"
+    out = []
+    for i, w in enumerate(workers):
+        log = os.path.join(runner.workdir, f"job-{name}-r{i}.log")
+        argv = [runner.bins["driver"], "--plugin", runner.bins["plugin"], "--modes", "collnet",
+                "--require-collnet", "-d", "float", "-o", "sum", "-b", "1M", "-e", "1M",
+                "-n", str(requests), "-w", "1", "--idle-sleep-us", "50", "--timeout", "600"]
+        env = {"CONFLUX_DRIVER_RANK": str(i), "CONFLUX_DRIVER_NRANKS": str(len(workers)),
+               "CONFLUX_DRIVER_ROOT": root, "CONFLUX_SOCKET_IFNAME": "=eth0",
+               "CONFLUX_LINK_MBPS": str(w.mbit), "CONFLUX_AGGREGATORS": aggs,
+               "NCCL_DEBUG": "WARN"}
+        env.update(env_extra)
+        out.append((runner.spawn(w, argv, env, log), log))
+    return out
+
+
+def job_verified(ranks):
+    for p, _ in ranks:
+        p.wait(timeout=600)
+    text = open(ranks[0][1]).read()
+    return all(p.returncode == 0 for p, _ in ranks) and fabric_run.VERIFIED in text
+
+
+def sample(agg):
+    r = subprocess.run(["ip", "netns", "exec", agg.ns, "curl", "-s", "-m", "2",
+                        f"http://{agg.ip}:9470/metrics"], capture_output=True, text=True)
+    got = {}
+    for kind, job, v in SAMPLE_RE.findall(r.stdout):
+        got.setdefault(int(job), {})[kind] = float(v)
+    return got
+
+
+def mean(xs):
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def main(argv):
+    a = parse_args(argv)
+    if os.geteuid() != 0:
+        print("fabric_share: SKIPPED: needs root (network namespaces, tc)")
+        return 77
+    bins = {"confluxd": a.confluxd or os.path.join(a.build, "aggregator/confluxd"),
+            "plugin": a.plugin or os.path.join(a.build, "nccl_plugin/libnccl-net-conflux.so"),
+            "driver": a.driver or os.path.join(a.build, "tools/driver/conflux-nccl-driver")}
+    if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
+        print("fabric_share: SKIPPED: `ip netns` unavailable")
+        return 77
+    fabric_ns.cleanup_stale()
+    j = a.workers_per_job
+    agg_mbit = int(a.rate * a.agg_factor)
+    prefix = f"cfx{os.getpid()}"
+    workdir = tempfile.mkdtemp(prefix=f"{prefix}-share-")
+    fab = fabric_ns.Fabric(prefix, 2 * j, a.rate, [("a0", agg_mbit)])
+    runner = fabric_run.Runner(fab, bins, workdir, agg_args=a.agg_arg)
+    env = dict(kv.split("=", 1) for kv in a.env)
+    print(f"# fabric_share: 2 jobs x {j} workers @ {a.rate} Mbit/s, 1 aggregator @ {agg_mbit} "
+          f"Mbit/s, A {a.requests_a} x 1 MiB, B {a.requests_b} x 1 MiB {a.stagger:g} s later, "
+          f"logs in {workdir}", flush=True)
+    samples = []  # (t, {job: {grant, result}})
+    try:
+        fab.build()
+        eps = runner.start_aggregators(["a0"], 1)
+        t0 = time.monotonic()
+        job_a = start_job(runner, "a", fab.workers[:j], 29601, eps[0], a.requests_a, env)
+        job_b = None
+        print("# t(s) job:grant=Mbit/s,result=Mbit/s ...", flush=True)
+        while any(p.poll() is None for p, _ in job_a):
+            t = time.monotonic() - t0
+            if job_b is None and t >= a.stagger:
+                job_b = start_job(runner, "b", fab.workers[j:], 29602, eps[0], a.requests_b, env)
+            s = sample(fab.aggs["a0"])
+            samples.append((t, s))
+            print(f"{t:6.1f} " + " ".join(f"{k}:{v.get('grant', 0):.0f},{v.get('result', 0):.0f}"
+                                        for k, v in sorted(s.items())), flush=True)
+            time.sleep(a.sample)
+        ok_a = job_verified(job_a)
+        ok_b = job_b is not None and job_verified(job_b)
+    finally:
+        runner.kill_all()
+        fab.teardown()
+    jobs = sorted({k for _, s in samples for k in s})
+    if len(jobs) < 2:
+        print("# error: the daemon never showed two jobs")
+        return 1
+    ja, jb = jobs[0], jobs[1]  # job ids are handed out in order of joining
+
+    def rate(s, k):
+        return s.get(k, {}).get("result", 0.0)
+    # The daemon's rate trails by up to a second: leave out a second at each edge.
+    both = [s for t, s in samples if rate(s, ja) > 0 and rate(s, jb) > 0]
+    both = both[2:-2] if len(both) > 6 else both
+    alone = [rate(s, ja) for t, s in samples if t < a.stagger and jb not in s and rate(s, ja) > 0]
+    b_gone = [t for t, s in samples if jb in s]
+    last_b = b_gone[-1] if b_gone else None
+    cap = mean(alone)
+    print(f"# job A alone: {cap:.0f} Mbit/s of results (the aggregator's capacity for one job)")
+    for name, k in (("A", ja), ("B", jb)):
+        m = mean([rate(s, k) for s in both])
+        print(f"# job {name} while both ran: {m:.0f} Mbit/s = {m / cap:.2f} of A alone "
+              f"({len(both)} samples)" if cap > 0 else f"# job {name}: {m:.0f} Mbit/s")
+    if last_b is not None and cap > 0:
+        back = next((t for t, s in samples if t > last_b and rate(s, ja) >= 0.95 * cap), None)
+        print(f"# after B left (last seen at {last_b:.1f} s): A at >= 95 % of its alone rate "
+              + (f"{back - last_b:.1f} s later" if back else "not within the run"))
+    print(f"# job A: {'verified' if ok_a else 'NOT verified'}; job B: "
+          f"{'verified' if ok_b else 'NOT verified'}")
+    return 0 if ok_a and ok_b else 1
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(128 + s))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except (fabric_ns.FabricError, fabric_run.RunError) as e:
+        print(f"# error: {e}", file=sys.stderr)
+        sys.exit(1)
