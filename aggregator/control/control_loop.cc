@@ -324,6 +324,7 @@ void ControlPlane::tick(Clock::time_point now) {
   if (reserve_fd_ < 0) reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);  // lost in a race
   manager_.on_tick(now, *this);
   multicast_.on_tick(now, *this);
+  apply_egress_cap();
   const auto silence = std::chrono::milliseconds(cfg_.worker_timeout_ms);
   const auto heartbeat = std::chrono::milliseconds(cfg_.heartbeat_ms);
   const auto join_deadline = std::chrono::milliseconds(cfg_.control_join_timeout_ms);

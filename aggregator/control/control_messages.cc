@@ -246,13 +246,27 @@ size_t ControlPlane::set_max_mbps(uint32_t mbps) {
   const uint32_t was = capacity_.max_mbps;
   capacity_.max_mbps = mbps;
   derive_share();
-  dataplane_.set_max_mbps(mbps);
   counters_.max_mbps.set(mbps);
-  manager_.set_capacity(capacity_.share_mbps, mbps != 0);
+  manager_.set_capacity(capacity_.share_mbps, capacity_.share_mbps != 0);
+  apply_egress_cap();
   const size_t told = manager_.regrant_all(proto::CapacityReason::kCapChanged, *this);
   spdlog::info("max_mbps {} -> {} Mbit/s (capacity now {} Mbit/s); {} job(s) told", was, mbps,
                capacity_.share_mbps, told);
   return told;
+}
+
+void ControlPlane::apply_egress_cap() {
+  const int64_t cap = capacity_.max_mbps != 0      ? capacity_.max_mbps
+                      : manager_.active_jobs() > 1 ? capacity_.line_mbps
+                                                   : 0;
+  if (cap == egress_cap_mbps_) return;
+  dataplane_.set_max_mbps(cap);
+  if (capacity_.max_mbps == 0) {
+    spdlog::info(
+        "{} live jobs: result egress {}", manager_.active_jobs(),
+        cap == 0 ? std::string("unpaced") : fmt::format("paced to the line rate, {} Mbit/s", cap));
+  }
+  egress_cap_mbps_ = cap;
 }
 
 size_t ControlPlane::set_draining(bool on) {

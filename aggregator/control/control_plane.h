@@ -109,6 +109,10 @@ class ControlPlane final : private JoinOutbox {
   size_t set_max_mbps(uint32_t mbps);
   // capacity_.share_mbps from capacity_.line_mbps and capacity_.max_mbps.
   void derive_share();
+  // The dataplane's egress cap: max_mbps when set; else, while several jobs are live, the line
+  // rate (when known), so that the jobs' paced shares divide the link rather than each job
+  // taking what its congestion window wins; else none. Called after every control turn.
+  void apply_egress_cap();
 
   const Config& cfg_;
   JobTable& jobs_;
@@ -120,6 +124,7 @@ class ControlPlane final : private JoinOutbox {
   // Sent after JoinAck to workers that ask (kJoinFlagCapacity), share_mbps their job's grant,
   // and again as an update when the grant changes (JobManager::regrant).
   proto::Capacity capacity_;
+  int64_t egress_cap_mbps_ = 0;  // what apply_egress_cap() last gave the dataplane
   std::unordered_map<ConnId, Connection> conns_;
   std::unordered_map<uint32_t, uint32_t> conns_per_addr_;  // open control connections by peer
   std::array<RateLimiter, static_cast<size_t>(LogKind::kCount)> log_limits_;

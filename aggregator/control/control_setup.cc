@@ -80,10 +80,12 @@ ControlPlane::ControlPlane(const Config& cfg, JobTable& jobs, const Dataplane& d
   capacity_.line_mbps = mbps(advertised_line_mbps(cfg.line_mbps, cfg.listen));
   capacity_.max_mbps = mbps(cfg.max_mbps);
   // The bandwidth capacity the JobManager divides among the live jobs (each Capacity carries
-  // its job's part); enforced by pacing only under an operator's max_mbps.
+  // its job's part); while several jobs are live, each job's results are paced to its part,
+  // under the egress cap of apply_egress_cap().
   derive_share();
   capacity_.threads = static_cast<uint16_t>(dp.n_queues());
-  manager_.set_capacity(capacity_.share_mbps, capacity_.max_mbps != 0);
+  manager_.set_capacity(capacity_.share_mbps, capacity_.share_mbps != 0);
+  egress_cap_mbps_ = capacity_.max_mbps;  // the dataplane starts with cfg.max_mbps
   counters_.max_mbps.set(capacity_.max_mbps);
   spdlog::info(
       "capacity advertised to workers: line {} Mbit/s{}, cap {} Mbit/s{}, {} dataplane "

@@ -87,7 +87,8 @@ class JobManager {
   void cancel_pending(proto::Status status, JoinOutbox& out);
 
   // The bandwidth capacity divided among the jobs, Mbit/s (0 = unknown: no grants), and
-  // whether grants are enforced (max_mbps set: the result sends are paced).
+  // whether grants are enforced (each job's result sends paced to its grant while several
+  // jobs are live; ControlPlane: whenever the capacity is known, max_mbps or the line rate).
   void set_capacity(uint32_t capacity_mbps, bool enforce) {
     capacity_mbps_ = capacity_mbps;
     enforce_ = enforce;

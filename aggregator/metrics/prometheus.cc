@@ -190,7 +190,7 @@ void job_metrics(Writer& w, const JobTable& jobs) {
   });
   w.family("conflux_job_paced_mbps", "gauge",
            "What the job's result sends are paced to, Mbit/s (0 = not paced: alone, or no "
-           "max_mbps).");
+           "capacity known).");
   jobs.for_each_live([&](const Job& j) {
     w.sample("conflux_job_paced_mbps", fmt::format("job=\"{}\"", j.id()), j.pace_mbps());
   });

@@ -123,6 +123,20 @@ TEST_P(DataplanePacing, TwoJobsShareTheCap) {
   two_jobs_at_once(a, b, size_t{1} << 19, grants, 32);  // 4 MiB of results per job
 }
 
+// No max_mbps, but a known line rate: while two jobs are live the daemon paces the results
+// to the line rate and each job to its half, as under a cap of that rate (a job alone is not
+// paced: nothing to share). Every result exact, together no faster than the line allows.
+TEST_P(DataplanePacing, TwoJobsShareAKnownLineRateWithoutACap) {
+  Config cfg = paced_config(base_config(), 0);
+  cfg.line_mbps = 32;
+  start(cfg);
+  auto a = join_job(paced_job(85), 2);
+  auto b = join_job(paced_job(86), 2);
+  const uint64_t grants[2] = {16, 16};
+  two_jobs_at_once(a, b, size_t{1} << 19, grants, 32);
+  EXPECT_EQ(metric_sum(metrics(), "conflux_max_mbps"), 0u);  // the operator's cap: still none
+}
+
 // Tenants of weights 3 and 1 under a cap of 32 Mbit/s: the jobs' grants are 24 and 8 Mbit/s.
 // Both run at once: every result exact, together no faster than the cap, and the light job's
 // results, over its share most of the time, were set aside (conflux_dataplane_deferred_total)
