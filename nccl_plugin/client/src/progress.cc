@@ -300,7 +300,7 @@ int64_t Progress::bulk_pause_ns() const {
     if (g.alive && g.srtt_us > 0 && (srtt_us == 0 || g.srtt_us < srtt_us)) srtt_us = g.srtt_us;
   }
   const auto by_rtt = static_cast<int64_t>(srtt_us * 1000 / 4);
-  return std::min<int64_t>(ns(sh_->cfg.bulk_wake), by_rtt);
+  return std::min({ns(sh_->cfg.bulk_wake), by_rtt, int64_t{999'999'999}});  // one timespec
 }
 
 void Progress::leave() {
