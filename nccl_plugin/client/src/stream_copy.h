@@ -6,6 +6,7 @@
 // (streaming stores are weakly ordered). Elsewhere it is memcpy.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -22,45 +23,53 @@ inline constexpr uint64_t kStreamedResultBytes = 256 << 10;
 // Below this many bytes a plain copy is as cheap as a streamed one.
 inline constexpr size_t kMinStreamedBytes = 1024;
 
-// Streams 64-byte blocks from src to dst, and to `also` when it is not null, until fewer than
-// 64 bytes remain; dst and `also` 16-byte aligned. Advances the three pointers and n.
-inline void stream_blocks(uint8_t*& dst, uint8_t*& also, const uint8_t*& src, size_t& n) {
+namespace detail {
+
+// Copies n bytes from src to dst, and to `also` when it is not null (then equally aligned to 16
+// bytes as dst), reading src once: plain copies of the unaligned head and the tail, 64-byte
+// blocks with streaming stores between, and a store fence at the end. x86-64, n > 0.
+inline void stream_to(uint8_t* dst, uint8_t* also, const uint8_t* src, size_t n) {
 #if defined(__x86_64__)
-  for (; n >= 64; n -= 64, dst += 64, src += 64) {
+  const size_t head = std::min(n, (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15);
+  const auto plain = [&](size_t bytes) {
+    std::memcpy(dst, src, bytes);
+    if (also != nullptr) std::memcpy(also, src, bytes);
+  };
+  const auto advance = [&](size_t bytes) {
+    dst += bytes;
+    src += bytes;
+    n -= bytes;
+    if (also != nullptr) also += bytes;
+  };
+  plain(head);
+  advance(head);
+  for (; n >= 64; advance(64)) {
     const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16));
     const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 32));
     const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 48), d);
-    if (also != nullptr) {
-      _mm_stream_si128(reinterpret_cast<__m128i*>(also), a);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(also + 16), b);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(also + 32), c);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(also + 48), d);
-      also += 64;
+    for (uint8_t* out : {dst, also}) {
+      if (out == nullptr) continue;
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out), a);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out + 16), b);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out + 32), c);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out + 48), d);
     }
   }
+  plain(n);
+  _mm_sfence();
 #else
   (void)dst, (void)also, (void)src, (void)n;
 #endif
 }
 
+}  // namespace detail
+
 inline void stream_copy(uint8_t* dst, const uint8_t* src, size_t n) {
   if (n == 0) return;  // src or dst may then be null, which memcpy does not allow
 #if defined(__x86_64__)
   if (n >= kMinStreamedBytes) {
-    const size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
-    std::memcpy(dst, src, head);
-    dst += head;
-    src += head;
-    n -= head;
-    uint8_t* none = nullptr;
-    stream_blocks(dst, none, src, n);
-    std::memcpy(dst, src, n);
-    _mm_sfence();
+    detail::stream_to(dst, nullptr, src, n);
     return;
   }
 #endif
@@ -76,17 +85,7 @@ inline void stream_copy_twice(uint8_t* dst, uint8_t* also, const uint8_t* src, s
 #if defined(__x86_64__)
   const auto misalign = [](const uint8_t* p) { return reinterpret_cast<uintptr_t>(p) & 15; };
   if (n >= kMinStreamedBytes && misalign(dst) == misalign(also)) {
-    const size_t head = (16 - misalign(dst)) & 15;
-    std::memcpy(dst, src, head);
-    std::memcpy(also, src, head);
-    dst += head;
-    also += head;
-    src += head;
-    n -= head;
-    stream_blocks(dst, also, src, n);
-    std::memcpy(dst, src, n);
-    std::memcpy(also, src, n);
-    _mm_sfence();
+    detail::stream_to(dst, also, src, n);
     return;
   }
 #endif
