@@ -247,7 +247,7 @@ size_t ControlPlane::set_max_mbps(uint32_t mbps) {
   capacity_.max_mbps = mbps;
   derive_share();
   counters_.max_mbps.set(mbps);
-  manager_.set_capacity(capacity_.share_mbps, capacity_.share_mbps != 0);
+  manager_.set_capacity(capacity_.share_mbps);
   apply_egress_cap();
   const size_t told = manager_.regrant_all(proto::CapacityReason::kCapChanged, *this);
   spdlog::info("max_mbps {} -> {} Mbit/s (capacity now {} Mbit/s); {} job(s) told", was, mbps,

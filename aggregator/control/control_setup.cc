@@ -84,7 +84,7 @@ ControlPlane::ControlPlane(const Config& cfg, JobTable& jobs, const Dataplane& d
   // under the egress cap of apply_egress_cap().
   derive_share();
   capacity_.threads = static_cast<uint16_t>(dp.n_queues());
-  manager_.set_capacity(capacity_.share_mbps, capacity_.share_mbps != 0);
+  manager_.set_capacity(capacity_.share_mbps);
   egress_cap_mbps_ = capacity_.max_mbps;  // the dataplane starts with cfg.max_mbps
   counters_.max_mbps.set(capacity_.max_mbps);
   spdlog::info(

@@ -456,7 +456,8 @@ size_t JobManager::regrant_except(std::optional<uint64_t> changed, proto::Capaci
     const uint32_t weight = a.job->params().share_weight;
     const auto share = static_cast<uint32_t>(uint64_t{capacity_mbps_} * weight / weights);
     // A job alone is not paced beyond the daemon's own max_mbps bucket (as before fair share).
-    const uint32_t pace = enforce_ && active_.size() > 1 ? std::max<uint32_t>(share, 1) : 0;
+    const uint32_t pace =
+        capacity_mbps_ != 0 && active_.size() > 1 ? std::max<uint32_t>(share, 1) : 0;
     const bool moved = a.job->grant_mbps() != share;
     a.job->set_grant(share, pace);
     // The joining job gets its grant in the Capacity after its JoinAck.

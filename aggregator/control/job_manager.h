@@ -86,13 +86,9 @@ class JobManager {
   // Rejects every waiting rank (daemon stopping).
   void cancel_pending(proto::Status status, JoinOutbox& out);
 
-  // The bandwidth capacity divided among the jobs, Mbit/s (0 = unknown: no grants), and
-  // whether grants are enforced (each job's result sends paced to its grant while several
-  // jobs are live; ControlPlane: whenever the capacity is known, max_mbps or the line rate).
-  void set_capacity(uint32_t capacity_mbps, bool enforce) {
-    capacity_mbps_ = capacity_mbps;
-    enforce_ = enforce;
-  }
+  // The bandwidth capacity divided among the jobs, Mbit/s (0 = unknown: no grants). While
+  // several jobs are live, each job's result sends are paced to its grant.
+  void set_capacity(uint32_t capacity_mbps) { capacity_mbps_ = capacity_mbps; }
   // After set_capacity changed the capacity (conflux throttle): divides it again and tells
   // every job whose grant moved. Returns how many jobs were told.
   size_t regrant_all(proto::CapacityReason why, JoinOutbox& out);
@@ -167,7 +163,6 @@ class JobManager {
   UplinkClient* uplink_;
   uint64_t slots_used_ = 0;
   uint32_t capacity_mbps_ = 0;
-  bool enforce_ = false;
   Clock::time_point last_sample_{};
   RateLimiter log_limit_;  // every line a client can trigger (SPEC: no client floods the log)
 };
