@@ -62,6 +62,17 @@ def parse_rows(text, nranks):
     return rows
 
 
+def rank_env(rank, nranks, root, worker, aggregators):
+    """Environment of one driver rank on `worker` (env-mode bootstrap with root host:port).
+    Each worker is told its shaped rate as CONFLUX_LINK_MBPS: the speed a NIC of that rate
+    reports (a veth reports 10 Gbit/s), as the daemons get theirs as line_mbps; an extra
+    CONFLUX_LINK_MBPS=0 restores the interface's figure. aggregators: CONFLUX_AGGREGATORS."""
+    return {"CONFLUX_DRIVER_RANK": str(rank), "CONFLUX_DRIVER_NRANKS": str(nranks),
+            "CONFLUX_DRIVER_ROOT": root, "CONFLUX_SOCKET_IFNAME": "=eth0",
+            "CONFLUX_LINK_MBPS": str(worker.mbit), "CONFLUX_AGGREGATORS": aggregators,
+            "NCCL_DEBUG": "WARN"}  # the plugin's warnings land in the rank logs
+
+
 class Runner:
     def __init__(self, fabric, bins, workdir, idle_sleep_us=50, driver_env=None, agg_args=()):
         self.agg_args = list(agg_args)
@@ -222,16 +233,9 @@ class Runner:
                 a += ["--require-collnet", "--ring-fraction", f]
             return a
 
-        # Each worker is told its shaped rate as CONFLUX_LINK_MBPS: the speed a NIC of that rate
-        # reports (a veth reports 10 Gbit/s), as the daemons get theirs as line_mbps. An --env
-        # CONFLUX_LINK_MBPS=0 restores the interface's figure.
         def env(i, w):
-            e = {"CONFLUX_DRIVER_RANK": str(i), "CONFLUX_DRIVER_NRANKS": str(n),
-                 "CONFLUX_DRIVER_ROOT": root, "CONFLUX_SOCKET_IFNAME": "=eth0",
-                 "CONFLUX_LINK_MBPS": str(w.mbit),
-                 "CONFLUX_AGGREGATORS": (",".join(per_rank[i] if per_rank else aggs_eps)
-                                         if mode != "ring" else ""),
-                 "NCCL_DEBUG": "WARN"}  # the plugin's warnings land in the rank logs
+            e = rank_env(i, n, root, w, ",".join(per_rank[i] if per_rank else aggs_eps)
+                         if mode != "ring" else "")
             e.update(self.driver_env)
             return e
 

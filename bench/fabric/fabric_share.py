@@ -61,10 +61,7 @@ def start_job(runner, name, workers, port, aggs, requests, env_extra):
         argv = [runner.bins["driver"], "--plugin", runner.bins["plugin"], "--modes", "collnet",
                 "--require-collnet", "-d", "float", "-o", "sum", "-b", "1M", "-e", "1M",
                 "-n", str(requests), "-w", "1", "--idle-sleep-us", "50", "--timeout", "600"]
-        env = {"CONFLUX_DRIVER_RANK": str(i), "CONFLUX_DRIVER_NRANKS": str(len(workers)),
-               "CONFLUX_DRIVER_ROOT": root, "CONFLUX_SOCKET_IFNAME": "=eth0",
-               "CONFLUX_LINK_MBPS": str(w.mbit), "CONFLUX_AGGREGATORS": aggs,
-               "NCCL_DEBUG": "WARN"}
+        env = fabric_run.rank_env(i, len(workers), root, w, aggs)
         env.update(env_extra)
         out.append((runner.spawn(w, argv, env, log), log))
     return out
