@@ -15,6 +15,11 @@ double us_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
 
+// Wall-clock time, comparable across the processes of one host (a timeline's timestamps).
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 struct Cell {
   const Options& o;
   const ModeRun& m;
@@ -45,11 +50,12 @@ struct Cell {
     else
       poison(spec.dtype, recv, out_count());
   }
+  // One collective; *us (if given) is set to its time, without the preparation and check.
   Status once(uint64_t* wrong, double* us) {
     if (wrong != nullptr) prepare();
     auto t0 = Clock::now();
     DRV_TRY(m.run(send, recv, count, spec.dtype, spec.op));
-    if (us != nullptr) *us += us_since(t0);
+    if (us != nullptr) *us = us_since(t0);
     if (wrong != nullptr) *wrong += wrong_in_output();
     return Status::Ok();
   }
@@ -91,14 +97,18 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
         for (int i = 0; i < o.warmup; ++i) DRV_TRY(c.once(check, nullptr));
         DRV_TRY(bs->barrier());
         tools::HostCpuWindow cpu;
+        std::vector<TimelinePoint> points;  // rank 0's timed iterations, for --timeline
+        const bool keep_points = bs->rank() == 0 && !o.timeline_path.empty();
+        if (keep_points) points.reserve(static_cast<size_t>(o.iters));
         double total_us = 0;
-        if (o.check_iters) {
-          for (int i = 0; i < o.iters; ++i) DRV_TRY(c.once(&wrong, &total_us));
-        } else {
-          auto t0 = Clock::now();
-          for (int i = 0; i < o.iters; ++i) DRV_TRY(c.once(nullptr, nullptr));
-          total_us = us_since(t0);
+        const auto t0 = Clock::now();
+        for (int i = 0; i < o.iters; ++i) {
+          double us = 0;
+          DRV_TRY(c.once(check, &us));
+          total_us += us;
+          if (keep_points) points.push_back({unix_seconds(), us});
         }
+        if (!o.check_iters) total_us = us_since(t0);  // the loop's own time counts too
         DRV_TRY(bs->barrier());  // every rank's timed iterations are in rank 0's CPU window
         cpu.stop();
         DRV_TRY(c.once(&wrong, nullptr));  // the check run
@@ -121,6 +131,7 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
         row.host_cpu_window_s = cpu.seconds();
         row.host_cpu_s_per_gb = cpu.per_gb(static_cast<double>(bytes) * o.iters / 1e9);
         if (bs->rank() == 0) print_row(row);
+        if (keep_points) DRV_TRY(append_timeline(o.timeline_path, row, points));
         rows->push_back(row);
       }
     }

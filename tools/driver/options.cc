@@ -174,8 +174,8 @@ Status apply(const std::string& flag, const std::string& val, Options* o) {
     o->seed = static_cast<uint64_t>(n);
     return Status::Ok();
   }
-  if (flag == "--json") {
-    o->json_path = val;
+  if (flag == "--json" || flag == "--timeline") {
+    (flag == "--json" ? o->json_path : o->timeline_path) = val;
     return Status::Ok();
   }
   if (flag == "--timeout") {
@@ -320,6 +320,7 @@ void print_usage(const char* argv0) {
       "  --require-collnet      fail if CollNet is unavailable or declined\n"
       "  --seed N               input seed (default 1)\n"
       "  --json FILE            write all rows and the environment as JSON (rank 0)\n"
+      "  --timeline FILE        write each timed iteration's end time and duration (rank 0)\n"
       "  --timeout S            whole-run limit in seconds (default 300)\n"
       "  --idle-sleep-us N      idle polling sleeps N us instead of sched_yield (default 0;\n"
       "                         helps when ranks outnumber cores)\n"

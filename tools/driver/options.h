@@ -40,6 +40,7 @@ struct Options {
   bool require_collnet = false;  // CollNet unavailable/declined is an error, not a skipped table
   uint64_t seed = 1;
   std::string json_path;
+  std::string timeline_path;  // --timeline FILE: rank 0's per-iteration times (report.h)
   double timeout_s = 300.0;
   int idle_sleep_us = 0;              // polling loops: 0 = sched_yield (NCCL-like), N = sleep N us
   int inject_exit_rank = -1;          // test hook: this rank exits abruptly after setup

@@ -200,6 +200,7 @@ struct RankRun {
                   plugin.net_symbol.c_str(), nets.c_str(), colls.empty() ? " none" : colls.c_str());
       std::fflush(stdout);
     }
+    if (rank == 0 && !o.timeline_path.empty()) DRV_TRY(start_timeline(o.timeline_path));
     size_t max_bytes = (o.maxbytes + 7) & ~size_t{7};
     DRV_TRY(bufs.alloc(max_bytes, o.chunk_bytes * static_cast<size_t>(o.inflight)));
     for (size_t i = 0; i < o.modes.size(); ++i) {

@@ -70,6 +70,36 @@ void print_note(const std::string& line) {
   std::fflush(stdout);
 }
 
+namespace {
+
+Status write_timeline(const std::string& path, const char* how, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), how);
+  if (f == nullptr) {
+    return Status::Error("cannot write --timeline file " + path + ": " + std::strerror(errno));
+  }
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) return Status::Error("short write to --timeline file " + path);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status start_timeline(const std::string& path) {
+  return write_timeline(path, "w", "# mode bytes end_unix_s us\n");
+}
+
+Status append_timeline(const std::string& path, const Row& row,
+                       const std::vector<TimelinePoint>& points) {
+  std::string text;
+  char line[128];
+  for (const TimelinePoint& p : points) {
+    std::snprintf(line, sizeof line, "%s %zu %.6f %.1f\n", mode_name(row.mode), row.bytes,
+                  p.end_unix_s, p.us);
+    text += line;
+  }
+  return write_timeline(path, "a", text);
+}
+
 Status write_json(const std::string& path, const RunInfo& info, const std::vector<Row>& rows,
                   const std::vector<std::string>& notes) {
   FILE* f = std::fopen(path.c_str(), "w");

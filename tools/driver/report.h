@@ -41,6 +41,18 @@ void print_table_header(Mode mode, const std::string& description);
 void print_row(const Row& r);
 void print_note(const std::string& line);  // "# " + line, flushed
 
+// --timeline FILE: one line per timed iteration of rank 0, "MODE BYTES END US", END being
+// the iteration's end in seconds since the epoch (so that other programs' events, such as a
+// throttle, line up) and US its duration. start_timeline truncates the file and writes the
+// header; append_timeline adds one row's iterations.
+struct TimelinePoint {
+  double end_unix_s;
+  double us;
+};
+Status start_timeline(const std::string& path);
+Status append_timeline(const std::string& path, const Row& row,
+                       const std::vector<TimelinePoint>& points);
+
 Status write_json(const std::string& path, const RunInfo& info, const std::vector<Row>& rows,
                   const std::vector<std::string>& notes);
 
