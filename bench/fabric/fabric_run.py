@@ -194,6 +194,21 @@ class Runner:
         return stats
 
     # ---- ranks ---------------------------------------------------------------------------
+    def start_ranks(self, name, workers, port, aggregators, driver_args, env_extra=None):
+        """Starts one conflux-nccl-driver rank per worker (env-mode bootstrap, root on the first
+        at `port`) with the plugin and `driver_args`, without waiting; returns [(process, log
+        path)], rank 0 first. For runs that something else must act on while they go."""
+        root = f"{workers[0].ip}:{port}"
+        out = []
+        for i, w in enumerate(workers):
+            log = os.path.join(self.workdir, f"{name}-r{i}.log")
+            argv = [self.bins["driver"], "--plugin", self.bins["plugin"]] + list(driver_args)
+            env = rank_env(i, len(workers), root, w, aggregators)
+            env.update(self.driver_env)
+            env.update(env_extra or {})
+            out.append((self.spawn(w, argv, env, log), log))
+        return out
+
     def _run_ranks(self, name, make_argv, make_env, timeout):
         logs, procs = [], []
         for i, w in enumerate(self.fabric.workers):

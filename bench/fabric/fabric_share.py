@@ -52,19 +52,11 @@ def parse_args(argv):
 
 
 def start_job(runner, name, workers, port, aggs, requests, env_extra):
-    """Starts one driver rank per worker (env-mode bootstrap, root on the first); returns
-    [(process, log path)]."""
-    root = f"{workers[0].ip}:{port}"
-    out = []
-    for i, w in enumerate(workers):
-        log = os.path.join(runner.workdir, f"job-{name}-r{i}.log")
-        argv = [runner.bins["driver"], "--plugin", runner.bins["plugin"], "--modes", "collnet",
-                "--require-collnet", "-d", "float", "-o", "sum", "-b", "1M", "-e", "1M",
-                "-n", str(requests), "-w", "1", "--idle-sleep-us", "50", "--timeout", "600"]
-        env = fabric_run.rank_env(i, len(workers), root, w, aggs)
-        env.update(env_extra)
-        out.append((runner.spawn(w, argv, env, log), log))
-    return out
+    return runner.start_ranks(
+        f"job-{name}", workers, port, aggs,
+        ["--modes", "collnet", "--require-collnet", "-d", "float", "-o", "sum", "-b", "1M", "-e",
+         "1M", "-n", str(requests), "-w", "1", "--idle-sleep-us", "50", "--timeout", "600"],
+        env_extra)
 
 
 def job_verified(ranks):

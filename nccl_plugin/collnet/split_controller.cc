@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "collnet/split.h"
 
@@ -25,6 +26,8 @@ constexpr double kSuddenFall = 0.5;
 // Periods in a row in which the aggregator share did not wait for the window, after which a
 // limit measured earlier is dropped for the prior again.
 constexpr int kKeptUpPeriods = 2;
+// A path's own rate this far above the link prior shows the prior below the real link.
+constexpr double kLineSlack = 1.5;
 
 // Shares are kept on a grid of 1/1024, so that a decision is a small exact number.
 double quantize(double share) { return std::round(share * 1024.0) / 1024.0; }
@@ -42,6 +45,7 @@ SplitController::SplitController(int nranks, double link_bps, double capacity_bp
     : n_(std::max(nranks, 1)),
       c_(2.0 * (n_ - 1) / n_),
       link_(link_bps),
+      line_(link_bps),
       capacity_(capacity_bps > 0 ? capacity_bps : n_ * link_bps),
       aggregators_(std::max<uint32_t>(aggregators, 1)),
       t_(tuning),
@@ -61,6 +65,10 @@ double SplitController::target() const {
 double SplitController::model_time(double share) const {
   // Seconds per byte of a request: the aggregators' part and the link's, whichever is longer.
   return std::max(n_ * share / capacity_, (share + c_ * (1 - share)) / link_);
+}
+
+double SplitController::raise_link(double lower_bound) const {
+  return std::max(link_, std::min(lower_bound, line_));
 }
 
 double SplitController::exact(double old, double seen, bool* known) const {
@@ -154,11 +162,21 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
     // The ring (TCP) takes whatever the aggregator share leaves: when it is the slower path the
     // link is full while it runs.
     const double seen = (std::min(a_ov, a) + c_ * r) / tr;
-    ring_was_slower_ = ring_was_slower_ || tr >= ta;
-    link_ = tr >= ta && big_ring ? exact(link_, seen, &link_known_) : std::max(link_, seen);
-    if (tr >= ta && big_ring) why = "the ring is the slower path";
+    const bool ring_slower = tr >= ta;
+    ring_was_slower_ = ring_was_slower_ || ring_slower;
+    link_ = ring_slower && big_ring ? exact(link_, seen, &link_known_) : raise_link(seen);
+    if (ring_slower && big_ring) why = "the ring is the slower path";
   } else {
-    link_ = std::max(link_, a / ta);
+    link_ = raise_link(a / ta);
+  }
+  // A path's own rate well above the line rate (the ring's bytes, which its peers received; the
+  // aggregator share's when it ran without the ring), or an exact measurement well above it:
+  // the prior was below the real link (an operator's CONFLUX_LINK_MBPS), and no longer bounds
+  // L. (Not the aggregator share's rate while the ring was idle: with requests in flight, it
+  // was seen at 1.2x the link.)
+  const double carried = ring_measured ? c_ * r / tr : a / ta;
+  if (carried > kLineSlack * line_ || (link_known_ && link_ > kLineSlack * line_)) {
+    line_ = std::numeric_limits<double>::infinity();
   }
   if (agg_measured) {
     // The aggregator share alone (the ring idle) shows what the aggregators take, unless it

@@ -26,7 +26,14 @@
 // it. Too much on the aggregators makes their share run alone, which measures R and moves the
 // split back; too much on the ring measures L; at the optimum both bind. A change the model
 // expects to gain less than the band is not made (no oscillation on noise), and each path keeps a
-// small probe share so that its rate stays measured. A measured R below half of what the
+// small probe share so that its rate stays measured. A lower bound never raises L above the
+// line rate the link prior came from: a link carries no more, and a ring probe of a few
+// milliseconds beside a busy aggregator share can "see" more, counting aggregator bytes that
+// were handed to the kernel but still queued (on the fabric: 1323 Mbit/s off a 1000 Mbit/s
+// link, which moved 15 % of a job to the ring for good). Exact measurements are not bounded,
+// and one well above the line rate (1.5x), or the ring's own rate that far above it, shows the
+// prior too low (an operator's CONFLUX_LINK_MBPS below the real link): lower bounds are then
+// not bounded either. A measured R below half of what the
 // aggregator share moved in the period before is a sudden fall and waits for the next period
 // to confirm it: one period of loss recovery or a descheduled rank is not a throttle. Priors: L
 // from the interface's speed (or CONFLUX_LINK_MBPS), R from the capacity the aggregators
@@ -113,12 +120,15 @@ class SplitController {
   SplitDecision move_to(double share, std::string reason);
   // R and its prior both scale (a re-stripe, a grant update).
   void scale_capacity(double factor);
+  // L after a measurement that only bounds it from below, at most the line rate.
+  double raise_link(double lower_bound) const;
   // An exact measurement `seen` of an estimate (old); *known: measured before.
   double exact(double old, double seen, bool* known) const;
 
   int n_;
   double c_;
   double link_;
+  double line_;  // the link prior, which lower bounds do not exceed (infinite: shown too low)
   double capacity_;
   uint32_t epoch_ = 0;
   uint32_t aggregators_;
