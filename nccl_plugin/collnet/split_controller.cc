@@ -50,6 +50,7 @@ SplitController::SplitController(int nranks, double link_bps, double capacity_bp
       aggregators_(std::max<uint32_t>(aggregators, 1)),
       t_(tuning),
       agg_share_(target()),
+      last_agg_rate_(capacity_),
       prior_capacity_(capacity_) {}
 
 void SplitController::scale_capacity(double factor) {
@@ -206,7 +207,9 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
         why = "the aggregators keep up again";
       }
     }
-    last_agg_rate_ = n_ * a / ta;
+    // The first period's rate (slow start) is no reference for a fall: until a second period,
+    // the advertised capacity is (a limit far below it must then be seen twice).
+    if (!first) last_agg_rate_ = n_ * a / ta;
   }
   if (why.empty()) why = "lower bounds of both paths";
   const double want = target();

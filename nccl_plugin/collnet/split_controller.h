@@ -34,8 +34,9 @@
 // and one well above the line rate (1.5x), or the ring's own rate that far above it, shows the
 // prior too low (an operator's CONFLUX_LINK_MBPS below the real link): lower bounds are then
 // not bounded either. A measured R below half of what the
-// aggregator share moved in the period before is a sudden fall and waits for the next period
-// to confirm it: one period of loss recovery or a descheduled rank is not a throttle. Priors: L
+// aggregator share moved in the period before (before the second period: below half of the
+// advertised capacity) is a sudden fall and waits for the next period to confirm it: one
+// period of loss recovery, slow start or a descheduled rank is not a throttle. Priors: L
 // from the interface's speed (or CONFLUX_LINK_MBPS), R from the capacity the aggregators
 // advertise (or CONFLUX_AGGREGATOR_MBPS). A re-stripe scales R to the survivors; a grant update
 // scales R by the new grant over the old (a new prior).
@@ -142,8 +143,9 @@ class SplitController {
   double hop_s_ = 0;
   bool ring_was_slower_ = false;  // some period's ring share ended after the aggregators' share
   // What the aggregator share moved in the last period that measured it (n·a / T_a, bytes/s of
-  // input): a limit far below it must be seen twice before the split follows it.
-  double last_agg_rate_ = 0;
+  // input), the advertised capacity before a period after the first: a limit far below it must
+  // be seen twice before the split follows it.
+  double last_agg_rate_;
   // R before any measurement (advertised, scaled by re-stripes and grant updates), and the
   // periods in a row whose aggregator share did not wait for the window.
   double prior_capacity_ = 0;

@@ -152,6 +152,9 @@ TEST(SplitController, AShareTheCallerPacesIsNotTakenForTheAggregatorsLimit) {
     s.agg_window_full_s = full_part * s.agg_busy_s;
     const std::vector<PathSample> period(static_cast<size_t>(f.n), s);
     ctl.update(period);  // the first period does not measure the aggregators
+    // The second is far below the advertised capacity: a sudden fall, believed when seen again.
+    const SplitDecision second = ctl.update(period);
+    EXPECT_FALSE(second.changed) << second.reason;
     return ctl.update(period);
   };
   double start = 0;
@@ -184,8 +187,10 @@ TEST(SplitController, TheSmallestRingShareFollowsTheMeasuredLink) {
 
 TEST(SplitController, TheFirstPeriodMeasuresTheRingButNotTheAggregators) {
   // Slow aggregators, a link prior 10x too high: the first period's ring is the slower path
-  // and moves the split at once. Aggregators slower than advertised: their first period (slow
-  // start) says nothing, the second moves the split.
+  // and moves the split at once. Aggregators far slower than advertised: their first period
+  // (slow start) says nothing, the second is a sudden fall from the advertised capacity (on the
+  // fabric, a second period still in slow start read 1179 Mbit/s off a 4000 Mbit/s aggregator),
+  // the third confirms it and moves the split.
   Fabric f;
   SplitController wrong_link = prior(f, 10 * f.link, f.capacity);
   std::mt19937_64 rng(1);
@@ -195,6 +200,7 @@ TEST(SplitController, TheFirstPeriodMeasuresTheRingButNotTheAggregators) {
   f.capacity = 0.25 * kGbit;
   SplitController slow_aggs = prior(f, f.link, 4 * kGbit);
   const auto period = samples(f, 1 - slow_aggs.ring_fraction(), &rng, 0);
+  EXPECT_FALSE(slow_aggs.update(period).changed);
   EXPECT_FALSE(slow_aggs.update(period).changed);
   EXPECT_TRUE(slow_aggs.update(period).changed);
 }
@@ -343,6 +349,7 @@ TEST(SplitController, ChangesSayWhy) {
   const auto period = samples(f, 1 - ctl.ring_fraction(), &rng, 0);
   const SplitDecision first = ctl.update(period);
   EXPECT_FALSE(first.changed) << "the first period (slow start, warm-up) does not measure R";
+  EXPECT_FALSE(ctl.update(period).changed) << "a fall from the advertised R is seen twice";
   const SplitDecision d = ctl.update(period);
   EXPECT_TRUE(d.changed);
   EXPECT_NE(d.reason.find("the aggregators limit their share"), std::string::npos) << d.reason;
