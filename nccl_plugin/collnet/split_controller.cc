@@ -19,10 +19,6 @@ constexpr double kLinkFull = 0.9;
 constexpr double kBacklogged = 0.5;
 // A path carrying at least this part of a period's bytes is measured for its bandwidth.
 constexpr double kExactShare = 0.25;
-// An aggregator rate below this part of what the previous period saw them take is a sudden
-// fall: believed only when the next period confirms it (one period of loss recovery or of a
-// descheduled rank is no throttle).
-constexpr double kSuddenFall = 0.5;
 // Periods in a row in which the aggregator share did not wait for the window, after which a
 // limit measured earlier is dropped for the prior again.
 constexpr int kKeptUpPeriods = 2;
@@ -50,7 +46,6 @@ SplitController::SplitController(int nranks, double link_bps, double capacity_bp
       aggregators_(std::max<uint32_t>(aggregators, 1)),
       t_(tuning),
       agg_share_(target()),
-      last_agg_rate_(capacity_),
       prior_capacity_(capacity_) {}
 
 void SplitController::scale_capacity(double factor) {
@@ -188,7 +183,9 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
     const bool limited = !first && big_agg && t_alone >= kAloneShare * ta &&
                          a_alone >= t_.min_bytes && ra < kLinkFull * link_ &&
                          tfull >= kBacklogged * t_alone;
-    if (limited && n_ * ra >= kSuddenFall * last_agg_rate_) {
+    // Believed when the period before saw a limit too: one period of loss recovery, slow
+    // start or a descheduled rank is no throttle.
+    if (limited && limit_seen_) {
       capacity_ = exact(capacity_, n_ * ra, &capacity_known_);
       why = "the aggregators limit their share";
       kept_up_ = 0;
@@ -207,9 +204,7 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
         why = "the aggregators keep up again";
       }
     }
-    // The first period's rate (slow start) is no reference for a fall: until a second period,
-    // the advertised capacity is (a limit far below it must then be seen twice).
-    if (!first) last_agg_rate_ = n_ * a / ta;
+    limit_seen_ = limited;
   }
   if (why.empty()) why = "lower bounds of both paths";
   const double want = target();
