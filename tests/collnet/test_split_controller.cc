@@ -240,6 +240,30 @@ TEST(SplitController, AShortRingProbeDoesNotSeeQueuedAggregatorBytesAsLink) {
   }
 }
 
+// Small ring shares beside every request (before any period has seen the ring slower, the
+// split sends each request's 1/64 to the ring): the ring runs for most of the aggregator
+// share's busy time, and in the gaps the aggregator share has handed its bytes over and only
+// waits for results. Its rate in the gaps says nothing of the aggregators; its whole rate,
+// the link's, says they keep up. (On the fabric such periods read a 4000 Mbit/s aggregator as
+// 194 Mbit/s and moved 93 % of the job to the ring.)
+TEST(SplitController, SmallRingSharesDoNotMakeAFastAggregatorLookSlow) {
+  Fabric f;
+  f.capacity = 4 * kGbit;
+  SplitController ctl = prior(f, f.link, f.capacity);
+  const double share = 1 - ctl.ring_fraction();
+  ASSERT_GE(share, 0.95);
+  PathSample s = simulate(f, share);
+  s.ring_busy_s = 0.85 * s.agg_busy_s;
+  s.agg_bytes_with_ring = 0.98 * s.agg_bytes;
+  s.agg_window_full_s = s.agg_busy_s;
+  const std::vector<PathSample> all(static_cast<size_t>(f.n), s);
+  for (int i = 0; i < 4; ++i) {
+    const SplitDecision d = ctl.update(all);
+    EXPECT_FALSE(d.changed) << d.reason;
+  }
+  EXPECT_EQ(1 - ctl.ring_fraction(), share);
+}
+
 TEST(SplitController, NoOscillationWithinTheBandUnderNoise) {
   Fabric f;  // one aggregator at 1x: the optimum has both paths binding
   SplitController ctl = prior(f, f.link, f.capacity);
