@@ -280,10 +280,27 @@ bool RingWorker::advance_split() {
              net::toString(st), d.ring_fraction);
   } else {
     const auto* all = reinterpret_cast<const PathSample*>(split_round_->all());
+    if (rank_ == 0) trace_samples(all);
     d = controller_->update({all, static_cast<size_t>(nranks_)});
   }
   publish_split(split_seq_, d);
   return true;
+}
+
+void RingWorker::trace_samples(const PathSample* all) const {
+  std::string line;
+  char buf[192];
+  for (int i = 0; i < nranks_; ++i) {
+    const PathSample& p = all[i];
+    std::snprintf(buf, sizeof buf,
+                  " | r%d agg %.2f MB in %.1f ms (%.2f MB beside the ring, window full %.1f ms), "
+                  "ring %.2f MB in %.1f ms",
+                  i, p.agg_bytes / 1e6, p.agg_busy_s * 1e3, p.agg_bytes_with_ring / 1e6,
+                  p.agg_window_full_s * 1e3, p.ring_bytes / 1e6, p.ring_busy_s * 1e3);
+    line += buf;
+  }
+  CFX_TRACE(net::kLogColl, "CollNet split period ending at request #%u%s", split_seq_,
+            line.c_str());
 }
 
 void RingWorker::publish_split(uint32_t seq, const SplitDecision& d) {

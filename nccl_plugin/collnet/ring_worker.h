@@ -97,6 +97,8 @@ class RingWorker {
   // (true if anything moved); publishing a decision; the ring path's busy time.
   void start_split_exchange(uint32_t seq);
   bool advance_split();
+  // NCCL_DEBUG=TRACE, rank 0: every rank's sample of the period the split is decided from.
+  void trace_samples(const PathSample* all) const;
   void publish_split(uint32_t seq, const SplitDecision& d);
   void track_ring_busy(bool running);
 

@@ -177,12 +177,13 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
   if (agg_measured) {
     // The aggregator share alone (the ring idle) shows what the aggregators take, unless it
     // still filled the link.
-    // A small ring share barely takes from the link: then the aggregator share's whole rate
-    // shows it. (Its rate in the gaps between small ring shares does not: it has handed its
-    // bytes over and waits for results there. On the fabric, ring shares of 16 kB beside each
-    // 1 MiB request made a full-rate 4000 Mbit/s aggregator read as 194 Mbit/s.)
-    const bool alone = !ring_measured || big_ring;
-    const double t_alone = alone ? ta - (ring_measured ? std::min(tr, ta) : 0.0) : ta;
+    // A small ring share (or one too small to measure) barely takes from the link: then the
+    // aggregator share's whole rate shows it. (Its rate in the gaps between small ring shares
+    // does not: it has handed its bytes over and waits for results there. On the fabric, ring
+    // shares of 16 kB beside each 1 MiB request made a full-rate 4000 Mbit/s aggregator read
+    // as 194 Mbit/s.)
+    const bool alone = ring_measured && big_ring;
+    const double t_alone = alone ? ta - std::min(tr, ta) : ta;
     const double a_alone = alone ? a - std::min(a_ov, a) : a;
     const double ra = t_alone > 0 ? a_alone / t_alone : 0;
     const bool limited = !first && big_agg && t_alone >= kAloneShare * ta &&

@@ -256,12 +256,17 @@ TEST(SplitController, SmallRingSharesDoNotMakeAFastAggregatorLookSlow) {
   s.ring_busy_s = 0.85 * s.agg_busy_s;
   s.agg_bytes_with_ring = 0.98 * s.agg_bytes;
   s.agg_window_full_s = s.agg_busy_s;
-  const std::vector<PathSample> all(static_cast<size_t>(f.n), s);
-  for (int i = 0; i < 4; ++i) {
-    const SplitDecision d = ctl.update(all);
-    EXPECT_FALSE(d.changed) << d.reason;
+  // The ring's bytes measured (1/64 of 64 MB), and too few to measure (the fabric's case:
+  // 0.25 MB of 1/64 of 16 MiB, under SplitTuning::min_bytes).
+  for (const double ring_bytes : {s.ring_bytes, 0.2 * kMB}) {
+    s.ring_bytes = ring_bytes;
+    const std::vector<PathSample> all(static_cast<size_t>(f.n), s);
+    for (int i = 0; i < 4; ++i) {
+      const SplitDecision d = ctl.update(all);
+      EXPECT_FALSE(d.changed) << ring_bytes << ": " << d.reason;
+    }
+    EXPECT_EQ(1 - ctl.ring_fraction(), share);
   }
-  EXPECT_EQ(1 - ctl.ring_fraction(), share);
 }
 
 TEST(SplitController, NoOscillationWithinTheBandUnderNoise) {
