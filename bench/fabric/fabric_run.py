@@ -62,6 +62,44 @@ def parse_rows(text, nranks):
     return rows
 
 
+# ---- conflux-nccl-driver --timeline files -------------------------------------------------
+def read_timeline(path):
+    """[(start, end, bytes)] in seconds since the epoch, in order."""
+    points = []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            _mode, b, end, us = line.split()
+            end = float(end)
+            points.append((end - float(us) / 1e6, end, int(b)))
+    return points
+
+
+def algbw(points):
+    """GB/s over consecutive iterations: their bytes over the time from the first's start to
+    the last's end."""
+    if not points:
+        return 0.0
+    return sum(b for _, _, b in points) / (points[-1][1] - points[0][0]) / 1e9
+
+
+def between(points, t0, t1):
+    return [p for p in points if p[0] >= t0 and p[1] <= t1]
+
+
+def recovery(points, event, end, target):
+    """Seconds from `event` to the start of the first iteration after it from which both the
+    next second and everything up to `end` run at >= target GB/s; None if never."""
+    phase = between(points, event, end)
+    for i, (start, _, _) in enumerate(phase):
+        rest = phase[i:]
+        second = [p for p in rest if p[1] <= start + 1.0] or rest[:1]
+        if algbw(second) >= target and algbw(rest) >= target:
+            return start - event
+    return None
+
+
 def rank_env(rank, nranks, root, worker, aggregators):
     """Environment of one driver rank on `worker` (env-mode bootstrap with root host:port).
     Each worker is told its shaped rate as CONFLUX_LINK_MBPS: the speed a NIC of that rate

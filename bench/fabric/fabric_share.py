@@ -10,7 +10,9 @@ conflux-nccl-driver run (--modes collnet, 1 MiB float sums, every result verifie
 
 Printed: the samples; A's mean rate alone before B came; each job's mean rate while both ran,
 against A's alone rate (the aggregator's capacity for one job) and against half of it; how
-long after B left A took to be back at >= 95 % of its alone rate. Root, like conflux_fabric.
+long after B left A took to be back at >= 95 % of its alone rate. The same three again from
+the jobs' own timelines (conflux-nccl-driver --timeline: every AllReduce's end and duration),
+which have no sampling delay. Root, like conflux_fabric.
 
     bench/fabric/fabric_share.py --build build [--workers-per-job 2] [--rate 1000]
                                  [--agg-factor 1] [--requests-a 600] [--requests-b 200]
@@ -51,12 +53,16 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
+def timeline_path(runner, name):
+    return os.path.join(runner.workdir, f"job-{name}-timeline.txt")
+
+
 def start_job(runner, name, workers, port, aggs, requests, env_extra):
     return runner.start_ranks(
         f"job-{name}", workers, port, aggs,
         ["--modes", "collnet", "--require-collnet", "-d", "float", "-o", "sum", "-b", "1M", "-e",
-         "1M", "-n", str(requests), "-w", "1", "--idle-sleep-us", "50", "--timeout", "600"],
-        env_extra)
+         "1M", "-n", str(requests), "-w", "1", "--idle-sleep-us", "50", "--timeout", "600",
+         "--timeline", timeline_path(runner, name)], env_extra)
 
 
 def job_verified(ranks):
@@ -147,6 +153,22 @@ def main(argv):
         back = next((t for t, s in samples if t > last_b and rate(s, ja) >= 0.95 * cap), None)
         print(f"# after B left (last seen at {last_b:.1f} s): A at >= 95 % of its alone rate "
               + (f"{back - last_b:.1f} s later" if back else "not within the run"))
+    # The same from the jobs' own timelines (each AllReduce's end and duration, rank 0): no
+    # sampling delay. Shares: each job's algbw while both ran (from B's first AllReduce to
+    # its last) against A's alone before B; the return: the first AllReduce of A after B's
+    # last from which the next second and the rest of A run at >= 95 % of its alone rate.
+    if ok_a and ok_b:
+        ta = fabric_run.read_timeline(timeline_path(runner, "a"))
+        tb = fabric_run.read_timeline(timeline_path(runner, "b"))
+        b0, b1 = tb[0][0], tb[-1][1]
+        alone = fabric_run.algbw(fabric_run.between(ta, ta[0][0] + 1.0, b0))
+        a_both = fabric_run.algbw(fabric_run.between(ta, b0 + 1.0, b1 - 1.0))
+        b_both = fabric_run.algbw(fabric_run.between(tb, b0 + 1.0, b1 - 1.0))
+        back = fabric_run.recovery(ta, b1, ta[-1][1], 0.95 * alone)
+        print(f"# timelines: A alone {alone:.4f} GB/s; while both ran (1 s in from each edge): "
+              f"A {a_both / alone:.2f}, B {b_both / alone:.2f} of it; A at >= 95 % of its alone "
+              "rate " + (f"{back:.2f} s after B's last AllReduce" if back is not None
+                         else "not within the run"))
     print(f"# job A: {'verified' if ok_a else 'NOT verified'}; job B: "
           f"{'verified' if ok_b else 'NOT verified'}")
     return 0 if ok_a and ok_b else 1

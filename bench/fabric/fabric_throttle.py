@@ -76,43 +76,6 @@ def size_bytes(s):
     return int(s[:-1]) * units[s[-1].upper()] if s[-1].upper() in units else int(s)
 
 
-def read_timeline(path):
-    """[(start, end, bytes)] in seconds since the epoch, in order."""
-    points = []
-    with open(path) as f:
-        for line in f:
-            if line.startswith("#") or not line.strip():
-                continue
-            _mode, b, end, us = line.split()
-            end = float(end)
-            points.append((end - float(us) / 1e6, end, int(b)))
-    return points
-
-
-def algbw(points):
-    """GB/s over consecutive iterations: their bytes over the time from the first's start to
-    the last's end."""
-    if not points:
-        return 0.0
-    return sum(b for _, _, b in points) / (points[-1][1] - points[0][0]) / 1e9
-
-
-def between(points, t0, t1):
-    return [p for p in points if p[0] >= t0 and p[1] <= t1]
-
-
-def recovery(points, event, end, target):
-    """Seconds from `event` to the start of the first iteration after it from which both the
-    next second and everything up to `end` run at >= target GB/s; None if never."""
-    phase = between(points, event, end)
-    for i, (start, _, _) in enumerate(phase):
-        rest = phase[i:]
-        second = [p for p in rest if p[1] <= start + 1.0] or rest[:1]
-        if algbw(second) >= target and algbw(rest) >= target:
-            return start - event
-    return None
-
-
 def print_series(name, points, t0, marks):
     """algbw per 1 s bin (bytes of the iterations ending in it; coarse, for the eye)."""
     print(f"# {name}: t(s) algbw(GB/s) per second, t from the first iteration's start")
@@ -187,7 +150,7 @@ class Scenario:
                                       f"{len(events)}:\n{text[-3000:]}")
         for line in splits[:40]:
             print(f"#   r0: {line.strip()}")
-        return read_timeline(timeline), applied
+        return fabric_run.read_timeline(timeline), applied
 
 
 def main(argv):
@@ -227,7 +190,7 @@ def main(argv):
         if not a.skip_reference:
             ref_iters = int((a.settle + 6) * a.rate / 8 * 1e6 / nbytes * a.throttle_to * 2) + 2
             pts, _ = sc.run("reference", ref_iters, cap, [])
-            ref = algbw([p for p in pts if p[0] >= pts[0][0] + a.settle])
+            ref = fabric_run.algbw([p for p in pts if p[0] >= pts[0][0] + a.settle])
             print_series("reference (capped from the start)", pts, pts[0][0], [])
             print(f"# reference: optimum {ref:.4f} GB/s (the iterations after {a.settle:g} s)")
         pts, applied = sc.run("throttle", iters, 0, events)
@@ -239,20 +202,21 @@ def main(argv):
     throttle = applied[0][1]
     lift = applied[1][1] if len(applied) > 1 else pts[-1][1]
     # Steady rates leave out the first 2 s of a phase (half of a shorter one).
-    before = algbw(between(pts, t0 + min(1.0, (throttle - t0) / 2), throttle))
+    before = fabric_run.algbw(fabric_run.between(pts, t0 + min(1.0, (throttle - t0) / 2),
+                                                 throttle))
     settle = min(2.0, (lift - throttle) / 2)
-    after = algbw(between(pts, throttle + settle, lift))
+    after = fabric_run.algbw(fabric_run.between(pts, throttle + settle, lift))
     print(f"# before the throttle: {before:.4f} GB/s")
     print(f"# throttled (from {settle:.1f} s after): {after:.4f} GB/s"
           + (f" = {after / ref:.3f} of the reference's optimum {ref:.4f}" if ref else ""))
     target = ref if ref else after
-    rec = recovery(pts, throttle, lift, TARGET * target)
+    rec = fabric_run.recovery(pts, throttle, lift, TARGET * target)
     print(f"# after the throttle: >= {TARGET:g} x {target:.4f} GB/s "
           + (f"{rec:.2f} s later" if rec is not None else "never within the phase"))
     if len(applied) > 1:
         settle = min(2.0, (pts[-1][1] - lift) / 2)
-        lifted = algbw(between(pts, lift + settle, pts[-1][1]))
-        rec2 = recovery(pts, lift, pts[-1][1], TARGET * before)
+        lifted = fabric_run.algbw(fabric_run.between(pts, lift + settle, pts[-1][1]))
+        rec2 = fabric_run.recovery(pts, lift, pts[-1][1], TARGET * before)
         print(f"# lifted (from {settle:.1f} s after): {lifted:.4f} GB/s = {lifted / before:.3f} "
               "of before")
         print(f"# after the lift: >= {TARGET:g} x {before:.4f} GB/s "
