@@ -11,6 +11,8 @@ import signal
 import subprocess
 import time
 
+import fabric_ns
+
 ROW_RE = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+([\d.]+)\s+([\d.eE+-]+)\s+"
                     r"([\d.eE+-]+)\s+(\d+)\s*$")
 HOST_CPU_RE = re.compile(r"^# host cpu: (?:([\d.eE+-]+) CPU-s per GB|n/a)")
@@ -60,6 +62,32 @@ def parse_rows(text, nranks):
             rows.append({"bytes": b, "time_us": t, "algbw": algbw,
                          "busbw": algbw * 2 * (nranks - 1) / nranks, "wrong": int(m.group(8))})
     return rows
+
+
+# ---- the scenario scripts (fabric_share, fabric_throttle) ------------------------------
+def add_binary_args(p):
+    """The options every scenario script takes to find its programs."""
+    p.add_argument("--build", default="build")
+    p.add_argument("--plugin", help="plugin .so (default: BUILD/nccl_plugin/...)")
+    p.add_argument("--confluxd", help="default: BUILD/aggregator/confluxd")
+    p.add_argument("--driver", help="default: BUILD/tools/driver/conflux-nccl-driver")
+    p.add_argument("--conflux", help="the operator CLI (default: BUILD/aggregator/cli/conflux)")
+
+
+def preflight(name, a):
+    """The programs of add_binary_args' options, after removing namespaces a killed run left;
+    None (after printing why) where the fabric cannot be built: not root, no `ip netns`."""
+    if os.geteuid() != 0:
+        print(f"{name}: SKIPPED: needs root (network namespaces, tc)")
+        return None
+    if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
+        print(f"{name}: SKIPPED: `ip netns` unavailable")
+        return None
+    fabric_ns.cleanup_stale()
+    return {"confluxd": a.confluxd or os.path.join(a.build, "aggregator/confluxd"),
+            "plugin": a.plugin or os.path.join(a.build, "nccl_plugin/libnccl-net-conflux.so"),
+            "driver": a.driver or os.path.join(a.build, "tools/driver/conflux-nccl-driver"),
+            "conflux": a.conflux or os.path.join(a.build, "aggregator/cli/conflux")}
 
 
 # ---- conflux-nccl-driver --timeline files -------------------------------------------------

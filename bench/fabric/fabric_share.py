@@ -35,10 +35,7 @@ SAMPLE_RE = re.compile(r'^conflux_job_(grant|result)_mbps\{job="(\d+)"\} ([\d.eE
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--build", default="build")
-    p.add_argument("--plugin", help="plugin .so (default: BUILD/nccl_plugin/...)")
-    p.add_argument("--confluxd", help="default: BUILD/aggregator/confluxd")
-    p.add_argument("--driver", help="default: BUILD/tools/driver/conflux-nccl-driver")
+    fabric_run.add_binary_args(p)
     p.add_argument("--workers-per-job", type=int, default=2)
     p.add_argument("--rate", type=int, default=1000, help="worker link rate, Mbit/s")
     p.add_argument("--agg-factor", type=float, default=1.0,
@@ -87,16 +84,9 @@ def mean(xs):
 
 def main(argv):
     a = parse_args(argv)
-    if os.geteuid() != 0:
-        print("fabric_share: SKIPPED: needs root (network namespaces, tc)")
+    bins = fabric_run.preflight("fabric_share", a)
+    if bins is None:
         return 77
-    bins = {"confluxd": a.confluxd or os.path.join(a.build, "aggregator/confluxd"),
-            "plugin": a.plugin or os.path.join(a.build, "nccl_plugin/libnccl-net-conflux.so"),
-            "driver": a.driver or os.path.join(a.build, "tools/driver/conflux-nccl-driver")}
-    if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
-        print("fabric_share: SKIPPED: `ip netns` unavailable")
-        return 77
-    fabric_ns.cleanup_stale()
     j = a.workers_per_job
     agg_mbit = int(a.rate * a.agg_factor)
     prefix = f"cfx{os.getpid()}"

@@ -44,11 +44,7 @@ TARGET = 0.95
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--build", default="build")
-    p.add_argument("--plugin", help="plugin .so (default: BUILD/nccl_plugin/...)")
-    p.add_argument("--confluxd", help="default: BUILD/aggregator/confluxd")
-    p.add_argument("--driver", help="default: BUILD/tools/driver/conflux-nccl-driver")
-    p.add_argument("--conflux", help="the operator CLI (default: BUILD/aggregator/cli/conflux)")
+    fabric_run.add_binary_args(p)
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--rate", type=int, default=1000, help="worker link rate, Mbit/s")
     p.add_argument("--agg-factor", type=float, default=4.0,
@@ -155,17 +151,9 @@ class Scenario:
 
 def main(argv):
     a = parse_args(argv)
-    if os.geteuid() != 0:
-        print("fabric_throttle: SKIPPED: needs root (network namespaces, tc)")
+    bins = fabric_run.preflight("fabric_throttle", a)
+    if bins is None:
         return 77
-    bins = {"confluxd": a.confluxd or os.path.join(a.build, "aggregator/confluxd"),
-            "plugin": a.plugin or os.path.join(a.build, "nccl_plugin/libnccl-net-conflux.so"),
-            "driver": a.driver or os.path.join(a.build, "tools/driver/conflux-nccl-driver"),
-            "conflux": a.conflux or os.path.join(a.build, "aggregator/cli/conflux")}
-    if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
-        print("fabric_throttle: SKIPPED: `ip netns` unavailable")
-        return 77
-    fabric_ns.cleanup_stale()
     agg_mbit = int(a.rate * a.agg_factor)
     cap = max(1, int(agg_mbit * a.throttle_to))
     nbytes = size_bytes(a.bytes)
