@@ -2,15 +2,9 @@
 // NCCL_TUNER_PLUGIN is unset. Policy: tuner/tuner.h.
 #include "nccl/tuner_v5.h"
 
-#include <array>
-#include <atomic>
-#include <optional>
-#include <string>
-
 #include "abi/adapter_util.h"
 #include "abi/export.h"
 #include "collnet/coll_comm.h"
-#include "collnet/path_estimate.h"
 #include "core/params.h"
 #include "core/plugin_state.h"
 #include "tuner/tuner.h"
@@ -22,31 +16,7 @@ struct TunerContext {
   static constexpr uint32_t kMagic = 0x54554e45;
   uint32_t magic = kMagic;
   tuner::TunerPolicy policy;
-  // The last measured choice per power-of-two size class (0 none, 1 CollNet, 2 not), so that
-  // each change is logged once, not on every collective.
-  std::array<std::atomic<uint8_t>, 64> measured_choice{};
 };
-
-int size_class(size_t nbytes) {
-  int c = 0;
-  while (nbytes > 1 && c < 63) {
-    nbytes >>= 1;
-    ++c;
-  }
-  return c;
-}
-
-// A measured choice that differs from the last one of its size class: one INFO line.
-void log_measured_change(TunerContext* c, size_t nbytes, tuner::Choice choice,
-                         const collnet::PathEstimate& e) {
-  const uint8_t now = choice == tuner::Choice::kCollNetChain ? 1 : 2;
-  if (c->measured_choice[static_cast<size_t>(size_class(nbytes))].exchange(now) == now) return;
-  CFX_INFO(net::kLogTune,
-           "tuner: AllReduce of %zu B (and its size class) to %s: estimated %.0f us through "
-           "CollNet, %.0f us over a ring (latency %.0f us, hop %.0f us, %d ranks)",
-           nbytes, now == 1 ? "CollNet" : "NCCL's other algorithms", e.collnet_s(nbytes) * 1e6,
-           e.ring_s(nbytes) * 1e6, e.latency_s * 1e6, e.hop_s * 1e6, e.nranks);
-}
 
 ncclResult_t init(void** ctx, uint64_t, size_t nRanks, size_t nNodes, ncclDebugLogger_t log,
                   ncclNvlDomainInfo_v5_t*, ncclTunerConstants_v5_t*) {
@@ -65,17 +35,9 @@ ncclResult_t init(void** ctx, uint64_t, size_t nRanks, size_t nNodes, ncclDebugL
     c->policy.min_bytes = cfg.tunerCollnetMinBytes;
     c->policy.max_bytes = cfg.tunerCollnetMaxBytes;
     c->policy.nnodes = nNodes;
-    c->policy.measured = cfg.tunerMeasured != 0;
-    if (c->policy.min_bytes == 0 && c->policy.max_bytes == 0) {
-      CFX_INFO(
-          net::kLogInit, "tuner: %zu ranks on %zu nodes; CollNet for AllReduce of %s", nRanks,
-          nNodes,
-          c->policy.measured ? "the sizes where it is measured faster than a ring" : "any size");
-    } else {
-      CFX_INFO(net::kLogInit, "tuner: %zu ranks on %zu nodes; CollNet for AllReduce of %zu B..%s",
-               nRanks, nNodes, c->policy.min_bytes,
-               c->policy.max_bytes == 0 ? "any size" : std::to_string(c->policy.max_bytes).c_str());
-    }
+    CFX_INFO(net::kLogInit, "tuner: %zu ranks on %zu nodes; CollNet for AllReduce of %zu B..%s",
+             nRanks, nNodes, c->policy.min_bytes,
+             c->policy.max_bytes == 0 ? "any size" : std::to_string(c->policy.max_bytes).c_str());
     *ctx = c;
     return net::Status::kOk;
   });
@@ -92,14 +54,9 @@ ncclResult_t getCollInfo(void* ctx, int collType, size_t nBytes, int, float** co
       const auto* table = reinterpret_cast<const float*>(collCostTable);
       offered = table[kNcclAlgoCollNetChain * numProto + kNcclProtoSimple] != kNcclAlgoProtoIgnore;
     }
-    const std::optional<collnet::PathEstimate> estimate = collnet::PathEstimateSlot::latest();
-    const collnet::PathEstimate* e = estimate ? &*estimate : nullptr;
-    const bool usable = collnet::CollComm::usable_count() > 0;
-    const tuner::Choice choice = tuner::decide(c->policy, collType, nBytes, offered,
-                                               collnet::CollComm::live_count() > 0, usable, e);
-    if (usable && choice != tuner::Choice::kLeave && tuner::by_estimate(c->policy, e)) {
-      log_measured_change(c, nBytes, choice, *e);
-    }
+    const tuner::Choice choice =
+        tuner::decide(c->policy, collType, nBytes, offered, collnet::CollComm::live_count() > 0,
+                      collnet::CollComm::usable_count() > 0);
     tuner::apply(choice, collCostTable, numAlgo, numProto);
     return net::Status::kOk;
   });

@@ -35,7 +35,7 @@ size_t tail_window(const client::Engine* e) {
 
 CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client::Engine> engine,
                    const CollOptions& opts)
-    : rank_(rank), nranks_(nranks), engine_(std::move(engine)), opts_(opts), estimate_(nranks) {
+    : rank_(rank), nranks_(nranks), engine_(std::move(engine)), opts_(opts) {
   if (engine_ != nullptr) {
     aggs_in_epoch_ = static_cast<uint32_t>(engine_->aggregators().size());
     engine_live_ = true;
@@ -60,7 +60,7 @@ CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client
   if (engine_ != nullptr) controller = opts_.controller;
   ring_ = std::make_unique<RingWorker>(
       rank_, nranks_, std::move(lanes), opts_.ring, opts_.ring_fraction, std::move(controller),
-      [this] { return sample_aggregators(); }, stopping_, &estimate_);
+      [this] { return sample_aggregators(); }, stopping_);
   thread_ = std::thread([this] {
     name_this_thread("cfx-collnet");
     run_completion();
@@ -164,12 +164,8 @@ bool CollComm::submit(CollRequest* r, bool agg_capable) {
   if (r->kind == CollKind::kAllReduce && r->bytes <= SmallAllReduceTimes::kMaxBytes) {
     r->timed = &small_times_;
     r->posted = SmallAllReduceTimes::Clock::now();
-    r->alone = outstanding_ == 0;
-    r->latency = &estimate_;
     small_times_.posted(r->posted);
   }
-  r->outstanding = &outstanding_;
-  ++outstanding_;
   r->agg_count = agg_ok ? aggregator_elements(r->count, dtype_size(r->dtype), fraction,
                                               std::max(opts_.ring_min_bytes, measured_min))
                         : 0;
@@ -279,12 +275,8 @@ net::Status CollComm::test(CollRequest* req, bool* done, size_t* bytes) {
   if (s == 0) return net::Status::kOk;
   if (bytes != nullptr) *bytes = req->bytes;
   const bool failed = s == 2;
-  if (req->outstanding != nullptr) --*req->outstanding;
   if (!failed && req->timed != nullptr) {
     req->timed->tested(req->posted, req->finished, SmallAllReduceTimes::Clock::now());
-    if (req->alone && req->latency != nullptr) {
-      req->latency->add_latency(std::chrono::duration<double>(req->finished - req->posted).count());
-    }
   }
   if (failed) {
     CFX_WARN(net::kLogColl, "CollNet AllReduce #%u (%zu elements) failed: %s", req->seq, req->count,

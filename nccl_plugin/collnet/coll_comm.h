@@ -43,7 +43,6 @@
 
 #include "collnet/coll_request.h"
 #include "collnet/failover.h"
-#include "collnet/path_estimate.h"
 #include "collnet/ring_run.h"
 #include "collnet/ring_worker.h"
 #include "collnet/split_controller.h"
@@ -191,9 +190,6 @@ class CollComm {
   std::atomic<uint32_t> aggs_in_epoch_{0};   // aggs_.size() of that epoch
 
   SmallAllReduceTimes small_times_;  // proxy thread; logged at close
-  int outstanding_ = 0;              // proxy thread: requests submitted and not yet tested
-  PathEstimateSlot estimate_;        // for the tuner (path_estimate.h); the ring thread's writes
-                                     // end before ring_ is reset
 
   std::unique_ptr<Failover> failover_;  // completion thread
   std::unique_ptr<RingWorker> ring_;    // after everything its probe reads

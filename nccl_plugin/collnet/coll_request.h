@@ -15,7 +15,6 @@
 #include <utility>
 #include <vector>
 
-#include "collnet/path_estimate.h"
 #include "collnet/ring_allreduce.h"
 #include "conflux/common/dtype.h"
 
@@ -72,11 +71,6 @@ struct CollRequest {
   // A small AllReduce: its times go to *timed (posted by iallreduce, finished before state
   // becomes 1).
   SmallAllReduceTimes* timed = nullptr;
-  // Posted with no other request of its communicator outstanding: its time is a latency, for
-  // *latency (the communicator's estimate for the tuner).
-  bool alone = false;
-  PathEstimateSlot* latency = nullptr;
-  int* outstanding = nullptr;  // the communicator's count of requests not yet tested
   SmallAllReduceTimes::Clock::time_point posted, finished;
 
   const uint8_t* send = nullptr;

@@ -25,8 +25,7 @@ bool any_running(const std::vector<std::unique_ptr<RingRun>>& active) {
 
 RingWorker::RingWorker(int rank, int nranks, RingLanes lanes, const RingSettings& settings,
                        double fraction, std::optional<SplitController> controller,
-                       std::function<AggregatorSample()> probe, const std::atomic<bool>& closing,
-                       PathEstimateSlot* estimate)
+                       std::function<AggregatorSample()> probe, const std::atomic<bool>& closing)
     : rank_(rank),
       nranks_(nranks),
       lanes_(std::move(lanes)),
@@ -40,8 +39,6 @@ RingWorker::RingWorker(int rank, int nranks, RingLanes lanes, const RingSettings
     split_min_now_ = controller_->min_ring_bytes();
     split_round_ = std::make_unique<AsyncRingAllgather>(
         lanes_.split_next.get(), lanes_.split_prev.get(), rank_, nranks_, sizeof(PathSample));
-    estimate_ = estimate;
-    publish_estimate();
   }
   thread_ = std::thread([this] {
     name_this_thread("cfx-ring");
@@ -285,16 +282,9 @@ bool RingWorker::advance_split() {
     const auto* all = reinterpret_cast<const PathSample*>(split_round_->all());
     if (rank_ == 0) trace_samples(all);
     d = controller_->update({all, static_cast<size_t>(nranks_)});
-    publish_estimate();
   }
   publish_split(split_seq_, d);
   return true;
-}
-
-void RingWorker::publish_estimate() {
-  if (estimate_ == nullptr || !controller_) return;
-  estimate_->set_model(controller_->seconds_per_byte(), controller_->hop_s(),
-                       controller_->link_bps());
 }
 
 void RingWorker::trace_samples(const PathSample* all) const {

@@ -34,7 +34,6 @@
 #include <vector>
 
 #include "collnet/coll_request.h"
-#include "collnet/path_estimate.h"
 #include "collnet/ring_exchange.h"
 #include "collnet/ring_run.h"
 #include "collnet/split_controller.h"
@@ -65,12 +64,10 @@ struct RingLanes {
 class RingWorker {
  public:
   // `controller`: the measured split (empty: every request gets `fraction`). Starts the
-  // ring thread. `closing` (owned by the caller) ends every wait once set. `estimate` (may be
-  // null; owned by the caller, outlives this): gets the split's model at the start and after
-  // every decision, for the tuner.
+  // ring thread. `closing` (owned by the caller) ends every wait once set.
   RingWorker(int rank, int nranks, RingLanes lanes, const RingSettings& settings, double fraction,
              std::optional<SplitController> controller, std::function<AggregatorSample()> probe,
-             const std::atomic<bool>& closing, PathEstimateSlot* estimate = nullptr);
+             const std::atomic<bool>& closing);
   ~RingWorker();  // stop()
   RingWorker(const RingWorker&) = delete;
   RingWorker& operator=(const RingWorker&) = delete;
@@ -128,15 +125,13 @@ class RingWorker {
     double fraction = 0;
     size_t min_ring_bytes = 0;
   };
-  double split_now_ = 0;                   // split_mu_
-  size_t split_min_now_ = 0;               // split_mu_
-  std::deque<SplitChange> split_changes_;  // split_mu_
-  std::deque<uint32_t> split_pending_;     // split_mu_: marks not decided
-  uint64_t period_bytes_ = 0;              // split_mu_
-  uint32_t period_requests_ = 0;           // split_mu_
-  std::optional<SplitController> controller_;
-  PathEstimateSlot* estimate_ = nullptr;  // may be null
-  void publish_estimate();  // the controller's model to estimate_        // ring thread (set once)
+  double split_now_ = 0;                             // split_mu_
+  size_t split_min_now_ = 0;                         // split_mu_
+  std::deque<SplitChange> split_changes_;            // split_mu_
+  std::deque<uint32_t> split_pending_;               // split_mu_: marks not decided
+  uint64_t period_bytes_ = 0;                        // split_mu_
+  uint32_t period_requests_ = 0;                     // split_mu_
+  std::optional<SplitController> controller_;        // ring thread (set once)
   std::unique_ptr<AsyncRingAllgather> split_round_;  // ring thread
   bool split_running_ = false;                       // ring thread: a round in flight
   bool split_broken_ = false;  // ring thread: the split ring failed; the split stays

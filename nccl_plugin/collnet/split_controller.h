@@ -91,10 +91,6 @@ class SplitController {
   double link_bps() const { return link_; }
   double capacity_bps() const { return capacity_; }
   double grant_mbps() const { return grant_; }
-  double hop_s() const { return hop_s_; }
-  // The model's seconds per byte of a request at the current split (the tuner's CollNet
-  // bandwidth, collnet/path_estimate.h).
-  double seconds_per_byte() const { return model_time(agg_share_); }
   // The aggregators' grants (sum of share_mbps) the priors were taken from, agreed by every
   // rank at connect; 0 = unknown. A later grant update (SPEC §3, e.g. another job joined an
   // aggregator) that every rank reports in the same period scales R by new/old and restarts

@@ -12,7 +12,7 @@
 namespace conflux::plugin {
 namespace {
 
-const std::array<ParamSpec, 38> kParams{{
+const std::array<ParamSpec, 37> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -160,13 +160,6 @@ const std::array<ParamSpec, 38> kParams{{
      "Tuner: smallest AllReduce sent to CollNet.", &Config::tunerCollnetMinBytes},
     {"CONFLUX_TUNER_COLLNET_MAX_BYTES", ParamType::kSize, "0", 0, 1LL << 40,
      "Tuner: largest AllReduce sent to CollNet (0: no limit).", &Config::tunerCollnetMaxBytes},
-    {"CONFLUX_TUNER_MEASURED", ParamType::kInt, "1", 0, 1,
-     "Tuner, when neither CONFLUX_TUNER_COLLNET_*_BYTES is set: 1 sends an AllReduce to CollNet "
-     "where the time measured for it (a small AllReduce's time through the aggregators, the "
-     "measured split's bandwidth) is at most a ring's over the same ranks (the worker ring's "
-     "hop and link), else to NCCL's other algorithms; until both are measured, and with a fixed "
-     "CONFLUX_RING_FRACTION, every size goes to CollNet. 0: every size to CollNet.",
-     &Config::tunerMeasured},
 }};
 
 const char* typeName(ParamType t) {

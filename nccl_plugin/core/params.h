@@ -64,7 +64,6 @@ struct Config {
   // Tuner.
   size_t tunerCollnetMinBytes = 0;
   size_t tunerCollnetMaxBytes = 0;
-  int tunerMeasured = 1;
 
   net::TransportConfig transportConfig() const;
 };

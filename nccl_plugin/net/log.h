@@ -14,7 +14,6 @@ enum class LogLevel : int { kWarn = 2, kInfo = 3, kTrace = 5 };
 inline constexpr unsigned long kLogInit = 0x1;
 inline constexpr unsigned long kLogColl = 0x2;
 inline constexpr unsigned long kLogNet = 0x10;
-inline constexpr unsigned long kLogTune = 0x40;
 inline constexpr unsigned long kLogEnv = 0x80;
 
 // Receives one formatted message (without prefix). Must be callable from any thread.

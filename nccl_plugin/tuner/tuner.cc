@@ -5,22 +5,13 @@
 namespace conflux::tuner {
 
 Choice decide(const TunerPolicy& p, int coll_type, size_t nbytes, bool collnet_offered,
-              bool collnet_live, bool aggregators_usable, const collnet::PathEstimate* estimate) {
+              bool collnet_live, bool aggregators_usable) {
   if (coll_type != nccl::kNcclFuncAllReduce || p.nnodes < 2 || !collnet_offered || !collnet_live) {
     return Choice::kLeave;
   }
   if (!aggregators_usable) return Choice::kNotCollNet;
-  if (by_estimate(p, estimate)) {
-    return estimate->collnet_s(nbytes) <= estimate->ring_s(nbytes) ? Choice::kCollNetChain
-                                                                   : Choice::kNotCollNet;
-  }
   const bool in_range = nbytes >= p.min_bytes && (p.max_bytes == 0 || nbytes <= p.max_bytes);
   return in_range ? Choice::kCollNetChain : Choice::kNotCollNet;
-}
-
-bool by_estimate(const TunerPolicy& p, const collnet::PathEstimate* estimate) {
-  return p.min_bytes == 0 && p.max_bytes == 0 && p.measured && estimate != nullptr &&
-         estimate->complete();
 }
 
 void apply(Choice c, float** cost_table, int num_algo, int num_proto) {

@@ -53,73 +53,6 @@ TEST(Tuner, SteersAwayFromCollNetWithoutAggregatorCapacity) {
   EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 4096, true, false, false), Choice::kLeave);
 }
 
-// With no byte range set, the measured estimate of both paths (collnet/path_estimate.h)
-// decides per size. 4 ranks on 1000 Mbit/s links, the worker ring 70 us per hop.
-TEST(Tuner, TheMeasuredEstimateChoosesPerSize) {
-  collnet::PathEstimate e;
-  e.nranks = 4;
-  e.hop_s = 70e-6;
-  e.link_bps = 125e6;
-  e.s_per_byte = 1 / 125e6;  // the split's model with one aggregator at 4x: the link's rate
-  e.latency_s = 70e-6;       // a small AllReduce through the aggregators
-  const TunerPolicy p{0, 0, 4};
-  const int ar = nccl::kNcclFuncAllReduce;
-  // Fewer hops and fewer bytes per byte: CollNet at every size.
-  for (const size_t b : {size_t{4}, size_t{64} << 10, size_t{1} << 20, size_t{64} << 20}) {
-    EXPECT_EQ(decide(p, ar, b, true, true, true, &e), Choice::kCollNetChain) << b;
-  }
-  // A slow CollNet round trip (1 ms): the ring's 6 hops (420 us) win below the crossing, where
-  // 1 ms + B / L = 420 us + 1.5 B / L, i.e. B = 145 kB; CollNet's bandwidth above it.
-  e.latency_s = 1e-3;
-  EXPECT_EQ(decide(p, ar, 4, true, true, true, &e), Choice::kNotCollNet);
-  EXPECT_EQ(decide(p, ar, 140000, true, true, true, &e), Choice::kNotCollNet);
-  EXPECT_EQ(decide(p, ar, 150000, true, true, true, &e), Choice::kCollNetChain);
-  EXPECT_EQ(decide(p, ar, size_t{64} << 20, true, true, true, &e), Choice::kCollNetChain);
-  EXPECT_TRUE(by_estimate(p, &e));
-  // A byte range set by the operator wins over the estimate.
-  const TunerPolicy range{1024, 0, 4};
-  EXPECT_FALSE(by_estimate(range, &e));
-  EXPECT_EQ(decide(range, ar, 4096, true, true, true, &e), Choice::kCollNetChain);
-  EXPECT_EQ(decide(range, ar, 512, true, true, true, &e), Choice::kNotCollNet);
-  // CONFLUX_TUNER_MEASURED=0, an incomplete estimate (no small AllReduce timed yet), or none:
-  // CollNet for every size, as with no range.
-  TunerPolicy off = p;
-  off.measured = false;
-  EXPECT_EQ(decide(off, ar, 4, true, true, true, &e), Choice::kCollNetChain);
-  collnet::PathEstimate young = e;
-  young.latency_s = 0;
-  EXPECT_FALSE(by_estimate(p, &young));
-  EXPECT_EQ(decide(p, ar, 4, true, true, true, &young), Choice::kCollNetChain);
-  EXPECT_EQ(decide(p, ar, 4, true, true, true, nullptr), Choice::kCollNetChain);
-  // Without aggregator capacity the estimate does not matter.
-  e.latency_s = 1e-6;
-  EXPECT_EQ(decide(p, ar, 4, true, true, false, &e), Choice::kNotCollNet);
-}
-
-// The registry the tuner reads: the estimate written last, among the live communicators'.
-TEST(Tuner, TheLatestEstimateIsTheOneWrittenLast) {
-  EXPECT_FALSE(collnet::PathEstimateSlot::latest().has_value());
-  {
-    collnet::PathEstimateSlot a(4), b(8);
-    EXPECT_EQ(collnet::PathEstimateSlot::latest()->nranks, 8);
-    a.set_model(1e-8, 70e-6, 125e6);
-    EXPECT_EQ(collnet::PathEstimateSlot::latest()->nranks, 4);
-    EXPECT_FALSE(collnet::PathEstimateSlot::latest()->complete());
-    a.add_latency(100e-6);
-    EXPECT_TRUE(collnet::PathEstimateSlot::latest()->complete());
-    a.add_latency(180e-6);  // a moving average: 1/8 of the new one
-    EXPECT_DOUBLE_EQ(a.get().latency_s, 110e-6);
-    {
-      collnet::PathEstimateSlot c(2);
-      EXPECT_EQ(collnet::PathEstimateSlot::latest()->nranks, 2);
-    }
-    EXPECT_EQ(collnet::PathEstimateSlot::latest()->nranks, 4);  // c is gone
-    b.add_latency(1e-3);
-    EXPECT_EQ(collnet::PathEstimateSlot::latest()->nranks, 8);
-  }
-  EXPECT_FALSE(collnet::PathEstimateSlot::latest().has_value());
-}
-
 TEST(Tuner, ApplyEditsOnlyCollNetChainSimple) {
   Table a;
   apply(Choice::kCollNetChain, a.ptr(), kAlgos, kProtos);
@@ -161,7 +94,6 @@ TEST(CollNetParams, DefaultsAndValues) {
   EXPECT_EQ(c.windowSlots, 64);
   EXPECT_EQ(c.payloadBytes, 8192u);
   EXPECT_EQ(c.ringMinUs, 10);
-  EXPECT_EQ(c.tunerMeasured, 1);
   ASSERT_EQ(loadConfig(&c, &err,
                        envOf({{"CONFLUX_RING_FRACTION", "0.3"},
                               {"CONFLUX_RING_MIN_US", "0"},
@@ -189,8 +121,7 @@ TEST(CollNetParams, BadValuesNameTheVariable) {
                                                         {"CONFLUX_PAYLOAD_BYTES", "64K"},
                                                         {"CONFLUX_REQUIRE_AGGREGATORS", "maybe"},
                                                         {"CONFLUX_RING_INFLIGHT", "33"},
-                                                        {"CONFLUX_RING_MIN_US", "-1"},
-                                                        {"CONFLUX_TUNER_MEASURED", "2"}}) {
+                                                        {"CONFLUX_RING_MIN_US", "-1"}}) {
     Config c;
     std::string err;
     EXPECT_EQ(loadConfig(&c, &err, envOf({{name, value}})), Status::kInvalidArgument)

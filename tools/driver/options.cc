@@ -195,8 +195,6 @@ bool is_switch(const std::string& flag, Options* o) {
     o->check_iters = true;
   else if (flag == "--require-collnet")
     o->require_collnet = true;
-  else if (flag == "--tuner-report")
-    o->tuner_report = true;
   else if (flag == "--help" || flag == "-h")
     o->help = true;
   else
@@ -320,7 +318,6 @@ void print_usage(const char* argv0) {
       "                         rank-order reference bit for bit\n"
       "  --check-iters          also verify every warm-up and timed iteration\n"
       "  --require-collnet      fail if CollNet is unavailable or declined\n"
-      "  --tuner-report         after each CollNet mode, the plugin tuner's choice per size\n"
       "  --seed N               input seed (default 1)\n"
       "  --json FILE            write all rows and the environment as JSON (rank 0)\n"
       "  --timeline FILE        write each timed iteration's end time and duration (rank 0)\n"

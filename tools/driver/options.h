@@ -38,7 +38,6 @@ struct Options {
   bool deterministic = false;
   bool check_iters = false;      // verify every warmup/timed iteration, not only the check run
   bool require_collnet = false;  // CollNet unavailable/declined is an error, not a skipped table
-  bool tuner_report = false;     // after each CollNet mode: the tuner's choice per size
   uint64_t seed = 1;
   std::string json_path;
   std::string timeline_path;  // --timeline FILE: rank 0's per-iteration times (report.h)

@@ -8,7 +8,6 @@
 
 #include "driver/status.h"
 #include "nccl/net_v11.h"
-#include "nccl/tuner_v5.h"
 
 namespace conflux::driver {
 
@@ -22,7 +21,6 @@ struct LoadedPlugin {
   std::vector<std::string> collnet_versions;         // every ncclCollNetPlugin_vN present
   const nccl::ncclNet_v11_t* net = nullptr;          // set when ncclNetPlugin_v11 is used
   const nccl::ncclCollNet_v11_t* collnet = nullptr;  // set when ncclCollNetPlugin_v11 exists
-  const nccl::ncclTuner_v5_t* tuner = nullptr;       // set when ncclTunerPlugin_v5 exists
 };
 
 // dlopen(RTLD_NOW | RTLD_LOCAL) by NCCL_NET_PLUGIN rules: `name` as given, then (if it is a

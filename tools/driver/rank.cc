@@ -21,7 +21,6 @@
 #include "driver/plugin.h"
 #include "driver/rank_setup.h"
 #include "driver/report.h"
-#include "driver/tuner_report.h"
 
 namespace conflux::driver {
 namespace {
@@ -157,8 +156,6 @@ struct RankRun {
     }
     if (rank == 0) print_table_header(mode, what);
     DRV_TRY(run_mode(o, m, &bs, &bufs, &rows, &notes));
-    // While the communicator is open: the tuner reads what it measured.
-    if (rank == 0 && o.tuner_report) DRV_TRY(tuner_report(plugin.tuner, nranks, size_list(o)));
     if (o.close_stagger_ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(int64_t{rank} * o.close_stagger_ms));
     }
