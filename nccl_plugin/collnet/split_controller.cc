@@ -166,10 +166,10 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
     link_ = raise_link(a / ta);
   }
   // A path's own rate well above the line rate (the ring's bytes, which its peers received; the
-  // aggregator share's when it ran without the ring), or an exact measurement well above it:
-  // the prior was below the real link (an operator's CONFLUX_LINK_MBPS), and no longer bounds
-  // L. (Not the aggregator share's rate while the ring was idle: with requests in flight, it
-  // was seen at 1.2x the link.)
+  // aggregator share's, over its whole busy time, when the ring carried too little to measure),
+  // or an exact measurement well above it: the prior was below the real link (an operator's
+  // CONFLUX_LINK_MBPS), and no longer bounds L. (Not the aggregator share's rate while the ring
+  // was idle: with requests in flight, it was seen at 1.2x the link.)
   const double carried = ring_measured ? c_ * r / tr : a / ta;
   if (carried > kLineSlack * line_ || (link_known_ && link_ > kLineSlack * line_)) {
     line_ = std::numeric_limits<double>::infinity();
