@@ -189,7 +189,8 @@ def main(argv):
     print_series("throttle run", pts, t0, applied)
     throttle = applied[0][1]
     lift = applied[1][1] if len(applied) > 1 else pts[-1][1]
-    # Steady rates leave out the first 2 s of a phase (half of a shorter one).
+    # Steady rates leave out the first second of the run and the first 2 s after each event
+    # (half of a shorter phase); a phase without a whole AllReduce in it reads 0.
     before = fabric_run.algbw(fabric_run.between(pts, t0 + min(1.0, (throttle - t0) / 2),
                                                  throttle))
     settle = min(2.0, (lift - throttle) / 2)
@@ -205,8 +206,8 @@ def main(argv):
         settle = min(2.0, (pts[-1][1] - lift) / 2)
         lifted = fabric_run.algbw(fabric_run.between(pts, lift + settle, pts[-1][1]))
         rec2 = fabric_run.recovery(pts, lift, pts[-1][1], TARGET * before)
-        print(f"# lifted (from {settle:.1f} s after): {lifted:.4f} GB/s = {lifted / before:.3f} "
-              "of before")
+        print(f"# lifted (from {settle:.1f} s after): {lifted:.4f} GB/s"
+              + (f" = {lifted / before:.3f} of before" if before > 0 else ""))
         print(f"# after the lift: >= {TARGET:g} x {before:.4f} GB/s "
               + (f"{rec2:.2f} s later" if rec2 is not None else "never within the run"))
     print("# every result verified")
