@@ -4,6 +4,11 @@
 if(NOT DEFINED TIMEOUT)
   set(TIMEOUT 50)
 endif()
+# With -DFILE (below): a stale line is written there first, so a run that appends to the file
+# instead of replacing it fails the line count.
+if(DEFINED FILE)
+  file(WRITE "${FILE}" "stale line from an earlier run\n")
+endif()
 string(REPLACE "|" ";" cmd "${CMD}")
 execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
                 TIMEOUT ${TIMEOUT})
