@@ -65,17 +65,25 @@ def parse_rows(text, nranks):
 
 
 # ---- the scenario scripts (fabric_share, fabric_throttle) ------------------------------
-def add_binary_args(p):
-    """The options every scenario script takes to find its programs."""
+def add_scenario_args(p, agg_factor):
+    """The options every scenario script takes: where its programs are, the link rates (the
+    one aggregator's as a multiple of the workers', default `agg_factor`), and extra daemon
+    arguments and rank environment."""
     p.add_argument("--build", default="build")
     p.add_argument("--plugin", help="plugin .so (default: BUILD/nccl_plugin/...)")
     p.add_argument("--confluxd", help="default: BUILD/aggregator/confluxd")
     p.add_argument("--driver", help="default: BUILD/tools/driver/conflux-nccl-driver")
     p.add_argument("--conflux", help="the operator CLI (default: BUILD/aggregator/cli/conflux)")
+    p.add_argument("--rate", type=int, default=1000, help="worker link rate, Mbit/s")
+    p.add_argument("--agg-factor", type=float, default=agg_factor,
+                   help="the aggregator's link rate / worker rate")
+    p.add_argument("--agg-arg", action="append", default=[], metavar="ARG")
+    p.add_argument("--env", action="append", default=[], metavar="K=V",
+                   help="extra environment of every rank")
 
 
 def preflight(name, a):
-    """The programs of add_binary_args' options, after removing namespaces a killed run left;
+    """The programs of add_scenario_args' options, after removing namespaces a killed run left;
     None (after printing why) where the fabric cannot be built: not root, no `ip netns`."""
     if os.geteuid() != 0:
         print(f"{name}: SKIPPED: needs root (network namespaces, tc)")

@@ -35,18 +35,12 @@ SAMPLE_RE = re.compile(r'^conflux_job_(grant|result)_mbps\{job="(\d+)"\} ([\d.eE
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    fabric_run.add_binary_args(p)
+    fabric_run.add_scenario_args(p, agg_factor=1.0)
     p.add_argument("--workers-per-job", type=int, default=2)
-    p.add_argument("--rate", type=int, default=1000, help="worker link rate, Mbit/s")
-    p.add_argument("--agg-factor", type=float, default=1.0,
-                   help="the aggregator's link rate / worker rate")
     p.add_argument("--requests-a", type=int, default=600, help="job A's 1 MiB AllReduces")
     p.add_argument("--requests-b", type=int, default=200, help="job B's 1 MiB AllReduces")
     p.add_argument("--stagger", type=float, default=4.0, help="seconds before B starts")
     p.add_argument("--sample", type=float, default=0.5, help="seconds between samples")
-    p.add_argument("--agg-arg", action="append", default=[], metavar="ARG")
-    p.add_argument("--env", action="append", default=[], metavar="K=V",
-                   help="extra environment of every rank")
     return p.parse_args(argv)
 
 

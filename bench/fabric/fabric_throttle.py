@@ -44,11 +44,8 @@ TARGET = 0.95
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    fabric_run.add_binary_args(p)
+    fabric_run.add_scenario_args(p, agg_factor=4.0)
     p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--rate", type=int, default=1000, help="worker link rate, Mbit/s")
-    p.add_argument("--agg-factor", type=float, default=4.0,
-                   help="the aggregator's link rate / worker rate")
     p.add_argument("--bytes", default="16M", help="bytes per AllReduce")
     p.add_argument("--throttle-to", type=float, default=0.25,
                    help="the cap, as a fraction of the aggregator's line rate")
@@ -61,9 +58,6 @@ def parse_args(argv):
                    help="seconds of the reference run left out of its optimum")
     p.add_argument("--skip-reference", action="store_true",
                    help="no reference run: targets from the throttle run alone (for the test)")
-    p.add_argument("--agg-arg", action="append", default=[], metavar="ARG")
-    p.add_argument("--env", action="append", default=[], metavar="K=V",
-                   help="extra environment of every rank")
     return p.parse_args(argv)
 
 
