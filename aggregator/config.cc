@@ -218,6 +218,10 @@ std::string finalize_config(Config& cfg) {
       return "'parent' and 'data_mac' need 'secret' or 'secret_file' (the tree's shared secret)";
     }
   }
+  if (cfg.tree_results == "direct" && (cfg.parent.empty() || cfg.multicast_range.empty())) {
+    // Straight down reaches the members through this leaf's multicast group (SPEC.md §7).
+    return "'tree_results = \"direct\"' needs 'parent' and 'multicast_range'";
+  }
 #ifndef CONFLUX_FAULT_INJECTION
   for (auto [key, v] :
        {std::pair{"fault_drop", cfg.fault_drop}, std::pair{"fault_dup", cfg.fault_dup},

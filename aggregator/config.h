@@ -63,7 +63,8 @@ struct Config {
   std::string dpdk_ipv4 = "";
   int64_t dpdk_vlan = 0;
   int64_t dpdk_idle_sleep_us = 0;
-  std::string parent = "";  // reduction tree: the parent aggregator's control endpoint
+  std::string parent = "";            // reduction tree: the parent aggregator's control endpoint
+  std::string tree_results = "leaf";  // a leaf's results: through it, or straight (SPEC §7)
   // Multicast result delivery (protocol/SPEC.md §8).
   std::string multicast = "auto";
   std::string multicast_range = "";

@@ -30,6 +30,7 @@ constexpr std::array kDataplanes = {
 };
 
 constexpr std::array<std::string_view, 3> kMulticastModes = {"auto", "on", "off"};
+constexpr std::array<std::string_view, 2> kTreeResults = {"leaf", "direct"};
 
 struct Row {
   ParamInfo info;
@@ -157,6 +158,13 @@ const std::array kRows = {
          "reduction tree: the parent aggregator's control endpoint IPv4:port; every job is joined "
          "there as one contributor for the ranks it serves here (empty = none: a tree of depth 1)"},
         &Config::parent},
+    Row{{"tree_results", ParamType::kString,
+         "a leaf's results: leaf (the parent sends them to this leaf, which sends them on), direct "
+         "(the parent multicasts them straight to this leaf's members' group; needs this leaf's "
+         "jobs by multicast, a parent with multicast_range, no data_mac, and switches that "
+         "snoop IGMP)",
+         0, 0, kTreeResults},
+        &Config::tree_results},
     Row{{"multicast", ParamType::kString,
          "results by multicast when multicast_range is set: auto (probe every job's group at "
          "join, unicast if a rank misses it), on (no probe), off",

@@ -111,6 +111,12 @@ void ControlPlane::handle(Connection& c, proto::ControlMsg& m) {
     send(c, proto::HeartbeatAck{hb->time_ns});
   } else if (std::holds_alternative<proto::MulticastAck>(m) && c.state == S::kMember) {
     multicast_.on_ack(c.job_id, c.rank, *this);
+  } else if (auto* dd = std::get_if<proto::DirectDown>(&m);
+             dd != nullptr && c.state == S::kMember) {
+    // A child aggregator's members agreed on their group (SPEC.md §7, results straight down).
+    if (const std::string why = manager_.on_direct_down(c.job_key, c.rank, *dd); !why.empty()) {
+      fail(c, proto::Status::kBadMessage, ControlErrorReason::kUnexpectedMessage, why);
+    }
   } else if (std::holds_alternative<proto::HeartbeatAck>(m)) {
     // Answer to our Heartbeat: last_rx was refreshed on receipt; nothing else to do.
   } else if (std::holds_alternative<proto::Leave>(m)) {

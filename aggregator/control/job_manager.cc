@@ -29,7 +29,56 @@ JobManager::JobManager(const Config& cfg, JobTable& jobs, std::vector<uint16_t> 
       ports_(std::move(ports)),
       counters_(counters),
       multicast_(multicast),
-      uplink_(uplink) {}
+      uplink_(uplink) {
+  if (multicast_ != nullptr && uplink_ != nullptr) {
+    multicast_->set_on_multicast([this](Job& job, const std::vector<ConnId>& conns,
+                                        JoinOutbox& out) { go_straight_down(job, conns, out); });
+  }
+}
+
+void JobManager::go_straight_down(Job& job, const std::vector<ConnId>& conns, JoinOutbox& out) {
+  const JobParams& p = job.params();
+  if (p.uplink == nullptr || !p.uplink->direct) return;
+  // First the members learn where else their results may come from (the parent's data
+  // address and ports), then the parent is asked: no result reaches the group from the parent
+  // before a member can take it (a member waits for MulticastMode, which follows, before its
+  // first contribution).
+  proto::ResultSource src;
+  src.addr = ntohl(p.uplink->ports.front().sin_addr.s_addr);
+  for (const sockaddr_in& a : p.uplink->ports) src.ports.push_back(ntohs(a.sin_port));
+  for (ConnId c : conns) {
+    if (c != 0) out.send_to(c, src);
+  }
+  uplink_->direct_down(p.key, proto::DirectDown{ntohl(p.group.sin_addr.s_addr),
+                                                ntohs(p.group.sin_port), job.id(), p.token});
+  spdlog::info("job {}: the parent aggregator is asked to send its results straight to group {}:{}",
+               job.id(), ipv4_text(ntohl(p.group.sin_addr.s_addr)), ntohs(p.group.sin_port));
+}
+
+std::string JobManager::on_direct_down(uint64_t job_key, uint32_t rank,
+                                       const proto::DirectDown& d) {
+  auto it = active_.find(job_key);
+  if (it == active_.end()) return "";  // the job ended meanwhile
+  Active& a = it->second;
+  if (rank >= a.direct_ok.size() || !a.direct_ok[rank]) {
+    return "DirectDown from a member that was not offered direct results";
+  }
+  sockaddr_in g{};
+  g.sin_family = AF_INET;
+  g.sin_addr.s_addr = htonl(d.group);
+  g.sin_port = htons(d.group_port);
+  const std::string where = ipv4_text(d.group) + ":" + std::to_string(d.group_port);
+  if (!a.job->set_direct(rank, g, d.job_id, d.job_token)) {
+    spdlog::info(
+        "job {}: child aggregator {} asked again, or {} children already take results straight "
+        "down; its results still go through it",
+        a.job_id, rank, Job::kMaxDirectChildren);
+    return "";
+  }
+  spdlog::info("job {}: results for child aggregator {} go straight to its members' group {}",
+               a.job_id, rank, where);
+  return "";
+}
 
 void JobManager::reject(ConnId conn, Status s, JoinOutbox& out) {
   JoinAck ack;
@@ -114,8 +163,8 @@ void JobManager::on_join(ConnId conn, const Join& join, uint32_t tenant, const s
       return reject(conn, Status::kAuthFailed, out);
     }
     // The multicast bits and capacity are each rank's own; the other flags must agree.
-    constexpr uint8_t kPerRank =
-        proto::kJoinFlagMulticast | proto::kJoinFlagMulticastNoProbe | proto::kJoinFlagCapacity;
+    constexpr uint8_t kPerRank = proto::kJoinFlagMulticast | proto::kJoinFlagMulticastNoProbe |
+                                 proto::kJoinFlagCapacity | proto::kJoinFlagDirectResults;
     if (join.n_workers != f.n_workers || ((join.flags ^ f.flags) & ~kPerRank) != 0 ||
         join.payload_bytes != f.payload_bytes || join.requested_slots != f.requested_slots ||
         join.served != f.served || join.served_up != f.served_up) {
@@ -184,7 +233,8 @@ void JobManager::complete(uint64_t key, Pending& p, Clock::time_point now, JoinO
       break;
     }
   }
-  up.flags = deterministic ? proto::kJoinFlagDeterministic : 0;
+  up.flags = (deterministic ? proto::kJoinFlagDeterministic : 0) |
+             (cfg_.tree_results == "direct" ? proto::kJoinFlagDirectResults : 0);
   up.requested_slots = granted;
   up.payload_bytes = payload;
   // What is left of the rendezvous deadline: the whole tree must form within it.
@@ -231,13 +281,18 @@ void JobManager::create(uint64_t key, Pending& p, uint32_t granted, uint32_t pay
   jp.workers.resize(f.n_workers);
   jp.child_addrs.resize(f.n_workers);
   jp.uplink = std::move(uplink);
-  Active a{id, granted, std::vector<ConnId>(f.n_workers, 0), 0,
+  Active a{id,
+           granted,
+           std::vector<ConnId>(f.n_workers, 0),
+           0,
+           std::vector<bool>(f.n_workers, false),
            std::vector<bool>(f.n_workers, false)};
   for (uint32_t r = 0; r < f.n_workers; ++r) {
     auto& w = p.ranks[r];
     if (!w) continue;
     jp.members.push_back(r);
     a.child[r] = !w->child_addrs.empty();
+    a.direct_ok[r] = a.child[r] && direct_results_ && (w->flags & proto::kJoinFlagDirectResults);
     jp.weight[r] = w->weight;
     jp.workers[r] = w->addr;
     jp.child_addrs[r] = std::move(w->child_addrs);
@@ -290,8 +345,12 @@ void JobManager::create(uint64_t key, Pending& p, uint32_t granted, uint32_t pay
       p.tenant == kSharedTenant
           ? std::string()
           : fmt::format(", tenant {} (weight {})", tenant_name(p.tenant), tenant_weight(p.tenant)));
-  for (auto& w : p.ranks) {
-    if (w) out.deliver(w->conn, ack);
+  const Active& live = active_.at(key);
+  for (uint32_t r = 0; r < f.n_workers; ++r) {
+    if (!p.ranks[r]) continue;
+    JoinAck mine = ack;  // a child offered DirectDown hears so (SPEC.md §7), no one else
+    if (live.direct_ok[r]) mine.flags |= proto::kJoinAckFlagDirectResults;
+    out.deliver(p.ranks[r]->conn, mine);
   }
   if (group) {
     multicast_->start(published, active_.at(key).conns,
@@ -376,6 +435,13 @@ void JobManager::uplink_joined(const UplinkEvent& e, JoinOutbox& out) {
       up->contributor = static_cast<uint16_t>(r);
       break;
     }
+  }
+  // Results straight down (SPEC.md §7) when the parent offers it, every member can take them
+  // and no level signs (a member could not check the parent's MAC).
+  up->direct =
+      (e.ack.flags & proto::kJoinAckFlagDirectResults) != 0 && !parent_mac && !cfg_.data_mac;
+  for (const auto& w : p.ranks) {
+    if (w && (w->flags & proto::kJoinFlagDirectResults) == 0) up->direct = false;
   }
   for (uint16_t port : e.ack.ports) {
     sockaddr_in a{};

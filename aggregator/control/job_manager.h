@@ -86,6 +86,13 @@ class JobManager {
   // Rejects every waiting rank (daemon stopping).
   void cancel_pending(proto::Status status, JoinOutbox& out);
 
+  // Results straight down (SPEC.md §7): whether this daemon, as a parent, may send a child's
+  // results to its members' group (it can send multicast and runs without the data MAC).
+  void set_direct_results(bool can) { direct_results_ = can; }
+  // DirectDown from member `rank` of live job `job_key`: "" when taken or ignored (logged), else
+  // why the connection broke the protocol (it was never offered direct results).
+  std::string on_direct_down(uint64_t job_key, uint32_t rank, const proto::DirectDown& d);
+
   // The bandwidth capacity divided among the jobs, Mbit/s (0 = unknown: no grants). While
   // several jobs are live, each job's result sends are paced to its grant.
   void set_capacity(uint32_t capacity_mbps) { capacity_mbps_ = capacity_mbps; }
@@ -122,7 +129,8 @@ class JobManager {
     uint32_t slots;
     std::vector<ConnId> conns;  // by rank; 0 once gone
     uint32_t alive;
-    std::vector<bool> child;    // by rank: a child aggregator (it gave its data ports)
+    std::vector<bool> child;      // by rank: a child aggregator (it gave its data ports)
+    std::vector<bool> direct_ok;  // by rank: a child told it may send DirectDown
     bool broken = false;        // a child aggregator was lost: on_tick() ends the job for the rest
     Job* job = nullptr;         // published; freed only after retire(); holds its grant
     uint64_t result_bytes = 0;  // at the last rate sample
@@ -151,6 +159,9 @@ class JobManager {
                         JoinOutbox& out);
 
   void sample_rates(Clock::time_point now);  // each job's achieved result rate (metrics)
+  // Leaf: the job's members agreed on its multicast group; when the parent takes DirectDown,
+  // tell every member the parent's data address (ResultSource), then ask the parent.
+  void go_straight_down(Job& job, const std::vector<ConnId>& conns, JoinOutbox& out);
 
   const Config& cfg_;
   JobTable& jobs_;
@@ -163,6 +174,7 @@ class JobManager {
   UplinkClient* uplink_;
   uint64_t slots_used_ = 0;
   uint32_t capacity_mbps_ = 0;
+  bool direct_results_ = false;
   Clock::time_point last_sample_{};
   RateLimiter log_limit_;  // every line a client can trigger (SPEC: no client floods the log)
 };

@@ -121,6 +121,7 @@ void MulticastAgreement::decide(Probe& p, proto::MulticastMode mode, JoinOutbox&
                  mode.multicast ? "multicast" : "unicast", where,
                  proto::multicast_reason_name(mode.reason));
   }
+  if (mode.multicast && on_multicast_) on_multicast_(job, p.conns, out);
   for (ConnId c : p.conns) {
     if (c != 0) out.send_to(c, mode);
   }

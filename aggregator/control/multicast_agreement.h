@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -46,6 +47,10 @@ class MulticastAgreement {
   void on_tick(Clock::time_point now, JoinOutbox& out);
   // The job was deleted: forget it and release its group.
   void on_job_end(uint32_t job_id);
+  // Called when a job is decided multicast, before its ranks are told (MulticastMode), with
+  // the ranks' connections (0 for a rank not here): a leaf may go straight down (SPEC.md §7).
+  using OnMulticast = std::function<void(Job&, const std::vector<ConnId>&, JoinOutbox&)>;
+  void set_on_multicast(OnMulticast f) { on_multicast_ = std::move(f); }
 
  private:
   struct Probe {
@@ -69,6 +74,7 @@ class MulticastAgreement {
   uint16_t port_ = 0;                                // network order
   std::unordered_map<uint32_t, uint32_t> group_of_;  // job id -> group (host order)
   std::unordered_map<uint32_t, Probe> probing_;      // job id -> probe in progress
+  OnMulticast on_multicast_;
 };
 
 }  // namespace conflux::agg

@@ -40,6 +40,7 @@ struct alignas(64) QueueCounters {
   Counter gso_sends;       // sends of several datagrams at once (UDP GSO)
   Counter gro_receives;    // received buffers of several datagrams (UDP GRO)
   Counter uplink_resends;  // tree leaf: partial results sent up again
+  Counter direct_results;  // tree parent: results sent straight to a child's members' group
   Counter deferred;        // result messages set aside while their job's bucket was in debt
   Counter borrowed;        // of those, sent beyond the job's share while no other job waited
   Counter drops[proto::kNumDropReasons];  // index = DropReason; [0] unused

@@ -14,7 +14,8 @@ Job::Job(JobParams params, unsigned n_queues)
     : params_(std::move(params)),
       n_queues_(n_queues),
       shards_(std::make_unique<SlotShard[]>(n_queues)),
-      counters_(std::make_unique<JobQueueCounters[]>(n_queues)) {
+      counters_(std::make_unique<JobQueueCounters[]>(n_queues)),
+      direct_(std::make_unique<Direct[]>(params_.n_workers)) {
   if (params_.members.empty()) params_.all_members();
   const size_t words = (params_.n_workers + 63) / 64;
   for (unsigned q = 0; q < n_queues_; ++q) {
@@ -24,6 +25,17 @@ Job::Job(JobParams params, unsigned n_queues)
       for (Bank& b : s.banks) b.bitmap.assign(words, 0);
     }
   }
+}
+
+bool Job::set_direct(uint32_t rank, const sockaddr_in& group, uint32_t job_id, uint64_t token) {
+  Direct& d = direct_[rank];
+  if (d.on.load(std::memory_order_relaxed) || n_direct() >= kMaxDirectChildren) return false;
+  d.group = group;
+  d.job_id = job_id;
+  d.token = token;
+  d.on.store(true, std::memory_order_release);  // publishes the fields above
+  n_direct_.fetch_add(1, std::memory_order_release);
+  return true;
 }
 
 }  // namespace conflux::agg

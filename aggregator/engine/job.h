@@ -57,6 +57,10 @@ struct JobParams {
     // "Data MAC across levels"): partials go up signed by `contributor`, results come down
     // signed by a parent thread. nullopt: neither carries a MAC.
     std::optional<proto::DataKey> mac_key;
+    // Results straight down (SPEC.md §7): the parent offered DirectDown, every member asked for
+    // ResultSource, and neither level signs its data (the members could not check the
+    // parent's MAC).
+    bool direct = false;
   };
   std::shared_ptr<const Uplink> uplink;  // null: results go to the members
 
@@ -109,6 +113,26 @@ class Job {
   void set_multicast(bool on) { multicast_.store(on, std::memory_order_release); }
   bool multicast() const { return multicast_.load(std::memory_order_acquire); }
 
+  // Results straight down (SPEC.md §7): child aggregator `rank` has its shared results sent
+  // to its members' group, carrying its own job id and token, instead of to its ports. Written
+  // once per child by the control thread (set_direct), read by the dataplane threads per result.
+  struct Direct {
+    sockaddr_in group{};
+    uint32_t job_id = 0;
+    uint64_t token = 0;
+    std::atomic<bool> on{false};
+  };
+  // A job sends straight down for at most this many children (each costs one datagram per
+  // result, SlotEngine::kMaxResultsPerContrib); the others get their results as before.
+  static constexpr uint32_t kMaxDirectChildren = 3;
+  // False when `rank` already has one or kMaxDirectChildren children do.
+  bool set_direct(uint32_t rank, const sockaddr_in& group, uint32_t job_id, uint64_t token);
+  uint32_t n_direct() const { return n_direct_.load(std::memory_order_acquire); }
+  const Direct* direct(uint32_t rank) const {
+    const Direct& d = direct_[rank];
+    return d.on.load(std::memory_order_acquire) ? &d : nullptr;
+  }
+
   // Fair share (set by the control thread, control/job_manager.h). grant: what the job was
   // told it may use (Capacity share_mbps), Mbit/s, 0 = unknown; pace: what its result sends
   // are held to, 0 = not paced (a job alone, or no max_mbps).
@@ -139,6 +163,8 @@ class Job {
   std::unique_ptr<SlotShard[]> shards_;
   std::unique_ptr<JobQueueCounters[]> counters_;
   std::atomic<bool> multicast_{false};
+  std::unique_ptr<Direct[]> direct_;  // by rank
+  std::atomic<uint32_t> n_direct_{0};
   std::atomic<uint32_t> grant_mbps_{0};
   std::atomic<uint32_t> pace_mbps_{0};
   std::atomic<double> result_mbps_{0};

@@ -30,6 +30,7 @@ class ResultBatch final {
     Job* job;
     int32_t except;  // with kAllRanks: this rank is skipped (-1: none)
     uint32_t slot;   // a child aggregator (or the parent) is reached on the slot's port
+    bool direct;     // rank is a child aggregator whose results go to its members' group
 
     // Calls f(const sockaddr_in&) with the address of every destination of the entry. The
     // references stay valid as long as the job.
@@ -38,13 +39,20 @@ class ResultBatch final {
       const JobParams& p = job->params();
       if (rank == kParent) {
         f(p.uplink->ports[slot % p.uplink->ports.size()]);
+      } else if (direct) {
+        f(job->direct(static_cast<uint32_t>(rank))->group);  // SPEC.md §7, straight down
       } else if (rank != kAllRanks) {
         f(p.addr(static_cast<uint32_t>(rank), slot));
       } else if (except < 0 && job->multicast()) {
         f(p.group);  // one send reaches every worker (SPEC §8)
       } else {
+        // Children whose results go straight down have their own entries.
+        const bool any_direct = job->n_direct() != 0;
         for (uint32_t w : p.members) {
-          if (static_cast<int32_t>(w) != except) f(p.addr(w, slot));
+          if (static_cast<int32_t>(w) == except || (any_direct && job->direct(w) != nullptr)) {
+            continue;
+          }
+          f(p.addr(w, slot));
         }
       }
     }
@@ -63,8 +71,9 @@ class ResultBatch final {
     return entries_.size() < capacity_ ? arena_.get() + entries_.size() * max_datagram_ : nullptr;
   }
   // Appends the datagram written at the last reserve().
-  void commit(uint32_t len, Job* job, uint32_t slot, int32_t rank, int32_t except = -1) {
-    entries_.push_back({reserve(), len, rank, job, except, slot});
+  void commit(uint32_t len, Job* job, uint32_t slot, int32_t rank, int32_t except = -1,
+              bool direct = false) {
+    entries_.push_back({reserve(), len, rank, job, except, slot, direct});
   }
 
   size_t size() const { return entries_.size(); }

@@ -106,8 +106,15 @@ DropReason SlotEngine::on_job_contrib(Job& job, const DataHeader& h, const uint8
     add(job, b, h, payload, out);
     return DropReason::kOk;
   }
-  // g+2 reuses a complete bank: every rank already holds result g (SPEC.md §4).
-  if (ahead == 2 && b.state == BankState::kComplete) return start_bank(job, b, h, payload, out);
+  // g+2 reuses a complete bank: every rank already holds result g (SPEC.md §4). On a leaf
+  // whose results come straight from the parent, the bank may still be FORWARDED: g+2 proves
+  // every rank holds result g all the same (SPEC.md §7, "Why slot reuse stays safe"). Through
+  // the leaf, g+2 on a FORWARDED bank cannot happen and is refused.
+  const bool straight_down = p.uplink != nullptr && p.uplink->direct;
+  if (ahead == 2 &&
+      (b.state == BankState::kComplete || (straight_down && b.state == BankState::kForwarded))) {
+    return start_bank(job, b, h, payload, out);
+  }
   return DropReason::kSlotMismatch;
 }
 
@@ -220,7 +227,9 @@ void SlotEngine::emit_result(Job& job, const Bank& b, const DataHeader& h, Resul
   const JobParams& p = job.params();
   // On a leaf the owner may sit under another leaf: then every member gets an ACK.
   const bool owner_here = b.owner >= 0 && p.weight[static_cast<uint32_t>(b.owner)] != 0;
-  if (b.owner < 0) {
+  if (b.owner < 0 && job.n_direct() != 0) {
+    emit_direct(job, b, h, out);
+  } else if (b.owner < 0) {
     emit(job, b, h, ResultBatch::kAllRanks, 0, out);
   } else if (!owner_here) {
     emit(job, b, h, ResultBatch::kAllRanks, proto::kFlagAck, out);
@@ -230,6 +239,24 @@ void SlotEngine::emit_result(Job& job, const Bank& b, const DataHeader& h, Resul
       emit(job, b, h, ResultBatch::kAllRanks, proto::kFlagAck, out, b.owner);
     }
   }
+}
+
+void SlotEngine::emit_direct(Job& job, const Bank& b, const DataHeader& h, ResultBatch& out) {
+  bool others = false;
+  for (uint32_t w : job.params().members) {
+    const Job::Direct* d = job.direct(w);
+    if (d == nullptr) {
+      others = true;
+      continue;
+    }
+    DataHeader r;
+    r.type = proto::PacketType::kResult;
+    r.job_id = d->job_id;  // what the child's members expect from their own aggregator
+    r.job_token = d->token;
+    append(job, b, r, h.slot, static_cast<int32_t>(w), -1, out, /*direct=*/true);
+    counters_.direct_results.inc();
+  }
+  if (others) emit(job, b, h, ResultBatch::kAllRanks, 0, out);  // skips the direct children
 }
 
 void SlotEngine::emit(Job& job, const Bank& b, const DataHeader& h, int32_t rank, uint16_t flags,
@@ -244,7 +271,7 @@ void SlotEngine::emit(Job& job, const Bank& b, const DataHeader& h, int32_t rank
 }
 
 void SlotEngine::append(Job& job, const Bank& b, DataHeader d, uint32_t slot, int32_t rank,
-                        int32_t except, ResultBatch& out) {
+                        int32_t except, ResultBatch& out, bool direct) {
   uint8_t* buf = out.reserve();
   if (buf == nullptr) {  // cannot happen with a correctly sized batch; the worker will resend
     counters_.send_errors.inc();
@@ -276,7 +303,7 @@ void SlotEngine::append(Job& job, const Bank& b, DataHeader d, uint32_t slot, in
     }
   }
   out.commit(static_cast<uint32_t>(proto::kDataHeaderSize + d.wire_body_bytes()), &job, slot, rank,
-             except);
+             except, direct);
 }
 
 }  // namespace conflux::agg

@@ -35,8 +35,9 @@ struct Source {
 class SlotEngine final {
  public:
   // RESULT datagrams one contribution can add to the batch: an owned result and the
-  // acknowledgement for the other ranks.
-  static constexpr size_t kMaxResultsPerContrib = 2;  // (a CONTRIB going up counts as one)
+  // acknowledgement for the other ranks, or one per child whose results go straight down
+  // (SPEC.md §7) and one for the other members. (A CONTRIB going up counts as one.)
+  static constexpr size_t kMaxResultsPerContrib = 1 + Job::kMaxDirectChildren;
 
   // `queue` of `n_queues`: this engine serves slots s with s % n_queues == queue.
   // `max_payload_bytes`: the daemon-wide payload limit used by the stateless parser.
@@ -66,6 +67,10 @@ class SlotEngine final {
   void complete(Job& job, Bank& b, const proto::DataHeader& h, ResultBatch& out);
   // Sends bank b's result to the members (an owned one to its owner, ACKs to the rest).
   void emit_result(Job& job, const Bank& b, const proto::DataHeader& h, ResultBatch& out);
+  // A shared result of a job with children whose results go straight down (SPEC.md §7): one
+  // datagram per such child, to its members' group with its job id and token, and one for
+  // the other members.
+  void emit_direct(Job& job, const Bank& b, const proto::DataHeader& h, ResultBatch& out);
 
   // Reduction tree, leaf side (aggregator/tree/leaf_path.cc, SPEC.md §7).
   // A RESULT from the parent aggregator for one of this leaf's forwarded banks.
@@ -91,7 +96,7 @@ class SlotEngine final {
   // Appends a datagram with header `d` (type, flags, job, token, contributor as given; slot,
   // generation and shape from bank b) and b's result as payload (none for an ACK).
   void append(Job& job, const Bank& b, proto::DataHeader d, uint32_t slot, int32_t rank,
-              int32_t except, ResultBatch& out);
+              int32_t except, ResultBatch& out, bool direct = false);
 
   JobTable& jobs_;
   unsigned queue_;

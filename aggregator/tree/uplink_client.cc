@@ -109,7 +109,17 @@ std::string UplinkClient::start() {
 void UplinkClient::join(const proto::Join& join) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    requests_.push_back({true, join});
+    requests_.push_back({Request::Kind::kJoin, join});
+  }
+  signal_fd(wake_fd_);
+}
+
+void UplinkClient::direct_down(uint64_t job_key, const proto::DirectDown& d) {
+  proto::Join j;
+  j.job_key = job_key;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    requests_.push_back({Request::Kind::kDirectDown, j, d});
   }
   signal_fd(wake_fd_);
 }
@@ -119,7 +129,7 @@ void UplinkClient::leave(uint64_t job_key) {
   j.job_key = job_key;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    requests_.push_back({false, j});
+    requests_.push_back({Request::Kind::kLeave, j});
   }
   signal_fd(wake_fd_);
 }
@@ -158,7 +168,15 @@ void UplinkClient::take_requests(std::vector<std::unique_ptr<Link>>& links) {
   drain_fd(wake_fd_);
   const auto now = Clock::now();
   for (Request& r : reqs) {
-    if (!r.join) {
+    if (r.kind == Request::Kind::kDirectDown) {
+      for (auto& l : links) {
+        if (l->join.job_key == r.msg.job_key && !l->done && l->state == Link::State::kMember) {
+          (void)l->send(r.direct);  // lost with the link: the results then come through here
+        }
+      }
+      continue;
+    }
+    if (r.kind == Request::Kind::kLeave) {
       for (auto& l : links) {
         if (l->join.job_key != r.msg.job_key || l->done) continue;
         if (l->state == Link::State::kMember) (void)l->send(proto::Leave{});

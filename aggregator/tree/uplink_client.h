@@ -67,14 +67,18 @@ class UplinkClient {
   void join(const proto::Join& join);
   // Control thread: leave (or stop joining) the parent for this job.
   void leave(uint64_t job_key);
+  // Control thread: send DirectDown on this job's uplink (SPEC.md §7, results straight down);
+  // nothing when the uplink is not a member (any more).
+  void direct_down(uint64_t job_key, const proto::DirectDown& d);
   // Control thread: the events since the last call.
   std::vector<UplinkEvent> take_events();
 
  private:
   struct Link;
   struct Request {
-    bool join;
-    proto::Join msg;
+    enum class Kind : uint8_t { kJoin, kLeave, kDirectDown } kind;
+    proto::Join msg;  // kJoin; the job key for the others
+    proto::DirectDown direct{};
   };
 
   void run();

@@ -118,7 +118,10 @@ int main(int argc, char** argv) {
   // depth-3 tree's leaf (served, served_up).
   for (const ControlMsg& m : std::vector<ControlMsg>{
            Join{0xabcdef, 8, 2, 0, 40000, 0, 64, 8192, 10000, 0, 2, 4, {9001, 9002}},
-           Join{0xabcdef, 8, 3, 0, 40000, 0, 64, 8192, 10000, 0, 1, 2, {}, {4, 6}}}) {
+           Join{0xabcdef, 8, 3, 0, 40000, 0, 64, 8192, 10000, 0, 1, 2, {}, {4, 6}},
+           // Results straight down (SPEC §7): the leaf names the parent to its workers and
+           // asks the parent to send to its members' group.
+           ResultSource{0x0A000001, {9001, 9002}}, DirectDown{0xEF4D0001, 9000, 3, 0x55}}) {
     std::vector<uint8_t> one;
     encode_control(m, one);
     ok &= write_file(ctl_dir + "/seed_" + std::to_string(n++), one);

@@ -96,6 +96,19 @@ void encode_body(const MulticastMode& m, Writer& w) {
   w.put<uint32_t>(m.rank);
 }
 
+void encode_body(const ResultSource& m, Writer& w) {
+  w.put<uint32_t>(m.addr);
+  w.put<uint16_t>(static_cast<uint16_t>(m.ports.size()));
+  for (uint16_t p : m.ports) w.put<uint16_t>(p);
+}
+void encode_body(const DirectDown& m, Writer& w) {
+  w.put<uint32_t>(m.group);
+  w.put<uint16_t>(m.group_port);
+  w.put<uint16_t>(0);
+  w.put<uint32_t>(m.job_id);
+  w.put<uint64_t>(m.job_token);
+}
+
 bool is_multicast_group(uint32_t a) { return (a >> 28) == 0xE; }
 
 // A multicast mode needs a multicast reason and a unicast one a unicast reason.
@@ -193,7 +206,8 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
       if (!r.ok_and_done()) return ControlParse::kBadLength;
       if (reserved != 0 || reserved2 != 0) return ControlParse::kReservedNonZero;
       if (!valid_status(status) ||
-          (m.flags & ~(kJoinFlagDeterministic | kJoinAckFlagMulticast | kJoinFlagDataMac)) != 0) {
+          (m.flags & ~(kJoinFlagDeterministic | kJoinAckFlagMulticast | kJoinFlagDataMac |
+                       kJoinAckFlagDirectResults)) != 0) {
         return ControlParse::kBadField;
       }
       if ((m.flags & kJoinAckFlagMulticast) != 0 &&
@@ -287,6 +301,33 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
       *out = m;
       return ControlParse::kOk;
     }
+    case MsgType::kResultSource: {
+      ResultSource m;
+      m.addr = r.get<uint32_t>();
+      const uint16_t n_ports = r.get<uint16_t>();
+      if (n_ports > kMaxPorts) return ControlParse::kBadField;
+      for (uint16_t i = 0; i < n_ports; ++i) m.ports.push_back(r.get<uint16_t>());
+      if (!r.ok_and_done()) return ControlParse::kBadLength;
+      if (m.addr == 0 || is_multicast_group(m.addr) || m.ports.empty() ||
+          std::find(m.ports.begin(), m.ports.end(), 0) != m.ports.end()) {
+        return ControlParse::kBadField;
+      }
+      *out = std::move(m);
+      return ControlParse::kOk;
+    }
+    case MsgType::kDirectDown: {
+      DirectDown m;
+      m.group = r.get<uint32_t>();
+      m.group_port = r.get<uint16_t>();
+      const uint16_t reserved = r.get<uint16_t>();
+      m.job_id = r.get<uint32_t>();
+      m.job_token = r.get<uint64_t>();
+      if (!r.ok_and_done()) return ControlParse::kBadLength;
+      if (reserved != 0) return ControlParse::kReservedNonZero;
+      if (!is_multicast_group(m.group) || m.group_port == 0) return ControlParse::kBadField;
+      *out = m;
+      return ControlParse::kOk;
+    }
   }
   return ControlParse::kBadType;
 }
@@ -294,7 +335,7 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
 }  // namespace
 
 MsgType msg_type(const ControlMsg& m) {
-  // Types 1..11 follow the variant's order.
+  // Types 1..13 follow the variant's order.
   return static_cast<MsgType>(m.index() + 1);
 }
 
@@ -322,6 +363,10 @@ std::string_view msg_type_name(MsgType t) {
       return "MulticastMode";
     case MsgType::kCapacity:
       return "Capacity";
+    case MsgType::kResultSource:
+      return "ResultSource";
+    case MsgType::kDirectDown:
+      return "DirectDown";
   }
   return "Unknown";
 }
@@ -433,7 +478,7 @@ ControlParse parse_control(std::span<const uint8_t> buf, ControlMsg* out, size_t
   if (buf[4] != kProtocolVersion) return ControlParse::kBadVersion;
   const uint8_t type = buf[5];
   if (type < static_cast<uint8_t>(MsgType::kServerHello) ||
-      type > static_cast<uint8_t>(MsgType::kCapacity)) {
+      type > static_cast<uint8_t>(MsgType::kDirectDown)) {
     return ControlParse::kBadType;
   }
   if (load_be<uint16_t>(buf.data() + 6) != 0) return ControlParse::kReservedNonZero;

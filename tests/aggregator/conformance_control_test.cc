@@ -313,6 +313,26 @@ TEST_P(ControlPlane, NoGrantUpdateUnlessAsked) {
   expect_nothing_pending(*plain[0], 5);
 }
 
+// DirectDown (SPEC.md §7) only from a child aggregator that the JoinAck offered it: from a
+// worker it is a protocol error, and the job's other business is not touched.
+TEST_P(ControlPlane, DirectDownFromAMemberNeverOfferedItIsABadMessage) {
+  start();
+  JoinSpec spec;
+  spec.job_key = 61;
+  auto ws = join_job(spec, 1);
+  ASSERT_EQ(ws.size(), 1u);
+  ASSERT_TRUE(ws[0]->ctl.send(proto::DirectDown{0xEF4D0001, 7480, 1, 1}));
+  std::optional<proto::ControlMsg> m;
+  do {
+    m = ws[0]->ctl.recv(2000);
+  } while (m && !std::holds_alternative<proto::Error>(*m));  // a Heartbeat may come first
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(std::get<proto::Error>(*m).status, Status::kBadMessage);
+  EXPECT_NE(std::get<proto::Error>(*m).text.find("not offered direct results"), std::string::npos)
+      << std::get<proto::Error>(*m).text;
+  EXPECT_TRUE(ws[0]->ctl.wait_closed(2000));
+}
+
 TEST_P(ControlPlane, MalformedFramesGetErrorThenClose) {
   start();
   auto good = frame(proto::Heartbeat{1});

@@ -538,7 +538,7 @@ class TreeSlotEngineTest : public SlotEngineTest {
   // Leaf: ranks 0 and 1 of 4 joined here; job 77 at the parent (10.0.0.9:7000/7001). With
   // data MAC keys for the leaf's own job and for the parent's job when given.
   void make_leaf(std::optional<proto::DataKey> own_key = std::nullopt,
-                 std::optional<proto::DataKey> parent_key = std::nullopt) {
+                 std::optional<proto::DataKey> parent_key = std::nullopt, bool direct = false) {
     id_ = jobs_.allocate_id();
     JobParams p = base(4, false);
     p.mac_key = own_key;
@@ -553,6 +553,7 @@ class TreeSlotEngineTest : public SlotEngineTest {
     up->token = kParentToken;
     up->contributor = 0;
     up->mac_key = parent_key;
+    up->direct = direct;
     for (uint16_t port : {7000, 7001}) {
       sockaddr_in a{};
       a.sin_family = AF_INET;
@@ -830,6 +831,87 @@ TEST_F(TreeSlotEngineTest, LeafReusesASlotOnlyOnceTheParentsResultCame) {
   EXPECT_EQ(contrib(hdr(0, 0, 2), {1, 1, 1, 1}), DropReason::kOk);
   // A late result of generation 0 is stale now.
   EXPECT_EQ(parent_result(0, 0, {4, 4, 4, 4}), DropReason::kStaleGeneration);
+}
+
+TEST_F(TreeSlotEngineTest, LeafWithResultsStraightDownReusesAForwardedSlot) {
+  make_leaf(std::nullopt, std::nullopt, /*direct=*/true);
+  for (uint32_t g : {0u, 1u}) {
+    for (uint16_t c : {0, 1}) EXPECT_EQ(contrib(hdr(c, 0, g), {1, 1, 1, 1}), DropReason::kOk);
+  }
+  // The members got result 0 from the parent, not from here: their generation 2 is proof
+  // enough (SPEC.md §7), and the FORWARDED bank collects again.
+  out_.clear();
+  EXPECT_EQ(contrib(hdr(0, 0, 2), {5, 5, 5, 5}), DropReason::kOk);
+  EXPECT_EQ(contrib(hdr(1, 0, 2), {6, 6, 6, 6}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(out_[0].rank, ResultBatch::kParent);
+  EXPECT_EQ(result_of(0), (std::vector<int32_t>{11, 11, 11, 11}));
+  // A result of generation 0 re-served by the parent now is stale; a resend of generation 1
+  // (still FORWARDED in the other bank) asks the parent again.
+  EXPECT_EQ(parent_result(0, 0, {4, 4, 4, 4}), DropReason::kStaleGeneration);
+  DataHeader again = hdr(0, 0, 1);
+  again.flags = proto::kFlagRetransmit;
+  EXPECT_EQ(contrib(again, {1, 1, 1, 1}), DropReason::kOk);
+  // A parent's answer completes it here, and the members get it from this leaf.
+  out_.clear();
+  EXPECT_EQ(parent_result(0, 1, {4, 4, 4, 4}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(out_[0].rank, ResultBatch::kAllRanks);
+}
+
+TEST_F(TreeSlotEngineTest, ParentSendsEachDirectChildsResultToItsGroupWithItsOwnIds) {
+  make_root();
+  Job* job = jobs_.find(id_);
+  ASSERT_NE(job, nullptr);
+  sockaddr_in group{};
+  group.sin_family = AF_INET;
+  group.sin_addr.s_addr = htonl(0xEF4D0001);
+  group.sin_port = htons(7480);
+  ASSERT_TRUE(job->set_direct(2, group, 31, 0x3131ULL));
+  EXPECT_FALSE(job->set_direct(2, group, 32, 0x3232ULL)) << "once per child";
+  EXPECT_EQ(child_contrib(0, 2, {1, 2, 3, 4}, 2), DropReason::kOk);
+  EXPECT_EQ(child_contrib(2, 2, {10, 20, 30, 40}, 2), DropReason::kOk);
+  // Child 2's result goes to its group with its job's id and token; child 0 gets its own as
+  // before (the entry for the others skips child 2).
+  ASSERT_EQ(out_.size(), 2u);
+  EXPECT_TRUE(out_[0].direct);
+  EXPECT_EQ(header_of(0).job_id, 31u);
+  EXPECT_EQ(header_of(0).job_token, 0x3131ULL);
+  EXPECT_EQ(header_of(0).type, proto::PacketType::kResult);
+  EXPECT_EQ(result_of(0), (std::vector<int32_t>{11, 22, 33, 44}));
+  auto d = destinations(0);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_TRUE(same(d[0], group));
+  EXPECT_EQ(header_of(1).job_id, id_);
+  d = destinations(1);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_TRUE(same(d[0], child_port(0, 2)));
+  EXPECT_EQ(counters_.direct_results.get(), 1u);
+  // A child that lost it asks again through its ports and is served there, by unicast.
+  out_.clear();
+  DataHeader again = hdr(2, 2, 0);
+  again.flags = proto::kFlagRetransmit;
+  const std::vector<int32_t> v = {10, 20, 30, 40};
+  EXPECT_EQ(engine_.on_contrib(again, reinterpret_cast<const uint8_t*>(v.data()),
+                               Source::of(child_port(2, 2)), out_),
+            DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_FALSE(out_[0].direct);
+  EXPECT_EQ(header_of(0).job_id, id_);
+  d = destinations(0);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_TRUE(same(d[0], child_port(2, 2)));
+}
+
+TEST_F(TreeSlotEngineTest, AJobSendsStraightDownForAtMostItsLimitOfChildren) {
+  id_ = jobs_.allocate_id();
+  JobParams p = base(8, false);
+  p.all_members();
+  Job job(std::move(p), kQueues);
+  sockaddr_in g{};
+  for (uint32_t r = 0; r < Job::kMaxDirectChildren; ++r) EXPECT_TRUE(job.set_direct(r, g, r, r));
+  EXPECT_FALSE(job.set_direct(Job::kMaxDirectChildren, g, 9, 9));
+  EXPECT_EQ(job.n_direct(), Job::kMaxDirectChildren);
 }
 
 TEST_F(TreeSlotEngineTest, OwnedSlotGoesUpWholeAndAnOwnerElsewhereLeavesAcksHere) {

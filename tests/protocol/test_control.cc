@@ -30,6 +30,11 @@ std::vector<ControlMsg> all_messages() {
       MulticastAck{},
       MulticastMode{true, MulticastReason::kConfirmed, 0},
       MulticastMode{false, MulticastReason::kNoConfirm, 3},
+      Join{0xabcdef0123456789ULL, 8, 5, 0, 40002, kJoinFlagMulticast | kJoinFlagDirectResults, 64,
+           8192, 5000, 0},
+      JoinAck{Status::kOk, 14, 0xcafeULL, 64, 8192, kJoinAckFlagDirectResults, {7471, 7472}},
+      ResultSource{0x0A000001, {7471, 7472, 7473}},
+      DirectDown{0xEF4E0002, 7480, 9, 0x0123456789abcdefULL},
   };
 }
 
@@ -201,7 +206,7 @@ TEST(Control, HeaderErrors) {
   b = good;
   b[5] = 0;
   EXPECT_EQ(parse(b), ControlParse::kBadType);
-  for (uint8_t t : {12, 13}) {  // one past the last type (Capacity, 11), and beyond
+  for (uint8_t t : {14, 15}) {  // one past the last type (DirectDown, 13), and beyond
     b[5] = t;
     EXPECT_EQ(parse(b), ControlParse::kBadType) << int(t);
   }
@@ -294,6 +299,20 @@ TEST(Control, CapacityFields) {
   EXPECT_EQ(parse(b), ControlParse::kBadLength);
 }
 
+TEST(Control, DirectResultsFlags) {
+  // A Join may ask for results straight down; a JoinAck may offer DirectDown (SPEC.md §7).
+  ControlMsg got;
+  ASSERT_EQ(parse(frame(Join{1, 4, 1, 0, 40000, kJoinFlagDirectResults, 16, 8192, 0, 0}), &got),
+            ControlParse::kOk);
+  EXPECT_EQ(std::get<Join>(got).flags, kJoinFlagDirectResults);
+  ASSERT_EQ(
+      parse(frame(JoinAck{Status::kOk, 1, 1, 4, 8192, kJoinAckFlagDirectResults, {7471}}), &got),
+      ControlParse::kOk);
+  EXPECT_EQ(std::get<JoinAck>(got).flags, kJoinAckFlagDirectResults);
+  EXPECT_EQ(parse(frame(JoinAck{Status::kOk, 1, 1, 4, 8192, 1u << 5, {7471}})),
+            ControlParse::kBadField);
+}
+
 TEST(Control, CapacityFlagIsForJoinOnly) {
   // JoinAck flags stay deterministic-only: the capacity bit is a request of the worker.
   EXPECT_EQ(parse(frame(JoinAck{Status::kOk, 1, 1, 4, 8192, kJoinFlagCapacity, {7471}})),
@@ -335,7 +354,7 @@ TEST(Control, JoinMulticastFlags) {
   EXPECT_EQ(std::get<Join>(got).flags, kJoinFlagMulticast | kJoinFlagMulticastNoProbe);
   j.flags = kJoinFlagMulticastNoProbe;  // no probe needs multicast
   EXPECT_EQ(parse(frame(j)), ControlParse::kBadField);
-  j.flags = 1u << 4;  // the first unassigned bit (3 is capacity)
+  j.flags = 1u << 5;  // the first unassigned bit (3 is capacity, 4 direct results)
   EXPECT_EQ(parse(frame(j)), ControlParse::kBadField);
 }
 
@@ -360,6 +379,41 @@ TEST(Control, MulticastModeFieldRanges) {
   auto b = frame(MulticastAck{});
   b.push_back(0);
   store_be<uint32_t>(b.data() + 8, 1);
+  EXPECT_EQ(parse(b), ControlParse::kBadLength);
+}
+
+TEST(Control, ResultSourceFieldRanges) {
+  ControlMsg got;
+  ASSERT_EQ(parse(frame(ResultSource{0x0A000001, {7471, 7472}}), &got), ControlParse::kOk);
+  const auto& rs = std::get<ResultSource>(got);
+  EXPECT_EQ(rs.addr, 0x0A000001u);
+  EXPECT_EQ(rs.ports, (std::vector<uint16_t>{7471, 7472}));
+  EXPECT_EQ(parse(frame(ResultSource{0, {7471}})), ControlParse::kBadField);           // no address
+  EXPECT_EQ(parse(frame(ResultSource{0xEF000001, {7471}})), ControlParse::kBadField);  // a group
+  EXPECT_EQ(parse(frame(ResultSource{0x0A000001, {}})), ControlParse::kBadField);
+  EXPECT_EQ(parse(frame(ResultSource{0x0A000001, {7471, 0}})), ControlParse::kBadField);
+  auto b = frame(ResultSource{0x0A000001, {7471}});
+  b.push_back(0);  // one byte past the ports the count names
+  store_be<uint32_t>(b.data() + 8, load_be<uint32_t>(b.data() + 8) + 1);
+  EXPECT_EQ(parse(b), ControlParse::kBadLength);
+}
+
+TEST(Control, DirectDownFieldRanges) {
+  ControlMsg got;
+  ASSERT_EQ(parse(frame(DirectDown{0xEF4E0002, 7480, 9, 77}), &got), ControlParse::kOk);
+  const auto& d = std::get<DirectDown>(got);
+  EXPECT_EQ(d.group, 0xEF4E0002u);
+  EXPECT_EQ(d.group_port, 7480);
+  EXPECT_EQ(d.job_id, 9u);
+  EXPECT_EQ(d.job_token, 77u);
+  EXPECT_EQ(parse(frame(DirectDown{0x0A000001, 7480, 9, 77})), ControlParse::kBadField);  // unicast
+  EXPECT_EQ(parse(frame(DirectDown{0xEF4E0002, 0, 9, 77})), ControlParse::kBadField);
+  auto b = frame(DirectDown{0xEF4E0002, 7480, 9, 77});
+  b[kControlHeaderSize + 7] = 1;  // reserved
+  EXPECT_EQ(parse(b), ControlParse::kReservedNonZero);
+  b = frame(DirectDown{0xEF4E0002, 7480, 9, 77});
+  b.pop_back();
+  store_be<uint32_t>(b.data() + 8, load_be<uint32_t>(b.data() + 8) - 1);
   EXPECT_EQ(parse(b), ControlParse::kBadLength);
 }
 

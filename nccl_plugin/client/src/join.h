@@ -27,6 +27,10 @@ struct JoinedAggregator {
   sockaddr_in group{};  // JoinAck's multicast group (sin_port 0: none)
   // The group's socket while results may come by multicast (SPEC §8); null when unicast.
   std::unique_ptr<UdpChannel> group_rx;
+  // Results straight down (SPEC.md §7): the aggregator's parent, which may send this job's
+  // results to the group too (ResultSource). IPv4 address 0: none.
+  sockaddr_in upstream_addr{};
+  std::vector<uint16_t> upstream_ports;  // host order
 };
 
 // Returns "" and fills *out (one entry per cfg.aggregators, same order), or a message
@@ -44,8 +48,9 @@ std::string agree_multicast(const ClientConfig& cfg, Counters* counters,
 // Join flags for cfg.multicast (SPEC §8).
 uint8_t multicast_join_flags(const ClientConfig& cfg);
 
-// Whether `from` is the aggregator's data address and one of its data ports: the only source
-// a worker takes datagrams on the job's group from (SPEC §8).
+// Whether `from` is the aggregator's data address and one of its data ports, or its parent's
+// named by ResultSource: the only sources a worker takes datagrams on the job's group from
+// (SPEC §8, §7).
 bool from_aggregator(const JoinedAggregator& ja, const sockaddr_in& from);
 
 }  // namespace conflux::client

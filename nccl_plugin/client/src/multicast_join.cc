@@ -83,6 +83,19 @@ std::string take_control(const ClientConfig& cfg, Pending& p, bool* decided) {
       if (!mode->multicast) {
         p.ja->group_rx.reset();  // leaves the group
       }
+    } else if (const auto* src = std::get_if<proto::ResultSource>(&m)) {
+      // A leaf's parent will send this job's results to the group itself (SPEC.md §7); sent
+      // only to a rank that asked (Join flag DIRECT_RESULTS), before MulticastMode.
+      p.ja->upstream_addr.sin_family = AF_INET;
+      p.ja->upstream_addr.sin_addr.s_addr = htonl(src->addr);
+      p.ja->upstream_ports = src->ports;
+      if (cfg.log) {
+        char name[INET_ADDRSTRLEN] = "?";
+        ::inet_ntop(AF_INET, &p.ja->upstream_addr.sin_addr, name, sizeof name);
+        cfg.log(LogLevel::kInfo, p.name +
+                                     ": results may come straight from its parent aggregator " +
+                                     name + " (" + std::to_string(src->ports.size()) + " port(s))");
+      }
     } else if (const auto* hb = std::get_if<proto::Heartbeat>(&m)) {
       p.ja->ctl->send(proto::HeartbeatAck{hb->time_ns}, &err);
     } else if (const auto* e = std::get_if<proto::Error>(&m)) {
@@ -102,24 +115,33 @@ uint8_t multicast_join_flags(const ClientConfig& cfg) {
   switch (cfg.multicast) {
     case MulticastMode::kOff:
       return 0;
+    // A rank that takes a group's results also takes them from a leaf's parent (SPEC.md §7).
     case MulticastMode::kAuto:
-      return proto::kJoinFlagMulticast;
+      return proto::kJoinFlagMulticast | proto::kJoinFlagDirectResults;
     case MulticastMode::kOn:
-      return proto::kJoinFlagMulticast | proto::kJoinFlagMulticastNoProbe;
+      return proto::kJoinFlagMulticast | proto::kJoinFlagMulticastNoProbe |
+             proto::kJoinFlagDirectResults;
   }
   return 0;
 }
 
-bool from_aggregator(const JoinedAggregator& ja, const sockaddr_in& from) {
-  if (from.sin_addr.s_addr != ja.data_addr.sin_addr.s_addr) {
+namespace {
+bool one_of(const sockaddr_in& from, in_addr_t addr, const std::vector<uint16_t>& ports) {
+  if (addr == 0 || from.sin_addr.s_addr != addr) {
     return false;
   }
-  for (uint16_t p : ja.info.data_ports) {
+  for (uint16_t p : ports) {
     if (htons(p) == from.sin_port) {
       return true;
     }
   }
   return false;
+}
+}  // namespace
+
+bool from_aggregator(const JoinedAggregator& ja, const sockaddr_in& from) {
+  return one_of(from, ja.data_addr.sin_addr.s_addr, ja.info.data_ports) ||
+         one_of(from, ja.upstream_addr.sin_addr.s_addr, ja.upstream_ports);
 }
 
 std::string agree_multicast(const ClientConfig& cfg, Counters* ctr,

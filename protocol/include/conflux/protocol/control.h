@@ -34,6 +34,8 @@ enum class MsgType : uint8_t {
   kMulticastAck = 9,
   kMulticastMode = 10,
   kCapacity = 11,
+  kResultSource = 12,
+  kDirectDown = 13,
 };
 
 // Status carried by JoinAck and Error. Stable values (SPEC.md).
@@ -69,12 +71,20 @@ inline constexpr uint8_t kJoinFlagMulticast = 1u << 1;
 inline constexpr uint8_t kJoinFlagMulticastNoProbe = 1u << 2;
 // Join only: the worker takes Capacity messages (the aggregator sends one after JoinAck).
 inline constexpr uint8_t kJoinFlagCapacity = 1u << 3;
-inline constexpr uint8_t kJoinKnownFlags =
-    kJoinFlagDeterministic | kJoinFlagMulticast | kJoinFlagMulticastNoProbe | kJoinFlagCapacity;
+// Join: results straight down (SPEC.md §7). From a worker (per rank): it takes ResultSource
+// and accepts its group's results from the source it names. From a child aggregator: it may
+// send DirectDown once its members agreed on a group.
+inline constexpr uint8_t kJoinFlagDirectResults = 1u << 4;
+inline constexpr uint8_t kJoinKnownFlags = kJoinFlagDeterministic | kJoinFlagMulticast |
+                                           kJoinFlagMulticastNoProbe | kJoinFlagCapacity |
+                                           kJoinFlagDirectResults;
 // JoinAck: the job has a multicast group on this aggregator (JoinAck::group, group_port).
 inline constexpr uint8_t kJoinAckFlagMulticast = 1u << 1;
 // JoinAck only: the job's data packets carry the data MAC (data.h kFlagMac, SPEC.md §6).
 inline constexpr uint8_t kJoinFlagDataMac = 1u << 2;
+// JoinAck only, to a child aggregator whose Join set kJoinFlagDirectResults: this parent takes
+// DirectDown from it (SPEC.md §7 "Results straight down").
+inline constexpr uint8_t kJoinAckFlagDirectResults = 1u << 4;  // the Join's bit
 
 // Worker asks to join job `job_key` as `rank` of `n_workers`.
 struct Join {
@@ -167,8 +177,25 @@ struct MulticastMode {
 };
 std::string_view multicast_reason_name(MulticastReason r);
 
-using ControlMsg = std::variant<ServerHello, Join, JoinAck, Leave, Heartbeat, HeartbeatAck, Error,
-                                Shutdown, MulticastAck, MulticastMode, Capacity>;
+// Leaf -> worker (SPEC.md §7 "Results straight down"), before a MulticastMode of mode 1:
+// results of this job may also reach the group from this address and ports (the parent's).
+struct ResultSource {
+  uint32_t addr = 0;            // IPv4, host order, != 0
+  std::vector<uint16_t> ports;  // 1..kMaxPorts, each != 0
+};
+
+// Child aggregator -> parent (SPEC.md §7 "Results straight down"): send this job's shared
+// results for me to `group`:`group_port`, carrying my job's id and token, instead of to me.
+struct DirectDown {
+  uint32_t group = 0;  // IPv4 multicast group, host order
+  uint16_t group_port = 0;
+  uint32_t job_id = 0;  // the child's job (what its members' RESULTs carry)
+  uint64_t job_token = 0;
+};
+
+using ControlMsg =
+    std::variant<ServerHello, Join, JoinAck, Leave, Heartbeat, HeartbeatAck, Error, Shutdown,
+                 MulticastAck, MulticastMode, Capacity, ResultSource, DirectDown>;
 
 MsgType msg_type(const ControlMsg& m);
 std::string_view msg_type_name(MsgType t);
