@@ -69,6 +69,11 @@ def parse_args(argv):
                    "leaf j sits under middle j*M/L; 0: depth 2)")
     p.add_argument("--tree-mid-factor", type=float,
                    help="tree: a middle aggregator's rate / worker rate (default: its leaves)")
+    p.add_argument("--tree-results", choices=("leaf", "direct"),
+                   help="tree: the leaves' tree_results (protocol/SPEC.md section 7). Either gives "
+                   "each leaf a multicast range of its own (its workers' group) and the root one "
+                   "(to send); direct also turns on IGMP snooping with a querier on the bridge, "
+                   "so that a group reaches only its members (default: neither, as before)")
     p.add_argument("--systems", default="conflux,gloo,mpi,ring")
     p.add_argument("--ring-fraction", type=ring_fraction_arg,
                    help="hybrid CONFLUX_RING_FRACTION: a number, or auto (the plugin's measured "
@@ -208,7 +213,8 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
         aggs += [(f"m{j + 1}", int(a.rate * a.tree_mid_factor)) for j in range(mids)]
         aggs += [(f"t{j + 1}", int(a.rate * a.tree_leaf_factor)) for j in range(leaves)]
     deaf = [int(i) for i in a.deaf_workers.split(",") if i]
-    fab = fabric_ns.Fabric(prefix, n, a.rate, aggs, loss_pct=loss, deaf_workers=deaf)
+    fab = fabric_ns.Fabric(prefix, n, a.rate, aggs, loss_pct=loss, deaf_workers=deaf,
+                           igmp_snooping=a.tree_results == "direct" and "tree" in topos)
     workdir = os.path.join(workdir, name)
     os.makedirs(workdir, exist_ok=True)
     runner = fabric_run.Runner(fab, bins, workdir, a.idle_sleep_us,
@@ -253,6 +259,11 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
                 parent = {f"m{j + 1}": up("t0") for j in range(mids)}
                 parent.update({f"t{j + 1}": up(f"m{j * mids // leaves + 1}" if mids else "t0")
                                for j in range(leaves)})
+                if a.tree_results:  # each leaf its own workers' groups; the root one to send
+                    parent["t0"] = ["--multicast-range", "239.76.0.0/24"]
+                    for j in range(leaves):
+                        parent[f"t{j + 1}"] += ["--multicast-range", f"239.77.{j}.0/24",
+                                                "--tree-results", a.tree_results]
             eps = runner.start_aggregators(roles, a.agg_threads, parent)
             if topo == "tree":
                 # Worker i names its leaf (in contiguous groups), and with middle aggregators
@@ -333,7 +344,8 @@ def main(argv):
               "ring": "plugin ring (p2p net)", "gloo": "gloo ring (tcp)",
               "mpi": "open mpi ring (tcp)",
               "fat_hybrid": f"conflux hybrid auto 1 agg @{factor:g}x",
-              "tree": f"conflux tree {a.tree_leaves} leaves "
+              "tree": f"conflux tree {a.tree_leaves} leaves " +
+                      (f"({a.tree_results}) " if a.tree_results else "") +
                       f"@{a.tree_leaf_factor:g}x, " +
                       (f"{a.tree_mids} mid @{a.tree_mid_factor:g}x, " if a.tree_mids else "") +
                       f"root @{a.tree_root_factor:g}x"}

@@ -81,11 +81,12 @@ class Fabric:
     deaf_workers: indices of workers whose hosts drop all IPv4 multicast at input."""
 
     def __init__(self, prefix, workers, worker_mbit, aggs, loss_pct=0.0, mtu=9000,
-                 deaf_workers=()):
+                 deaf_workers=(), igmp_snooping=False):
         if not NS_RE.match(prefix + "-"):
             raise FabricError(f"prefix {prefix!r} must look like cfx<pid>")
         self.prefix, self.mtu, self.loss_pct = prefix, mtu, loss_pct
         self.deaf_workers = list(deaf_workers)
+        self.igmp_snooping = igmp_snooping
         self.switch = f"{prefix}-sw"
         self.workers = [Host(f"w{i}", f"{prefix}-w{i}", f"{SUBNET}.{WORKER_BASE + i}", worker_mbit)
                         for i in range(workers)]
@@ -142,7 +143,12 @@ class Fabric:
 
     def build(self):
         self._add_ns(self.switch)
-        sh(["ip", "-n", self.switch, "link", "add", "br0", "type", "bridge"])
+        # A Linux bridge snoops IGMP by default but floods every group while it hears no
+        # querier; with one of its own it sends a group only to the ports that joined it, as a
+        # data-centre switch with IGMP snooping does.
+        snoop = (["mcast_snooping", "1", "mcast_querier", "1"] if self.igmp_snooping
+                 else [])
+        sh(["ip", "-n", self.switch, "link", "add", "br0", "type", "bridge"] + snoop)
         sh(["ip", "-n", self.switch, "link", "set", "br0", "mtu", str(self.mtu), "up"])
         for h in self.hosts():
             self._add_ns(h.ns)
@@ -206,7 +212,8 @@ class Fabric:
 
     def describe(self):
         lines = [f"# fabric {self.prefix}: switch {self.switch} (bridge br0), MTU {self.mtu}, "
-                 f"tbf both directions, loss {self.loss_pct}% at every receiver"]
+                 f"tbf both directions, loss {self.loss_pct}% at every receiver" +
+                 (", IGMP snooping with a querier" if self.igmp_snooping else "")]
         for h in self.hosts():
             lines.append(f"#   {h.role:4s} {h.ns:16s} {h.ip:12s} {h.mbit} Mbit/s")
         return "\n".join(lines)

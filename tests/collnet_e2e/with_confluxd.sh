@@ -3,7 +3,7 @@
 #   with_confluxd.sh CONFLUXD EXPECT REGEX [--kill-after S] [--daemons N] [--no-daemon]
 #                    [--daemon-arg ARG]... [--max-out-ratio R] [--min-out-ratio R]
 #                    [--tree N,N,...] [--tree-mid M] [--tree-mid-levels K] [--kill-daemon I]
-#                    [--forbid REGEX] [--kill-at-slots N]
+#                    [--forbid REGEX] [--kill-at-slots N] [--tree-direct]
 #                    -- CMD ARGS...
 # EXPECT is zero|nonzero (the command's exit code); REGEX (several may be joined by " && ")
 # must each match a line of its output; --forbid REGEX must match none.
@@ -22,6 +22,9 @@
 # names its chain, "leaf>mid". --tree-mid-levels K stacks K middle aggregators (depth K + 2):
 # daemons 2..K+1, each under the one before (daemon 2 under the root), the first M leaves
 # under the lowest; a rank under them names "leaf>mid_K>...>mid_1".
+# --tree-direct gives the root a multicast range (to send) and each leaf one of its own and
+# tree_results = direct (SPEC.md §7, results straight down), and checks that the root sent
+# results straight to the leaves' groups (conflux_dataplane_direct_results_total > 0).
 # After the command, the first daemon's dataplane bytes in and out are printed (with --tree,
 # every other daemon's bytes in too, and none may be 0); with
 # --max-out-ratio R (--min-out-ratio R) the test fails if it sent more (less) than R times
@@ -30,7 +33,7 @@ set -uo pipefail
 confluxd=$1 expect=$2 regex=$3
 shift 3
 kill_after="" kill_at_slots="" no_daemon=0 daemon_args=() n_daemons=1 max_out_ratio="" min_out_ratio=""
-tree="" tree_mid=0 mid_levels=1 kill_daemon="" forbid=""
+tree="" tree_mid=0 mid_levels=1 kill_daemon="" forbid="" tree_direct=0
 while [[ $# -gt 0 && $1 != "--" ]]; do
   case $1 in
     --kill-after) kill_after=$2; shift 2 ;;
@@ -45,6 +48,7 @@ while [[ $# -gt 0 && $1 != "--" ]]; do
     --tree-mid-levels) mid_levels=$2; shift 2 ;;
     --kill-daemon) kill_daemon=$2; shift 2 ;;
     --forbid) forbid=$2; shift 2 ;;
+    --tree-direct) tree_direct=1; shift ;;
     *) echo "with_confluxd: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -78,6 +82,10 @@ else
     fi
     if [[ -n $tree && $tree_mid -gt 0 && $i -ge $first_leaf && $((i - first_leaf)) -lt $tree_mid ]]; then
       extra=(--parent "${endpoints[$mids]}")  # the lowest middle one
+    fi
+    if [[ $tree_direct -eq 1 && $i -eq 1 ]]; then extra+=(--multicast-range 239.76.0.0/24); fi
+    if [[ $tree_direct -eq 1 && $i -ge $first_leaf ]]; then
+      extra+=(--multicast-range "239.77.$((i - first_leaf)).0/24" --tree-results direct)
     fi
     "$confluxd" --listen 127.0.0.1 --control-port 0 --data-port 0 --metrics-port 0 \
       --ready-file "$work/ready$i" --log-level warn "${daemon_args[@]}" "${extra[@]}" \
@@ -161,6 +169,12 @@ if [[ $no_daemon -eq 0 && -z $kill_after ]]; then
       echo "with_confluxd: confluxd $i dataplane bytes in $b"
       if [[ ${b:-0} -eq 0 ]]; then echo "FAIL: confluxd $i of the tree received nothing"; exit 1; fi
     done
+  fi
+  if [[ $tree_direct -eq 1 ]]; then
+    direct=$(curl -s "http://127.0.0.1:$(sed -n 's/^metrics_port=//p' "$work/ready1")/metrics" |
+      awk '/^conflux_dataplane_direct_results_total/ { s += $2 } END { printf "%.0f", s }')
+    echo "with_confluxd: confluxd 1 sent $direct results straight to the leaves' groups"
+    if [[ ${direct:-0} -eq 0 ]]; then echo "FAIL: no result went straight down"; exit 1; fi
   fi
 fi
 if [[ $expect == zero && $rc -ne 0 ]]; then echo "FAIL: exit code $rc, expected 0"; exit 1; fi
