@@ -35,14 +35,15 @@ struct alignas(64) QueueCounters {
   Counter bytes_out;
   Counter retransmits_served;  // results re-sent from a COMPLETE bank
   Counter slots_completed;
-  Counter gather_ns;       // first to last contribution, summed over completed generations
-  Counter send_errors;     // datagrams the kernel refused to send
-  Counter gso_sends;       // sends of several datagrams at once (UDP GSO)
-  Counter gro_receives;    // received buffers of several datagrams (UDP GRO)
-  Counter uplink_resends;  // tree leaf: partial results sent up again
-  Counter direct_results;  // tree parent: results sent straight to a child's members' group
-  Counter deferred;        // result messages set aside while their job's bucket was in debt
-  Counter borrowed;        // of those, sent beyond the job's share while no other job waited
+  Counter gather_ns;            // first to last contribution, summed over completed generations
+  Counter send_errors;          // datagrams the kernel refused to send
+  Counter gso_sends;            // sends of several datagrams at once (UDP GSO)
+  Counter gro_receives;         // received buffers of several datagrams (UDP GRO)
+  Counter uplink_resends;       // tree leaf: partial results sent up again
+  Counter uplink_resends_held;  // tree leaf: resends answered by a request already sent up
+  Counter direct_results;       // tree parent: results sent straight to a child's members' group
+  Counter deferred;             // result messages set aside while their job's bucket was in debt
+  Counter borrowed;             // of those, sent beyond the job's share while no other job waited
   Counter drops[proto::kNumDropReasons];  // index = DropReason; [0] unused
   Counter faults[kNumFaultKinds];         // injected faults (test builds)
 

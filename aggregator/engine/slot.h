@@ -42,9 +42,11 @@ struct Bank {
   Op op = Op::kSum;
   uint32_t count = 0;
   uint64_t offset = 0;
-  int32_t owner = -1;            // the rank that gets the result (OWNED), or -1: every rank
-  uint32_t arrived = 0;          // weight of the contributors added so far (SPEC.md §7)
-  std::vector<uint64_t> bitmap;  // bit c = contributor c added (n_workers bits)
+  int32_t owner = -1;    // the rank that gets the result (OWNED), or -1: every rank
+  uint32_t arrived = 0;  // weight of the contributors added so far (SPEC.md §7)
+  // Bit c = contributor c added (n_workers bits). FORWARDED (a tree leaf, SPEC.md §7): bit c =
+  // member c asked for the result again since the partial last went up.
+  std::vector<uint64_t> bitmap;
   LazyBuffer accum;   // accumulator (count * accum_size); deterministic mode: reduce_n scratch
   LazyBuffer result;  // rounded result when it differs from the accumulator
   LazyBuffer raw;     // deterministic mode: contribution of rank c at c * payload_bytes
@@ -55,6 +57,12 @@ struct Bank {
   void set(uint32_t c) { bitmap[c >> 6] |= uint64_t{1} << (c & 63); }
   void clear_bits() {
     for (auto& w : bitmap) w = 0;
+  }
+  bool any_bit() const {
+    for (uint64_t w : bitmap) {
+      if (w != 0) return true;
+    }
+    return false;
   }
 };
 

@@ -88,8 +88,17 @@ DropReason SlotEngine::on_job_contrib(Job& job, const DataHeader& h, const uint8
     if (b.state == BankState::kForwarded) {
       // A leaf whose partial went up: a member's resend means a result is missing below or
       // above; ask the parent again (it re-serves a complete slot, SPEC.md §7). The result
-      // then goes to every member.
+      // then goes to every member, so one request up answers them all: the members that time
+      // out together on one lost (or late) result ask once. A member asking a second time
+      // means that request or its answer was lost too: ask again.
       if ((h.flags & proto::kFlagRetransmit) == 0) return DropReason::kDuplicate;
+      if (b.any_bit() && !b.has(h.contributor)) {
+        b.set(h.contributor);
+        counters_.uplink_resends_held.inc();
+        return DropReason::kOk;
+      }
+      b.clear_bits();
+      b.set(h.contributor);
       forward_up(job, b, h, proto::kFlagRetransmit, out);
       return DropReason::kOk;
     }
@@ -216,6 +225,7 @@ void SlotEngine::complete(Job& job, Bank& b, const DataHeader& h, ResultBatch& o
   jc.gather_ns.add(gather_ns);
   if (p.uplink != nullptr) {  // a leaf: the partial goes up, the result comes down later
     b.state = BankState::kForwarded;
+    b.clear_bits();  // from now on: the members that asked again (on_job_contrib)
     forward_up(job, b, h, 0, out);
     return;
   }

@@ -114,6 +114,9 @@ void dataplane_metrics(Writer& w, const Dataplane& dp) {
   queue_family(w, dp, "conflux_dataplane_uplink_resends_total",
                "Tree leaf: partial results sent up to the parent again (a member resent).",
                [](const QueueCounters& c) { return c.uplink_resends.get(); });
+  queue_family(w, dp, "conflux_dataplane_uplink_resends_held_total",
+               "Tree leaf: member resends not sent up, a request for that result being up already.",
+               [](const QueueCounters& c) { return c.uplink_resends_held.get(); });
   queue_family(w, dp, "conflux_dataplane_direct_results_total",
                "Tree parent: results sent straight to a child aggregator's members' group.",
                [](const QueueCounters& c) { return c.direct_results.get(); });

@@ -72,8 +72,8 @@ def parse_args(argv):
     p.add_argument("--tree-results", choices=("leaf", "direct"),
                    help="tree: the leaves' tree_results (protocol/SPEC.md section 7). Either gives "
                    "each leaf a multicast range of its own (its workers' group) and the root one "
-                   "(to send); direct also turns on IGMP snooping with a querier on the bridge, "
-                   "so that a group reaches only its members (default: neither, as before)")
+                   "(to send), and turns on IGMP snooping with a querier on the bridge, so that "
+                   "a group reaches only its members (default: neither, as before)")
     p.add_argument("--systems", default="conflux,gloo,mpi,ring")
     p.add_argument("--ring-fraction", type=ring_fraction_arg,
                    help="hybrid CONFLUX_RING_FRACTION: a number, or auto (the plugin's measured "
@@ -214,7 +214,7 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
         aggs += [(f"t{j + 1}", int(a.rate * a.tree_leaf_factor)) for j in range(leaves)]
     deaf = [int(i) for i in a.deaf_workers.split(",") if i]
     fab = fabric_ns.Fabric(prefix, n, a.rate, aggs, loss_pct=loss, deaf_workers=deaf,
-                           igmp_snooping=a.tree_results == "direct" and "tree" in topos)
+                           igmp_snooping=bool(a.tree_results) and "tree" in topos)
     workdir = os.path.join(workdir, name)
     os.makedirs(workdir, exist_ok=True)
     runner = fabric_run.Runner(fab, bins, workdir, a.idle_sleep_us,

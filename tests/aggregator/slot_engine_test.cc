@@ -820,6 +820,37 @@ TEST_F(TreeSlotEngineTest, MemberResendWhileForwardedAsksTheParentAgain) {
   EXPECT_EQ(counters_.uplink_resends.get(), 1u);
 }
 
+TEST_F(TreeSlotEngineTest, MembersAskingTogetherSendOneRequestUp) {
+  make_leaf();
+  EXPECT_EQ(contrib(hdr(0, 0, 0), {1, 1, 1, 1}), DropReason::kOk);
+  EXPECT_EQ(contrib(hdr(1, 0, 0), {2, 2, 2, 2}), DropReason::kOk);
+  out_.clear();
+  const auto resend = [&](uint16_t c) {
+    DataHeader again = hdr(c, 0, 0);
+    again.flags = proto::kFlagRetransmit;
+    return contrib(again, {1, 1, 1, 1});
+  };
+  // Both members time out on the one result: one request goes up, and its answer will go to
+  // both of them.
+  EXPECT_EQ(resend(0), DropReason::kOk);
+  EXPECT_EQ(resend(1), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(out_[0].rank, ResultBatch::kParent);
+  EXPECT_EQ(counters_.uplink_resends.get(), 1u);
+  EXPECT_EQ(counters_.uplink_resends_held.get(), 1u);
+  // A member asking again: that request or its answer was lost, so it goes up again.
+  EXPECT_EQ(resend(1), DropReason::kOk);
+  EXPECT_EQ(out_.size(), 2u);
+  EXPECT_EQ(resend(0), DropReason::kOk);  // new round: held behind member 1's
+  EXPECT_EQ(out_.size(), 2u);
+  EXPECT_EQ(counters_.uplink_resends.get(), 2u);
+  // The parent's answer goes to every member.
+  out_.clear();
+  EXPECT_EQ(parent_result(0, 0, {3, 3, 3, 3}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(out_[0].rank, ResultBatch::kAllRanks);
+}
+
 TEST_F(TreeSlotEngineTest, LeafReusesASlotOnlyOnceTheParentsResultCame) {
   make_leaf();
   for (uint16_t c : {0, 1}) EXPECT_EQ(contrib(hdr(c, 0, 0), {1, 1, 1, 1}), DropReason::kOk);
