@@ -118,6 +118,12 @@ int main(int argc, char** argv) {
                    "of the layouts that need the same number of aggregator hosts, list only the "
                    "N fastest (default: all)")
       ->check(CLI::Range(1, 1000000));
+  std::string tree_results = "leaf";
+  plan_cmd
+      ->add_option("--tree-results", tree_results,
+                   "the leaves' tree_results: leaf (results through the leaf) or direct (the "
+                   "parent multicasts them straight to the leaf's workers)")
+      ->check(CLI::IsMember({"leaf", "direct"}));
   plan_cmd->add_flag("--json", json, "print JSON instead of a table");
   try {
     app.parse(argc, argv);
@@ -151,6 +157,7 @@ int main(int argc, char** argv) {
     return all_ok ? 0 : 1;
   }
   if (plan_cmd->parsed()) {
+    pin.direct_results = tree_results == "direct";
     const std::vector<PlanRow> rows = plan(pin);
     std::fputs((json ? plan_json(pin, rows) : plan_table(pin, rows)).c_str(), stdout);
     return 0;

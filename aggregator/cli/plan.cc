@@ -64,8 +64,11 @@ std::vector<PlanRow> plan(const PlanInput& in) {
   // Trees, described by their fan-outs from the root down: the root has fanout[0] children,
   // each of those fanout[1], and so on; the last level's nodes are the leaves, ceil(N/L)
   // workers each. A node's link carries its children's streams plus one to (from) its parent
-  // each way; the root's link carries its children's only. Every level reduces its children's
-  // streams on its cores.
+  // each way; the root's link carries its children's only. With results straight down, a
+  // leaf's link carries its workers' streams in and one partial out, no results (when its
+  // parent has no more children than it sends straight down for); its parent sends the same
+  // number of result streams as before, to the leaves' groups. Every level reduces its
+  // children's streams on its cores.
   const double root_gbit = in.root_gbit > 0 ? in.root_gbit : in.agg_gbit;
   const auto tree = [&](const std::vector<int>& fanout) {
     int nodes = 1, leaves = 1;
@@ -73,7 +76,8 @@ std::vector<PlanRow> plan(const PlanInput& in) {
     const double per_leaf = std::ceil(n / leaves);
     Bound b;
     b.cap(in.worker_gbit, "worker link");
-    b.cap(in.agg_gbit / (per_leaf + 1), "leaf link");
+    const bool direct = in.direct_results && fanout.back() <= PlanInput::kMaxDirectChildren;
+    b.cap(in.agg_gbit / (per_leaf + (direct ? 0 : 1)), "leaf link");
     b.cap(cpu / per_leaf, "leaf cores");
     for (size_t i = 1; i < fanout.size(); ++i) {
       b.cap(in.agg_gbit / (fanout[i] + 1), "middle link");
@@ -114,9 +118,9 @@ std::vector<PlanRow> plan(const PlanInput& in) {
 std::string plan_table(const PlanInput& in, const std::vector<PlanRow>& rows) {
   std::string out = fmt::format(
       "# {} workers @ {:g} Gbit/s; aggregators @ {:g} Gbit/s (tree root @ {:g}), {} cores x {:g} "
-      "Gbit/s\n",
+      "Gbit/s{}\n",
       in.workers, in.worker_gbit, in.agg_gbit, in.root_gbit > 0 ? in.root_gbit : in.agg_gbit,
-      in.agg_cores, in.core_gbit);
+      in.agg_cores, in.core_gbit, in.direct_results ? "; tree results straight down" : "");
   out += fmt::format("{:<36} {:>5} {:>12} {:>8} {:>8}  {}\n", "layout", "aggs", "algbw Gbit/s",
                      "of link", "vs ring", "limited by");
   for (const PlanRow& r : rows) {
@@ -129,9 +133,9 @@ std::string plan_table(const PlanInput& in, const std::vector<PlanRow>& rows) {
 std::string plan_json(const PlanInput& in, const std::vector<PlanRow>& rows) {
   std::string out = fmt::format(
       "{{\"workers\": {}, \"worker_gbit\": {}, \"agg_gbit\": {}, \"root_gbit\": {}, "
-      "\"agg_cores\": {}, \"core_gbit\": {}, \"layouts\": [",
+      "\"agg_cores\": {}, \"core_gbit\": {}, \"tree_results\": \"{}\", \"layouts\": [",
       in.workers, in.worker_gbit, in.agg_gbit, in.root_gbit > 0 ? in.root_gbit : in.agg_gbit,
-      in.agg_cores, in.core_gbit);
+      in.agg_cores, in.core_gbit, in.direct_results ? "direct" : "leaf");
   for (size_t i = 0; i < rows.size(); ++i) {
     const PlanRow& r = rows[i];
     out += fmt::format(

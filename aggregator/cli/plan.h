@@ -22,6 +22,11 @@ struct PlanInput {
   int max_aggregators = 16;  // layouts using more hosts are not listed
   int max_depth = 2;         // aggregator levels of the deepest tree listed (2..9)
   int top = 0;               // per number of aggregator hosts, only the best this many (0: all)
+  // The leaves' tree_results = "direct" (protocol/SPEC.md §7): their parent multicasts their
+  // members' results straight to the members, so a leaf's link carries no results (for at
+  // most kMaxDirectChildren leaves per parent, as confluxd does).
+  bool direct_results = false;
+  static constexpr int kMaxDirectChildren = 3;  // aggregator/engine/job.h Job::kMaxDirectChildren
 };
 
 struct PlanRow {

@@ -39,6 +39,28 @@ def main():
     check("one aggregator at 4x: half the link", abs(rows["1 aggregator"]["of_link"] - 0.5) < 1e-9)
     check("2 striped at 4x: the link", abs(rows["2 striped"]["of_link"] - 1) < 1e-9)
 
+    # Results straight down (SPEC.md section 7): the leaf's link carries its 4 workers only,
+    # so the same tree reaches the link, as measured (bench/fabric/README.md, run U).
+    r = plan(conflux, *base, "--agg-gbit", "0.4", "--root-gbit", "0.2", "--max-aggregators", "3",
+             "--tree-results", "direct", "--json")
+    out = json.loads(r.stdout)
+    check("tree_results in the JSON", out.get("tree_results") == "direct")
+    tree = {x["layout"]: x for x in out["layouts"]}["tree 2 leaves + root"]
+    check(f"direct tree 2 leaves at 4x: {tree}", abs(tree["of_link"] - 1) < 1e-9 and
+          tree["limit"] == "worker link")
+    # A parent sends straight down for at most 3 children. Leaves at 2x: 2 leaves of 4 workers
+    # each, straight down: 0.2 / 4; 4 leaves of 2 workers each go through their leaves:
+    # 0.2 / (2 + 1), where straight down would have reached the link.
+    r = plan(conflux, *base, "--agg-gbit", "0.2", "--root-gbit", "0.8", "--max-aggregators", "5",
+             "--tree-results", "direct", "--json")
+    rows = {x["layout"]: x for x in json.loads(r.stdout)["layouts"]}
+    check(f"straight down for 2 children: {rows['tree 2 leaves + root']}",
+          abs(rows["tree 2 leaves + root"]["of_link"] - 0.5) < 1e-9)
+    check(f"not for 4: {rows['tree 4 leaves + root']}",
+          abs(rows["tree 4 leaves + root"]["of_link"] - 2 / 3) < 1e-9)
+    r = plan(conflux, *base, "--agg-gbit", "0.4", "--tree-results", "sideways")
+    check(f"a bad --tree-results is a usage error: {r.returncode}", r.returncode == 2)
+
     # Cores bind: 1 core of 0.2 Gbit/s per aggregator.
     r = plan(conflux, "--workers", "8", "--worker-gbit", "0.1", "--agg-gbit", "10", "--agg-cores",
              "1", "--core-gbit", "0.2", "--max-aggregators", "1", "--json")
