@@ -9,6 +9,8 @@
 // backend must transmit and clear() the batch before calling it.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -31,6 +33,8 @@ class ResultBatch final {
     int32_t except;  // with kAllRanks: this rank is skipped (-1: none)
     uint32_t slot;   // a child aggregator (or the parent) is reached on the slot's port
     bool direct;     // rank is a child aggregator whose results go to its members' group
+    // With kAllRanks: children that have their own (direct) entry for this result; -1 unused.
+    std::array<int32_t, Job::kMaxDirectChildren> skip;
 
     // Calls f(const sockaddr_in&) with the address of every destination of the entry. The
     // references stay valid as long as the job.
@@ -46,12 +50,9 @@ class ResultBatch final {
       } else if (except < 0 && job->multicast()) {
         f(p.group);  // one send reaches every worker (SPEC §8)
       } else {
-        // Children whose results go straight down have their own entries.
-        const bool any_direct = job->n_direct() != 0;
         for (uint32_t w : p.members) {
-          if (static_cast<int32_t>(w) == except || (any_direct && job->direct(w) != nullptr)) {
-            continue;
-          }
+          const auto r = static_cast<int32_t>(w);
+          if (r == except || std::find(skip.begin(), skip.end(), r) != skip.end()) continue;
           f(p.addr(w, slot));
         }
       }
@@ -73,8 +74,17 @@ class ResultBatch final {
   // Appends the datagram written at the last reserve().
   void commit(uint32_t len, Job* job, uint32_t slot, int32_t rank, int32_t except = -1,
               bool direct = false) {
-    entries_.push_back({reserve(), len, rank, job, except, slot, direct});
+    entries_.push_back({reserve(), len, rank, job, except, slot, direct, kNoSkip});
   }
+  // The last entry (kAllRanks) leaves out these ranks: they have direct entries of their own.
+  void skip_in_last(const std::array<int32_t, Job::kMaxDirectChildren>& ranks) {
+    entries_.back().skip = ranks;
+  }
+  static constexpr std::array<int32_t, Job::kMaxDirectChildren> kNoSkip = [] {
+    std::array<int32_t, Job::kMaxDirectChildren> a{};
+    a.fill(-1);
+    return a;
+  }();
 
   size_t size() const { return entries_.size(); }
   size_t room() const { return capacity_ - entries_.size(); }

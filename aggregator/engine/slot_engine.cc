@@ -252,13 +252,19 @@ void SlotEngine::emit_result(Job& job, const Bank& b, const DataHeader& h, Resul
 }
 
 void SlotEngine::emit_direct(Job& job, const Bank& b, const DataHeader& h, ResultBatch& out) {
+  // The children sent straight down here are left out of the entry for the others by rank,
+  // not by asking the job again at transmit: a child that turns direct in between gets its
+  // result the old way, never no result.
+  std::array<int32_t, Job::kMaxDirectChildren> sent = ResultBatch::kNoSkip;
+  size_t n_sent = 0;
   bool others = false;
   for (uint32_t w : job.params().members) {
     const Job::Direct* d = job.direct(w);
-    if (d == nullptr) {
+    if (d == nullptr || n_sent == sent.size()) {
       others = true;
       continue;
     }
+    sent[n_sent++] = static_cast<int32_t>(w);
     DataHeader r;
     r.type = proto::PacketType::kResult;
     r.job_id = d->job_id;  // what the child's members expect from their own aggregator
@@ -266,7 +272,11 @@ void SlotEngine::emit_direct(Job& job, const Bank& b, const DataHeader& h, Resul
     append(job, b, r, h.slot, static_cast<int32_t>(w), -1, out, /*direct=*/true);
     counters_.direct_results.inc();
   }
-  if (others) emit(job, b, h, ResultBatch::kAllRanks, 0, out);  // skips the direct children
+  if (others) {
+    const size_t before = out.size();
+    emit(job, b, h, ResultBatch::kAllRanks, 0, out);
+    if (out.size() > before) out.skip_in_last(sent);
+  }
 }
 
 void SlotEngine::emit(Job& job, const Bank& b, const DataHeader& h, int32_t rank, uint16_t flags,

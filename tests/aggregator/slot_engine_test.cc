@@ -934,6 +934,21 @@ TEST_F(TreeSlotEngineTest, ParentSendsEachDirectChildsResultToItsGroupWithItsOwn
   EXPECT_TRUE(same(d[0], child_port(2, 2)));
 }
 
+TEST_F(TreeSlotEngineTest, AChildTurningDirectBeforeTheBatchLeavesStillGetsItsResult) {
+  make_root();
+  EXPECT_EQ(child_contrib(0, 2, {1, 2, 3, 4}, 2), DropReason::kOk);
+  EXPECT_EQ(child_contrib(2, 2, {10, 20, 30, 40}, 2), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  // DirectDown is taken (control thread) while the result waits in the batch: it still goes
+  // to both children's ports, as it was made.
+  sockaddr_in group{};
+  group.sin_family = AF_INET;
+  group.sin_addr.s_addr = htonl(0xEF4D0001);
+  group.sin_port = htons(7480);
+  ASSERT_TRUE(jobs_.find(id_)->set_direct(2, group, 31, 0x3131ULL));
+  EXPECT_EQ(destinations(0).size(), 2u);
+}
+
 TEST_F(TreeSlotEngineTest, AJobSendsStraightDownForAtMostItsLimitOfChildren) {
   id_ = jobs_.allocate_id();
   JobParams p = base(8, false);

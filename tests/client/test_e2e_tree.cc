@@ -209,6 +209,18 @@ TEST_F(TreeDirectE2E, RootSendsResultsStraightToEachLeafsGroupExact) {
   for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &root_}) EXPECT_EQ(d->stop(), "exit 0");
 }
 
+TEST_F(TreeDirectE2E, DeterministicModeIsTheTwoLevelReferenceStraightDownToo) {
+  // The root's bits reach the workers unchanged whichever way they come: every worker checks
+  // the two-level reference bit for bit, with every daemon reordering its input.
+  start_direct_tree({"--fault-reorder", "0.3"}, {"--fault-reorder", "0.3"});
+  for (int run_no = 0; run_no < 2; ++run_no) {
+    auto rs = run({"--deterministic", "--inputs", "random", "--seed", "7", "--dtype",
+                   "half,float,bfloat16", "--op", "sum,prod", "--count", "1,1023,70000"});
+    expect_all_ok(rs, "verified: all 18 results correct");
+  }
+  EXPECT_GT(root_.metric("conflux_dataplane_direct_results_total"), 0);
+}
+
 TEST_F(TreeDirectE2E, LostStraightDownResultsAreServedAgainThroughTheLeaf) {
   // Every worker loses 5 % of what reaches its group: each loss is a resend to the leaf, whose
   // bank is still FORWARDED, so the partial goes up again and the root serves the result to
