@@ -624,6 +624,12 @@ class TreeSlotEngineTest : public SlotEngineTest {
     return engine_.on_contrib(hdr(c, slot, 0), reinterpret_cast<const uint8_t*>(v.data()),
                               Source::of(child_port(c, port_of)), out_);
   }
+  // A member's resend (RETRANSMIT) of its contribution to `slot` of generation `gen`.
+  DropReason member_resend(uint16_t c, uint32_t slot, uint32_t gen, std::vector<int32_t> v) {
+    DataHeader again = hdr(c, slot, gen);
+    again.flags = proto::kFlagRetransmit;
+    return contrib(again, std::move(v));
+  }
   static bool same(const sockaddr_in& a, const sockaddr_in& b) {
     return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
   }
@@ -711,9 +717,7 @@ TEST_F(TreeSlotEngineTest, LeafSendsOnePartialUpAndFansTheParentsResultOut) {
   EXPECT_EQ(parent_result(2, 0, {111, 222, 333, 444}, proto::kFlagRetransmit),
             DropReason::kDuplicate);
   // A member that lost it asks again: served from the leaf's complete bank.
-  DataHeader again = hdr(1, 2, 0);
-  again.flags = proto::kFlagRetransmit;
-  EXPECT_EQ(contrib(again, {10, 20, 30, 40}), DropReason::kOk);
+  EXPECT_EQ(member_resend(1, 2, 0, {10, 20, 30, 40}), DropReason::kOk);
   ASSERT_EQ(out_.size(), 1u);
   EXPECT_EQ(out_[0].rank, 1);
   EXPECT_EQ(result_of(0), (std::vector<int32_t>{111, 222, 333, 444}));
@@ -810,9 +814,7 @@ TEST_F(TreeSlotEngineTest, MemberResendWhileForwardedAsksTheParentAgain) {
   // A duplicate of a first send is not a request; a RETRANSMIT is: the partial goes up again.
   EXPECT_EQ(contrib(hdr(1, 0, 0), {2, 2, 2, 2}), DropReason::kDuplicate);
   EXPECT_TRUE(out_.empty());
-  DataHeader again = hdr(1, 0, 0);
-  again.flags = proto::kFlagRetransmit;
-  EXPECT_EQ(contrib(again, {2, 2, 2, 2}), DropReason::kOk);
+  EXPECT_EQ(member_resend(1, 0, 0, {2, 2, 2, 2}), DropReason::kOk);
   ASSERT_EQ(out_.size(), 1u);
   EXPECT_EQ(out_[0].rank, ResultBatch::kParent);
   EXPECT_EQ(header_of(0).flags, proto::kFlagRetransmit);
@@ -825,11 +827,7 @@ TEST_F(TreeSlotEngineTest, MembersAskingTogetherSendOneRequestUp) {
   EXPECT_EQ(contrib(hdr(0, 0, 0), {1, 1, 1, 1}), DropReason::kOk);
   EXPECT_EQ(contrib(hdr(1, 0, 0), {2, 2, 2, 2}), DropReason::kOk);
   out_.clear();
-  const auto resend = [&](uint16_t c) {
-    DataHeader again = hdr(c, 0, 0);
-    again.flags = proto::kFlagRetransmit;
-    return contrib(again, {1, 1, 1, 1});
-  };
+  const auto resend = [&](uint16_t c) { return member_resend(c, 0, 0, {1, 1, 1, 1}); };
   // Both members time out on the one result: one request goes up, and its answer will go to
   // both of them.
   EXPECT_EQ(resend(0), DropReason::kOk);
@@ -880,9 +878,7 @@ TEST_F(TreeSlotEngineTest, LeafWithResultsStraightDownReusesAForwardedSlot) {
   // A result of generation 0 re-served by the parent now is stale; a resend of generation 1
   // (still FORWARDED in the other bank) asks the parent again.
   EXPECT_EQ(parent_result(0, 0, {4, 4, 4, 4}), DropReason::kStaleGeneration);
-  DataHeader again = hdr(0, 0, 1);
-  again.flags = proto::kFlagRetransmit;
-  EXPECT_EQ(contrib(again, {1, 1, 1, 1}), DropReason::kOk);
+  EXPECT_EQ(member_resend(0, 0, 1, {1, 1, 1, 1}), DropReason::kOk);
   // A parent's answer completes it here, and the members get it from this leaf.
   out_.clear();
   EXPECT_EQ(parent_result(0, 1, {4, 4, 4, 4}), DropReason::kOk);
