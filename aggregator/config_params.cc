@@ -161,8 +161,7 @@ const std::array kRows = {
     Row{{"tree_results", ParamType::kString,
          "a leaf's results: leaf (the parent sends them to this leaf, which sends them on), direct "
          "(the parent multicasts them straight to this leaf's members' group; needs this leaf's "
-         "jobs by multicast, a parent with multicast_range, no data_mac, and switches that "
-         "snoop IGMP)",
+         "jobs by multicast, a parent with multicast_range, and switches that snoop IGMP)",
          0, 0, kTreeResults},
         &Config::tree_results},
     Row{{"multicast", ParamType::kString,

@@ -77,10 +77,10 @@ ControlPlane::ControlPlane(const Config& cfg, JobTable& jobs, const Dataplane& d
   const auto mbps = [](int64_t v) {
     return static_cast<uint32_t>(std::min<int64_t>(v, UINT32_MAX));
   };
-  // A parent sends its children's results straight to their members' groups (SPEC.md §7) only
-  // when it can send multicast and nothing is signed (members could not check its MAC).
+  // A parent sends its children's results straight to their members' groups (SPEC.md §7) when
+  // it can send multicast.
   manager_.set_direct_results(!cfg.multicast_range.empty() && cfg.multicast != "off" &&
-                              dp.can_multicast() && !cfg.data_mac);
+                              dp.can_multicast());
   capacity_.line_mbps = mbps(advertised_line_mbps(cfg.line_mbps, cfg.listen));
   capacity_.max_mbps = mbps(cfg.max_mbps);
   // The bandwidth capacity the JobManager divides among the live jobs (each Capacity carries

@@ -49,8 +49,9 @@ void JobManager::go_straight_down(Job& job, const std::vector<ConnId>& conns, Jo
   for (ConnId c : conns) {
     if (c != 0) out.send_to(c, src);
   }
-  uplink_->direct_down(p.key, proto::DirectDown{ntohl(p.group.sin_addr.s_addr),
-                                                ntohs(p.group.sin_port), job.id(), p.token});
+  uplink_->direct_down(
+      p.key, proto::DirectDown{ntohl(p.group.sin_addr.s_addr), ntohs(p.group.sin_port), job.id(),
+                               p.token, p.mac_key ? proto::kDirectDownSigned : uint16_t{0}});
   spdlog::info("job {}: the parent aggregator is asked to send its results straight to group {}:{}",
                job.id(), ipv4_text(ntohl(p.group.sin_addr.s_addr)), ntohs(p.group.sin_port));
 }
@@ -68,15 +69,28 @@ std::string JobManager::on_direct_down(uint64_t job_key, uint32_t rank,
   g.sin_addr.s_addr = htonl(d.group);
   g.sin_port = htons(d.group_port);
   const std::string where = ipv4_text(d.group) + ":" + std::to_string(d.group_port);
-  if (!a.job->set_direct(rank, g, d.job_id, d.job_token)) {
+  // A signed child job's key derives from the tree's shared secret, which a parent that signs
+  // for it must hold (SPEC.md §7).
+  std::optional<proto::DataKey> key;
+  if ((d.flags & proto::kDirectDownSigned) != 0) {
+    if (cfg_.secret.empty()) {
+      spdlog::warn(
+          "job {}: child aggregator {} signs its members' data but this daemon has no shared "
+          "secret to sign for it; its results still go through it",
+          a.job_id, rank);
+      return "";
+    }
+    key = proto::derive_data_key(cfg_.secret, d.job_id, d.job_token);
+  }
+  if (!a.job->set_direct(rank, g, d.job_id, d.job_token, key)) {
     spdlog::info(
         "job {}: child aggregator {} asked again, or {} children already take results straight "
         "down; its results still go through it",
         a.job_id, rank, Job::kMaxDirectChildren);
     return "";
   }
-  spdlog::info("job {}: results for child aggregator {} go straight to its members' group {}",
-               a.job_id, rank, where);
+  spdlog::info("job {}: results for child aggregator {} go straight to its members' group {}{}",
+               a.job_id, rank, where, key ? " (signed with the child's job key)" : "");
   return "";
 }
 
@@ -436,10 +450,11 @@ void JobManager::uplink_joined(const UplinkEvent& e, JoinOutbox& out) {
       break;
     }
   }
-  // Results straight down (SPEC.md §7) when the parent offers it, every member can take them
-  // and no level signs (a member could not check the parent's MAC).
-  up->direct =
-      (e.ack.flags & proto::kJoinAckFlagDirectResults) != 0 && !parent_mac && !cfg_.data_mac;
+  // Results straight down (SPEC.md §7) when the parent offers it and every member can take
+  // them. A signed job only under the shared secret: the parent signs for the members with a
+  // key derived from it (the tree's), which a tenant's job does not use.
+  up->direct = (e.ack.flags & proto::kJoinAckFlagDirectResults) != 0 &&
+               (!cfg_.data_mac || p.tenant == kSharedTenant);
   for (const auto& w : p.ranks) {
     if (w && (w->flags & proto::kJoinFlagDirectResults) == 0) up->direct = false;
   }

@@ -87,7 +87,7 @@ class JobManager {
   void cancel_pending(proto::Status status, JoinOutbox& out);
 
   // Results straight down (SPEC.md §7): whether this daemon, as a parent, may send a child's
-  // results to its members' group (it can send multicast and runs without the data MAC).
+  // results to its members' group (it can send multicast).
   void set_direct_results(bool can) { direct_results_ = can; }
   // DirectDown from member `rank` of live job `job_key`: "" when taken or ignored (logged), else
   // why the connection broke the protocol (it was never offered direct results).

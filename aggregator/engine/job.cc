@@ -27,12 +27,14 @@ Job::Job(JobParams params, unsigned n_queues)
   }
 }
 
-bool Job::set_direct(uint32_t rank, const sockaddr_in& group, uint32_t job_id, uint64_t token) {
+bool Job::set_direct(uint32_t rank, const sockaddr_in& group, uint32_t job_id, uint64_t token,
+                     std::optional<proto::DataKey> key) {
   Direct& d = direct_[rank];
   if (d.on.load(std::memory_order_relaxed) || n_direct() >= kMaxDirectChildren) return false;
   d.group = group;
   d.job_id = job_id;
   d.token = token;
+  d.key = key;
   d.on.store(true, std::memory_order_release);  // publishes the fields above
   n_direct_.fetch_add(1, std::memory_order_release);
   return true;

@@ -58,8 +58,7 @@ struct JobParams {
     // signed by a parent thread. nullopt: neither carries a MAC.
     std::optional<proto::DataKey> mac_key;
     // Results straight down (SPEC.md §7): the parent offered DirectDown, every member asked for
-    // ResultSource, and neither level signs its data (the members could not check the
-    // parent's MAC).
+    // ResultSource, and the job is unsigned or signed under the tree's shared secret.
     bool direct = false;
   };
   std::shared_ptr<const Uplink> uplink;  // null: results go to the members
@@ -120,13 +119,15 @@ class Job {
     sockaddr_in group{};
     uint32_t job_id = 0;
     uint64_t token = 0;
+    std::optional<proto::DataKey> key;  // the child job's data MAC key, when it signs
     std::atomic<bool> on{false};
   };
   // A job sends straight down for at most this many children (each costs one datagram per
   // result, SlotEngine::kMaxResultsPerContrib); the others get their results as before.
   static constexpr uint32_t kMaxDirectChildren = 3;
   // False when `rank` already has one or kMaxDirectChildren children do.
-  bool set_direct(uint32_t rank, const sockaddr_in& group, uint32_t job_id, uint64_t token);
+  bool set_direct(uint32_t rank, const sockaddr_in& group, uint32_t job_id, uint64_t token,
+                  std::optional<proto::DataKey> key = std::nullopt);
   uint32_t n_direct() const { return n_direct_.load(std::memory_order_acquire); }
   const Direct* direct(uint32_t rank) const {
     const Direct& d = direct_[rank];

@@ -127,7 +127,7 @@ DropReason SlotEngine::on_job_contrib(Job& job, const DataHeader& h, const uint8
   return DropReason::kSlotMismatch;
 }
 
-proto::DataMac& SlotEngine::KeyedMac::keyed(uint32_t job_id, const proto::DataKey& key) {
+proto::DataMac& SlotEngine::KeyedMac::keyed(uint64_t job_id, const proto::DataKey& key) {
   if (job != job_id) job = mac.set_key(key) ? job_id : 0;
   return mac;
 }
@@ -304,18 +304,28 @@ void SlotEngine::append(Job& job, const Bank& b, DataHeader d, uint32_t slot, in
   d.dtype = b.dtype;
   d.op = b.op;
   // Results of a job with a data key are signed by this queue; a leaf's partials going up
-  // by the leaf's contributor id, with the key of the job at the parent (SPEC.md §7).
+  // by the leaf's contributor id, with the key of the job at the parent; results sent straight
+  // down to a child's members by this queue as a parent, with the child's key (SPEC.md §7).
   const JobParams& p = job.params();
   const bool up = d.type == proto::PacketType::kContrib;
-  const std::optional<proto::DataKey>& key = up ? p.uplink->mac_key : p.mac_key;
+  const Job::Direct* child = direct ? job.direct(static_cast<uint32_t>(rank)) : nullptr;
+  const std::optional<proto::DataKey>& key =
+      up ? p.uplink->mac_key : (child != nullptr ? child->key : p.mac_key);
   if (key) d.flags |= proto::kFlagMac;
   proto::encode_data_header(d, buf);
   const size_t bytes = d.wire_payload_bytes();
   uint8_t* body = buf + proto::kDataHeaderSize;
   if (bytes > 0) std::memcpy(body, b.result_data, bytes);
   if (key) {
-    proto::DataMac& mac = (up ? up_mac_ : mac_).keyed(job.id(), *key);
-    const uint32_t sender = up ? d.contributor : proto::kAggSender | queue_;
+    // The MAC objects keep one key each; a child's is named by its rank in this job.
+    proto::DataMac& mac =
+        child != nullptr
+            ? direct_mac_.keyed((uint64_t{job.id()} << 32) | (uint64_t(rank) + 1), *key)
+            : (up ? up_mac_ : mac_).keyed(job.id(), *key);
+    const uint32_t sender = up                 ? d.contributor
+                            : child != nullptr ? proto::kAggSender | proto::kParentSender | queue_
+                                               : proto::kAggSender | queue_;
+    // One counter per queue for its own key and every child's: still never twice per key.
     const uint64_t seq = up ? job.next_up_mac_seq(queue_) : job.next_mac_seq(queue_);
     if (!mac.sign(buf, body, bytes, sender, seq, body + bytes)) {
       counters_.send_errors.inc();  // libcrypto failed: send nothing; the worker will ask again

@@ -86,8 +86,8 @@ class SlotEngine final {
   // A data MAC context and the job it is keyed for: re-keyed only when the job changes.
   struct KeyedMac {
     proto::DataMac mac;
-    uint32_t job = 0;  // 0: none
-    proto::DataMac& keyed(uint32_t job_id, const proto::DataKey& key);
+    uint64_t job = 0;  // 0: none (a job id, or for a child's key job id << 32 | rank + 1)
+    proto::DataMac& keyed(uint64_t job_id, const proto::DataKey& key);
   };
   // A contribution to a job with a data key: signed by its contributor with that key.
   bool mac_ok(const Job& job, const proto::DataHeader& h, const uint8_t* payload);
@@ -105,7 +105,8 @@ class SlotEngine final {
   QueueCounters& counters_;
   std::vector<const void*> srcs_;  // deterministic mode: contributions in rank order
   KeyedMac mac_;                   // the job's own key: its members' contributions and its results
-  KeyedMac up_mac_;  // a leaf's key at its parent: partials up, the parent's results down
+  KeyedMac up_mac_;      // a leaf's key at its parent: partials up, the parent's results down
+  KeyedMac direct_mac_;  // a child's key: its results sent straight to its members (SPEC.md §7)
 };
 
 }  // namespace conflux::agg

@@ -104,7 +104,7 @@ void encode_body(const ResultSource& m, Writer& w) {
 void encode_body(const DirectDown& m, Writer& w) {
   w.put<uint32_t>(m.group);
   w.put<uint16_t>(m.group_port);
-  w.put<uint16_t>(0);
+  w.put<uint16_t>(m.flags);
   w.put<uint32_t>(m.job_id);
   w.put<uint64_t>(m.job_token);
 }
@@ -319,12 +319,14 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
       DirectDown m;
       m.group = r.get<uint32_t>();
       m.group_port = r.get<uint16_t>();
-      const uint16_t reserved = r.get<uint16_t>();
+      m.flags = r.get<uint16_t>();
       m.job_id = r.get<uint32_t>();
       m.job_token = r.get<uint64_t>();
       if (!r.ok_and_done()) return ControlParse::kBadLength;
-      if (reserved != 0) return ControlParse::kReservedNonZero;
-      if (!is_multicast_group(m.group) || m.group_port == 0) return ControlParse::kBadField;
+      if (!is_multicast_group(m.group) || m.group_port == 0 ||
+          (m.flags & ~kDirectDownSigned) != 0) {
+        return ControlParse::kBadField;
+      }
       *out = m;
       return ControlParse::kOk;
     }

@@ -237,6 +237,39 @@ TEST_F(TreeDirectE2E, LostStraightDownResultsAreServedAgainThroughTheLeaf) {
   EXPECT_GT(root_.metric("conflux_dataplane_retransmits_served_total"), 0);
 }
 
+// Data MAC on every level (SPEC.md §7): the root signs what it sends to each leaf's group with
+// that leaf's job key (derived from the tree's shared secret) as a parent sender, so the
+// workers take it like their leaf's own signed results.
+TEST_F(TreeDirectE2E, SignedTreeSendsSignedResultsStraightDown) {
+  const std::vector<std::string> mac = {"--secret", "tree-secret", "--data-mac=true"};
+  start_direct_tree(mac, mac);
+  auto rs = run({"--secret", "tree-secret", "--dtype", "float,int32,bf16", "--op", "sum,max",
+                 "--count", "1,1023,70000", "--log-level", "info"});
+  expect_all_ok(rs, "verified: all 18 results correct");
+  EXPECT_GT(root_.metric("conflux_dataplane_direct_results_total"), 0);
+  EXPECT_NE(tools::read_file(root_.log).find("(signed with the child's job key)"),
+            std::string::npos);
+  for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &root_}) {
+    EXPECT_EQ(d->metric("conflux_dataplane_drops_total", "reason=\"bad_mac\""), 0);
+  }
+  for (const WorkerResult& w : rs) {
+    EXPECT_GT(json_number(w.json, "multicast_results"), 0) << w.json;
+    EXPECT_EQ(w.json.find("\"bad_mac\""), std::string::npos) << w.json;
+  }
+}
+
+// A root that signs above unsigned leaves: the leaf-to-root link is signed, and the results
+// straight down go to the leaves' members unsigned, as their own leaf's would.
+TEST_F(TreeDirectE2E, SignedRootSendsUnsignedLeavesTheirResultsUnsigned) {
+  start_direct_tree({"--secret", "tree-secret", "--data-mac=true"}, {"--secret", "tree-secret"});
+  auto rs = run({"--secret", "tree-secret", "--count", "1,70000"});
+  expect_all_ok(rs, "verified: all 2 results correct");
+  EXPECT_GT(root_.metric("conflux_dataplane_direct_results_total"), 0);
+  for (const WorkerResult& w : rs) {
+    EXPECT_EQ(w.json.find("\"bad_mac\""), std::string::npos) << w.json;
+  }
+}
+
 TEST_F(TreeDirectE2E, RootWithoutMulticastKeepsResultsGoingThroughTheLeaves) {
   // A root that cannot send multicast never offers DirectDown: the leaves stay in between.
   ASSERT_EQ(start_in("root", root_, {}), "");

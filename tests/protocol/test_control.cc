@@ -35,6 +35,7 @@ std::vector<ControlMsg> all_messages() {
       JoinAck{Status::kOk, 14, 0xcafeULL, 64, 8192, kJoinAckFlagDirectResults, {7471, 7472}},
       ResultSource{0x0A000001, {7471, 7472, 7473}},
       DirectDown{0xEF4E0002, 7480, 9, 0x0123456789abcdefULL},
+      DirectDown{0xEF4E0002, 7480, 9, 0x0123456789abcdefULL, kDirectDownSigned},
   };
 }
 
@@ -408,10 +409,12 @@ TEST(Control, DirectDownFieldRanges) {
   EXPECT_EQ(d.job_token, 77u);
   EXPECT_EQ(parse(frame(DirectDown{0x0A000001, 7480, 9, 77})), ControlParse::kBadField);  // unicast
   EXPECT_EQ(parse(frame(DirectDown{0xEF4E0002, 0, 9, 77})), ControlParse::kBadField);
+  EXPECT_EQ(d.flags, 0);
+  ASSERT_EQ(parse(frame(DirectDown{0xEF4E0002, 7480, 9, 77, kDirectDownSigned}), &got),
+            ControlParse::kOk);
+  EXPECT_EQ(std::get<DirectDown>(got).flags, kDirectDownSigned);
+  EXPECT_EQ(parse(frame(DirectDown{0xEF4E0002, 7480, 9, 77, 2})), ControlParse::kBadField);
   auto b = frame(DirectDown{0xEF4E0002, 7480, 9, 77});
-  b[kControlHeaderSize + 7] = 1;  // reserved
-  EXPECT_EQ(parse(b), ControlParse::kReservedNonZero);
-  b = frame(DirectDown{0xEF4E0002, 7480, 9, 77});
   b.pop_back();
   store_be<uint32_t>(b.data() + 8, load_be<uint32_t>(b.data() + 8) - 1);
   EXPECT_EQ(parse(b), ControlParse::kBadLength);

@@ -186,11 +186,15 @@ struct ResultSource {
 
 // Child aggregator -> parent (SPEC.md §7 "Results straight down"): send this job's shared
 // results for me to `group`:`group_port`, carrying my job's id and token, instead of to me.
+// DirectDown flags: the child's job carries the data MAC, so the parent signs what it sends
+// to the group with the child's job key (derived from the tree's shared secret, SPEC.md §7).
+inline constexpr uint16_t kDirectDownSigned = 1u << 0;
 struct DirectDown {
   uint32_t group = 0;  // IPv4 multicast group, host order
   uint16_t group_port = 0;
   uint32_t job_id = 0;  // the child's job (what its members' RESULTs carry)
   uint64_t job_token = 0;
+  uint16_t flags = 0;  // kDirectDownSigned
 };
 
 using ControlMsg =

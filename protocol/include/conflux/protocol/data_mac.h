@@ -24,6 +24,10 @@ inline constexpr uint32_t kMinMacPayloadBytes = 64;
 
 // Sender ids (SPEC.md §6): a worker signs with its rank, aggregator thread q with kAggSender | q.
 inline constexpr uint32_t kAggSender = 0x80000000u;
+// With kAggSender: a parent aggregator's thread signing a child's results that it sends
+// straight to the child's members (SPEC.md §7), with the child's job key: kAggSender |
+// kParentSender | q, never equal to a sender of the child itself.
+inline constexpr uint32_t kParentSender = 0x40000000u;
 
 // The job's data key: the first 16 bytes of HMAC-SHA256(secret, "conflux data mac v1" ·
 // job_id u32 · job_token u64, big-endian). Fresh for every job (the token is random).
