@@ -47,6 +47,17 @@ class TreeE2E : public TempDirFixture {
     ASSERT_EQ(start_in("leaf0", leaf_[0], leaf_args), "");
     ASSERT_EQ(start_in("leaf1", leaf_[1], leaf_args), "");
   }
+  // The two leaves under the running root, each with a multicast range of its own (two
+  // daemons on one host would otherwise grant the same group), logging at info, and `extra`.
+  void start_multicast_leaves(const std::vector<std::string>& extra = {}) {
+    for (int l = 0; l < 2; ++l) {
+      std::vector<std::string> a = {"--parent",          root_.endpoint(),
+                                    "--multicast-range", l == 0 ? "239.77.0.0/24" : "239.78.0.0/24",
+                                    "--log-level",       "info"};
+      a.insert(a.end(), extra.begin(), extra.end());
+      ASSERT_EQ(start_in("leaf" + std::to_string(l), leaf_[l], a), "");
+    }
+  }
   std::string leaf_of(uint32_t rank) const { return leaf_[rank / 2].endpoint(); }
   std::vector<std::string> worker_args(std::vector<std::string> extra) const {
     // No busy polling (small CI machines), one timed iteration, no warmup, unless given.
@@ -136,15 +147,9 @@ TEST_F(TreeE2E, LeafWithTheDataMacRefusesARootWithout) {
 }
 
 TEST_F(TreeE2E, LeavesSendTheRootsResultsToTheirWorkersByMulticast) {
-  // Each leaf has its own range (two daemons on one host would otherwise grant the same
-  // group); the root answers the leaves by unicast, each leaf its two workers by its group.
+  // The root answers the leaves by unicast, each leaf its two workers by its group.
   ASSERT_EQ(start_in("root", root_, {}), "");
-  for (int l = 0; l < 2; ++l) {
-    ASSERT_EQ(start_in("leaf" + std::to_string(l), leaf_[l],
-                       {"--parent", root_.endpoint(), "--multicast-range",
-                        l == 0 ? "239.77.0.0/24" : "239.78.0.0/24", "--log-level", "info"}),
-              "");
-  }
+  start_multicast_leaves();
   auto rs =
       run({"--dtype", "all", "--op", "all", "--count", "1,7,1023,70000", "--log-level", "info"});
   expect_all_ok(rs, "verified: all 192 results correct");
@@ -169,14 +174,8 @@ class TreeDirectE2E : public TreeE2E {
                                           "info"};
     root_args.insert(root_args.end(), root_extra.begin(), root_extra.end());
     ASSERT_EQ(start_in("root", root_, root_args), "");
-    for (int l = 0; l < 2; ++l) {
-      std::vector<std::string> a = {"--parent",          root_.endpoint(),
-                                    "--tree-results",    "direct",
-                                    "--multicast-range", l == 0 ? "239.77.0.0/24" : "239.78.0.0/24",
-                                    "--log-level",       "info"};
-      a.insert(a.end(), leaf_extra.begin(), leaf_extra.end());
-      ASSERT_EQ(start_in("leaf" + std::to_string(l), leaf_[l], a), "");
-    }
+    leaf_extra.insert(leaf_extra.begin(), {"--tree-results", "direct"});
+    start_multicast_leaves(leaf_extra);
   }
 };
 
@@ -273,12 +272,7 @@ TEST_F(TreeDirectE2E, SignedRootSendsUnsignedLeavesTheirResultsUnsigned) {
 TEST_F(TreeDirectE2E, RootWithoutMulticastKeepsResultsGoingThroughTheLeaves) {
   // A root that cannot send multicast never offers DirectDown: the leaves stay in between.
   ASSERT_EQ(start_in("root", root_, {}), "");
-  for (int l = 0; l < 2; ++l) {
-    ASSERT_EQ(start_in("leaf" + std::to_string(l), leaf_[l],
-                       {"--parent", root_.endpoint(), "--tree-results", "direct",
-                        "--multicast-range", l == 0 ? "239.77.0.0/24" : "239.78.0.0/24"}),
-              "");
-  }
+  start_multicast_leaves({"--tree-results", "direct"});
   auto rs = run({"--count", "1,70000", "--log-level", "info"});
   expect_all_ok(rs, "verified: all 2 results correct");
   EXPECT_EQ(root_.metric("conflux_dataplane_direct_results_total"), 0);

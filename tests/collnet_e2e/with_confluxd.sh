@@ -112,6 +112,12 @@ else
   done
 fi
 
+# metric_total I NAME: the sum of metric NAME over its samples on daemon I's /metrics.
+metric_total() {
+  curl -s "http://127.0.0.1:$(sed -n 's/^metrics_port=//p' "$work/ready$1")/metrics" |
+    awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $2 } END { printf "%.0f", s }'
+}
+
 "$@" >"$work/out" 2>&1 &
 cmd_pid=$!
 if [[ (-n $kill_after || -n $kill_at_slots) && ${#daemon_pids[@]} -gt 0 ]]; then
@@ -119,11 +125,9 @@ if [[ (-n $kill_after || -n $kill_at_slots) && ${#daemon_pids[@]} -gt 0 ]]; then
   if [[ -n $kill_daemon ]]; then v=$kill_daemon; fi
   victim=${daemon_pids[$((v - 1))]}
   if [[ -n $kill_at_slots ]]; then
-    metrics=$(sed -n 's/^metrics_port=//p' "$work/ready$v")
     slots=0
     while kill -0 "$cmd_pid" 2>/dev/null; do
-      slots=$(curl -s "http://127.0.0.1:$metrics/metrics" |
-        awk '/^conflux_dataplane_slots_completed_total/ { s += $2 } END { printf "%.0f", s }')
+      slots=$(metric_total "$v" conflux_dataplane_slots_completed_total)
       [[ ${slots:-0} -ge $kill_at_slots ]] && break
       sleep 0.02
     done
@@ -171,8 +175,7 @@ if [[ $no_daemon -eq 0 && -z $kill_after ]]; then
     done
   fi
   if [[ $tree_direct -eq 1 ]]; then
-    direct=$(curl -s "http://127.0.0.1:$(sed -n 's/^metrics_port=//p' "$work/ready1")/metrics" |
-      awk '/^conflux_dataplane_direct_results_total/ { s += $2 } END { printf "%.0f", s }')
+    direct=$(metric_total 1 conflux_dataplane_direct_results_total)
     echo "with_confluxd: confluxd 1 sent $direct results straight to the leaves' groups"
     if [[ ${direct:-0} -eq 0 ]]; then echo "FAIL: no result went straight down"; exit 1; fi
   fi
