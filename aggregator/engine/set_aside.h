@@ -7,7 +7,10 @@
 //  - a job's results leave in order: once one of them waits in a pass, all its later ones
 //    wait too, and a job with results set aside queues its new ones behind them;
 //  - a job alone with results set aside is lent the idle jobs' share (work-conserving): it
-//    waits only for the queue's own egress, and its bucket is not charged for what it borrows;
+//    waits only for the queue's own egress, and its bucket is not charged for what it borrows.
+//    A job is idle when it had no paced result for kIdleNs. One whose results have merely not
+//    come yet is not: on a congested ingress link its members' contributions queue behind the
+//    lender's, and lending to whoever has results ready hands the link to the job ahead;
 //  - the results of a job that ended are dropped (nobody waits for them).
 // Single-threaded: one per dataplane queue.
 #pragma once
@@ -26,6 +29,9 @@ namespace conflux::agg {
 template <typename Item>
 class SetAside {
  public:
+  // A job with no paced result for this long is idle: its share may be lent.
+  static constexpr uint64_t kIdleNs = 2'000'000;
+
   struct Entry {
     uint32_t job_id;
     Item item;
@@ -51,6 +57,7 @@ class SetAside {
   // (its bucket's delay, and the queue's if the caller counts it) is not 0, or it has
   // results set aside. A job held once stays held for the rest of the pass.
   bool hold(uint32_t job_id, uint64_t wait) {
+    seen(job_id, steady_ns());
     if (held(job_id)) return true;
     if (wait == 0 && !holds(job_id)) return false;
     blocked_.push_back(job_id);
@@ -68,7 +75,7 @@ class SetAside {
     begin_pass();
     uint64_t soonest = 0;
     if (entries_.empty()) return soonest;
-    const bool lone = counts_.size() == 1;
+    const bool lone = counts_.size() == 1 && others_idle(entries_.front().job_id, steady_ns());
     for (auto it = entries_.begin(); it != entries_.end();) {
       if (held(it->job_id)) {
         ++it;
@@ -82,6 +89,7 @@ class SetAside {
       }
       TokenBucket* share = job->pacer(queue);
       const uint64_t now = steady_ns();
+      seen(it->job_id, now);
       const uint64_t share_wait = share != nullptr ? share->delay_ns(now) : 0;
       const bool borrow = lone && share_wait > 0;
       const uint64_t wait = std::max<uint64_t>(borrow ? 0 : share_wait, queue_wait(now));
@@ -123,6 +131,23 @@ class SetAside {
     return entries_.erase(it);
   }
 
+  // The last time each paced job had a result (hold() saw it), for the lending rule.
+  void seen(uint32_t job_id, uint64_t now) {
+    for (auto& [id, at] : seen_) {
+      if (id == job_id) {
+        at = now;
+        return;
+      }
+    }
+    std::erase_if(seen_, [&](const auto& s) { return now - s.second > kIdleNs; });
+    seen_.push_back({job_id, now});
+  }
+  bool others_idle(uint32_t job_id, uint64_t now) const {
+    return std::none_of(seen_.begin(), seen_.end(), [&](const auto& s) {
+      return s.first != job_id && now - s.second <= kIdleNs;
+    });
+  }
+
   bool held(uint32_t job_id) const {
     return std::find(blocked_.begin(), blocked_.end(), job_id) != blocked_.end();
   }
@@ -130,6 +155,7 @@ class SetAside {
   std::deque<Entry> entries_;
   Counts counts_;                  // per job with results set aside, how many (never 0)
   std::vector<uint32_t> blocked_;  // the jobs held in the current pass
+  std::vector<std::pair<uint32_t, uint64_t>> seen_;  // job id, steady_ns of its last result
 };
 
 }  // namespace conflux::agg

@@ -3,7 +3,9 @@
 // bucket: it stays in debt for about 8 s, far longer than any of these tests.
 #include "aggregator/engine/set_aside.h"
 
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -124,11 +126,33 @@ TEST_F(SetAsideTest, AJobInDebtWaitsWhileAnotherGoesPastCharged) {
   EXPECT_EQ(aside_.size(), 2u);
   EXPECT_TRUE(aside_.holds(a));
   EXPECT_FALSE(aside_.holds(b));
-  // Now a is alone with results waiting: it is lent the share, its order kept.
+  // Now a is alone with results waiting, but b had results a moment ago: b is not idle, and
+  // its share is not lent.
   sent_.clear();
+  EXPECT_GT(drain(), 1'000'000'000u);
+  EXPECT_TRUE(sent_.empty());
+  // Once b has been idle for kIdleNs, a is lent the share, its order kept.
+  std::this_thread::sleep_for(std::chrono::nanoseconds(2 * SetAside<int>::kIdleNs));
   EXPECT_EQ(drain(), 0u);
   EXPECT_EQ(items_sent(), (std::vector<int>{1, 3}));
   EXPECT_TRUE(sent_[0].borrowed && sent_[1].borrowed);
+}
+
+TEST_F(SetAsideTest, AJobWhoseResultsAreHeldIsNotIdleAndItsShareIsNotLent) {
+  // The fabric's case: b's results are not waiting here (its members' contributions still
+  // queue on the congested ingress link), but it had one a moment ago.
+  const uint32_t a = make_job(1), b = make_job(10000);
+  put_in_debt(a);
+  aside_.begin_pass();
+  EXPECT_FALSE(aside_.hold(b, 0));  // b sends in a batch pass
+  aside_.push(a, 1);
+  EXPECT_GT(drain(), 1'000'000'000u);
+  EXPECT_TRUE(sent_.empty());
+  EXPECT_TRUE(aside_.holds(a));
+  std::this_thread::sleep_for(std::chrono::nanoseconds(2 * SetAside<int>::kIdleNs));
+  EXPECT_EQ(drain(), 0u);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_TRUE(sent_[0].borrowed);
 }
 
 TEST_F(SetAsideTest, AnUnpacedJobsResultsGoUnchargedAndUnborrowed) {
