@@ -9,13 +9,14 @@ conflux-nccl-driver run (--modes collnet, 1 MiB float sums, every result verifie
 (conflux_job_grant_mbps, conflux_job_result_mbps, sampled by the daemon about once a second).
 
 Printed: the samples; A's mean rate alone before B came; each job's mean rate while both ran,
-against A's alone rate (the aggregator's capacity for one job) and against half of it; how
+against A's alone rate (the aggregator's capacity for one job) and against its weighted share; how
 long after B left A took to be back at >= 95 % of its alone rate. The same three again from
 the jobs' own timelines (conflux-nccl-driver --timeline: every AllReduce's end and duration),
 which have no sampling delay. Root, like conflux_fabric.
 
     bench/fabric/fabric_share.py --build build [--workers-per-job 2] [--rate 1000]
                                  [--agg-factor 1] [--requests-a 600] [--requests-b 200]
+                                 [--weights 3,1]
 """
 import argparse
 import os
@@ -41,7 +42,28 @@ def parse_args(argv):
     p.add_argument("--requests-b", type=int, default=200, help="job B's 1 MiB AllReduces")
     p.add_argument("--stagger", type=float, default=4.0, help="seconds before B starts")
     p.add_argument("--sample", type=float, default=0.5, help="seconds between samples")
-    return p.parse_args(argv)
+    p.add_argument("--weights", default=None, metavar="WA,WB",
+                   help="put A and B in tenants of these weights (a tenants file for confluxd, "
+                        "each job with its tenant's CONFLUX_SECRET); default: no tenants, 1,1")
+    a = p.parse_args(argv)
+    a.tenants = a.weights is not None
+    try:
+        a.weights = [int(w) for w in (a.weights or "1,1").split(",")]
+    except ValueError:
+        a.weights = []
+    if len(a.weights) != 2 or min(a.weights) < 1:
+        p.error("--weights: two positive integers, WA,WB")
+    return a
+
+
+def write_tenants(workdir, weights):
+    """A confluxd config with tenants A and B of these weights; their test secrets."""
+    path = os.path.join(workdir, "tenants.toml")
+    with open(path, "w") as f:
+        for name, w in zip("ab", weights):
+            f.write(f'[tenants.job_{name}]\nsecret = "fabric-share-tenant-{name}"\n'
+                    f"weight = {w}\n\n")
+    return path
 
 
 def timeline_path(runner, name):
@@ -86,23 +108,31 @@ def main(argv):
     prefix = f"cfx{os.getpid()}"
     workdir = tempfile.mkdtemp(prefix=f"{prefix}-share-")
     fab = fabric_ns.Fabric(prefix, 2 * j, a.rate, [("a0", agg_mbit)])
-    runner = fabric_run.Runner(fab, bins, workdir, agg_args=a.agg_arg)
+    agg_args = list(a.agg_arg)
     env = dict(kv.split("=", 1) for kv in a.env)
+    env_a, env_b = dict(env), dict(env)
+    if a.tenants:
+        agg_args.append(f"--config={write_tenants(workdir, a.weights)}")
+        env_a["CONFLUX_SECRET"] = "fabric-share-tenant-a"
+        env_b["CONFLUX_SECRET"] = "fabric-share-tenant-b"
+    runner = fabric_run.Runner(fab, bins, workdir, agg_args=agg_args)
+    wa, wb = a.weights[0] / sum(a.weights), a.weights[1] / sum(a.weights)
     print(f"# fabric_share: 2 jobs x {j} workers @ {a.rate} Mbit/s, 1 aggregator @ {agg_mbit} "
           f"Mbit/s, A {a.requests_a} x 1 MiB, B {a.requests_b} x 1 MiB {a.stagger:g} s later, "
+          f"weights {a.weights[0]}:{a.weights[1]}{' (tenants)' if a.tenants else ''}, "
           f"logs in {workdir}", flush=True)
     samples = []  # (t, {job: {grant, result}})
     try:
         fab.build()
         eps = runner.start_aggregators(["a0"], 1)
         t0 = time.monotonic()
-        job_a = start_job(runner, "a", fab.workers[:j], 29601, eps[0], a.requests_a, env)
+        job_a = start_job(runner, "a", fab.workers[:j], 29601, eps[0], a.requests_a, env_a)
         job_b = None
         print("# t(s) job:grant=Mbit/s,result=Mbit/s ...", flush=True)
         while any(p.poll() is None for p, _ in job_a):
             t = time.monotonic() - t0
             if job_b is None and t >= a.stagger:
-                job_b = start_job(runner, "b", fab.workers[j:], 29602, eps[0], a.requests_b, env)
+                job_b = start_job(runner, "b", fab.workers[j:], 29602, eps[0], a.requests_b, env_b)
             s = sample(fab.aggs["a0"])
             samples.append((t, s))
             print(f"{t:6.1f} " + " ".join(f"{k}:{v.get('grant', 0):.0f},{v.get('result', 0):.0f}"
@@ -129,10 +159,11 @@ def main(argv):
     last_b = b_gone[-1] if b_gone else None
     cap = mean(alone)
     print(f"# job A alone: {cap:.0f} Mbit/s of results (the aggregator's capacity for one job)")
-    for name, k in (("A", ja), ("B", jb)):
+    for name, k, w in (("A", ja, wa), ("B", jb, wb)):
         m = mean([rate(s, k) for s in both])
-        print(f"# job {name} while both ran: {m:.0f} Mbit/s = {m / cap:.2f} of A alone "
-              f"({len(both)} samples)" if cap > 0 else f"# job {name}: {m:.0f} Mbit/s")
+        print(f"# job {name} while both ran: {m:.0f} Mbit/s = {m / cap:.2f} of A alone, "
+              f"{m / cap / w:.2f} of its weighted share {w:.2f} ({len(both)} samples)"
+              if cap > 0 else f"# job {name}: {m:.0f} Mbit/s")
     if last_b is not None and cap > 0:
         back = next((t for t, s in samples if t > last_b and rate(s, ja) >= 0.95 * cap), None)
         print(f"# after B left (last seen at {last_b:.1f} s): A at >= 95 % of its alone rate "
@@ -151,7 +182,8 @@ def main(argv):
         if alone > 0 and b0 - ta[0][0] >= 2.0:  # a second of A alone after its first
             back = fabric_run.recovery(ta, b1, ta[-1][1], 0.95 * alone)
             print(f"# timelines: A alone {alone:.4f} GB/s; while both ran (1 s in from each "
-                  f"edge): A {a_both / alone:.2f}, B {b_both / alone:.2f} of it; A at >= 95 % "
+                  f"edge): A {a_both / alone:.2f}, B {b_both / alone:.2f} of it (weighted "
+                  f"shares {wa:.2f}, {wb:.2f}); A at >= 95 % "
                   "of its alone rate " + (f"{back:.2f} s after B's last AllReduce"
                                           if back is not None else "not within the run"))
         else:  # B came too soon after A's start (the ctest's short stagger)
@@ -160,7 +192,19 @@ def main(argv):
                   "GB/s")
     print(f"# job A: {'verified' if ok_a else 'NOT verified'}; job B: "
           f"{'verified' if ok_b else 'NOT verified'}")
-    return 0 if ok_a and ok_b else 1
+    grants_ok = True
+    if a.tenants:
+        # The daemon divides its capacity by the tenants' weights: the grants it showed while
+        # both jobs were live stand in the weights' ratio (within rounding to whole Mbit/s).
+        def grant(s, k):
+            return s.get(k, {}).get("grant", 0.0)
+        pairs = [(grant(s, ja), grant(s, jb)) for _, s in samples if ja in s and jb in s]
+        grants_ok = bool(pairs) and all(
+            gb > 0 and abs(ga * a.weights[1] - gb * a.weights[0]) <= sum(a.weights) for ga, gb in pairs)
+        shown = sorted(set(pairs))
+        print(f"# grants while both ran (A, B Mbit/s): {shown}; weights {a.weights[0]}:"
+              f"{a.weights[1]}: {'as weighted' if grants_ok else 'NOT as weighted'}")
+    return 0 if ok_a and ok_b and grants_ok else 1
 
 
 if __name__ == "__main__":
