@@ -6,9 +6,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <chrono>
 #include <cstring>
+#include <deque>
 #include <variant>
 #include <vector>
 
@@ -99,6 +102,26 @@ void FakeAggregator::run() {
   // Distinct per instance, as a real daemon's random job token (job ids may coincide).
   const uint64_t token = 0xABCDEF0000000000ull ^ (uint64_t{control_port_} << 16);
   std::vector<uint8_t> buf(70000);
+  // FakeOptions::result_bytes_per_s: results waiting for the bottleneck, and when the next
+  // may leave.
+  struct Queued {
+    int fd;
+    sockaddr_in to;
+    std::vector<uint8_t> d;
+  };
+  std::deque<Queued> paced;
+  auto next_ns = std::chrono::steady_clock::now();
+  auto drain_paced = [&] {
+    const auto now = std::chrono::steady_clock::now();
+    while (!paced.empty() && next_ns <= now) {
+      const Queued& q = paced.front();
+      ::sendto(q.fd, q.d.data(), q.d.size(), 0, reinterpret_cast<const sockaddr*>(&q.to),
+               sizeof q.to);
+      next_ns = std::max(next_ns, now - std::chrono::milliseconds(1)) +
+                std::chrono::nanoseconds(q.d.size() * 1'000'000'000 / opt_.result_bytes_per_s);
+      paced.pop_front();
+    }
+  };
   auto send_result = [&](int fd, const Bank& b, uint32_t rank, bool resend) {
     const sockaddr_in& to = s.workers[rank];
     proto::DataHeader h = b.first;
@@ -111,6 +134,10 @@ void FakeAggregator::run() {
     std::vector<uint8_t> d(proto::kDataHeaderSize + (ack ? 0 : b.acc.size()));
     proto::encode_data_header(h, d.data());
     if (!ack) std::memcpy(d.data() + proto::kDataHeaderSize, b.acc.data(), b.acc.size());
+    if (opt_.result_bytes_per_s != 0) {
+      paced.push_back({fd, to, std::move(d)});
+      return;
+    }
     ::sendto(fd, d.data(), d.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to);
   };
   auto on_control = [&](Conn& c, const proto::ControlMsg& m) {
@@ -269,7 +296,14 @@ void FakeAggregator::run() {
       fds.push_back({s.conns[i].fd, POLLIN, 0});
       conn_of.push_back(i);
     }
-    ::poll(fds.data(), fds.size(), 5);
+    int wait_ms = 5;
+    if (!paced.empty()) {
+      const auto due = next_ns - std::chrono::steady_clock::now();
+      wait_ms = static_cast<int>(
+          std::clamp<int64_t>(std::chrono::ceil<std::chrono::milliseconds>(due).count(), 0, 5));
+    }
+    ::poll(fds.data(), fds.size(), wait_ms);
+    drain_paced();
     if (fds[0].revents & POLLIN) {
       Conn c;
       c.fd = ::accept4(s.listen_fd, nullptr, nullptr, SOCK_CLOEXEC);

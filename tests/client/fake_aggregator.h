@@ -32,6 +32,9 @@ struct FakeOptions {
   // An aggregator older than multicast (SPEC §8): a Join with a multicast flag is malformed
   // to it (Error{bad_message} and the connection closed).
   bool predates_multicast = false;
+  // A bottleneck in front of the workers: results leave one after another at this many bytes
+  // per second, queued in arrival order (0: at once).
+  uint64_t result_bytes_per_s = 0;
 };
 
 class FakeAggregator {

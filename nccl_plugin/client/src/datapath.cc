@@ -30,6 +30,8 @@ bool Progress::send_new(int64_t now) {
       const uint32_t pos = stripe_position(a, n_aggs, r->stripe_start);
       const uint64_t k = aggregator_packet(pos, r->next_j[a], n_aggs);
       const size_t esize = dtype_size(r->dtype);
+      // Sent behind the packets still outstanding on this path: its timer waits for them.
+      const uint64_t ahead = uint64_t{g.window.outstanding()} * packet_count(r->plan, k) * esize;
       const uint32_t slot = g.window.claim();
       SlotEntry& e = g.window.entry(slot);
       e.offset = packet_offset(r->plan, k);
@@ -41,7 +43,7 @@ bool Progress::send_new(int64_t now) {
       e.rto_us = rto;
       e.first_sent_ns = e.sent_ns = now;
       e.first_tx = e.last_tx = ++g.tx_stamp;
-      e.deadline_ns = now + int64_t{rto} * 1000;
+      e.deadline_ns = first_deadline(g, ahead, now);
       next_timer_ns_ = std::min(next_timer_ns_, e.deadline_ns);
       proto::DataHeader h;
       h.type = proto::PacketType::kContrib;
@@ -267,6 +269,7 @@ void Progress::on_result(const uint8_t* data, size_t len, bool truncated, int64_
   if (g->cwnd.window() != before) {
     publish_cwnd();
   }
+  rate_sample(*g, uint64_t{e.count} * dtype_size(e.dtype), now);
   g->window.complete(slot);
   Counters::add(c.results_accepted);
   if (--r->results_pending == 0) {

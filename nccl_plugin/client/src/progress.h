@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "congestion.h"
+#include "delivery_rate.h"
 #include "join.h"
 #include "shared.h"
 #include "udp_channel.h"
@@ -59,6 +60,9 @@ class Progress {
     // broadcasts, see on_result; a timeout's backoff is kept until the next sample).
     double srtt_us = 0, rttvar_us = 0;
     uint32_t rto_us = 0;
+    // How fast results come back: a new packet's first timer waits at least for the bytes
+    // outstanding ahead of it (delivery_rate.h).
+    DeliveryRate rate;
     std::vector<uint64_t> delivered_tx;  // per port: latest stamp answered by a result
     uint64_t tx_stamp = 0;               // last transmission stamp handed out
     bool delivered_since_scan = false;
@@ -100,6 +104,11 @@ class Progress {
                      const uint8_t* payload);
   void flush_tx();
   void rtt_sample(Agg& g, double sample_us);
+  // When the timer of a packet sent now behind `ahead_bytes` outstanding bytes first fires: after
+  // the RTO, and not before those bytes can have drained (delivery_rate.h), capped by rto_max.
+  int64_t first_deadline(const Agg& g, uint64_t ahead_bytes, int64_t now) const;
+  // A result of `bytes` arrived: the delivery rate's sample.
+  void rate_sample(Agg& g, uint64_t bytes, int64_t now);
   void fast_retransmit(Agg& g, int64_t now);
   void retransmit(Agg& g, uint32_t slot, int64_t now);
   void congestion_event(Agg& g, uint64_t seq);

@@ -30,6 +30,22 @@ void Progress::rtt_sample(Agg& g, double sample_us) {
   g.rto_us = static_cast<uint32_t>(std::clamp(g.srtt_us + std::max(4 * g.rttvar_us, lo), lo, hi));
 }
 
+int64_t Progress::first_deadline(const Agg& g, uint64_t ahead_bytes, int64_t now) const {
+  // 1.25x the drain time: the rate is a maximum, and the packet's own base round trip and
+  // jitter come on top (rto_min covers them, as in the RTO).
+  const double hi = static_cast<double>(sh_->cfg.rto_max.count());
+  const double lo = static_cast<double>(sh_->cfg.rto_min.count());
+  const double queue_us = std::min(hi, 1.25 * g.rate.queue_us(ahead_bytes) + lo);
+  return now + static_cast<int64_t>(std::max(static_cast<double>(g.rto_us), queue_us) * 1000);
+}
+
+void Progress::rate_sample(Agg& g, uint64_t bytes, int64_t now) {
+  // Samples of at least half a round trip (and 1 ms): long enough to span a batch of results
+  // taken in one wake-up, short enough to see a bulk transfer's rate within a collective.
+  const auto interval_ns = static_cast<int64_t>(std::max(1000.0, g.srtt_us / 2) * 1000);
+  g.rate.on_delivered(bytes, now, interval_ns);
+}
+
 void Progress::fast_retransmit(Agg& g, int64_t now) {
   // Loss detection by overtaking (in the spirit of TCP RACK): one aggregator port is one
   // dataplane thread, which handles its datagrams in order, and every rank sends in
