@@ -9,10 +9,12 @@ conflux-nccl-driver run (--modes collnet, 1 MiB float sums, every result verifie
 (conflux_job_grant_mbps, conflux_job_result_mbps, sampled by the daemon about once a second).
 
 Printed: the samples; A's mean rate alone before B came; each job's mean rate while both ran,
-against A's alone rate (the aggregator's capacity for one job) and against its weighted share; how
-long after B left A took to be back at >= 95 % of its alone rate. The same three again from
-the jobs' own timelines (conflux-nccl-driver --timeline: every AllReduce's end and duration),
-which have no sampling delay. Root, like conflux_fabric.
+against A's alone rate (the aggregator's capacity for one job) and against its weighted
+share; how long after B left A took to be back at >= 95 % of its alone rate. The same three
+again from the jobs' own timelines (conflux-nccl-driver --timeline: every AllReduce's end and
+duration), which have no sampling delay. With --weights, whether every pair of grants the
+daemon showed while both ran stands in the weights' ratio (the exit status says so too).
+Root, like conflux_fabric.
 
     bench/fabric/fabric_share.py --build build [--workers-per-job 2] [--rate 1000]
                                  [--agg-factor 1] [--requests-a 600] [--requests-b 200]
@@ -200,7 +202,8 @@ def main(argv):
             return s.get(k, {}).get("grant", 0.0)
         pairs = [(grant(s, ja), grant(s, jb)) for _, s in samples if ja in s and jb in s]
         grants_ok = bool(pairs) and all(
-            gb > 0 and abs(ga * a.weights[1] - gb * a.weights[0]) <= sum(a.weights) for ga, gb in pairs)
+            gb > 0 and abs(ga * a.weights[1] - gb * a.weights[0]) <= sum(a.weights)
+            for ga, gb in pairs)
         shown = sorted(set(pairs))
         print(f"# grants while both ran (A, B Mbit/s): {shown}; weights {a.weights[0]}:"
               f"{a.weights[1]}: {'as weighted' if grants_ok else 'NOT as weighted'}")
