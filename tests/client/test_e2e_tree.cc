@@ -76,6 +76,22 @@ class TreeE2E : public TempDirFixture {
         dir_, [this](uint32_t r) { return leaf_of(r); }, kRanks, worker_args(std::move(extra)));
     return wait_workers(dir_, pids, timeout);
   }
+  // The data MAC tests' run on a tree whose daemons sign (kSignedDaemon): every rank signs with
+  // the tree's secret; three dtypes x two ops x three sizes, all 18 results verified.
+  static inline const std::vector<std::string> kSignedDaemon = {"--secret", "tree-secret",
+                                                                "--data-mac=true"};
+  std::vector<WorkerResult> run_signed() {
+    auto rs = run({"--secret", "tree-secret", "--dtype", "float,int32,bf16", "--op", "sum,max",
+                   "--count", "1,1023,70000", "--log-level", "info"});
+    expect_all_ok(rs, "verified: all 18 results correct");
+    return rs;
+  }
+  // No daemon of the tree dropped a packet as bad_mac.
+  void expect_no_bad_mac() {
+    for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &root_}) {
+      EXPECT_EQ(d->metric("conflux_dataplane_drops_total", "reason=\"bad_mac\""), 0);
+    }
+  }
   // Workers that AllReduce until something fails.
   std::vector<pid_t> start_endless_run() {
     return start_workers(
@@ -111,17 +127,12 @@ TEST_F(TreeE2E, EveryDtypeAndOpExactThroughTwoLeavesAndARoot) {
 // partials for the root with the root job's key, the root signs its results, and each leaf its
 // own; every sum exact and no packet dropped as bad_mac at any level.
 TEST_F(TreeE2E, DataMacOnEveryLevelExact) {
-  const std::vector<std::string> mac = {"--secret", "tree-secret", "--data-mac=true"};
-  start_tree(mac, mac);
-  auto rs = run({"--secret", "tree-secret", "--dtype", "float,int32,bf16", "--op", "sum,max",
-                 "--count", "1,1023,70000", "--log-level", "info"});
-  expect_all_ok(rs, "verified: all 18 results correct");
+  start_tree(kSignedDaemon, kSignedDaemon);
+  auto rs = run_signed();
   EXPECT_NE((rs[0].out + rs[0].err).find("data MAC"), std::string::npos) << rs[0].out << rs[0].err;
   EXPECT_GT(root_.metric("conflux_dataplane_slots_completed_total"), 0);
-  for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &root_}) {
-    EXPECT_EQ(d->metric("conflux_dataplane_drops_total", "reason=\"bad_mac\""), 0);
-    EXPECT_EQ(d->stop(), "exit 0");
-  }
+  expect_no_bad_mac();
+  for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &root_}) EXPECT_EQ(d->stop(), "exit 0");
   for (const WorkerResult& w : rs) EXPECT_EQ(w.json.find("\"bad_mac\""), std::string::npos);
 }
 
@@ -240,17 +251,12 @@ TEST_F(TreeDirectE2E, LostStraightDownResultsAreServedAgainThroughTheLeaf) {
 // that leaf's job key (derived from the tree's shared secret) as a parent sender, so the
 // workers take it like their leaf's own signed results.
 TEST_F(TreeDirectE2E, SignedTreeSendsSignedResultsStraightDown) {
-  const std::vector<std::string> mac = {"--secret", "tree-secret", "--data-mac=true"};
-  start_direct_tree(mac, mac);
-  auto rs = run({"--secret", "tree-secret", "--dtype", "float,int32,bf16", "--op", "sum,max",
-                 "--count", "1,1023,70000", "--log-level", "info"});
-  expect_all_ok(rs, "verified: all 18 results correct");
+  start_direct_tree(kSignedDaemon, kSignedDaemon);
+  auto rs = run_signed();
   EXPECT_GT(root_.metric("conflux_dataplane_direct_results_total"), 0);
   EXPECT_NE(tools::read_file(root_.log).find("(signed with the child's job key)"),
             std::string::npos);
-  for (DaemonProcess* d : {&leaf_[0], &leaf_[1], &root_}) {
-    EXPECT_EQ(d->metric("conflux_dataplane_drops_total", "reason=\"bad_mac\""), 0);
-  }
+  expect_no_bad_mac();
   for (const WorkerResult& w : rs) {
     EXPECT_GT(json_number(w.json, "multicast_results"), 0) << w.json;
     EXPECT_EQ(w.json.find("\"bad_mac\""), std::string::npos) << w.json;
