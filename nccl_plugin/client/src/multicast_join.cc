@@ -21,10 +21,14 @@ in_addr local_address(int fd) {
   return a.sin_addr;
 }
 
-std::string group_text(const sockaddr_in& g) {
+std::string addr_text(const in_addr& a) {
   char name[INET_ADDRSTRLEN] = "?";
-  ::inet_ntop(AF_INET, &g.sin_addr, name, sizeof name);
-  return std::string(name) + ":" + std::to_string(ntohs(g.sin_port));
+  ::inet_ntop(AF_INET, &a, name, sizeof name);
+  return name;
+}
+
+std::string group_text(const sockaddr_in& g) {
+  return addr_text(g.sin_addr) + ":" + std::to_string(ntohs(g.sin_port));
 }
 
 // One aggregator whose JoinAck granted a group, until its MulticastMode arrives.
@@ -90,11 +94,10 @@ std::string take_control(const ClientConfig& cfg, Pending& p, bool* decided) {
       p.ja->upstream_addr.sin_addr.s_addr = htonl(src->addr);
       p.ja->upstream_ports = src->ports;
       if (cfg.log) {
-        char name[INET_ADDRSTRLEN] = "?";
-        ::inet_ntop(AF_INET, &p.ja->upstream_addr.sin_addr, name, sizeof name);
         cfg.log(LogLevel::kInfo, p.name +
                                      ": results may come straight from its parent aggregator " +
-                                     name + " (" + std::to_string(src->ports.size()) + " port(s))");
+                                     addr_text(p.ja->upstream_addr.sin_addr) + " (" +
+                                     std::to_string(src->ports.size()) + " port(s))");
       }
     } else if (const auto* hb = std::get_if<proto::Heartbeat>(&m)) {
       p.ja->ctl->send(proto::HeartbeatAck{hb->time_ns}, &err);
