@@ -2,9 +2,14 @@
 // NCCL_TUNER_PLUGIN is unset. Policy: tuner/tuner.h.
 #include "nccl/tuner_v5.h"
 
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "abi/adapter_util.h"
 #include "abi/export.h"
-#include "collnet/coll_comm.h"
+#include "collnet/path_model.h"
 #include "core/params.h"
 #include "core/plugin_state.h"
 #include "tuner/tuner.h"
@@ -16,9 +21,19 @@ struct TunerContext {
   static constexpr uint32_t kMagic = 0x54554e45;
   uint32_t magic = kMagic;
   tuner::TunerPolicy policy;
+  // The communicator's CollNet models, agreed at connect (collnet/path_model.h), fixed here.
+  // Only with one rank per node: that rank is then the CollNet head of every channel, so
+  // every rank holds every model; a rank that heads none would hold none and choose apart.
+  std::vector<collnet::PathModel> models;
+
+  std::optional<bool> measured(size_t bytes) const {
+    if (models.empty()) return std::nullopt;
+    return std::all_of(models.begin(), models.end(),
+                       [bytes](const collnet::PathModel& m) { return m.collnet_wins(bytes); });
+  }
 };
 
-ncclResult_t init(void** ctx, uint64_t, size_t nRanks, size_t nNodes, ncclDebugLogger_t log,
+ncclResult_t init(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, ncclDebugLogger_t log,
                   ncclNvlDomainInfo_v5_t*, ncclTunerConstants_v5_t*) {
   return guard("tuner init", [&] {
     if (ctx == nullptr) return net::Status::kInvalidArgument;
@@ -35,9 +50,27 @@ ncclResult_t init(void** ctx, uint64_t, size_t nRanks, size_t nNodes, ncclDebugL
     c->policy.min_bytes = cfg.tunerCollnetMinBytes;
     c->policy.max_bytes = cfg.tunerCollnetMaxBytes;
     c->policy.nnodes = nNodes;
-    CFX_INFO(net::kLogInit, "tuner: %zu ranks on %zu nodes; CollNet for AllReduce of %zu B..%s",
-             nRanks, nNodes, c->policy.min_bytes,
-             c->policy.max_bytes == 0 ? "any size" : std::to_string(c->policy.max_bytes).c_str());
+    // NCCL connects CollNet before it initialises the tuner (ncclCollNetSetup comes first in
+    // its transport setup), so this communicator's models, if any, are published by now.
+    if (nRanks == nNodes) {
+      c->models = collnet::published_models(commId, static_cast<int>(nNodes));
+      std::erase_if(c->models, [](const collnet::PathModel& m) { return !m.complete(); });
+    }
+    std::string how;
+    if (c->policy.fixed()) {
+      how = "CONFLUX_TUNER_COLLNET_MIN_BYTES/_MAX_BYTES: ";
+    } else if (!c->models.empty()) {
+      how = "measured at connect (" + std::to_string(c->models.size()) + " CollNet comm(s)): ";
+    } else {
+      how = nRanks == nNodes ? "no CollNet model: " : "several ranks per node, fixed: ";
+    }
+    how += tuner::describe([c](size_t bytes) {
+      return tuner::decide(c->policy, kNcclFuncAllReduce, bytes, true, c->measured(bytes)) ==
+             tuner::Choice::kCollNetChain;
+    });
+    CFX_INFO(net::kLogInit,
+             "tuner: %zu ranks on %zu nodes; AllReduce, where NCCL offers CollNet, by %s", nRanks,
+             nNodes, how.c_str());
     *ctx = c;
     return net::Status::kOk;
   });
@@ -55,8 +88,7 @@ ncclResult_t getCollInfo(void* ctx, int collType, size_t nBytes, int, float** co
       offered = table[kNcclAlgoCollNetChain * numProto + kNcclProtoSimple] != kNcclAlgoProtoIgnore;
     }
     const tuner::Choice choice =
-        tuner::decide(c->policy, collType, nBytes, offered, collnet::CollComm::live_count() > 0,
-                      collnet::CollComm::usable_count() > 0);
+        tuner::decide(c->policy, collType, nBytes, offered, c->measured(nBytes));
     tuner::apply(choice, collCostTable, numAlgo, numProto);
     return net::Status::kOk;
   });

@@ -12,9 +12,6 @@
 namespace conflux::collnet {
 namespace {
 
-std::atomic<int> g_live_comms{0};
-std::atomic<int> g_usable_comms{0};
-
 // Longest sleep between checks of a pending aggregator share (failover notice, close). The
 // engine wakes its waiter when a request finishes; the slice only bounds how late a notice or
 // a close is seen, so it is long: a bulk request takes many milliseconds, and each expiry costs
@@ -65,15 +62,7 @@ CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client
     name_this_thread("cfx-collnet");
     run_completion();
   });
-  g_live_comms.fetch_add(1, std::memory_order_relaxed);
-  if (engine_ != nullptr && opts_.ring_fraction < 1.0) {
-    counted_usable_ = true;
-    g_usable_comms.fetch_add(1, std::memory_order_relaxed);
-  }
 }
-
-int CollComm::live_count() { return g_live_comms.load(std::memory_order_relaxed); }
-int CollComm::usable_count() { return g_usable_comms.load(std::memory_order_relaxed); }
 
 CollComm::~CollComm() {
   stopping_.store(true, std::memory_order_release);
@@ -109,8 +98,6 @@ CollComm::~CollComm() {
   for (CollRequest* r : queue_) delete r;
   ring_.reset();
   engine_.reset();
-  g_live_comms.fetch_sub(1, std::memory_order_relaxed);
-  if (counted_usable_.exchange(false)) g_usable_comms.fetch_sub(1, std::memory_order_relaxed);
   magic_ = 0;
 }
 
@@ -413,7 +400,6 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
     degraded_.store(true, std::memory_order_release);
   }
   engine_live_ = false;
-  if (counted_usable_.exchange(false)) g_usable_comms.fetch_sub(1, std::memory_order_relaxed);
   FailoverVote mine{first_incomplete, next_seq_.load(std::memory_order_relaxed), 0};
   if (engine_ != nullptr) {
     const int failed = engine_->failed_aggregator();
@@ -498,7 +484,6 @@ bool CollComm::rejoin_survivors(uint64_t dead, uint32_t from, std::string* error
   engine_live_ = true;
   engine_from_ = from;
   restripe_next_ = from;
-  if (!counted_usable_.exchange(true)) g_usable_comms.fetch_add(1, std::memory_order_relaxed);
   CFX_WARN(net::kLogColl,
            "CollNet rank %d: re-striped over %zu surviving aggregator(s) from request #%u on",
            rank_, aggs_.size(), from);

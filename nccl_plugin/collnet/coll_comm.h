@@ -109,11 +109,6 @@ class CollComm {
   // Non-blocking. On done (or error) the request is released.
   static net::Status test(CollRequest* req, bool* done, size_t* bytes);
 
-  // Connected CollNet communicators in this process (the tuner steers only when > 0), and
-  // those of them whose aggregators still take a share (not failed over, ring fraction < 1).
-  static int live_count();
-  static int usable_count();
-
   bool degraded() const { return degraded_.load(std::memory_order_acquire); }
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -184,10 +179,9 @@ class CollComm {
   uint32_t restripe_next_ = 0;
   std::vector<size_t> aggs_;
   uint64_t dead_mask_ = 0;
-  uint32_t next_unfinished_ = 0;             // seq of the oldest request not yet completed here
-  std::atomic<bool> counted_usable_{false};  // included in usable_count()
-  std::atomic<uint32_t> epoch_seen_{0};      // epoch_, for the ring thread's samples
-  std::atomic<uint32_t> aggs_in_epoch_{0};   // aggs_.size() of that epoch
+  uint32_t next_unfinished_ = 0;            // seq of the oldest request not yet completed here
+  std::atomic<uint32_t> epoch_seen_{0};     // epoch_, for the ring thread's samples
+  std::atomic<uint32_t> aggs_in_epoch_{0};  // aggs_.size() of that epoch
 
   SmallAllReduceTimes small_times_;  // proxy thread; logged at close
 

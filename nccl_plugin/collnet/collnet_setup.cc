@@ -7,10 +7,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collnet/coll_comm.h"
 #include "collnet/collnet_api.h"
+#include "collnet/path_model.h"
 #include "collnet/ring_exchange.h"
 #include "collnet/split.h"
 #include "collnet/tree_layout.h"
@@ -38,7 +40,13 @@ struct CollListen {
   uint32_t magic = kMagic;
   int dev = 0;
   std::unique_ptr<net::ListenComm> ring;
+  std::optional<uint64_t> comm_id;  // NCCL's commId (v11 contexts), the tuner's key
 };
+
+// The one-element AllReduces collConnect times for the tuner's model (step 6), and the one
+// that agrees on the result: every communicator's first requests.
+constexpr int kLatencyProbes = 9;
+constexpr uint32_t kConnectRequests = kLatencyProbes + 1;
 
 // What each rank tells the others at the end of connect.
 // The split inputs travel with it: every rank uses the same ring fraction, rank 0's setting,
@@ -185,6 +193,10 @@ Status collListen(void* ctx, int dev, void* handle, void** listenComm) {
   }
   auto l = std::make_unique<CollListen>();
   l->dev = dev;
+  const auto* context = static_cast<const NetContext*>(ctx);
+  if (context != nullptr && context->magic == NetContext::kCollMagic) {
+    l->comm_id = context->commId;
+  }
   net::ConnectHandle ring{};
   CFX_RETURN_IF_ERROR(s->transport().listen(dev, &ring, &l->ring));
   CollHandle h{kHandleMagic, 1, {}};
@@ -373,8 +385,9 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
   opts.ring.block_bytes = cfg.ringBlockBytes;
   opts.ring.inflight = cfg.ringInflight;
   opts.ring.timeout = std::chrono::milliseconds(cfg.ringTimeoutMs);
-  if (cfg.faultRank < 0 || cfg.faultRank == rank) {
-    opts.fault_abort_at = static_cast<uint32_t>(cfg.faultAbortAt);
+  if ((cfg.faultRank < 0 || cfg.faultRank == rank) && cfg.faultAbortAt > 0) {
+    // Counted from the job's own requests, after those of connect.
+    opts.fault_abort_at = static_cast<uint32_t>(cfg.faultAbortAt) + kConnectRequests;
   }
   std::string unused;
   client::ClientConfig base = engine_config(cfg, key, nranks, rank, tree, &unused);
@@ -395,6 +408,74 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
     return client::Engine::create(c, why);
   };
   return opts;
+}
+
+// 6. The tuner's model (collnet/path_model.h): the agreed figures of the split, and the time
+//    of a one-element AllReduce through CollNet, measured here.
+collnet::PathModel path_model(const std::vector<Verdict>& all, const collnet::CollOptions& opts,
+                              int nranks) {
+  collnet::PathModel m;
+  m.nranks = nranks;
+  m.link_Bps = smallest(all, &Verdict::link_mbps) * 1e6 / 8;
+  m.capacity_Bps = smallest(all, &Verdict::capacity_mbps) * 1e6 / 8;
+  m.ring_fraction = opts.ring_fraction;
+  m.min_ring_bytes =
+      std::max(opts.ring_min_bytes, opts.controller ? opts.controller->min_ring_bytes() : 0);
+  m.hop_s = largest_hop_us(all) * 1e-6;
+  return m;
+}
+
+// The probes' buffers: they outlive the CollComm (declared before it), since a probe that
+// timed out stays in its queue until the CollComm is destroyed.
+struct ProbeBuffers {
+  float in = 0;
+  float out = 0;
+};
+
+// One AllReduce of b.in (one float) into b.out through `c`, to completion (NCCL's proxy
+// thread, too, calls test() in a loop). Fails after `timeout`.
+Status allreduce_one(collnet::CollComm& c, ProbeBuffers& b, Op op,
+                     std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  collnet::CollRequest* r = nullptr;
+  while (r == nullptr) {
+    CFX_RETURN_IF_ERROR(c.iallreduce(&b.in, &b.out, 1, DType::kFloat32, op, &r));
+    if (r != nullptr) break;
+    if (std::chrono::steady_clock::now() > deadline) return Status::kRemoteError;
+    std::this_thread::yield();  // the split is not decided yet
+  }
+  for (bool done = false;;) {
+    CFX_RETURN_IF_ERROR(collnet::CollComm::test(r, &done, nullptr));
+    if (done) return Status::kOk;
+    if (std::chrono::steady_clock::now() > deadline) return Status::kRemoteError;
+    std::this_thread::yield();
+  }
+}
+
+// kLatencyProbes one-element sums, timed; the median of all but the first (which waits for
+// the last rank to arrive); then the largest median any rank measured, by one more
+// AllReduce (max) through the same path, so that every rank holds the same figure. Checks
+// every sum, so a CollNet that gives wrong results fails here, before any data.
+Status probe_collnet(collnet::CollComm& c, int nranks, std::chrono::milliseconds timeout,
+                     ProbeBuffers& b, double* seconds) {
+  std::vector<double> took;
+  for (int i = 0; i < kLatencyProbes; ++i) {
+    b.in = 1.0f;
+    const auto t0 = std::chrono::steady_clock::now();
+    CFX_RETURN_IF_ERROR(allreduce_one(c, b, Op::kSum, timeout));
+    const std::chrono::duration<double> d = std::chrono::steady_clock::now() - t0;
+    if (b.out != static_cast<float>(nranks)) {
+      CFX_WARN(kLogColl, "CollNet connect: a probe AllReduce of 1.0 on %d ranks gave %g", nranks,
+               static_cast<double>(b.out));
+      return Status::kInternalError;
+    }
+    if (i > 0) took.push_back(d.count());
+  }
+  std::nth_element(took.begin(), took.begin() + took.size() / 2, took.end());
+  b.in = static_cast<float>(took[took.size() / 2]);
+  CFX_RETURN_IF_ERROR(allreduce_one(c, b, Op::kMax, timeout));
+  *seconds = b.out;
+  return Status::kOk;
 }
 
 }  // namespace
@@ -445,13 +526,37 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
              largest_hop_us(all), smallest(all, &Verdict::link_mbps),
              engine->aggregators().front().deterministic ? ", deterministic" : "");
   }
-  *collComm = new collnet::CollComm(rank, nranks, std::move(rings), std::move(engine), opts);
+  const size_t naggregators = engine->aggregators().size();
+  ProbeBuffers probe;  // before comm: see ProbeBuffers
+  auto comm =
+      std::make_unique<collnet::CollComm>(rank, nranks, std::move(rings), std::move(engine), opts);
+  collnet::PathModel model = path_model(all, opts, nranks);
+  if (nranks > 1) {
+    const Status st = probe_collnet(*comm, nranks, 2 * timeout, probe, &model.collnet_s);
+    if (st != Status::kOk) {
+      CFX_WARN(kLogColl,
+               "CollNet connect: rank %d: the first AllReduces through CollNet (one float, "
+               "timed for the tuner) failed or took over %lld ms (%s)",
+               rank, static_cast<long long>(2 * timeout.count()), net::toString(st));
+      return st;
+    }
+  }
+  if (rank == 0) {
+    CFX_INFO(kLogColl | kLogInit,
+             "CollNet path: a 4 B AllReduce takes %.0f us through %zu aggregator(s) (the "
+             "slowest rank's median), against %.0f us for %d ring hops",
+             model.collnet_s * 1e6, naggregators, 2.0 * (nranks - 1) * model.hop_s * 1e6,
+             2 * (nranks - 1));
+  }
+  if (l->comm_id.has_value()) collnet::publish_model(*l->comm_id, comm.get(), model);
+  *collComm = comm.release();
   return Status::kOk;
 }
 
 Status collCloseColl(void* collComm) {
   auto* c = static_cast<collnet::CollComm*>(collComm);
   if (c == nullptr || !c->valid()) return Status::kInvalidArgument;
+  collnet::withdraw_model(c);
   delete c;
   return Status::kOk;
 }

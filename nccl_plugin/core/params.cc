@@ -157,7 +157,9 @@ const std::array<ParamSpec, 37> kParams{{
      "Tests only: the rank the CONFLUX_FAULT_* settings apply to (-1: every rank).",
      &Config::faultRank},
     {"CONFLUX_TUNER_COLLNET_MIN_BYTES", ParamType::kSize, "0", 0, 1LL << 40,
-     "Tuner: smallest AllReduce sent to CollNet.", &Config::tunerCollnetMinBytes},
+     "Tuner: smallest AllReduce sent to CollNet. Either bound set replaces the choice measured "
+     "at connect with this range.",
+     &Config::tunerCollnetMinBytes},
     {"CONFLUX_TUNER_COLLNET_MAX_BYTES", ParamType::kSize, "0", 0, 1LL << 40,
      "Tuner: largest AllReduce sent to CollNet (0: no limit).", &Config::tunerCollnetMaxBytes},
 }};

@@ -5,13 +5,31 @@
 namespace conflux::tuner {
 
 Choice decide(const TunerPolicy& p, int coll_type, size_t nbytes, bool collnet_offered,
-              bool collnet_live, bool aggregators_usable) {
-  if (coll_type != nccl::kNcclFuncAllReduce || p.nnodes < 2 || !collnet_offered || !collnet_live) {
+              std::optional<bool> measured) {
+  if (coll_type != nccl::kNcclFuncAllReduce || p.nnodes < 2 || !collnet_offered) {
     return Choice::kLeave;
   }
-  if (!aggregators_usable) return Choice::kNotCollNet;
-  const bool in_range = nbytes >= p.min_bytes && (p.max_bytes == 0 || nbytes <= p.max_bytes);
-  return in_range ? Choice::kCollNetChain : Choice::kNotCollNet;
+  bool collnet = true;
+  if (p.fixed()) {
+    collnet = nbytes >= p.min_bytes && (p.max_bytes == 0 || nbytes <= p.max_bytes);
+  } else if (measured.has_value()) {
+    collnet = *measured;
+  }
+  return collnet ? Choice::kCollNetChain : Choice::kNotCollNet;
+}
+
+std::string describe(const std::function<bool(size_t)>& collnet) {
+  std::string out;
+  std::optional<bool> last;
+  for (int k = 0; k <= 40; ++k) {
+    const size_t bytes = size_t{1} << k;
+    const bool c = collnet(bytes);
+    if (last == c) continue;
+    if (last.has_value()) out += ", ";
+    out += (c ? "CollNet from " : "NCCL's algorithms from ") + std::to_string(bytes) + " B";
+    last = c;
+  }
+  return out;
 }
 
 void apply(Choice c, float** cost_table, int num_algo, int num_proto) {

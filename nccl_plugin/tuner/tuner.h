@@ -1,19 +1,29 @@
 // The Conflux tuner: steers AllReduce to CollNetChain (through the aggregators) for the
 // sizes where aggregation wins, and to Ring elsewhere.
 //
-// Policy, per AllReduce of nBytes on a communicator spanning >= 2 nodes:
-//   * if NCCL offers CollNetChain/Simple (cost != -1), some Conflux CollNet communicator is
-//     live in this process, and min_bytes <= nBytes <= max_bytes (max 0 = no limit):
-//     CollNetChain/Simple gets cost 0 so NCCL picks it;
-//   * if nBytes is outside [min_bytes, max_bytes]: CollNetChain is made unavailable (-1) so
-//     NCCL picks among the others (Ring);
-//   * otherwise the table is left as NCCL filled it (harmless when CollNet is absent).
-// Thread-safety: NCCL calls getCollInfo from the thread enqueuing collectives; the decision
-// reads only the context and one atomic.
+// Policy, per AllReduce of nBytes on a communicator spanning >= 2 nodes, when NCCL offers
+// CollNetChain/Simple (cost != -1; otherwise the table is left as NCCL filled it):
+//   * CONFLUX_TUNER_COLLNET_MIN_BYTES / _MAX_BYTES set (either non-zero): CollNetChain for
+//     min_bytes <= nBytes <= max_bytes (max 0 = no limit), NCCL's others outside;
+//   * else, with a measured model (collnet/path_model.h): CollNetChain where it is faster
+//     than NCCL's ring, NCCL's others elsewhere;
+//   * else CollNetChain at every size.
+// "CollNetChain" gives it cost 0 so NCCL picks it; "NCCL's others" makes it unavailable (-1).
+//
+// Every rank must choose the same algorithm for a collective, or NCCL hangs. So the choice
+// depends only on what is the same on every rank: the size, NCCL's table, the environment
+// (which NCCL too requires to be the same everywhere) and models agreed at connect, never on
+// a rank's own state (a failover is seen at different moments on different ranks; a rank
+// that is not a CollNet head holds no CollNet communicator at all).
+// Thread-safety: NCCL calls getCollInfo from the thread launching a group; the decision
+// reads only the context, which is fixed at init.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
 
 namespace conflux::tuner {
 
@@ -21,17 +31,20 @@ struct TunerPolicy {
   size_t min_bytes = 0;
   size_t max_bytes = 0;  // 0 = unlimited
   size_t nnodes = 1;
+  bool fixed() const { return min_bytes != 0 || max_bytes != 0; }
 };
 
 enum class Choice { kLeave, kCollNetChain, kNotCollNet };
 
 // Pure decision (tested directly): `collnet_offered` is whether NCCL's table has
-// CollNetChain/Simple available, `collnet_live` whether a Conflux CollNet comm is connected,
-// `aggregators_usable` whether one of them still has aggregator capacity (not failed over,
-// ring fraction below 1). Connected CollNet without capacity would only run our worker ring,
-// so AllReduce is steered away from it (NCCL's own Ring over the p2p net pipelines better).
+// CollNetChain/Simple available; `measured` whether the communicator's agreed models
+// prefer CollNet at nbytes (nullopt: it has none).
 Choice decide(const TunerPolicy& p, int coll_type, size_t nbytes, bool collnet_offered,
-              bool collnet_live, bool aggregators_usable);
+              std::optional<bool> measured);
+
+// Where `collnet(bytes)` changes, over the sizes 1 B, 2 B, 4 B ... 1 TiB, for the log: e.g.
+// "NCCL's algorithms from 1 B, CollNet from 16384 B".
+std::string describe(const std::function<bool(size_t)>& collnet);
 
 // Applies the decision to NCCL's cost table (float[numAlgo][numProto]).
 void apply(Choice c, float** cost_table, int num_algo, int num_proto);

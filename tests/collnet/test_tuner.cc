@@ -22,35 +22,50 @@ struct Table {
   float chain() const { return t[nccl::kNcclAlgoCollNetChain][nccl::kNcclProtoSimple]; }
 };
 
+constexpr int kAllReduce = nccl::kNcclFuncAllReduce;
+
 TEST(Tuner, PicksCollNetInsideTheRange) {
   TunerPolicy p{1024, 1 << 20, 4};
-  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 4096, true, true, true), Choice::kCollNetChain);
-  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 1024, true, true, true), Choice::kCollNetChain);
-  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 1 << 20, true, true, true), Choice::kCollNetChain);
-  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 512, true, true, true), Choice::kNotCollNet);
-  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, (1 << 20) + 1, true, true, true),
-            Choice::kNotCollNet);
-  p.max_bytes = 0;  // unlimited
-  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, size_t(1) << 40, true, true, true),
-            Choice::kCollNetChain);
+  EXPECT_EQ(decide(p, kAllReduce, 4096, true, std::nullopt), Choice::kCollNetChain);
+  EXPECT_EQ(decide(p, kAllReduce, 1024, true, std::nullopt), Choice::kCollNetChain);
+  EXPECT_EQ(decide(p, kAllReduce, 1 << 20, true, std::nullopt), Choice::kCollNetChain);
+  EXPECT_EQ(decide(p, kAllReduce, 512, true, std::nullopt), Choice::kNotCollNet);
+  EXPECT_EQ(decide(p, kAllReduce, (1 << 20) + 1, true, std::nullopt), Choice::kNotCollNet);
+  p.max_bytes = 0;  // no upper limit, but min_bytes still makes the range the operator's
+  EXPECT_EQ(decide(p, kAllReduce, size_t(1) << 40, true, std::nullopt), Choice::kCollNetChain);
+  EXPECT_EQ(decide(p, kAllReduce, 512, true, std::nullopt), Choice::kNotCollNet);
+}
+
+TEST(Tuner, TheOperatorsRangeOverridesTheMeasuredModel) {
+  const TunerPolicy p{1024, 1 << 20, 4};
+  EXPECT_EQ(decide(p, kAllReduce, 4096, true, false), Choice::kCollNetChain);
+  EXPECT_EQ(decide(p, kAllReduce, 512, true, true), Choice::kNotCollNet);
+  EXPECT_EQ(decide(TunerPolicy{0, 4096, 4}, kAllReduce, 8192, true, true), Choice::kNotCollNet);
+}
+
+TEST(Tuner, WithoutARangeTheMeasuredModelDecides) {
+  const TunerPolicy p{0, 0, 4};
+  EXPECT_EQ(decide(p, kAllReduce, 4096, true, true), Choice::kCollNetChain);
+  EXPECT_EQ(decide(p, kAllReduce, 4096, true, false), Choice::kNotCollNet);
+  // No model (several ranks per node, or none published): CollNet at every size.
+  EXPECT_EQ(decide(p, kAllReduce, 4, true, std::nullopt), Choice::kCollNetChain);
+  EXPECT_EQ(decide(p, kAllReduce, size_t(1) << 40, true, std::nullopt), Choice::kCollNetChain);
 }
 
 TEST(Tuner, HarmlessWithoutCollNet) {
   const TunerPolicy p{0, 0, 4};
-  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 4096, false, true, true), Choice::kLeave);
-  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 4096, true, false, true), Choice::kLeave);
-  EXPECT_EQ(decide(p, 2 /* AllGather */, 4096, true, true, true), Choice::kLeave);
-  EXPECT_EQ(decide(TunerPolicy{0, 0, 1}, nccl::kNcclFuncAllReduce, 4096, true, true, true),
-            Choice::kLeave);
+  EXPECT_EQ(decide(p, kAllReduce, 4096, false, true), Choice::kLeave);
+  EXPECT_EQ(decide(p, kAllReduce, 4096, false, false), Choice::kLeave);
+  EXPECT_EQ(decide(p, 2 /* AllGather */, 4096, true, true), Choice::kLeave);
+  EXPECT_EQ(decide(TunerPolicy{0, 0, 1}, kAllReduce, 4096, true, true), Choice::kLeave);
 }
 
-TEST(Tuner, SteersAwayFromCollNetWithoutAggregatorCapacity) {
-  // Connected, but every comm failed over (or sends everything over the ring): CollNet would
-  // only run the worker ring, so NCCL's Ring is preferred, whatever the size.
-  const TunerPolicy p{0, 0, 4};
-  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 4096, true, true, false), Choice::kNotCollNet);
-  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 1 << 26, true, true, false), Choice::kNotCollNet);
-  EXPECT_EQ(decide(p, nccl::kNcclFuncAllReduce, 4096, true, false, false), Choice::kLeave);
+TEST(Tuner, DescribeNamesWhereTheChoiceChanges) {
+  EXPECT_EQ(describe([](size_t b) { return b >= 4096; }),
+            "NCCL's algorithms from 1 B, CollNet from 4096 B");
+  EXPECT_EQ(describe([](size_t) { return true; }), "CollNet from 1 B");
+  EXPECT_EQ(describe([](size_t b) { return b >= 64 && b < (size_t{1} << 30); }),
+            "NCCL's algorithms from 1 B, CollNet from 64 B, NCCL's algorithms from 1073741824 B");
 }
 
 TEST(Tuner, ApplyEditsOnlyCollNetChainSimple) {

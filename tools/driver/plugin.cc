@@ -174,6 +174,7 @@ Status load_plugin(const std::string& name_in, LoadedPlugin* out) {
     out->collnet =
         static_cast<const nccl::ncclCollNet_v11_t*>(dlsym(out->lib, "ncclCollNetPlugin_v11"));
   }
+  out->tuner = static_cast<const nccl::ncclTuner_v5_t*>(dlsym(out->lib, "ncclTunerPlugin_v5"));
   return Status::Ok();
 }
 
@@ -182,6 +183,7 @@ void unload_plugin(LoadedPlugin* p) {
   p->lib = nullptr;
   p->net = nullptr;
   p->collnet = nullptr;
+  p->tuner = nullptr;
 }
 
 }  // namespace conflux::driver

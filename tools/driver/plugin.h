@@ -8,6 +8,7 @@
 
 #include "driver/status.h"
 #include "nccl/net_v11.h"
+#include "nccl/tuner_v5.h"
 
 namespace conflux::driver {
 
@@ -21,6 +22,7 @@ struct LoadedPlugin {
   std::vector<std::string> collnet_versions;         // every ncclCollNetPlugin_vN present
   const nccl::ncclNet_v11_t* net = nullptr;          // set when ncclNetPlugin_v11 is used
   const nccl::ncclCollNet_v11_t* collnet = nullptr;  // set when ncclCollNetPlugin_v11 exists
+  const nccl::ncclTuner_v5_t* tuner = nullptr;       // ncclTunerPlugin_v5, if the library has it
 };
 
 // dlopen(RTLD_NOW | RTLD_LOCAL) by NCCL_NET_PLUGIN rules: `name` as given, then (if it is a
@@ -28,7 +30,8 @@ struct LoadedPlugin {
 // "libnccl-net.so". Looks up ncclNetPlugin_v11, v10 ... v6 (NCCL's order, first wins) and
 // only then ncclCollNetPlugin_v11 ... v6. Errors: not found / not loadable, no Net symbol
 // (NCCL rejects such a library even if it has CollNet), or a first Net symbol other than v11
-// (this driver calls v11 only). CollNet symbols other than v11 leave `collnet` null.
+// (this driver calls v11 only). CollNet symbols other than v11 leave `collnet` null. NCCL
+// also takes ncclTunerPlugin_v5 from the net plugin's library when NCCL_TUNER_PLUGIN is unset.
 Status load_plugin(const std::string& name, LoadedPlugin* out);
 void unload_plugin(LoadedPlugin* p);
 

@@ -21,6 +21,7 @@
 #include "driver/plugin.h"
 #include "driver/rank_setup.h"
 #include "driver/report.h"
+#include "driver/tuner_check.h"
 
 namespace conflux::driver {
 namespace {
@@ -120,6 +121,11 @@ struct RankRun {
       note(std::string(mode_name(mode)) + ": CollNet not used (NCCL would fall back to its " +
            "ring); table skipped");
       return close_comm(&ring);
+    }
+    if (plugin.tuner != nullptr) {
+      std::string choices;
+      DRV_TRY(check_tuner(plugin.tuner, id, nranks, &bs, &choices));
+      note("tuner (every rank alike): AllReduce by " + choices);
     }
     if (cs.device_name() != dev.name) {
       note("warning: CollNet device 0 is named '" + cs.device_name() + "' but net device 0 '" +

@@ -1,0 +1,54 @@
+// PathModel: how long an AllReduce of S bytes takes through CollNet (the aggregators plus the
+// worker ring's share) and over NCCL's own ring on the same links, from figures every rank of
+// the communicator agreed at connect. The tuner compares the two (tuner/tuner.h).
+//
+// Why only agreed figures: NCCL needs every rank to choose the same algorithm for a
+// collective, and gives the tuner no way to talk to the other ranks nor a collective index at
+// which to switch. Figures fixed at connect and identical on every rank give identical
+// choices; anything a rank measures later, or alone, could not.
+//
+// The model (n ranks, link L, the aggregators' capacity R for this job, split fraction f,
+// c = 2(n-1)/n a ring's link bytes per byte reduced):
+//   CollNet: the aggregators take a = S(1-f) (all of S when the ring's share would be under
+//            min_ring_bytes, split.h), starting after `collnet_s`, the measured time of a
+//            one-element AllReduce; the ring's share starts after its 2(n-1) hops; both share
+//            the link, and the aggregators receive n·a:
+//              T = max(collnet_s, S-a > 0 ? 2(n-1)·hop : 0) + max(n·a/R, (a + c(S-a))/L)
+//   Ring:      T = 2(n-1)·hop + c·S/L
+// CollNet wins only if strictly faster, so a job whose CollNet would run everything over our
+// worker ring (f = 1) gets NCCL's ring, which pipelines better.
+//
+// The registry keeps the model of every connected CollNet communicator by NCCL's commId (the
+// value both the v11 CollNet init and the v5 tuner init receive). Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace conflux::collnet {
+
+struct PathModel {
+  int nranks = 0;
+  double link_Bps = 0;        // the slowest link any rank reported, bytes/s
+  double capacity_Bps = 0;    // R: what the aggregators take for this job, bytes/s
+  double ring_fraction = 0;   // the split at connect
+  size_t min_ring_bytes = 0;  // a smaller ring share goes through the aggregators
+  double hop_s = 0;           // one hop of the worker ring (the slowest rank's measure)
+  double collnet_s = 0;       // a one-element AllReduce through CollNet (the slowest rank's)
+
+  // Every figure the model needs is known (a 1-rank job or a failed measure has none).
+  bool complete() const;
+  double collnet_time(size_t bytes) const;
+  double ring_time(size_t bytes) const;
+  bool collnet_wins(size_t bytes) const { return collnet_time(bytes) < ring_time(bytes); }
+};
+
+// Publishes `m` for NCCL communicator `comm_id`, owned by `owner` (a CollComm), until
+// withdraw(owner).
+void publish_model(uint64_t comm_id, const void* owner, const PathModel& m);
+void withdraw_model(const void* owner);
+// The models published for `comm_id` whose nranks is `nranks`, in publication order.
+std::vector<PathModel> published_models(uint64_t comm_id, int nranks);
+
+}  // namespace conflux::collnet
