@@ -17,7 +17,8 @@ bool Progress::poll_control(int64_t now) {
     if (failed_) {
       return work;
     }
-    const std::string who = "aggregator " + g.j.info.endpoint.to_string();
+    // Named only when it fails: this runs every progress round.
+    const auto who = [&g] { return "aggregator " + g.j.info.endpoint.to_string(); };
     for (;;) {
       proto::ControlMsg m;
       std::string err;
@@ -27,7 +28,7 @@ bool Progress::poll_control(int64_t now) {
       }
       if (rx != ControlChannel::Rx::kMessage) {
         g.alive = false;
-        fail_engine(who + " " + err, idx);
+        fail_engine(who() + " " + err, idx);
         return true;
       }
       work = true;
@@ -40,7 +41,7 @@ bool Progress::poll_control(int64_t now) {
         on_grant(gi, *c);
       } else if (const auto* s = std::get_if<proto::Shutdown>(&m)) {
         g.alive = false;
-        fail_engine(who + " shut down" +
+        fail_engine(who() + " shut down" +
                         (s->reason == 1   ? " (draining)"
                          : s->reason == 0 ? ""
                                           : " (reason " + std::to_string(s->reason) + ")"),
@@ -48,14 +49,14 @@ bool Progress::poll_control(int64_t now) {
         return true;
       } else if (const auto* e = std::get_if<proto::Error>(&m)) {
         g.alive = false;
-        fail_engine(who + " reported an error: " + std::string(proto::status_name(e->status)) +
+        fail_engine(who() + " reported an error: " + std::string(proto::status_name(e->status)) +
                         (e->text.empty() ? "" : " (" + e->text + ")"),
                     idx);
         return true;
       } else {
         g.alive = false;
         fail_engine(
-            who + " sent an unexpected " + std::string(proto::msg_type_name(proto::msg_type(m))),
+            who() + " sent an unexpected " + std::string(proto::msg_type_name(proto::msg_type(m))),
             idx);
         return true;
       }
@@ -65,17 +66,17 @@ bool Progress::poll_control(int64_t now) {
       g.next_heartbeat_ns = now + ns(cfg.heartbeat_interval);
       if (!g.j.ctl->send(proto::Heartbeat{static_cast<uint64_t>(now)}, &err)) {
         g.alive = false;
-        fail_engine(who + ": " + err, idx);
+        fail_engine(who() + ": " + err, idx);
         return true;
       }
     } else if (g.j.ctl->want_write() && !g.j.ctl->flush(&err)) {
       g.alive = false;
-      fail_engine(who + ": " + err, idx);
+      fail_engine(who() + ": " + err, idx);
       return true;
     }
     const int64_t silent = now - g.last_heard_ns;
     if (silent > ns(cfg.aggregator_timeout)) {
-      fail_engine(who + " stopped answering for " + std::to_string(silent / kMs) + " ms", idx);
+      fail_engine(who() + " stopped answering for " + std::to_string(silent / kMs) + " ms", idx);
       return true;
     }
   }
