@@ -37,11 +37,21 @@ void apply(Choice c, float** cost_table, int num_algo, int num_proto) {
   if (num_algo <= nccl::kNcclAlgoCollNetChain || num_proto <= nccl::kNcclProtoSimple) return;
   auto* table = reinterpret_cast<float*>(cost_table);
   const auto at = [&](int algo, int proto) -> float& { return table[algo * num_proto + proto]; };
+  float& chain = at(nccl::kNcclAlgoCollNetChain, nccl::kNcclProtoSimple);
   if (c == Choice::kCollNetChain) {
-    at(nccl::kNcclAlgoCollNetChain, nccl::kNcclProtoSimple) = 0.0f;
-  } else {
-    at(nccl::kNcclAlgoCollNetChain, nccl::kNcclProtoSimple) = nccl::kNcclAlgoProtoIgnore;
+    chain = 0.0f;
+    return;
   }
+  for (int a = 0; a < num_algo; ++a) {
+    for (int p = 0; p < num_proto; ++p) {
+      if (&at(a, p) != &chain && at(a, p) != nccl::kNcclAlgoProtoIgnore) {
+        chain = nccl::kNcclAlgoProtoIgnore;
+        return;
+      }
+    }
+  }
+  // CollNetChain is all NCCL may use (NCCL_ALGO=allreduce:collnetchain): leave it, or NCCL
+  // would find no algorithm at all.
 }
 
 }  // namespace conflux::tuner

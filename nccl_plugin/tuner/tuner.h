@@ -46,7 +46,9 @@ Choice decide(const TunerPolicy& p, int coll_type, size_t nbytes, bool collnet_o
 // "NCCL's algorithms from 1 B, CollNet from 16384 B".
 std::string describe(const std::function<bool(size_t)>& collnet);
 
-// Applies the decision to NCCL's cost table (float[numAlgo][numProto]).
+// Applies the decision to NCCL's cost table (float[numAlgo][numProto]). kNotCollNet leaves
+// CollNetChain/Simple alone when it is the only entry available (NCCL_ALGO forcing it), so
+// NCCL never finds no algorithm; the table is the same on every rank, so is that exception.
 void apply(Choice c, float** cost_table, int num_algo, int num_proto);
 
 }  // namespace conflux::tuner

@@ -77,6 +77,16 @@ TEST(Tuner, ApplyEditsOnlyCollNetChainSimple) {
   apply(Choice::kNotCollNet, b.ptr(), kAlgos, kProtos);
   EXPECT_EQ(b.chain(), -1.0f);
   EXPECT_EQ(b.t[nccl::kNcclAlgoRing][nccl::kNcclProtoSimple], 10.0f);
+  // NCCL_ALGO=allreduce:collnetchain: every other entry is -1, so CollNetChain stays.
+  Table only;
+  for (auto& row : only.t)
+    for (float& v : row) v = -1.0f;
+  only.t[nccl::kNcclAlgoCollNetChain][nccl::kNcclProtoSimple] = 7.0f;
+  apply(Choice::kNotCollNet, only.ptr(), kAlgos, kProtos);
+  EXPECT_EQ(only.chain(), 7.0f);
+  only.t[nccl::kNcclAlgoRing][0] = 3.0f;  // one other entry (Ring/LL) is enough
+  apply(Choice::kNotCollNet, only.ptr(), kAlgos, kProtos);
+  EXPECT_EQ(only.chain(), -1.0f);
   Table c;
   apply(Choice::kLeave, c.ptr(), kAlgos, kProtos);
   EXPECT_EQ(c.chain(), 10.0f);
