@@ -72,6 +72,7 @@ struct Config {
   int64_t multicast_ttl = 1;
   std::string multicast_interface = "";
   int64_t multicast_probe_ms = 1000;
+  bool multicast_flood_unicast = true;
   // Not in the parameter table: only a TOML file holds tenants (each a table of its own).
   std::vector<Tenant> tenants;
 

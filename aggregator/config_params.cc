@@ -186,6 +186,11 @@ const std::array kRows = {
     Row{{"multicast_probe_ms", ParamType::kInt,
          "multicast = auto: every rank must confirm the group probe within this time", 50, 60000},
         &Config::multicast_probe_ms},
+    Row{{"multicast_flood_unicast", ParamType::kBool,
+         "dataplane udp: when multicast reaches this host unasked (the network floods it to "
+         "every port) at 5 % of the line rate for 2 s, send each multicast job's results by "
+         "unicast where the fan-out fits the line rate"},
+        &Config::multicast_flood_unicast},
 };
 
 const std::vector<ParamInfo>& infos() {

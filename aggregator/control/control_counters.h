@@ -50,6 +50,8 @@ struct ControlCounters {
   Counter metrics_requests;         // HTTP requests served
   Counter multicast_groups_in_use;  // gauge: groups held by live jobs (SPEC §8)
   Counter multicast_decisions[2];   // jobs decided, [0] unicast, [1] multicast
+  Counter multicast_unasked_mbps;   // gauge: multicast reaching this host unasked (flooded)
+  Counter multicast_flood_unicast;  // multicast jobs moved to unicast for a flooding network
 };
 
 }  // namespace conflux::agg

@@ -73,7 +73,7 @@ ControlPlane::ControlPlane(const Config& cfg, JobTable& jobs, const Dataplane& d
       dataplane_(dp),
       uplink_(make_uplink(cfg, dp)),
       multicast_(cfg, dp, dp.ports(), counters_),
-      manager_(cfg, jobs, dp.ports(), counters_, uplink_.get(), &multicast_) {
+      manager_(cfg, jobs, dp, counters_, uplink_.get(), &multicast_) {
   const auto mbps = [](int64_t v) {
     return static_cast<uint32_t>(std::min<int64_t>(v, UINT32_MAX));
   };

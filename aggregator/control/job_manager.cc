@@ -21,15 +21,17 @@ std::string tenant_label(std::string_view name) {
 
 }  // namespace
 
-JobManager::JobManager(const Config& cfg, JobTable& jobs, std::vector<uint16_t> ports,
+JobManager::JobManager(const Config& cfg, JobTable& jobs, const Dataplane& dp,
                        ControlCounters& counters, UplinkClient* uplink,
                        MulticastAgreement* multicast)
     : cfg_(cfg),
       jobs_(jobs),
-      ports_(std::move(ports)),
+      dp_(dp),
+      ports_(dp.ports()),
       counters_(counters),
       multicast_(multicast),
       uplink_(uplink) {
+  inet_pton(AF_INET, cfg_.listen.c_str(), &listen_addr_);  // checked at load
   if (multicast_ != nullptr && uplink_ != nullptr) {
     multicast_->set_on_multicast([this](Job& job, const std::vector<ConnId>& conns,
                                         JoinOutbox& out) { go_straight_down(job, conns, out); });
@@ -559,11 +561,72 @@ void JobManager::sample_rates(Clock::time_point now) {
   const double dt = std::chrono::duration<double>(now - last_sample_).count();
   if (dt < 1.0) return;
   last_sample_ = now;
+  // What arrived in this namespace because this daemon asked for it: every datagram its
+  // dataplane received (contributions, a parent's results, strays).
+  uint64_t in_bytes = 0, in_packets = 0;
+  for (unsigned q = 0; q < dp_.n_queues(); ++q) {
+    in_bytes += dp_.counters(q).bytes_in.get();
+    in_packets += dp_.counters(q).packets_in.get();
+  }
+  const uint64_t asked =
+      in_bytes - dp_in_bytes_ + MulticastFlood::kHeaderBytes * (in_packets - dp_in_packets_);
+  dp_in_bytes_ = in_bytes;
+  dp_in_packets_ = in_packets;
+  double egress = 0;
+  // The flood is worth watching only while a job here is multicast, and can be told only
+  // while no worker shares this network namespace (its results and ring would count too).
+  bool multicast = false, local = false;
+  for (auto& [key, a] : active_) {
+    multicast = multicast || a.job->multicast();
+    for (const sockaddr_in& w : a.job->params().workers) local = local || is_local(w);
+  }
   for (auto& [key, a] : active_) {
     uint64_t bytes = 0;
     for (unsigned q = 0; q < a.job->n_queues(); ++q) bytes += a.job->counters(q).result_bytes.get();
-    a.job->set_result_mbps(static_cast<double>(bytes - a.result_bytes) * 8 / 1e6 / dt);
+    const double mbps = static_cast<double>(bytes - a.result_bytes) * 8 / 1e6 / dt;
+    a.job->set_result_mbps(mbps);
+    egress += mbps;
     a.result_bytes = bytes;
+  }
+  flood_to_unicast(multicast && !local, asked, dt, egress);
+}
+
+bool JobManager::is_local(const sockaddr_in& a) const {
+  const uint32_t ip = ntohl(a.sin_addr.s_addr);
+  return (ip >> 24) == 127 || a.sin_addr.s_addr == listen_addr_.s_addr;
+}
+
+void JobManager::flood_to_unicast(bool watch, uint64_t asked_bytes, double seconds,
+                                  double egress_mbps) {
+  const bool was = flood_.flooding();
+  const double line = capacity_mbps_;
+  const bool flooding =
+      flood_.sample(watch ? read_ip_in_octets() : std::nullopt, asked_bytes, seconds, line);
+  counters_.multicast_unasked_mbps.set(static_cast<uint64_t>(flood_.unasked_mbps() + 0.5));
+  if (uint64_t s = 0; flooding && !was && log_limit_.allow(&s)) {
+    spdlog::warn(
+        "{:.0f} Mbit/s reach this host unasked (for 2 s, beyond what this daemon received and "
+        "multicast): the network floods multicast to every port (a switch without IGMP "
+        "snooping?){} ({} similar suppressed)",
+        flood_.unasked_mbps(),
+        cfg_.multicast_flood_unicast ? "; multicast jobs go unicast where the fan-out fits"
+                                     : " (multicast_flood_unicast = false: nothing changes)",
+        s);
+  }
+  if (!flooding || !cfg_.multicast_flood_unicast) return;
+  for (auto& [key, a] : active_) {
+    Job& job = *a.job;
+    if (!job.multicast()) continue;
+    const auto members = static_cast<uint32_t>(job.params().members.size());
+    if (!MulticastFlood::unicast_fits(egress_mbps, members, job.result_mbps(), line)) continue;
+    job.set_multicast(false);  // for good: back on the group, its flood on the others returns
+    egress_mbps += (members - 1) * job.result_mbps();
+    counters_.multicast_flood_unicast.inc();
+    spdlog::info(
+        "job {} (key {:016x}): results by unicast from now on: the network floods multicast "
+        "({:.0f} Mbit/s unasked here), and the fan-out to its {} ranks fits the line rate ({:.0f} "
+        "of {:.0f} Mbit/s)",
+        a.job_id, key, flood_.unasked_mbps(), members, egress_mbps, line);
   }
 }
 

@@ -24,6 +24,7 @@
 #include "aggregator/config.h"
 #include "aggregator/control/control_counters.h"
 #include "aggregator/control/multicast_agreement.h"
+#include "aggregator/control/multicast_flood.h"
 #include "aggregator/engine/job_table.h"
 #include "aggregator/tree/uplink_client.h"
 #include "aggregator/util/rate_limit.h"
@@ -58,9 +59,9 @@ class JobManager {
  public:
   // `uplink`: this leaf's link to its parent aggregator, or null (no parent: depth 1).
   // `multicast` (may be null: unicast only) grants and agrees the jobs' groups (SPEC §8).
-  JobManager(const Config& cfg, JobTable& jobs, std::vector<uint16_t> ports,
-             ControlCounters& counters, UplinkClient* uplink = nullptr,
-             MulticastAgreement* multicast = nullptr);
+  // `dp`: its ports are the jobs' data ports; its counters tell what it received.
+  JobManager(const Config& cfg, JobTable& jobs, const Dataplane& dp, ControlCounters& counters,
+             UplinkClient* uplink = nullptr, MulticastAgreement* multicast = nullptr);
 
   // Handles what the UplinkClient reports (call when its event fd is readable).
   void on_uplink_events(JoinOutbox& out);
@@ -158,13 +159,19 @@ class JobManager {
   size_t regrant_except(std::optional<uint64_t> changed, proto::CapacityReason why,
                         JoinOutbox& out);
 
-  void sample_rates(Clock::time_point now);  // each job's achieved result rate (metrics)
+  // Each job's achieved result rate (metrics, grants); then whether the network floods
+  // multicast here, and if so which multicast jobs go unicast (multicast_flood.h).
+  void sample_rates(Clock::time_point now);
+  // `watch`: a job here is multicast and none has a worker on this host.
+  void flood_to_unicast(bool watch, uint64_t asked_bytes, double seconds, double egress_mbps);
+  bool is_local(const sockaddr_in& a) const;  // 127/8 or this daemon's listen address
   // Leaf: the job's members agreed on its multicast group; when the parent takes DirectDown,
   // tell every member the parent's data address (ResultSource), then ask the parent.
   void go_straight_down(Job& job, const std::vector<ConnId>& conns, JoinOutbox& out);
 
   const Config& cfg_;
   JobTable& jobs_;
+  const Dataplane& dp_;
   std::vector<uint16_t> ports_;
   ControlCounters& counters_;
   MulticastAgreement* multicast_;
@@ -176,6 +183,10 @@ class JobManager {
   uint32_t capacity_mbps_ = 0;
   bool direct_results_ = false;
   Clock::time_point last_sample_{};
+  MulticastFlood flood_;
+  in_addr listen_addr_{};     // cfg_.listen
+  uint64_t dp_in_bytes_ = 0;  // the dataplane's bytes and datagrams in, at the last sample
+  uint64_t dp_in_packets_ = 0;
   RateLimiter log_limit_;  // every line a client can trigger (SPEC: no client floods the log)
 };
 

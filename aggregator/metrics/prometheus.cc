@@ -267,6 +267,13 @@ void control_metrics(Writer& w, const ControlCounters& cc) {
            cc.multicast_decisions[0].get());
   w.sample("conflux_multicast_decisions_total", "mode=\"multicast\"",
            cc.multicast_decisions[1].get());
+  one("conflux_multicast_unasked_mbps", "gauge",
+      "IPv4 bytes that reached this host's network namespace over the last second beyond what "
+      "the daemon received and multicast, Mbit/s: multicast the network floods here.",
+      cc.multicast_unasked_mbps);
+  one("conflux_multicast_flood_unicast_total", "counter",
+      "Multicast jobs moved to unicast because the network floods multicast to this host.",
+      cc.multicast_flood_unicast);
 }
 
 // What `conflux status` shows of the daemon itself: version, backend, threads, uptime.

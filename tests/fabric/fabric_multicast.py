@@ -7,6 +7,11 @@ fabric of bench/fabric, one namespace per host and a Linux bridge as the switch.
      nftables rule, as behind a switch that does not forward the group): that rank cannot hear
      the probe, so every rank uses unicast for the aggregator (one unicast decision), each rank
      logs the choice once with the reason, and every result is still verified.
+  3. 2 workers striped over 2 aggregators at the workers' rate, each with a multicast range:
+     the bridge floods each aggregator's group to the other, whose link then carries those
+     results on top of its contributions. Each daemon must notice (multicast reaching it
+     unasked) and move the job to unicast (conflux_multicast_flood_unicast_total 1), every
+     result verified.
 Usage: fabric_multicast.py HARNESS [harness binary flags...]. Exit 0 pass, 1 fail, 77 skipped."""
 import os
 import re
@@ -20,11 +25,14 @@ DAEMON_RE = re.compile(r"^# confluxd a0: bytes in (\d+) out (\d+), .* jobs by mu
                        r"by unicast (\d+)$", re.M)
 
 
-def run(harness, bin_flags, prefix, extra):
+FAT = ["--workers", "3", "--topologies", "fat", "--minbytes", "4", "--maxbytes", "1M",
+       "--iters", "3"]
+
+
+def run(harness, bin_flags, prefix, extra, shape=FAT):
     out_dir = tempfile.mkdtemp(prefix="fabric-multicast-")
-    argv = [sys.executable, harness, *bin_flags, "--prefix", prefix, "--workers", "3",
-            "--rate", "400", "--topologies", "fat", "--systems", "conflux", "--minbytes", "4",
-            "--maxbytes", "1M", "--iters", "3", "--warmup", "1", "--check-seconds", "1",
+    argv = [sys.executable, harness, *bin_flags, "--prefix", prefix, *shape,
+            "--rate", "400", "--systems", "conflux", "--warmup", "1", "--check-seconds", "1",
             "--agg-arg=--multicast-range=239.77.0.0/16", "--env", "NCCL_DEBUG=INFO",
             "--out", out_dir, *extra]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
@@ -34,10 +42,12 @@ def run(harness, bin_flags, prefix, extra):
         sys.exit(skip("the harness skipped"))
     if r.returncode != 0 or not out.rstrip().endswith("verified: all results correct"):
         fail(f"harness exit code {r.returncode}, not verified", out)
+    logs = re.search(r"logs in (\S+)", out).group(1)
+    if shape is not FAT:
+        return out, [], logs
     m = DAEMON_RE.search(out)
     if not m:
         fail("no confluxd byte/decision line", out)
-    logs = re.search(r"logs in (\S+)", out).group(1)
     return out, [int(x) for x in m.groups()], logs
 
 
@@ -73,7 +83,28 @@ def main():
         if len(lines) != 1 or "rank 2 did not receive the probe" not in lines[0]:
             fail(f"{name}: want one 'results by unicast' line naming rank 2", text)
     print(f"fabric_multicast: deaf rank 2 -> every rank by unicast, {b_out} B out for {b_in} B "
-          "in; PASS")
+          "in")
+
+    # About 6 s of 64 MiB AllReduces: the daemons sample once a second and need two periods
+    # in a row over 5 % of the line rate.
+    striped = ["--workers", "2", "--topologies", "striped", "--minbytes", "64M", "--maxbytes",
+               "64M", "--iters", "4"]
+    out, _, logs = run(harness, bin_flags, prefix, [], shape=striped)
+    d = os.path.join(logs, "lossless")
+    for agg in ("a1", "a2"):
+        metrics = [f for f in os.listdir(d) if re.match(rf"\d+-metrics-{agg}\.log$", f)]
+        if len(metrics) != 1:
+            fail(f"want one metrics log of {agg}, got {metrics}", out)
+        text = open(os.path.join(d, metrics[0])).read()
+        moved = re.search(r"^conflux_multicast_flood_unicast_total (\d+)$", text, re.M)
+        if not moved or int(moved.group(1)) != 1:
+            fail(f"{agg}: want conflux_multicast_flood_unicast_total 1", text)
+        log = open(os.path.join(d, next(f for f in os.listdir(d)
+                                        if re.match(rf"\d+-confluxd-{agg}\.log$", f)))).read()
+        if "the network floods multicast to every port" not in log:
+            fail(f"{agg}: no warning that the network floods multicast", log)
+    print("fabric_multicast: striped over 2 flooded aggregators -> both moved the job to "
+          "unicast; PASS")
     return 0
 
 
