@@ -109,8 +109,8 @@ TEST(EngineCongestion, NoNeedlessResendsBehindAFullWindowAfterIdleGaps) {
   o.result_bytes_per_s = 128'000;
   FakeAggregator agg(o);
   auto es = engines(agg, 2, [](ClientConfig& c) {
-    c.rto_initial = 20ms;
-    c.rto_min = 5ms;
+    c.rto_initial = 40ms;
+    c.rto_min = 20ms;
     c.rto_max = 200ms;
   });
   const auto totals = [&] {
