@@ -128,8 +128,14 @@ DropReason SlotEngine::on_job_contrib(Job& job, const DataHeader& h, const uint8
 }
 
 proto::DataMac& SlotEngine::KeyedMac::keyed(uint64_t job_id, const proto::DataKey& key) {
-  if (job != job_id) job = mac.set_key(key) ? job_id : 0;
-  return mac;
+  for (size_t i = 0; i < kEntries; ++i) {
+    if (jobs[i] == job_id && job_id != 0) return macs[i];
+  }
+  const size_t i = next;
+  next = (next + 1) % kEntries;
+  ++rekeys;
+  jobs[i] = macs[i].set_key(key) ? job_id : 0;
+  return macs[i];
 }
 
 namespace {

@@ -7,6 +7,7 @@
 
 #include <netinet/in.h>
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -56,6 +57,8 @@ class SlotEngine final {
 
   unsigned queue() const { return queue_; }
   QueueCounters& counters() { return counters_; }
+  // Data MAC keys made on this queue (tests: each job is keyed once while a few interleave).
+  uint64_t mac_rekeys() const { return mac_.rekeys + up_mac_.rekeys + direct_mac_.rekeys; }
 
  private:
   // on_contrib once the job, token, MAC and source are right (counted as the job's traffic).
@@ -83,10 +86,16 @@ class SlotEngine final {
   // for `rank` (kAllRanks: every rank but `except`).
   void emit(Job& job, const Bank& b, const proto::DataHeader& h, int32_t rank, uint16_t flags,
             ResultBatch& out, int32_t except = -1);
-  // A data MAC context and the job it is keyed for: re-keyed only when the job changes.
+  // Data MAC contexts and the jobs they are keyed for (a job id, or for a child's key
+  // job id << 32 | rank + 1; 0: none). Keying costs an AES key schedule and the GHASH key, so
+  // the last kEntries keys stay: datagrams of a few jobs interleaved on one queue, or a parent
+  // signing for several children, do not re-key per datagram. Replaced round-robin.
   struct KeyedMac {
-    proto::DataMac mac;
-    uint64_t job = 0;  // 0: none (a job id, or for a child's key job id << 32 | rank + 1)
+    static constexpr size_t kEntries = 4;
+    std::array<proto::DataMac, kEntries> macs;
+    std::array<uint64_t, kEntries> jobs{};
+    size_t next = 0;
+    uint64_t rekeys = 0;  // set_key calls (tests)
     proto::DataMac& keyed(uint64_t job_id, const proto::DataKey& key);
   };
   // A contribution to a job with a data key: signed by its contributor with that key.

@@ -422,6 +422,77 @@ TEST_F(SlotEngineTest, DataMacJobTakesOnlySignedContributionsAndSignsResults) {
   EXPECT_NE(std::memcmp(first_trailer.data() + 4, trailer2 + 4, 8), 0);
 }
 
+// Data MAC with several jobs interleaved on one queue: each job's contributions are checked
+// and its results signed under its own key, and a job is keyed once, not once per datagram,
+// while no more than KeyedMac::kEntries (4) interleave; with more, keys are made again but
+// every result is still signed right.
+TEST_F(SlotEngineTest, DataMacKeysEachOfAFewInterleavedJobsOnce) {
+  struct MacJob {
+    uint32_t id;
+    uint64_t token;
+    proto::DataMac mac;
+    uint64_t seq = 0;
+  };
+  const auto run = [&](int n_jobs, int rounds) {
+    std::vector<std::unique_ptr<MacJob>> js;
+    for (int j = 0; j < n_jobs; ++j) {
+      auto m = std::make_unique<MacJob>();
+      m->id = jobs_.allocate_id();
+      m->token = 0x1000u + static_cast<uint64_t>(j);
+      const proto::DataKey key = proto::derive_data_key("secret", m->id, m->token);
+      EXPECT_TRUE(m->mac.set_key(key));
+      JobParams p;
+      p.id = m->id;
+      p.token = m->token;
+      p.n_workers = 2;
+      p.slots = 4;
+      p.payload_bytes = 64;
+      p.workers = {worker_addr(0), worker_addr(1)};
+      p.mac_key = key;
+      jobs_.publish(std::make_unique<Job>(std::move(p), kQueues));
+      js.push_back(std::move(m));
+    }
+    const auto send = [&](MacJob& m, uint16_t c, uint32_t gen) {
+      DataHeader h = hdr(c, 0, gen);
+      h.job_id = m.id;
+      h.job_token = m.token;
+      h.flags |= proto::kFlagMac;
+      const std::vector<int32_t> v{static_cast<int32_t>(m.id % 1000) + c, 1, 2, 3};
+      std::vector<uint8_t> d =
+          testing::make_datagram(h, {reinterpret_cast<const uint8_t*>(v.data()), 16});
+      d.resize(d.size() + proto::kMacTrailerSize);
+      EXPECT_TRUE(m.mac.sign(d.data(), d.data() + proto::kDataHeaderSize, 16, c, ++m.seq,
+                             d.data() + proto::kDataHeaderSize + 16));
+      return engine_.on_datagram(d, src_of(c), out_);
+    };
+    for (int g = 0; g < rounds; ++g) {
+      out_.clear();
+      for (uint16_t c : {0, 1}) {
+        for (auto& m : js) EXPECT_EQ(send(*m, c, static_cast<uint32_t>(g)), DropReason::kOk);
+      }
+      ASSERT_EQ(out_.size(), js.size());
+      for (size_t i = 0; i < js.size(); ++i) {
+        const MacJob& m = *js[i];
+        const DataHeader h = header_of(i);
+        EXPECT_EQ(h.job_id, m.id);
+        const uint8_t* trailer = out_[i].data + proto::kDataHeaderSize + 16;
+        EXPECT_TRUE(
+            js[i]->mac.verify(out_[i].data, out_[i].data + proto::kDataHeaderSize, 16, trailer))
+            << "job " << i << " round " << g;
+        std::vector<int32_t> sum = result_of(i);
+        sum.resize(4);  // the trailer follows
+        EXPECT_EQ(sum, (std::vector<int32_t>{2 * static_cast<int32_t>(m.id % 1000) + 1, 2, 4, 6}));
+      }
+    }
+    for (auto& m : js) jobs_.retire(m->id);
+  };
+  run(3, 4);  // 24 contributions and 12 results of 3 jobs, interleaved
+  EXPECT_EQ(engine_.mac_rekeys(), 3u);
+  run(5, 2);  // more jobs than kept keys: made again, still right
+  EXPECT_GT(engine_.mac_rekeys(), 3u + 5u);
+  EXPECT_EQ(counters_.drops[int(DropReason::kBadMac)].get(), 0u);
+}
+
 TEST_F(SlotEngineTest, MacOnAJobWithoutAKeyIsDropped) {
   make_job(1, 2);
   DataHeader h = hdr(0, 0, 0);
