@@ -38,6 +38,20 @@ class SlotEngineTest : public ::testing::Test {
     jobs_.publish(std::make_unique<Job>(std::move(p), kQueues));
   }
 
+  // A job of 2 ranks, 4 slots and 64-byte payloads whose contributions must be signed with
+  // `key` (data MAC, SPEC.md §6), and which signs its results with it.
+  void publish_mac_job(uint32_t id, uint64_t token, const proto::DataKey& key) {
+    JobParams p;
+    p.id = id;
+    p.token = token;
+    p.n_workers = 2;
+    p.slots = 4;
+    p.payload_bytes = 64;
+    p.workers = {worker_addr(0), worker_addr(1)};
+    p.mac_key = key;
+    jobs_.publish(std::make_unique<Job>(std::move(p), kQueues));
+  }
+
   // Where rank r registered at join (10.0.0.1:5000+r).
   static sockaddr_in worker_addr(uint32_t r) {
     sockaddr_in a{};
@@ -357,15 +371,7 @@ TEST_F(SlotEngineTest, DataMacJobTakesOnlySignedContributionsAndSignsResults) {
   jobs_.retire(id_);
   id_ = jobs_.allocate_id();
   const proto::DataKey key = proto::derive_data_key("secret", id_, 0xfeedULL);
-  JobParams p;
-  p.id = id_;
-  p.token = 0xfeedULL;
-  p.n_workers = 2;
-  p.slots = 4;
-  p.payload_bytes = 64;
-  p.workers = {worker_addr(0), worker_addr(1)};
-  p.mac_key = key;
-  jobs_.publish(std::make_unique<Job>(std::move(p), kQueues));
+  publish_mac_job(id_, 0xfeedULL, key);
   proto::DataMac mac;
   ASSERT_TRUE(mac.set_key(key));
   // A CONTRIB of rank c signed as `sender` (nullopt: no trailer); `tamper` flips a payload bit.
@@ -441,15 +447,7 @@ TEST_F(SlotEngineTest, DataMacKeysEachOfAFewInterleavedJobsOnce) {
       m->token = 0x1000u + static_cast<uint64_t>(j);
       const proto::DataKey key = proto::derive_data_key("secret", m->id, m->token);
       EXPECT_TRUE(m->mac.set_key(key));
-      JobParams p;
-      p.id = m->id;
-      p.token = m->token;
-      p.n_workers = 2;
-      p.slots = 4;
-      p.payload_bytes = 64;
-      p.workers = {worker_addr(0), worker_addr(1)};
-      p.mac_key = key;
-      jobs_.publish(std::make_unique<Job>(std::move(p), kQueues));
+      publish_mac_job(m->id, m->token, key);
       js.push_back(std::move(m));
     }
     const auto send = [&](MacJob& m, uint16_t c, uint32_t gen) {
