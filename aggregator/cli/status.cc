@@ -76,6 +76,7 @@ DaemonStatus query_status(const std::string& address, int interval_ms, int timeo
   d.drops = static_cast<uint64_t>(sum(m, "conflux_dataplane_drops_total"));
   d.retransmits = static_cast<uint64_t>(sum(m, "conflux_dataplane_retransmits_served_total"));
   d.connections = static_cast<uint64_t>(sum(m, "conflux_control_connections"));
+  d.multicast_unasked_mbps = static_cast<uint64_t>(sum(m, "conflux_multicast_unasked_mbps"));
   d.packets_per_s = (sum(m, "conflux_dataplane_packets_in_total") -
                      sum(*first, "conflux_dataplane_packets_in_total")) /
                     dt;
@@ -91,6 +92,7 @@ DaemonStatus query_status(const std::string& address, int interval_ms, int timeo
   const auto jr = by_job(m, "conflux_job_unicast_resends_total");
   const auto grants = by_job(m, "conflux_job_grant_mbps");
   const auto weights = by_job(m, "conflux_job_share_weight");
+  const auto multicast = by_job(m, "conflux_job_multicast");
   std::map<std::string, std::string> tenants;
   for (const Sample& x : m) {
     if (x.name == "conflux_job_share_weight" && x.labels.count("job") && x.labels.count("tenant")) {
@@ -112,6 +114,7 @@ DaemonStatus query_status(const std::string& address, int interval_ms, int timeo
     j.grant_mbps = grants.count(id) ? static_cast<uint64_t>(grants.at(id)) : 0;
     j.share_weight = weights.count(id) ? static_cast<uint64_t>(weights.at(id)) : 1;
     j.tenant = tenants.count(id) ? tenants.at(id) : "";
+    j.multicast = multicast.count(id) && multicast.at(id) > 0;
     d.jobs.push_back(j);
   }
   d.ok = d.health == "ok";
@@ -135,12 +138,19 @@ std::string status_table(const std::vector<DaemonStatus>& all) {
         d.address, d.ok ? (d.draining ? "draining" : "ok") : d.health, d.version, d.dataplane,
         d.threads, d.uptime_s, d.jobs_active, d.slots_in_use, d.packets_per_s, d.bytes_per_s,
         d.drops, d.retransmits);
+    if (d.multicast_unasked_mbps > 0) {
+      out += fmt::format(
+          "  {} Mbit/s of multicast reach this host unasked: the network floods it to every "
+          "port (no IGMP snooping?)\n",
+          d.multicast_unasked_mbps);
+    }
     for (const JobStatus& j : d.jobs) {
       out += fmt::format(
           "  job {:<10} workers {:>4}  slots {:>5}  {:>11.0f} pkt/s {:>12.0f} B/s  drops {}  "
-          "retrans {}  grant {} Mbit/s  weight {}{}\n",
+          "retrans {}  grant {} Mbit/s  weight {}{}  results by {}\n",
           j.id, j.workers, j.slots, j.packets_per_s, j.bytes_per_s, j.drops, j.retransmits,
-          j.grant_mbps, j.share_weight, j.tenant.empty() ? "" : " (tenant " + j.tenant + ")");
+          j.grant_mbps, j.share_weight, j.tenant.empty() ? "" : " (tenant " + j.tenant + ")",
+          j.multicast ? "multicast" : "unicast");
     }
   }
   return out;
@@ -159,18 +169,20 @@ std::string status_json(const std::vector<DaemonStatus>& all) {
           "\"threads\": {}, "
           "\"uptime_seconds\": {}, \"jobs_active\": {}, \"slots_in_use\": {}, "
           "\"control_connections\": {}, \"packets_per_second\": {:.1f}, "
-          "\"bytes_per_second\": {:.1f}, \"drops\": {}, \"retransmits_served\": {}, \"jobs\": [",
+          "\"bytes_per_second\": {:.1f}, \"drops\": {}, \"retransmits_served\": {}, "
+          "\"multicast_unasked_mbps\": {}, \"jobs\": [",
           json_string(d.health), d.draining, json_string(d.version), json_string(d.dataplane),
           d.threads, d.uptime_s, d.jobs_active, d.slots_in_use, d.connections, d.packets_per_s,
-          d.bytes_per_s, d.drops, d.retransmits);
+          d.bytes_per_s, d.drops, d.retransmits, d.multicast_unasked_mbps);
       for (size_t k = 0; k < d.jobs.size(); ++k) {
         const JobStatus& j = d.jobs[k];
         out += fmt::format(
             "{}{{\"id\": {}, \"workers\": {}, \"slots\": {}, \"packets_per_second\": {:.1f}, "
             "\"bytes_per_second\": {:.1f}, \"drops\": {}, \"retransmits_served\": {}, "
-            "\"grant_mbps\": {}, \"share_weight\": {}, \"tenant\": {}}}",
+            "\"grant_mbps\": {}, \"share_weight\": {}, \"tenant\": {}, \"results\": {}}}",
             k ? ", " : "", json_string(j.id), j.workers, j.slots, j.packets_per_s, j.bytes_per_s,
-            j.drops, j.retransmits, j.grant_mbps, j.share_weight, json_string(j.tenant));
+            j.drops, j.retransmits, j.grant_mbps, j.share_weight, json_string(j.tenant),
+            json_string(j.multicast ? "multicast" : "unicast"));
       }
       out += "]";
     }

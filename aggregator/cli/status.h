@@ -18,7 +18,8 @@ struct JobStatus {
   uint64_t retransmits = 0;  // results served again
   uint64_t grant_mbps = 0;   // its fair share of the daemon's bandwidth (0 = unknown)
   uint64_t share_weight = 1;
-  std::string tenant;  // "" = the shared secret
+  std::string tenant;      // "" = the shared secret
+  bool multicast = false;  // its results go to its multicast group (else unicast fan-out)
 };
 
 struct DaemonStatus {
@@ -30,6 +31,8 @@ struct DaemonStatus {
   uint64_t threads = 0, uptime_s = 0, jobs_active = 0, slots_in_use = 0;
   uint64_t drops = 0, retransmits = 0, connections = 0;
   double packets_per_s = 0, bytes_per_s = 0;
+  // Multicast reaching the daemon's host unasked, Mbit/s: the network floods it there.
+  uint64_t multicast_unasked_mbps = 0;
   std::vector<JobStatus> jobs;
 };
 

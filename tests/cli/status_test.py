@@ -49,6 +49,8 @@ def main():
             assert d["packets_per_second"] >= j["packets_per_second"] * 0.5, d
             assert j["grant_mbps"] == 1000, j  # alone: the whole cap
             assert j["share_weight"] == 3 and j["tenant"] == "research", j
+            assert j["results"] == "unicast", j  # no multicast_range
+            assert d["multicast_unasked_mbps"] == 0, d  # no multicast job to watch for
         table = conflux(cli, "status", *addrs, "--interval-ms", "100")
         assert table.returncode == 0, table.stderr
         lines = table.stdout.splitlines()
@@ -57,8 +59,9 @@ def main():
             (row,) = [l for l in lines if l.startswith(a)]
             assert row.split()[1:4] == ["ok", version, "udp"], row
         assert sum(1 for l in lines if l.strip().startswith("job ")) == 2, table.stdout
-        assert sum(1 for l in lines if "grant 1000 Mbit/s  weight 3 (tenant research)" in l) == 2, \
-            table.stdout
+        assert sum(1 for l in lines
+                   if "grant 1000 Mbit/s  weight 3 (tenant research)  results by unicast" in l) \
+            == 2, table.stdout
     finally:
         stop_job(job)
 
