@@ -1,6 +1,7 @@
 #include "aggregator/control/job_manager.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 
 #include <algorithm>
 
@@ -31,7 +32,20 @@ JobManager::JobManager(const Config& cfg, JobTable& jobs, const Dataplane& dp,
       counters_(counters),
       multicast_(multicast),
       uplink_(uplink) {
-  inet_pton(AF_INET, cfg_.listen.c_str(), &listen_addr_);  // checked at load
+  // This host's addresses (its network namespace's): a worker at one of them shares its
+  // IPv4 counters.
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) == 0) {
+    for (const ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET) {
+        local_addrs_.push_back(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+      }
+    }
+    freeifaddrs(ifs);
+  }
+  in_addr listen{};
+  inet_pton(AF_INET, cfg_.listen.c_str(), &listen);  // checked at load
+  local_addrs_.push_back(listen.s_addr);
   if (multicast_ != nullptr && uplink_ != nullptr) {
     multicast_->set_on_multicast([this](Job& job, const std::vector<ConnId>& conns,
                                         JoinOutbox& out) { go_straight_down(job, conns, out); });
@@ -593,7 +607,8 @@ void JobManager::sample_rates(Clock::time_point now) {
 
 bool JobManager::is_local(const sockaddr_in& a) const {
   const uint32_t ip = ntohl(a.sin_addr.s_addr);
-  return (ip >> 24) == 127 || a.sin_addr.s_addr == listen_addr_.s_addr;
+  return (ip >> 24) == 127 || std::find(local_addrs_.begin(), local_addrs_.end(),
+                                        a.sin_addr.s_addr) != local_addrs_.end();
 }
 
 void JobManager::flood_to_unicast(bool watch, uint64_t asked_bytes, double seconds,
@@ -605,8 +620,8 @@ void JobManager::flood_to_unicast(bool watch, uint64_t asked_bytes, double secon
   counters_.multicast_unasked_mbps.set(static_cast<uint64_t>(flood_.unasked_mbps() + 0.5));
   if (uint64_t s = 0; flooding && !was && log_limit_.allow(&s)) {
     spdlog::warn(
-        "{:.0f} Mbit/s reach this host unasked (for 2 s, beyond what this daemon received and "
-        "multicast): the network floods multicast to every port (a switch without IGMP "
+        "{:.0f} Mbit/s reach this host unasked (for 2 s, beyond what this daemon's dataplane "
+        "received): the network floods multicast to every port (a switch without IGMP "
         "snooping?){} ({} similar suppressed)",
         flood_.unasked_mbps(),
         cfg_.multicast_flood_unicast ? "; multicast jobs go unicast where the fan-out fits"

@@ -164,7 +164,7 @@ class JobManager {
   void sample_rates(Clock::time_point now);
   // `watch`: a job here is multicast and none has a worker on this host.
   void flood_to_unicast(bool watch, uint64_t asked_bytes, double seconds, double egress_mbps);
-  bool is_local(const sockaddr_in& a) const;  // 127/8 or this daemon's listen address
+  bool is_local(const sockaddr_in& a) const;  // 127/8 or an address of this host
   // Leaf: the job's members agreed on its multicast group; when the parent takes DirectDown,
   // tell every member the parent's data address (ResultSource), then ask the parent.
   void go_straight_down(Job& job, const std::vector<ConnId>& conns, JoinOutbox& out);
@@ -184,7 +184,7 @@ class JobManager {
   bool direct_results_ = false;
   Clock::time_point last_sample_{};
   MulticastFlood flood_;
-  in_addr listen_addr_{};     // cfg_.listen
+  std::vector<in_addr_t> local_addrs_;  // this host's IPv4 addresses, and cfg_.listen
   uint64_t dp_in_bytes_ = 0;  // the dataplane's bytes and datagrams in, at the last sample
   uint64_t dp_in_packets_ = 0;
   RateLimiter log_limit_;  // every line a client can trigger (SPEC: no client floods the log)
