@@ -50,6 +50,7 @@ ncclResult_t init(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, ncc
     c->policy.min_bytes = cfg.tunerCollnetMinBytes;
     c->policy.max_bytes = cfg.tunerCollnetMaxBytes;
     c->policy.nnodes = nNodes;
+    c->policy.ring_only = cfg.ringFraction == 1.0;
     // NCCL connects CollNet before it initialises the tuner (ncclCollNetSetup comes first in
     // its transport setup), so this communicator's models, if any, are published by now.
     if (nRanks == nNodes) {

@@ -14,6 +14,8 @@ Choice decide(const TunerPolicy& p, int coll_type, size_t nbytes, bool collnet_o
     collnet = nbytes >= p.min_bytes && (p.max_bytes == 0 || nbytes <= p.max_bytes);
   } else if (measured.has_value()) {
     collnet = *measured;
+  } else {
+    collnet = !p.ring_only;
   }
   return collnet ? Choice::kCollNetChain : Choice::kNotCollNet;
 }

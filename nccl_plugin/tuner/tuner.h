@@ -7,6 +7,8 @@
 //     min_bytes <= nBytes <= max_bytes (max 0 = no limit), NCCL's others outside;
 //   * else, with a measured model (collnet/path_model.h): CollNetChain where it is faster
 //     than NCCL's ring, NCCL's others elsewhere;
+//   * else, with CONFLUX_RING_FRACTION=1 (CollNet would run everything over our worker
+//     ring), NCCL's others at every size;
 //   * else CollNetChain at every size.
 // "CollNetChain" gives it cost 0 so NCCL picks it; "NCCL's others" makes it unavailable (-1).
 //
@@ -31,6 +33,7 @@ struct TunerPolicy {
   size_t min_bytes = 0;
   size_t max_bytes = 0;  // 0 = unlimited
   size_t nnodes = 1;
+  bool ring_only = false;  // CONFLUX_RING_FRACTION=1
   bool fixed() const { return min_bytes != 0 || max_bytes != 0; }
 };
 

@@ -50,6 +50,14 @@ TEST(Tuner, WithoutARangeTheMeasuredModelDecides) {
   // No model (several ranks per node, or none published): CollNet at every size.
   EXPECT_EQ(decide(p, kAllReduce, 4, true, std::nullopt), Choice::kCollNetChain);
   EXPECT_EQ(decide(p, kAllReduce, size_t(1) << 40, true, std::nullopt), Choice::kCollNetChain);
+  // ... unless CONFLUX_RING_FRACTION=1 sends everything over our worker ring: NCCL's own.
+  TunerPolicy ring_only = p;
+  ring_only.ring_only = true;
+  EXPECT_EQ(decide(ring_only, kAllReduce, 4, true, std::nullopt), Choice::kNotCollNet);
+  EXPECT_EQ(decide(ring_only, kAllReduce, 1 << 26, true, std::nullopt), Choice::kNotCollNet);
+  EXPECT_EQ(decide(ring_only, kAllReduce, 1 << 26, true, true), Choice::kCollNetChain);
+  ring_only.min_bytes = 1024;  // the operator's range wins over everything
+  EXPECT_EQ(decide(ring_only, kAllReduce, 4096, true, std::nullopt), Choice::kCollNetChain);
 }
 
 TEST(Tuner, HarmlessWithoutCollNet) {
