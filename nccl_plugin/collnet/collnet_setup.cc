@@ -545,8 +545,7 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
     CFX_INFO(kLogColl | kLogInit,
              "CollNet path: a 4 B AllReduce takes %.0f us through %zu aggregator(s) (the "
              "slowest rank's median), against %.0f us for %d ring hops",
-             model.collnet_s * 1e6, naggregators, 2.0 * (nranks - 1) * model.hop_s * 1e6,
-             2 * (nranks - 1));
+             model.collnet_s * 1e6, naggregators, model.ring_latency_s() * 1e6, 2 * (nranks - 1));
   }
   if (l->comm_id.has_value()) collnet::publish_model(*l->comm_id, comm.get(), model);
   *collComm = comm.release();

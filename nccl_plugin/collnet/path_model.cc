@@ -18,8 +18,6 @@ struct Published {
 std::mutex g_mu;
 std::vector<Published> g_models;  // guarded by g_mu
 
-double ring_bytes_per_byte(int n) { return 2.0 * (n - 1) / n; }
-
 }  // namespace
 
 bool PathModel::complete() const {
@@ -33,7 +31,7 @@ double PathModel::collnet_time(size_t bytes) const {
       static_cast<double>(aggregator_elements(bytes, 1, ring_fraction, min_ring_bytes));
   const double ring_share = s - a;
   const double c = ring_bytes_per_byte(nranks);
-  const double start = std::max(collnet_s, ring_share > 0 ? 2.0 * (nranks - 1) * hop_s : 0.0);
+  const double start = std::max(collnet_s, ring_share > 0 ? ring_latency_s() : 0.0);
   double through_aggregators = 0;
   if (a > 0) {
     through_aggregators =
@@ -42,9 +40,10 @@ double PathModel::collnet_time(size_t bytes) const {
   return start + std::max(through_aggregators, (a + c * ring_share) / link_Bps);
 }
 
+double PathModel::ring_latency_s() const { return 2.0 * (nranks - 1) * hop_s; }
+
 double PathModel::ring_time(size_t bytes) const {
-  return 2.0 * (nranks - 1) * hop_s +
-         ring_bytes_per_byte(nranks) * static_cast<double>(bytes) / link_Bps;
+  return ring_latency_s() + ring_bytes_per_byte(nranks) * static_cast<double>(bytes) / link_Bps;
 }
 
 void publish_model(uint64_t comm_id, const void* owner, const PathModel& m) {

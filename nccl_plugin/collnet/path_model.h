@@ -41,6 +41,7 @@ struct PathModel {
   bool complete() const;
   double collnet_time(size_t bytes) const;
   double ring_time(size_t bytes) const;
+  double ring_latency_s() const;  // the ring's 2(n-1) hops
   bool collnet_wins(size_t bytes) const { return collnet_time(bytes) < ring_time(bytes); }
 };
 

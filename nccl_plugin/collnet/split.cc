@@ -20,11 +20,13 @@ double aggregator_capacity_mbps(int nranks, double link_mbps, double agg_mbps,
   return capacity;
 }
 
+double ring_bytes_per_byte(int nranks) { return 2.0 * (nranks - 1) / nranks; }
+
 double auto_ring_fraction(int nranks, double link_mbps, double capacity_mbps) {
   if (nranks < 2 || link_mbps <= 0) return 0.0;
   if (capacity_mbps <= 0) return 1.0;
   const double n = nranks;
-  const double c = 2.0 * (n - 1) / n;
+  const double c = ring_bytes_per_byte(nranks);
   const double agg_share = std::min(1.0, c / (n * link_mbps / capacity_mbps - 1.0 + c));
   return std::clamp(1.0 - agg_share, 0.0, 1.0);
 }

@@ -31,6 +31,9 @@ struct AggregatorShare {
 double aggregator_capacity_mbps(int nranks, double link_mbps, double agg_mbps,
                                 const std::vector<AggregatorShare>& aggs);
 
+// c = 2(n-1)/n: the link bytes a ring AllReduce moves per byte reduced, over n ranks.
+double ring_bytes_per_byte(int nranks);
+
 // The ring fraction in [0, 1] for n workers with link L and aggregator capacity R.
 double auto_ring_fraction(int nranks, double link_mbps, double capacity_mbps);
 

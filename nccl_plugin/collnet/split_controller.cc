@@ -39,7 +39,7 @@ std::string mbps(double bytes_per_s) {
 SplitController::SplitController(int nranks, double link_bps, double capacity_bps,
                                  uint32_t aggregators, SplitTuning tuning)
     : n_(std::max(nranks, 1)),
-      c_(2.0 * (n_ - 1) / n_),
+      c_(ring_bytes_per_byte(n_)),
       link_(link_bps),
       line_(link_bps),
       capacity_(capacity_bps > 0 ? capacity_bps : n_ * link_bps),
