@@ -1,10 +1,10 @@
 #include "aggregator/control/job_manager.h"
 
 #include <arpa/inet.h>
-#include <ifaddrs.h>
 
 #include <algorithm>
 
+#include "aggregator/util/link_speed.h"
 #include "aggregator/util/random.h"
 #include "spdlog/spdlog.h"
 
@@ -34,15 +34,7 @@ JobManager::JobManager(const Config& cfg, JobTable& jobs, const Dataplane& dp,
       uplink_(uplink) {
   // This host's addresses (its network namespace's): a worker at one of them shares its
   // IPv4 counters.
-  ifaddrs* ifs = nullptr;
-  if (getifaddrs(&ifs) == 0) {
-    for (const ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
-      if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET) {
-        local_addrs_.push_back(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
-      }
-    }
-    freeifaddrs(ifs);
-  }
+  for (const auto& [name, addr] : ipv4_interfaces()) local_addrs_.push_back(addr);
   in_addr listen{};
   inet_pton(AF_INET, cfg_.listen.c_str(), &listen);  // checked at load
   local_addrs_.push_back(listen.s_addr);
@@ -593,8 +585,6 @@ void JobManager::sample_rates(Clock::time_point now) {
   for (auto& [key, a] : active_) {
     multicast = multicast || a.job->multicast();
     for (const sockaddr_in& w : a.job->params().workers) local = local || is_local(w);
-  }
-  for (auto& [key, a] : active_) {
     uint64_t bytes = 0;
     for (unsigned q = 0; q < a.job->n_queues(); ++q) bytes += a.job->counters(q).result_bytes.get();
     const double mbps = static_cast<double>(bytes - a.result_bytes) * 8 / 1e6 / dt;

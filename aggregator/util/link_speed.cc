@@ -8,20 +8,29 @@
 
 namespace conflux::agg {
 
+std::vector<std::pair<std::string, in_addr_t>> ipv4_interfaces() {
+  std::vector<std::pair<std::string, in_addr_t>> out;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (const ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    out.emplace_back(i->ifa_name,
+                     reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+  }
+  freeifaddrs(list);
+  return out;
+}
+
 int64_t interface_speed_mbps(const std::string& ipv4) {
   in_addr want{};
   if (inet_pton(AF_INET, ipv4.c_str(), &want) != 1 || want.s_addr == INADDR_ANY) return 0;
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return 0;
   std::string name;
-  for (const ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    if (reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == want.s_addr) {
-      name = i->ifa_name;
+  for (const auto& [ifname, addr] : ipv4_interfaces()) {
+    if (addr == want.s_addr) {
+      name = ifname;
       break;
     }
   }
-  freeifaddrs(list);
   if (name.empty()) return 0;
   std::ifstream f("/sys/class/net/" + name + "/speed");
   int64_t mbps = 0;
