@@ -2,12 +2,16 @@
 // whose check cannot fail proves nothing) and the size/flag parsing.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "conflux/common/reduce.h"
 #include "driver/data.h"
+#include "driver/idle.h"
 #include "driver/options.h"
+#include "util/proc.h"
 
 namespace conflux::driver {
 namespace {
@@ -162,6 +166,40 @@ TEST(Options, TreeLeavesAndCloseStagger) {
   st = parse_options(3, const_cast<char**>(zero), &o3);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("--tree-leaves"), std::string::npos) << st.message();
+}
+
+// The pacing of a polling loop (idle.h): --idle-sleep-us at first and for requests completing
+// less than 8 x that apart; longer only after a quarter of the wait so far and an eighth of
+// the last gap between progress, and never past kMaxIdlePauseUs.
+TEST(IdlePacer, SleepsLongerOnlyWhileCompletionsAreFarApart) {
+  // Just after progress, or with no gap known yet: the configured sleep.
+  EXPECT_EQ(idle_pause_us(50, 0, 8000), 50);
+  EXPECT_EQ(idle_pause_us(50, 4000, 0), 50);
+  // Small requests (gap 300 us): never more than the configured sleep.
+  EXPECT_EQ(idle_pause_us(50, 250, 300), 50);
+  // A 1 MiB chunk every 8 ms: a quarter of the wait, then an eighth of the gap.
+  EXPECT_EQ(idle_pause_us(50, 1000, 8000), 250);
+  EXPECT_EQ(idle_pause_us(50, 6000, 8000), 1000);
+  // A gap of 80 ms: capped.
+  EXPECT_EQ(idle_pause_us(50, 40000, 80000), kMaxIdlePauseUs);
+  // A configured sleep above the cap is kept as it is.
+  EXPECT_EQ(idle_pause_us(5000, 40000, 80000), 5000);
+}
+
+// The host's busy time over a window is CPUs x wall time less the idle time: a thread that
+// spins through the window shows (other load only adds to it), and no window shows more than
+// every CPU busy.
+TEST(HostCpuWindow, CountsASpinningThread) {
+  tools::HostCpuWindow w;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
+  volatile uint64_t spins = 0;
+  while (std::chrono::steady_clock::now() < until) spins = spins + 1;
+  w.stop();
+  const double busy = w.per_gb(1.0);
+  ASSERT_GE(busy, 0.0) << "/proc/stat unreadable";
+  EXPECT_GE(busy, 0.5) << "a 600 ms spin";
+  EXPECT_LE(busy, static_cast<double>(std::thread::hardware_concurrency()) * w.seconds() + 0.05);
+  EXPECT_EQ(w.per_gb(0.0), -1.0);
 }
 
 }  // namespace

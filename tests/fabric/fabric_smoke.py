@@ -82,7 +82,7 @@ def main():
         if not os.path.getsize(os.path.join(out_dir, f)):
             fail(f"{f} not written", out)
     # Every system's program reports the host's CPU over its timed iterations under each row:
-    # here "n/a" (null), since these rows take less than /proc/stat's ticks can measure.
+    # here "n/a" (null), since these rows take less than /proc/stat's 10 ms units can measure.
     with open(os.path.join(out_dir, "fabric.json")) as f:
         no_cpu = [(r["system"], r["bytes"]) for r in json.load(f)["rows"]
                   if "host_cpu_s_per_gb" not in r]
@@ -95,7 +95,7 @@ def main():
         "    1048576  262144  float  sum  1000.00  1.049  1.573  0\n"
         "# host cpu: 12.34 CPU-s per GB AllReduced (timed iterations, whole host)\n"
         "         4       1  float  sum    10.00  0.000  0.000  0\n"
-        "# host cpu: n/a (the timed iterations took 3 ms; /proc/stat counts 10 ms ticks)\n", 2)
+        "# host cpu: n/a (the timed iterations took 3 ms; /proc/stat counts 10 ms units)\n", 2)
     if [r.get("host_cpu_s_per_gb", "missing") for r in got] != [12.34, None]:
         fail(f"fabric_run.parse_rows misread the host cpu lines: {got}", out)
     left = namespaces(prefix)

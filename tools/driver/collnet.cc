@@ -154,6 +154,7 @@ Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight, 
   std::vector<void*> reqs(window, nullptr);
   size_t posted = 0, done = 0;
   uint64_t idle = 0;
+  IdlePacer pacer;
   while (done < nchunks) {
     bool progress = false;
     while (posted < nchunks && posted - done < window) {
@@ -179,13 +180,14 @@ Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight, 
     }
     if (progress) {
       idle = 0;
+      pacer.progressed();
       continue;
     }
     if ((++idle & 1023) == 0 && dl_->passed()) {
       return Status::Error(std::string("--timeout reached in collnet ") + what + " (" +
                            std::to_string(done) + "/" + std::to_string(nchunks) + " chunks done)");
     }
-    idle_pause();
+    pacer.pause();
   }
   return Status::Ok();
 }

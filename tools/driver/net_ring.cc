@@ -45,6 +45,7 @@ Status NetRing::allreduce(void* send, void* recv, size_t count, DType t, Op op) 
   std::vector<void*> sreq(window, nullptr), rreq(window, nullptr);
   size_t s_posted = 0, s_done = 0, r_posted = 0, r_done = 0;
   uint64_t idle = 0;
+  IdlePacer pacer;
 
   while (s_done < items || r_done < items) {
     bool progress = false;
@@ -118,6 +119,7 @@ Status NetRing::allreduce(void* send, void* recv, size_t count, DType t, Op op) 
     }
     if (progress) {
       idle = 0;
+      pacer.progressed();
       continue;
     }
     if ((++idle & 1023) == 0 && dl_->passed()) {
@@ -125,7 +127,7 @@ Status NetRing::allreduce(void* send, void* recv, size_t count, DType t, Op op) 
                            "/" + std::to_string(items) + " sends and " + std::to_string(r_done) +
                            "/" + std::to_string(items) + " receives complete)");
     }
-    idle_pause();
+    pacer.pause();
   }
   return Status::Ok();
 }

@@ -263,31 +263,33 @@ std::map<std::string, double> prometheus_by_label(const std::string& text, const
   return out;
 }
 
-double host_busy_cpu_seconds() {
+double host_idle_cpu_seconds() {
   std::ifstream f("/proc/stat");
   std::string cpu;
-  uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-  if (!(f >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) ||
-      cpu != "cpu") {
+  uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0;
+  if (!(f >> cpu >> user >> nice >> system >> idle >> iowait) || cpu != "cpu") {
     return -1;
   }
   const long hz = ::sysconf(_SC_CLK_TCK);
-  return hz > 0 ? static_cast<double>(user + nice + system + irq + softirq + steal) /
-                      static_cast<double>(hz)
-                : -1;
+  return hz > 0 ? static_cast<double>(idle + iowait) / static_cast<double>(hz) : -1;
 }
 
 HostCpuWindow::HostCpuWindow()
-    : cpu0_(host_busy_cpu_seconds()), t0_(std::chrono::steady_clock::now()) {}
+    : idle0_(host_idle_cpu_seconds()),
+      cpus_(::sysconf(_SC_NPROCESSORS_ONLN)),
+      t0_(std::chrono::steady_clock::now()) {}
 
 void HostCpuWindow::stop() {
-  cpu1_ = host_busy_cpu_seconds();
+  idle1_ = host_idle_cpu_seconds();
   seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
 }
 
 double HostCpuWindow::per_gb(double gbytes) const {
-  if (cpu0_ < 0 || cpu1_ < cpu0_ || seconds_ < kMinHostCpuWindowS || gbytes <= 0) return -1;
-  return (cpu1_ - cpu0_) / gbytes;
+  if (idle0_ < 0 || idle1_ < idle0_ || cpus_ <= 0 || seconds_ < kMinHostCpuWindowS || gbytes <= 0) {
+    return -1;
+  }
+  const double busy = static_cast<double>(cpus_) * seconds_ - (idle1_ - idle0_);
+  return std::max(busy, 0.0) / gbytes;
 }
 
 std::string host_cpu_line(double cpu_s_per_gb, double window_s) {
@@ -295,7 +297,7 @@ std::string host_cpu_line(double cpu_s_per_gb, double window_s) {
   if (window_s < kMinHostCpuWindowS) {
     std::snprintf(buf, sizeof buf,
                   "# host cpu: n/a (the timed iterations took %.0f ms; /proc/stat counts 10 ms "
-                  "ticks)",
+                  "units)",
                   window_s * 1e3);
   } else if (cpu_s_per_gb < 0) {
     std::snprintf(buf, sizeof buf, "# host cpu: n/a (/proc/stat unreadable)");

@@ -66,16 +66,19 @@ double prometheus_sum(const std::string& text, const std::string& name,
 std::map<std::string, double> prometheus_by_label(const std::string& text, const std::string& name,
                                                   const std::string& label);
 
-// Busy CPU seconds of the whole host so far (/proc/stat: user, nice, system, irq, softirq,
-// steal; not idle or iowait), or -1 when unreadable. The difference over an interval is what
-// everything on the host (every rank, confluxd, the kernel's network stack) spent in it.
-double host_busy_cpu_seconds();
+// CPU seconds the whole host has been idle so far (/proc/stat: idle + iowait), or -1 when
+// unreadable. With a tickless idle (NO_HZ) the kernel measures these exactly, while it only
+// samples the busy fields (user, system, softirq, ...) at each tick: on a 250 Hz kernel those
+// missed 17-24 % of the busy time of a fabric run (issue 12), more of short wake-ups than of
+// long copies. So the busy time of a window is its CPUs x wall time less the idle time.
+double host_idle_cpu_seconds();
 
-// /proc/stat counts 10 ms ticks: a shorter window than this gets no figure.
+// /proc/stat reports in 10 ms units: a shorter window than this gets no figure.
 inline constexpr double kMinHostCpuWindowS = 0.25;
 
-// The host's busy CPU over a window: from construction to stop(). The driver and the fabric
-// baselines open one around their timed iterations.
+// The host's busy CPU over a window, from construction to stop(): online CPUs x wall time less
+// the idle time. Everything on the host (every rank, confluxd, the kernel's network stack)
+// counts. The driver and the fabric baselines open one around their timed iterations.
 class HostCpuWindow {
  public:
   HostCpuWindow();
@@ -86,7 +89,8 @@ class HostCpuWindow {
   double per_gb(double gbytes) const;
 
  private:
-  double cpu0_, cpu1_ = -1, seconds_ = 0;
+  double idle0_, idle1_ = -1, seconds_ = 0;
+  long cpus_;
   std::chrono::steady_clock::time_point t0_;
 };
 
