@@ -101,7 +101,7 @@ const std::array<ParamSpec, 37> kParams{{
      "bytes: a larger transfer is paced by the link, so the threads sleep until its next "
      "packet instead of spinning a core between packets.",
      &Config::busyPollMaxBytes},
-    {"CONFLUX_BULK_WAKE_US", ParamType::kInt, "500", 0, 100000,
+    {"CONFLUX_BULK_WAKE_US", ParamType::kInt, "2000", 0, 100000,
      "While more than CONFLUX_BUSY_POLL_MAX_BYTES are in flight, the aggregation progress "
      "thread takes results at most once per this many microseconds (and at most four times per "
      "round trip), so that each wake-up takes a batch; a new request still wakes it at once. "

@@ -43,7 +43,7 @@ struct Config {
   bool udpOffload = true;
   int busyPollUs = 50;
   size_t busyPollMaxBytes = 64 << 10;  // client::ClientConfig::spin_max_bytes
-  int bulkWakeUs = 500;                // client::ClientConfig::bulk_wake
+  int bulkWakeUs = 2000;               // client::ClientConfig::bulk_wake
   bool callerProgress = true;          // client::ClientConfig::caller_progress
   std::string multicast;               // auto, on or off (protocol/SPEC.md §8)
   double faultDrop = 0;                // tests only

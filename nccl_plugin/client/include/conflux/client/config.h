@@ -118,7 +118,8 @@ struct ClientConfig {
   // that long before it waits on the sockets, so that each wake-up takes a batch of results
   // instead of one GRO buffer (issue 12: a wake-up costs more than the datagrams it takes). A
   // new request or abort() still wakes it at once. 0 = wake for every datagram.
-  std::chrono::microseconds bulk_wake{500};
+  // 2 ms: the quarter round trip is then the bound wherever the round trip is under 8 ms.
+  std::chrono::microseconds bulk_wake{2000};
   // Callers progress the engine (as NCCL's socket and IB transports do inside test()):
   // allreduce() sends the request's first packets from the calling thread, and test() and
   // wait() read results and send more while they poll, so a small AllReduce crosses no
