@@ -40,7 +40,7 @@ def cpu_busy_seconds():
     the idle time (/proc/stat idle + iowait), so that the difference over an interval is what
     the machine ran in it, the cost of a run on a machine that runs nothing else. The kernel
     measures idle time exactly (tickless idle) but only samples the busy fields at each tick,
-    which missed 17-24 % of a fabric run's busy time (tools/util/proc.h)."""
+    which missed 17-35 % of a fabric run's busy time (tools/util/proc.h)."""
     with open("/proc/stat") as f:
         fields = f.readline().split()[1:]
     idle, iowait = int(fields[3]), int(fields[4])
