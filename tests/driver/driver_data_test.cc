@@ -170,7 +170,7 @@ TEST(Options, TreeLeavesAndCloseStagger) {
 
 // The pacing of a polling loop (idle.h): --idle-sleep-us at first and for requests completing
 // less than 8 x that apart; longer only after a quarter of the wait so far and an eighth of
-// the last gap between progress, and never past kMaxIdlePauseUs.
+// the recent gaps between progress, and never past kMaxIdlePauseUs.
 TEST(IdlePacer, SleepsLongerOnlyWhileCompletionsAreFarApart) {
   // Just after progress, or with no gap known yet: the configured sleep.
   EXPECT_EQ(idle_pause_us(50, 0, 8000), 50);
