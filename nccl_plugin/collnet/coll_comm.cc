@@ -19,6 +19,10 @@ namespace {
 // wait for it: then the slice is short.
 constexpr std::chrono::microseconds kWaitSlice{20'000};
 constexpr std::chrono::microseconds kFeedSlice{1'000};
+// A request that test() completes (inline completion, coll_comm.h) becomes the completion
+// thread's when it is still the oldest this long after iallreduce: NCCL's proxy thread is not
+// polling it, or a failover holds it back.
+constexpr std::chrono::milliseconds kInlineGrace{20};
 
 // Enough of the result stream to cover what any rank can miss (result_tails.h), twice over.
 size_t tail_window(const client::Engine* e) {
@@ -112,10 +116,11 @@ void CollComm::log_small_times() const {
   CFX_INFO(net::kLogNet,
            "CollNet rank %d: %llu AllReduces of at most %zu bytes took on average %.1f us from "
            "iallreduce to the result, then %.1f us until NCCL's test() saw it; %.1f us between "
-           "consecutive iallreduce calls",
+           "consecutive iallreduce calls; %llu of them completed inside NCCL's test()",
            rank_, static_cast<unsigned long long>(n), SmallAllReduceTimes::kMaxBytes,
            static_cast<double>(t.to_result_ns.load(std::memory_order_relaxed)) / n / 1e3,
-           static_cast<double>(t.to_test_ns.load(std::memory_order_relaxed)) / n / 1e3, gap_us);
+           static_cast<double>(t.to_test_ns.load(std::memory_order_relaxed)) / n / 1e3, gap_us,
+           static_cast<unsigned long long>(t.inline_done.load(std::memory_order_relaxed)));
 }
 
 AggregatorSample CollComm::sample_aggregators() {
@@ -156,6 +161,7 @@ bool CollComm::submit(CollRequest* r, bool agg_capable) {
   r->agg_count = agg_ok ? aggregator_elements(r->count, dtype_size(r->dtype), fraction,
                                               std::max(opts_.ring_min_bytes, measured_min))
                         : 0;
+  bool handed = false;
   if (r->agg_count > 0) {
     std::lock_guard<std::mutex> lk(engine_mu_);
     if (!degraded()) {  // after a failover the completion thread feeds the engine, if any
@@ -163,15 +169,23 @@ bool CollComm::submit(CollRequest* r, bool agg_capable) {
         r->staging.assign(r->send, r->send + r->agg_count * dtype_size(r->dtype));
       }
       hand_to_engine(*r);
+      handed = true;
     }
   }
+  // Fault injection aborts the engine from the completion thread at a given request.
+  r->inline_ok = opts_.inline_completion && handed && r->kind == CollKind::kAllReduce &&
+                 r->agg_count == r->count && !r->split_exchange &&
+                 r->bytes <= SmallAllReduceTimes::kMaxBytes && opts_.fault_abort_at == 0;
+  r->comm = this;
   ring_->enqueue(r);  // first: a request without ring work is then already done there
   {
     std::lock_guard<std::mutex> lk(mu_);
     queue_.push_back(r);
-    queued_.fetch_add(1, std::memory_order_release);
+    // test() completes it: the completion thread stays asleep (its idle poll watches
+    // queued_), and takes it only if it is still queued when the thread next wakes.
+    if (!r->inline_ok) queued_.fetch_add(1, std::memory_order_release);
   }
-  cv_.notify_all();
+  if (!r->inline_ok) cv_.notify_all();
   return true;
 }
 
@@ -257,7 +271,11 @@ void CollComm::deliver(CollRequest& r) const {
 }
 
 net::Status CollComm::test(CollRequest* req, bool* done, size_t* bytes) {
-  const int s = req->state.load(std::memory_order_acquire);
+  int s = req->state.load(std::memory_order_acquire);
+  if (s == 0 && req->inline_ok) {
+    req->comm->complete_inline(req);
+    s = req->state.load(std::memory_order_acquire);
+  }
   *done = s != 0;
   if (s == 0) return net::Status::kOk;
   if (bytes != nullptr) *bytes = req->bytes;
@@ -271,6 +289,47 @@ net::Status CollComm::test(CollRequest* req, bool* done, size_t* bytes) {
   }
   delete req;
   return failed ? net::Status::kRemoteError : net::Status::kOk;
+}
+
+void CollComm::complete_inline(CollRequest* r) {
+  std::unique_lock<std::mutex> completer(complete_mu_, std::try_to_lock);
+  if (!completer.owns_lock()) return;  // the completion thread is at work: it completes r
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stop_ || queue_.empty() || queue_.front() != r) return;  // in order only
+  }
+  // Still carried by the first engine, through its one engine request.
+  if (!engine_live_ || epoch_ != 0 || r->agg_epoch != 0 || r->agg_handles.size() != 1 ||
+      r->agg_waited != 0) {
+    return;
+  }
+  const client::Status s = engine_->poll_done(r->agg_handles[0]);
+  if (s == client::Status::kPending) return;
+  if (s != client::Status::kDone) {
+    // The completion thread reports the engine's error and fails over, at once.
+    completer.unlock();
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      r->inline_ok = false;
+      queued_.fetch_add(1, std::memory_order_release);
+    }
+    cv_.notify_all();
+    return;
+  }
+  r->agg_waited = 1;
+  failover_->tails().adopt(r->seq, r->agg_count * dtype_size(r->dtype), std::move(r->result_end));
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    queue_.pop_front();
+    // A request behind this one that is the completion thread's (queued while this one was
+    // pending, when its wake-up found this one first): it may start on it now.
+    wake = has_work_locked();
+  }
+  if (wake) cv_.notify_all();
+  next_unfinished_ = r->seq + 1;
+  small_times_.inline_done.fetch_add(1, std::memory_order_relaxed);
+  finish(*r, true, "");
 }
 
 void CollComm::finish(CollRequest& r, bool ok, const std::string& error) {
@@ -490,6 +549,12 @@ bool CollComm::rejoin_survivors(uint64_t dead, uint32_t from, std::string* error
   return true;
 }
 
+bool CollComm::has_work_locked() const {
+  if (queue_.empty()) return false;
+  const CollRequest* head = queue_.front();
+  return !head->inline_ok || SmallAllReduceTimes::Clock::now() - head->posted >= kInlineGrace;
+}
+
 bool CollComm::poll_for_request(uint64_t seen) {
   const auto until = std::chrono::steady_clock::now() + opts_.idle_poll;
   while (queued_.load(std::memory_order_acquire) == seen) {
@@ -500,9 +565,11 @@ bool CollComm::poll_for_request(uint64_t seen) {
 }
 
 void CollComm::run_completion() {
-  if (engine_ != nullptr) failover_->arm_notice();
+  {
+    std::lock_guard<std::mutex> completer(complete_mu_);
+    if (engine_ != nullptr) failover_->arm_notice();
+  }
   for (;;) {
-    CollRequest* r = nullptr;
     {
       std::unique_lock<std::mutex> lk(mu_);
       if (!stop_ && queue_.empty() && opts_.idle_poll.count() > 0) {
@@ -515,13 +582,29 @@ void CollComm::run_completion() {
       }
       // Idle, the engine may still fail (an aggregator dies between collectives): take part
       // in the failover at once, since ranks with work pending wait for this one.
-      while (!stop_ && queue_.empty()) {
-        cv_.wait_for(lk, std::chrono::milliseconds(20));
-        if (!stop_ && queue_.empty() && idle_failover_due()) break;
+      while (!stop_ && !has_work_locked()) {
+        cv_.wait_for(lk, kInlineGrace);
+        if (stop_ || has_work_locked() || !queue_.empty()) continue;
+        lk.unlock();
+        bool due = false;
+        {
+          std::lock_guard<std::mutex> completer(complete_mu_);
+          due = idle_failover_due();
+        }
+        lk.lock();
+        if (due && queue_.empty()) break;
       }
+      if (stop_) return;
+    }
+    // From here this thread is the completer: test() leaves the requests to it.
+    std::unique_lock<std::mutex> completer(complete_mu_);
+    CollRequest* r = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
       if (stop_) return;
       if (!queue_.empty()) r = queue_.front();
     }
+    if (r == nullptr && !idle_failover_due()) continue;  // test() completed what was queued
     if (r == nullptr) {
       std::string why = "another rank failed over", error;
       engine_->healthy(&why);

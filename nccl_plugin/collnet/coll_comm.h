@@ -26,6 +26,16 @@
 // RingWorker's thread runs the ring shares; the completion thread waits for the aggregator
 // shares (and runs failover), waits for the ring share, delivers and completes each request
 // in order. Destruction joins both.
+//
+// Inline completion (with caller progress): a small AllReduce that goes wholly through the
+// first engine is not handed to the completion thread. NCCL's proxy thread, polling test(),
+// reads its result through the engine and completes it there, as NCCL's own transports do
+// their I/O inside test(): no thread hand-off, and no second thread polling for it (issue 12:
+// at N = 2 on two cores, five polling threads made a 4 B AllReduce's p90 50-120 us). Whoever
+// completes requests holds complete_mu_: the completion thread while it works (test() then
+// leaves the request to it), or test() for one try. Anything but success (an engine error, a
+// failover) is left to the completion thread, which also takes such a request when it wakes
+// (at least every 20 ms) and finds it still queued.
 #pragma once
 
 #include <atomic>
@@ -66,6 +76,9 @@ struct CollOptions {
   // the next before it sleeps (CONFLUX_BUSY_POLL_US, with caller progress): a job of small
   // AllReduces back to back then never waits for the thread to wake (0 = sleep at once).
   std::chrono::microseconds idle_poll{0};
+  // NCCL's proxy thread completes small AllReduces that go wholly through the aggregators
+  // inside test() (see "Inline completion"; CONFLUX_CALLER_PROGRESS).
+  bool inline_completion = false;
   // Joins a new job on the aggregators of the original list at `survivors` (indices into it);
   // `epoch` (1, 2, ...) makes the job distinct from the earlier ones. Blocks up to the join
   // timeout. Empty: a failover never re-stripes.
@@ -121,6 +134,9 @@ class CollComm {
   // The completion thread's idle poll (CollOptions::idle_poll): true once a request was queued
   // after the `seen`-th, false when the time is up or the comm is closing.
   bool poll_for_request(uint64_t seen);
+  // With mu_ held: whether the oldest request is the completion thread's to complete now (see
+  // "Inline completion": one that test() completes only once it has waited long).
+  bool has_work_locked() const;
   // Sets r's split and hands the aggregator share to the engine, then queues r. False (r not
   // taken) while the measured split for r's sequence number is not decided yet.
   bool submit(CollRequest* r, bool agg_capable);
@@ -151,6 +167,9 @@ class CollComm {
   // The queued request with this sequence number, or nullptr (completed here, or none).
   CollRequest* queued(uint32_t seq);
   void finish(CollRequest& r, bool ok, const std::string& error);
+  // test() on NCCL's proxy thread: completes r if it is the oldest request, its one engine
+  // request is done, and no other thread is completing requests (see above).
+  void complete_inline(CollRequest* r);
   bool stopped() const { return stopping_.load(std::memory_order_acquire); }
 
   uint32_t magic_ = kMagic;
@@ -169,7 +188,11 @@ class CollComm {
   std::atomic<uint32_t> next_seq_{0};  // written by the proxy thread only
   std::atomic<bool> degraded_{false};
 
-  // Completion thread only. The engine carries the aggregator shares of requests from
+  // Held by whichever thread completes requests (see "Inline completion"); the fields below
+  // and failover_ belong to its holder.
+  std::mutex complete_mu_;
+
+  // The completer only (complete_mu_). The engine carries the aggregator shares of requests from
   // engine_from_ on while engine_live_; epoch_ counts re-joins. After a re-join the
   // completion thread submits (restripe_next_: the next request to hand it). aggs_: original
   // indices of engine_'s aggregators; dead_mask_: original indices seen failing so far.

@@ -52,6 +52,7 @@ struct SmallAllReduceTimes {
   using Clock = std::chrono::steady_clock;
   std::atomic<uint64_t> count{0}, to_result_ns{0}, to_test_ns{0};
   std::atomic<uint64_t> gaps{0}, gap_ns{0};
+  std::atomic<uint64_t> inline_done{0};  // of count: completed inside test() (CollComm)
   Clock::time_point last_post{};
 
   static uint64_t ns(Clock::duration d) {
@@ -60,6 +61,8 @@ struct SmallAllReduceTimes {
   void posted(Clock::time_point now);
   void tested(Clock::time_point posted, Clock::time_point finished, Clock::time_point now);
 };
+
+class CollComm;
 
 // A request as NCCL sees it (void*). Completed and freed through CollComm::test.
 struct CollRequest {
@@ -72,6 +75,11 @@ struct CollRequest {
   // becomes 1).
   SmallAllReduceTimes* timed = nullptr;
   SmallAllReduceTimes::Clock::time_point posted, finished;
+
+  // A small AllReduce wholly through the aggregators, handed to the first engine: NCCL's proxy
+  // thread may complete it inside test() (CollComm::complete_inline). Set by submit().
+  CollComm* comm = nullptr;
+  bool inline_ok = false;
 
   const uint8_t* send = nullptr;
   uint8_t* recv = nullptr;

@@ -381,7 +381,10 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
     opts.ring_fraction = opts.controller->ring_fraction();
   }
   opts.ring_min_bytes = ring_min_bytes(all);
-  if (cfg.callerProgress) opts.idle_poll = std::chrono::microseconds(cfg.busyPollUs);
+  if (cfg.callerProgress) {
+    opts.idle_poll = std::chrono::microseconds(cfg.busyPollUs);
+    opts.inline_completion = true;
+  }
   opts.ring.block_bytes = cfg.ringBlockBytes;
   opts.ring.inflight = cfg.ringInflight;
   opts.ring.timeout = std::chrono::milliseconds(cfg.ringTimeoutMs);

@@ -109,11 +109,12 @@ const std::array<ParamSpec, 37> kParams{{
      &Config::bulkWakeUs},
     {"CONFLUX_CALLER_PROGRESS", ParamType::kBool, "1", 0, 0,
      "1: the callers do the aggregation I/O: NCCL's proxy thread sends a request's first "
-     "packets in iallreduce, and the CollNet completion thread receives the results while "
-     "it polls for CONFLUX_BUSY_POLL_US; the progress thread takes over when they stop "
-     "polling, and after its last request the completion thread polls that long for the next "
-     "before it sleeps. 0: only the progress thread does I/O (one more thread hand-off each "
-     "way).",
+     "packets in iallreduce and, for an AllReduce of at most 64 KiB wholly through the "
+     "aggregators, receives the results and completes it inside test(); for other requests "
+     "the CollNet completion thread receives the results while it polls for "
+     "CONFLUX_BUSY_POLL_US. The progress thread takes over when they stop polling, and after "
+     "its last request the completion thread polls that long for the next before it sleeps. "
+     "0: only the progress thread does I/O (one more thread hand-off each way).",
      &Config::callerProgress},
     {"CONFLUX_MULTICAST", ParamType::kString, "auto", 0, 0,
      "Results from the aggregators by multicast (each result sent once to the job's group): "

@@ -674,6 +674,42 @@ TEST(EngineFake, ShutdownFailsPendingAndLaterRequests) {
   EXPECT_NE(err.find("shut down"), std::string::npos);
 }
 
+// poll_done (CollComm's inline completion): progresses like test() and releases a done
+// request, but leaves a failed one for a later test() to report with its reason.
+TEST(EngineFake, PollDoneReleasesOnlyADoneRequest) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 2);
+  std::vector<float> x(100, 1.f), y0(100), y1(100);
+  const uint64_t a = es[0]->allreduce(x.data(), y0.data(), x.size(), DType::kFloat32, Op::kSum);
+  const uint64_t b = es[1]->allreduce(x.data(), y1.data(), x.size(), DType::kFloat32, Op::kSum);
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  Status s0 = Status::kPending, s1 = Status::kPending;
+  while ((s0 == Status::kPending || s1 == Status::kPending) &&
+         std::chrono::steady_clock::now() < end) {
+    if (s0 == Status::kPending) s0 = es[0]->poll_done(a);
+    if (s1 == Status::kPending) s1 = es[1]->poll_done(b);
+  }
+  ASSERT_EQ(s0, Status::kDone);
+  ASSERT_EQ(s1, Status::kDone);
+  EXPECT_EQ(y0[99], 2.f);
+  std::string err;
+  EXPECT_EQ(es[0]->test(a, &err), Status::kError) << "released by poll_done";
+  EXPECT_NE(err.find("unknown request"), std::string::npos) << err;
+
+  const uint64_t c = es[0]->allreduce(x.data(), y0.data(), x.size(), DType::kFloat32, Op::kSum);
+  agg.send_shutdown();  // rank 1 never contributes: the request can only fail
+  Status sc = Status::kPending;
+  while (sc == Status::kPending && std::chrono::steady_clock::now() < end + 3s) {
+    sc = es[0]->poll_done(c);
+  }
+  ASSERT_EQ(sc, Status::kError);
+  EXPECT_EQ(es[0]->poll_done(c), Status::kError) << "still held";
+  EXPECT_EQ(es[0]->test(c, &err), Status::kError);
+  EXPECT_EQ(err, "aggregator " + agg.endpoint() + " shut down");
+  EXPECT_EQ(es[0]->test(c, &err), Status::kError);
+  EXPECT_NE(err.find("unknown request"), std::string::npos) << "released by test";
+}
+
 TEST(EngineFake, ClosedControlConnectionFailsRequests) {
   FakeAggregator agg(FakeOptions{});
   auto es = make_engines({&agg}, 2);

@@ -249,6 +249,25 @@ Status Engine::test(uint64_t request, std::string* error) {
   return wait(request, std::chrono::microseconds(0), error);
 }
 
+Status Engine::poll_done(uint64_t request) {
+  Shared& sh = impl_->sh;
+  try {
+    impl_->caller_step();
+    std::lock_guard<std::mutex> lk(sh.mu);
+    const auto it = sh.requests.find(request);
+    if (it == sh.requests.end()) {
+      return Status::kError;
+    }
+    const Status st = it->second->state.load(std::memory_order_acquire);
+    if (st == Status::kDone) {
+      sh.requests.erase(it);
+    }
+    return st;
+  } catch (...) {
+    return Status::kError;  // the handle stays for wait() to report
+  }
+}
+
 Status Engine::wait(uint64_t request, std::chrono::microseconds max_wait, std::string* error) {
   Shared& sh = impl_->sh;
   try {

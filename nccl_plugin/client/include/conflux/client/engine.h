@@ -155,6 +155,10 @@ class Engine {
   // Polls a request. kDone/kError are final and release the handle (a later test of the
   // same handle is kError "unknown request"). On kError, *error gets the reason.
   Status test(uint64_t request, std::string* error);
+  // As test(), but releases the handle only when the request is done: kError leaves it for a
+  // later test() or wait() to report and release. For a poller that completes the request
+  // itself on success and hands anything else to another thread.
+  Status poll_done(uint64_t request);
   // As test(), but sleeps up to `max_wait` for the request to finish first (instead of
   // spinning on test()); kPending only if it is still running after that.
   Status wait(uint64_t request, std::chrono::microseconds max_wait, std::string* error);
