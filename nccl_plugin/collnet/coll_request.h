@@ -77,7 +77,8 @@ struct CollRequest {
   SmallAllReduceTimes::Clock::time_point posted, finished;
 
   // A small AllReduce wholly through the aggregators, handed to the first engine: NCCL's proxy
-  // thread may complete it inside test() (CollComm::complete_inline). Set by submit().
+  // thread may complete it inside test() (CollComm::complete_inline). Set by submit(); cleared
+  // under CollComm's queue mutex when test() gives the request back to the completion thread.
   CollComm* comm = nullptr;
   bool inline_ok = false;
 
