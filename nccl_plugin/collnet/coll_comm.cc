@@ -177,15 +177,16 @@ bool CollComm::submit(CollRequest* r, bool agg_capable) {
                  r->agg_count == r->count && !r->split_exchange &&
                  r->bytes <= SmallAllReduceTimes::kMaxBytes && opts_.fault_abort_at == 0;
   r->comm = this;
+  // test() completes an inline request: the completion thread stays asleep (its idle poll
+  // watches queued_), and takes it only if it is still queued when the thread next wakes.
+  const bool to_thread = !r->inline_ok;
   ring_->enqueue(r);  // first: a request without ring work is then already done there
   {
     std::lock_guard<std::mutex> lk(mu_);
     queue_.push_back(r);
-    // test() completes it: the completion thread stays asleep (its idle poll watches
-    // queued_), and takes it only if it is still queued when the thread next wakes.
-    if (!r->inline_ok) queued_.fetch_add(1, std::memory_order_release);
+    if (to_thread) queued_.fetch_add(1, std::memory_order_release);
   }
-  if (!r->inline_ok) cv_.notify_all();
+  if (to_thread) cv_.notify_all();
   return true;
 }
 
@@ -584,7 +585,7 @@ void CollComm::run_completion() {
       // in the failover at once, since ranks with work pending wait for this one.
       while (!stop_ && !has_work_locked()) {
         cv_.wait_for(lk, kInlineGrace);
-        if (stop_ || has_work_locked() || !queue_.empty()) continue;
+        if (stop_ || !queue_.empty()) continue;  // the loop's condition decides
         lk.unlock();
         bool due = false;
         {
