@@ -160,6 +160,61 @@ TEST(EngineFake, BulkTransfersPauseBetweenWakeUpsOnlyWhenAsked) {
   }
 }
 
+// A caller's poll claims the I/O for 1 ms while only small requests are in flight: the
+// caller spins on those, and the progress thread would only take a core from it by waking to
+// check the claim. With more than spin_max_bytes in flight the claim is 200 us, so that the
+// thread takes the link's packets between a pacing caller's polls. `dozes` counts the
+// thread's wake-ups to check: here about 90 in 100 ms of polling with a 1 ms claim and 350
+// with 200 us. Load only delays the thread and lowers the counts (to 13-17 and 34-301 with
+// two busy loops beside the test), so the bound on the first is firm; the second, at least
+// twice the first, gets three tries.
+TEST(EngineFake, ACallersClaimIsLongWhileOnlySmallRequestsAreInFlight) {
+  FakeAggregator agg(FakeOptions{});
+  auto es = make_engines({&agg}, 2, [](ClientConfig& c) { c.spin_max_bytes = 64 << 10; });
+  check_sum(es, 100);
+  agg.set_silent(true);  // nothing completes from here on: the requests stay in flight
+  const size_t small = 1000, large = 100'000;  // 4 KB, under the limit; 400 KB, over it
+  std::vector<std::vector<float>> in(2, std::vector<float>(small + 3 * large, 1.0f)), out = in;
+  std::vector<uint64_t> reqs;
+  size_t used = 0;  // elements submitted
+  // Rank 0 polls its oldest request for 100 ms; returns the dozes of its progress thread.
+  auto dozes_while_polling = [&]() -> uint64_t {
+    const uint64_t before = es[0]->stats().dozes;
+    const auto end = std::chrono::steady_clock::now() + 100ms;
+    Status st = Status::kPending;
+    std::string err;
+    while (st == Status::kPending && std::chrono::steady_clock::now() < end) {
+      st = es[0]->test(reqs[0], &err);
+    }
+    EXPECT_EQ(st, Status::kPending) << err;
+    return es[0]->stats().dozes - before;
+  };
+  auto submit = [&](size_t count) {
+    for (int r = 0; r < 2; ++r) {
+      reqs.push_back(es[r]->allreduce(in[r].data() + used, out[r].data() + used, count,
+                                      DType::kFloat32, Op::kSum));
+    }
+    used += count;
+  };
+  submit(small);
+  const uint64_t small_dozes = dozes_while_polling();
+  EXPECT_LE(small_dozes, 150u) << "the claim is short with only 4 KB in flight";
+  uint64_t bulk_dozes = 0;
+  for (int round = 0; round < 3 && bulk_dozes < 2 * small_dozes; ++round) {
+    submit(large);
+    bulk_dozes = dozes_while_polling();
+  }
+  EXPECT_GE(bulk_dozes, 2 * small_dozes) << "the claim stays long with 400 KB in flight";
+  agg.set_silent(false);  // resends complete everything, exactly
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    std::string err;
+    ASSERT_EQ(wait(*es[i % 2], reqs[i], &err), Status::kDone) << err;
+  }
+  for (int r = 0; r < 2; ++r) {
+    for (size_t i = 0; i < used; ++i) ASSERT_EQ(out[r][i], 2.0f) << "rank " << r << " at " << i;
+  }
+}
+
 // A caller that submits and then stops polling: the progress thread takes the I/O back once
 // the caller's claim runs out, so the request finishes without another call.
 TEST(EngineFake, TheProgressThreadTakesOverWhenTheCallerStopsPolling) {

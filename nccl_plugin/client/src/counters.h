@@ -53,7 +53,7 @@ struct Counters {
   C spurious_retransmits{0}, cwnd_decreases{0};
   C gso_sends{0}, gso_fallbacks{0}, gro_receives{0}, multicast_results{0};
   C caller_steps{0};
-  C progress_sleeps{0}, bulk_pauses{0};
+  C progress_sleeps{0}, bulk_pauses{0}, dozes{0};
   C congestion_window{0};  // gauge: sum over aggregators of the current window (packets)
   Stretches busy;          // time with a request in progress
   Stretches window_full;   // time with contributions waiting for a window slot
@@ -94,6 +94,7 @@ struct Counters {
     s.caller_steps = g(caller_steps);
     s.progress_sleeps = g(progress_sleeps);
     s.bulk_pauses = g(bulk_pauses);
+    s.dozes = g(dozes);
     s.grant_mbps = g(grant_mbps);
     s.grant_updates = g(grant_updates);
     for (size_t i = 0; i < drops.size(); ++i) {

@@ -34,7 +34,9 @@ class Engine::Impl {
     if (!sh.cfg.caller_progress) {
       return;
     }
-    sh.caller_poll_ns.store(now_ns(), std::memory_order_release);
+    const int64_t hold =
+        sh.bulk_in_flight.load(std::memory_order_relaxed) ? kCallerClaimBulkNs : kCallerClaimNs;
+    sh.caller_claim_ns.store(now_ns() + hold, std::memory_order_release);
     std::unique_lock<std::mutex> lk(sh.progress_mu, std::try_to_lock);
     if (lk.owns_lock() && progress->step(now_ns())) {
       Counters::add(sh.ctr.caller_steps);
@@ -47,7 +49,7 @@ class Engine::Impl {
     if (!sh.cfg.caller_progress) {
       return;
     }
-    sh.caller_poll_ns.store(0, std::memory_order_seq_cst);
+    sh.caller_claim_ns.store(0, std::memory_order_seq_cst);
     if (sh.dozing.load(std::memory_order_seq_cst) || sh.sleeping.load(std::memory_order_seq_cst)) {
       sh.wake();
     }

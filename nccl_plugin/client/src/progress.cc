@@ -14,8 +14,6 @@ namespace {
 
 constexpr int64_t kReorderHoldNs = 1 * kMs;  // longest a fault-reordered datagram is held
 constexpr int64_t kMaxSleepNs = 100 * kMs;
-// A caller that polled this recently does the I/O; the progress thread takes over after.
-constexpr int64_t kCallerClaimNs = 200'000;
 
 }  // namespace
 
@@ -53,9 +51,9 @@ void Progress::run() {
     last_work_ns_ = now_ns();
   }
   while (!sh_->stop.load(std::memory_order_acquire)) {
-    const int64_t claim = sh_->caller_poll_ns.load(std::memory_order_acquire);
-    if (const int64_t t = now_ns(); claim != 0 && t - claim < kCallerClaimNs &&
-                                    !sh_->has_submissions.load(std::memory_order_acquire)) {
+    const int64_t claim = sh_->caller_claim_ns.load(std::memory_order_acquire);
+    if (const int64_t t = now_ns();
+        t < claim && !sh_->has_submissions.load(std::memory_order_acquire)) {
       doze(t);  // a caller polls: it does the I/O (submissions still come here: abort)
       continue;
     }
@@ -146,6 +144,7 @@ bool Progress::take_submissions() {
     }
     r->counted_busy = true;
     unfinished_bytes_ += r->bytes();
+    publish_bulk();
     active_.push_back(std::move(r));
   }
   if (aborting) {
@@ -164,6 +163,7 @@ void Progress::finish(Request* r, Status st, const std::string& error) {
   r->finished = true;
   if (r->counted_busy) {
     unfinished_bytes_ -= r->bytes();
+    publish_bulk();
     if (--unfinished_ == 0) {
       sh_->ctr.busy.end(static_cast<uint64_t>(now_ns()));
     }
@@ -227,10 +227,29 @@ int64_t Progress::next_wakeup(int64_t now) const {
   return t;
 }
 
+void Progress::publish_bulk() {
+  const bool bulk = unfinished_bytes_ > sh_->cfg.spin_max_bytes;
+  if (bulk == sh_->bulk_in_flight.load(std::memory_order_relaxed)) {
+    return;
+  }
+  sh_->bulk_in_flight.store(bulk, std::memory_order_seq_cst);
+  if (!bulk) {
+    return;
+  }
+  // A caller's step took a bulk request under a small request's longer claim: cut the claim
+  // to a bulk one, and wake a dozing thread to wait for that instead.
+  int64_t claim = sh_->caller_claim_ns.load(std::memory_order_seq_cst);
+  const int64_t cap = now_ns() + kCallerClaimBulkNs;
+  if (claim > cap && sh_->caller_claim_ns.compare_exchange_strong(claim, cap) &&
+      sh_->dozing.load(std::memory_order_seq_cst)) {
+    sh_->wake();
+  }
+}
+
 void Progress::doze(int64_t now) {
+  Counters::add(sh_->ctr.dozes);
   sh_->dozing.store(true, std::memory_order_seq_cst);
-  const int64_t claim = sh_->caller_poll_ns.load(std::memory_order_seq_cst);
-  const int64_t wait = claim + kCallerClaimNs - now;
+  const int64_t wait = sh_->caller_claim_ns.load(std::memory_order_seq_cst) - now;
   if (wait > 0 && !sh_->has_submissions.load(std::memory_order_seq_cst) &&
       !sh_->stop.load(std::memory_order_seq_cst)) {
     pollfd fd{sh_->wake_fd, POLLIN, 0};

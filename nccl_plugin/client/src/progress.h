@@ -84,6 +84,8 @@ class Progress {
   void sleep(int64_t now, std::unique_lock<std::mutex>& lk);
   // While a caller polls: blocks until wake() or until the caller's claim runs out.
   void doze(int64_t now);
+  // Keeps Shared::bulk_in_flight in step with unfinished_bytes_.
+  void publish_bulk();
   int64_t next_wakeup(int64_t now) const;
   // How long sleep() listens only for a wake() before it waits on the sockets: > 0 only while
   // more than spin_max_bytes are in flight (ClientConfig::bulk_wake).

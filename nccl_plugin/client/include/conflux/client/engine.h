@@ -108,6 +108,10 @@ struct EngineStats {
   uint64_t progress_sleeps = 0;
   // Of those, sleeps that began with a bulk pause (ClientConfig::bulk_wake).
   uint64_t bulk_pauses = 0;
+  // Times the progress thread dozed because a caller's poll claimed the I/O; each doze ends
+  // when the claim runs out (1 ms after the poll; 200 us while more than spin_max_bytes are
+  // in flight) or at a wake().
+  uint64_t dozes = 0;
   // Sum over the aggregators of their current grant to this job (Capacity share_mbps),
   // Mbit/s, 0 = unknown; it moves when an aggregator sends a grant update (SPEC.md §3).
   uint64_t grant_mbps = 0;
