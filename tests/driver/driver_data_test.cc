@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "conflux/common/reduce.h"
+#include "driver/chunks.h"
 #include "driver/data.h"
 #include "driver/idle.h"
 #include "driver/options.h"
@@ -133,16 +134,17 @@ TEST(Options, BytesWithSuffixes) {
 }
 
 TEST(Options, SizeListAndFlags) {
-  const char* argv[] = {"d",        "--minbytes",   "4",  "-e",         "1K", "--stepfactor=4",
-                        "--modes",  "ring,collnet", "-d", "float,bf16", "-o", "all",
-                        "--inplace"};
+  const char* argv[] = {"d",         "--minbytes",    "4",  "-e",         "1K", "--stepfactor=4",
+                        "--modes",   "ring,collnet",  "-d", "float,bf16", "-o", "all",
+                        "--inplace", "--mixed-chunks"};
   Options o;
-  ASSERT_TRUE(parse_options(13, const_cast<char**>(argv), &o).ok());
+  ASSERT_TRUE(parse_options(14, const_cast<char**>(argv), &o).ok());
   EXPECT_EQ(size_list(o), (std::vector<size_t>{4, 16, 64, 256, 1024}));
   EXPECT_EQ(o.modes.size(), 2u);
   EXPECT_EQ(o.dtypes.size(), 2u);
   EXPECT_EQ(o.ops.size(), 4u);
   EXPECT_TRUE(o.inplace);
+  EXPECT_TRUE(o.mixed_chunks);
   const char* bad[] = {"d", "--modes", "tree"};
   Options o2;
   Status st = parse_options(3, const_cast<char**>(bad), &o2);
@@ -166,6 +168,34 @@ TEST(Options, TreeLeavesAndCloseStagger) {
   st = parse_options(3, const_cast<char**>(zero), &o3);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("--tree-leaves"), std::string::npos) << st.message();
+}
+
+// The requests of one AllReduce cover it in order, without gap or overlap, for every way
+// the end can fall: uniform, and --mixed-chunks (small, big, small, ...) ending on an exact
+// period, inside a small request, inside a big one.
+TEST(ChunkPlan, RequestsCoverTheMessageInOrder) {
+  for (const size_t small : {size_t{0}, size_t{3}}) {
+    for (size_t count = 1; count <= 40; ++count) {
+      const ChunkPlan p{count, 7, small};
+      SCOPED_TRACE("count " + std::to_string(count) + " small " + std::to_string(small));
+      size_t at = 0;
+      for (size_t i = 0; i < p.requests(); ++i) {
+        ASSERT_EQ(p.first(i), at);
+        ASSERT_GT(p.elems(i), 0u);
+        ASSERT_LE(p.elems(i), (small > 0 && i % 2 == 0) ? small : size_t{7});
+        if (i + 1 < p.requests()) {
+          EXPECT_EQ(p.elems(i),
+                    (small > 0 && i % 2 == 0) ? small : size_t{7});  // only the last is short
+        }
+        at += p.elems(i);
+      }
+      EXPECT_EQ(at, count);
+    }
+  }
+  const ChunkPlan mixed{25, 7, 3};  // 3 7 | 3 7 | 3 2
+  EXPECT_EQ(mixed.requests(), 6u);
+  EXPECT_EQ(mixed.first(5), 23u);
+  EXPECT_EQ(mixed.elems(5), 2u);
 }
 
 // The pacing of a polling loop (idle.h): --idle-sleep-us at first and for requests completing

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "driver/chunks.h"
 #include "driver/idle.h"
 
 namespace conflux::driver {
@@ -200,26 +201,25 @@ size_t CollNetSession::chunk_bytes(size_t requested, size_t esize) const {
 }
 
 Status CollNetSession::allreduce(void* send, void* recv, size_t count, DType t, Op op, size_t chunk,
-                                 int inflight) {
+                                 int inflight, size_t small_chunk) {
   const size_t es = dtype_size(t);
-  const size_t chunk_elems = chunk_bytes(chunk, es) / es;
-  const size_t nchunks = (count + chunk_elems - 1) / chunk_elems;
+  ChunkPlan plan{count, chunk_bytes(chunk, es) / es, 0};
+  if (small_chunk > 0) plan.small = std::min(chunk_bytes(small_chunk, es) / es, plan.big);
   void* smh = send_mh_;
   void* rmh = (recv == send) ? send_mh_ : recv_mh_;
   auto* s = static_cast<char*>(send);
   auto* d = static_cast<char*>(recv);
-  auto elems = [&](size_t i) { return std::min(chunk_elems, count - i * chunk_elems); };
   return pipeline(
-      "AllReduce", nchunks, inflight,
+      "AllReduce", plan.requests(), inflight,
       [&](size_t i, void** req) {
-        const size_t first = i * chunk_elems;
+        const size_t first = plan.first(i);
         DRV_CALL(rank_, "collnet.iallreduce",
-                 cn_->iallreduce(coll_comm_, s + first * es, d + first * es, elems(i),
+                 cn_->iallreduce(coll_comm_, s + first * es, d + first * es, plan.elems(i),
                                  static_cast<nccl::ncclDataType_t>(t),
                                  static_cast<nccl::ncclRedOp_t>(op), smh, rmh, req));
         return Status::Ok();
       },
-      [&](size_t i) { return elems(i) * es; });
+      [&](size_t i) { return plan.elems(i) * es; });
 }
 
 Status CollNetSession::close() {

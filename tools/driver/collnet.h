@@ -52,8 +52,10 @@ class CollNetSession {
     return usable_[static_cast<int>(t)][static_cast<int>(op)];
   }
 
+  // small_chunk_bytes > 0 (--mixed-chunks): requests alternate between that size and
+  // chunk_bytes, the small one first.
   Status allreduce(void* send, void* recv, size_t count, DType t, Op op, size_t chunk_bytes,
-                   int inflight);
+                   int inflight, size_t small_chunk_bytes = 0);
   // count = elements per rank: send holds nranks * count, recv this rank's count.
   Status reducescatter(void* send, void* recv, size_t count, DType t, Op op, size_t chunk_bytes,
                        int inflight);

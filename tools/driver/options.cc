@@ -191,6 +191,8 @@ bool is_switch(const std::string& flag, Options* o) {
     o->inplace = true;
   else if (flag == "--deterministic")
     o->deterministic = true;
+  else if (flag == "--mixed-chunks")
+    o->mixed_chunks = true;
   else if (flag == "--check-iters")
     o->check_iters = true;
   else if (flag == "--require-collnet")
@@ -313,6 +315,8 @@ void print_usage(const char* argv0) {
       "  -o|--op LIST|all       sum,prod,max,min (default sum)\n"
       "  --chunk-bytes B        bytes per request (default 1M)\n"
       "  --inflight N           requests in flight, per peer for ring (default 8, max 32)\n"
+      "  --mixed-chunks         collnet, hybrid: every other request is 4 KiB, so that small\n"
+      "                         requests (completed inside test()) queue ahead of large ones\n"
       "  --inplace              in-place AllReduce (send buffer == receive buffer)\n"
       "  --deterministic        set CONFLUX_DETERMINISTIC=1; CollNet results must match the\n"
       "                         rank-order reference bit for bit\n"

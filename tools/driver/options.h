@@ -19,6 +19,9 @@ inline bool is_direct(Mode m) { return m == Mode::kReduceScatter || m == Mode::k
 
 inline constexpr double kAutoRingFraction = -1.0;  // --ring-fraction auto
 
+// --mixed-chunks: the small requests' size, under the plugin's inline-completion limit.
+inline constexpr size_t kMixedSmallChunk = 4096;
+
 struct Options {
   std::string plugin;  // --plugin PATH|NAME; empty: NCCL_NET_PLUGIN, then libnccl-net.so
   int nranks = 0;      // --nranks N: fork N local ranks; 0: take the rank from CONFLUX_DRIVER_*
@@ -34,6 +37,8 @@ struct Options {
   double rs_ring_fraction = 0.0;  // reducescatter mode
   size_t chunk_bytes = size_t{1} << 20;
   int inflight = 8;
+  bool mixed_chunks =
+      false;  // collnet/hybrid: alternate kMixedSmallChunk requests with chunk_bytes
   bool inplace = false;
   bool deterministic = false;
   bool check_iters = false;      // verify every warmup/timed iteration, not only the check run

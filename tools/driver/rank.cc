@@ -133,10 +133,12 @@ struct RankRun {
     }
     const std::string how = std::string(", CONFLUX_RING_FRACTION=") + frac + ", chunk " +
                             std::to_string(o.chunk_bytes) + " B, inflight " +
-                            std::to_string(o.inflight);
+                            std::to_string(o.inflight) +
+                            (o.mixed_chunks ? " (mixed with 4 KiB ones)" : "");
     ModeRun m{mode, o.deterministic ? InputKind::kRandom : InputKind::kExact,
               [&cs, this](void* s, void* r, size_t n, DType t, Op op) {
-                return cs.allreduce(s, r, n, t, op, o.chunk_bytes, o.inflight);
+                return cs.allreduce(s, r, n, t, op, o.chunk_bytes, o.inflight,
+                                    o.mixed_chunks ? kMixedSmallChunk : 0);
               },
               [&cs](DType t, Op op) { return cs.supported(t, op); }};
     std::string what = "CollNetChain iallreduce" + how +
