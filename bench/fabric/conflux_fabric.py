@@ -93,6 +93,9 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, help="warm-up iterations for every size")
     p.add_argument("--agg-threads", type=int, default=1)
     p.add_argument("--idle-sleep-us", type=int, default=50)
+    p.add_argument("--percentiles", action="store_true",
+                   help="Conflux systems: also print each size's per-iteration p50/p90/p99/max "
+                   "(rank 0's --timeline), the tail that the mean time hides")
     p.add_argument("--check-seconds", type=float, default=2.0)
     p.add_argument("--env", action="append", default=[], metavar="K=V",
                    help="extra environment of every driver rank (e.g. CONFLUX_WINDOW_SLOTS=16)")
@@ -176,8 +179,12 @@ def run_system(runner, rows, fabric_name, label, kind, bnds, a, aggs=(), fractio
                 text = ""
         band = fabric_run.parse_rows(text, a.workers)  # none when both attempts failed
         gbytes += sum(r["bytes"] for r in band) * (b["iters"] + b["warmup"]) / 1e9
+        tails = {}
+        if text and kind not in ("gloo", "mpi") and runner.last_timeline:
+            tails = fabric_report.timeline_percentiles(runner.last_timeline)
         for r in band:
             r.update({"fabric": fabric_name, "system": label})
+            r.update(tails.get(r["bytes"], {}))
             mine.append(r)
     if gbytes > 0:
         for r in mine:
@@ -188,6 +195,11 @@ def run_system(runner, rows, fabric_name, label, kind, bnds, a, aggs=(), fractio
         print(f"# {label}: {busy_s / gbytes:.2f} CPU-s per GB AllReduced ({busy_s:.1f} busy "
               f"CPU-s over {gbytes:.2f} GB, whole machine, /proc/stat, set-up and checks "
               f"included)", flush=True)
+    for r in mine:
+        if "p50_us" in r:
+            print(f"# {label}: {r['bytes']} B per iteration (rank 0, {r['n']} timed): "
+                  f"p50 {r['p50_us']:.1f} p90 {r['p90_us']:.1f} p99 {r['p99_us']:.1f} "
+                  f"max {r['max_us']:.1f} us", flush=True)
     timed = [r for r in mine if r.get("host_cpu_s_per_gb") is not None]
     if timed:
         # Byte-weighted over the sizes, as if every size ran the same number of iterations.
@@ -218,7 +230,8 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
     workdir = os.path.join(workdir, name)
     os.makedirs(workdir, exist_ok=True)
     runner = fabric_run.Runner(fab, bins, workdir, a.idle_sleep_us,
-                               dict(kv.split("=", 1) for kv in a.env), a.agg_arg)
+                               dict(kv.split("=", 1) for kv in a.env), a.agg_arg,
+                               timelines=a.percentiles)
     try:
         fab.build()
         print(fab.describe(), flush=True)

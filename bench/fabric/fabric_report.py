@@ -16,6 +16,25 @@ def table(rows, title):
     return "\n".join(out)
 
 
+def timeline_percentiles(path):
+    """conflux-nccl-driver --timeline FILE ("MODE BYTES END_S US" per timed iteration of rank
+    0) -> {bytes: {"n", "p50_us", "p90_us", "p99_us", "max_us"}}: the tail that a mean hides."""
+    by = {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            _, nbytes, _, us = line.split()
+            by.setdefault(int(nbytes), []).append(float(us))
+    out = {}
+    for nbytes, v in by.items():
+        v.sort()
+        n = len(v)
+        out[nbytes] = {"n": n, "p50_us": v[n // 2], "p90_us": v[min(n - 1, n * 9 // 10)],
+                       "p99_us": v[min(n - 1, n * 99 // 100)], "max_us": v[-1]}
+    return out
+
+
 def link_gbs(mbit):
     return mbit * 1e6 / 8 / 1e9
 
@@ -95,7 +114,8 @@ def summary(rows, meta):
 def write_csv(path, rows):
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["fabric", "system", "bytes", "time_us", "algbw",
-                                          "busbw", "wrong", "host_cpu_s_per_gb"])
+                                          "busbw", "wrong", "host_cpu_s_per_gb", "p50_us",
+                                          "p90_us", "p99_us", "max_us"])
         w.writeheader()
         for r in rows:
             w.writerow({k: r.get(k, "") for k in w.fieldnames})

@@ -152,8 +152,13 @@ def rank_env(rank, nranks, root, worker, aggregators):
 
 
 class Runner:
-    def __init__(self, fabric, bins, workdir, idle_sleep_us=50, driver_env=None, agg_args=()):
+    def __init__(self, fabric, bins, workdir, idle_sleep_us=50, driver_env=None, agg_args=(),
+                 timelines=False):
         self.agg_args = list(agg_args)
+        # timelines: rank 0 of each driver run writes its per-iteration times to
+        # last_timeline (conflux-nccl-driver --timeline); None after any other run.
+        self.timelines = timelines
+        self.last_timeline = None
         self.driver_env = dict(driver_env or {})
         self.fabric, self.bins, self.workdir = fabric, bins, workdir
         self.idle_sleep_us = idle_sleep_us
@@ -315,12 +320,17 @@ class Runner:
         port = 29500 + self.seq
         root = f"{self.fabric.workers[0].ip}:{port}"
         n = len(self.fabric.workers)
+        timeline = (os.path.join(self.workdir, f"timeline-{self.seq}.txt")
+                    if self.timelines else None)
+        self.last_timeline = None
 
         def argv(i, w):
             a = [self.bins["driver"], "--plugin", self.bins["plugin"], "--modes", mode,
                  "-b", str(band["min"]), "-e", str(band["max"]), "-f", "4",
                  "-n", str(band["iters"]), "-w", str(band["warmup"]),
                  "--idle-sleep-us", str(self.idle_sleep_us), "--timeout", str(int(timeout))]
+            if timeline and i == 0:
+                a += ["--timeline", timeline]
             if mode != "ring":
                 f = ring_fraction if ring_fraction == "auto" else f"{ring_fraction:.4f}"
                 a += ["--require-collnet", "--ring-fraction", f]
@@ -332,7 +342,9 @@ class Runner:
             e.update(self.driver_env)
             return e
 
-        return self._run_ranks(f"driver-{mode}", argv, env, timeout + 20)
+        text = self._run_ranks(f"driver-{mode}", argv, env, timeout + 20)
+        self.last_timeline = timeline
+        return text
 
     def run_gloo(self, band, timeout):
         self.seq += 1

@@ -55,7 +55,8 @@ def main():
     common = [sys.executable, harness, *bin_flags, "--prefix", prefix, "--workers", "2",
               "--rate", "400", "--minbytes", "4", "--iters", "3", "--warmup", "1",
               "--check-seconds", "1"]
-    argv = common + ["--topologies", "fat", "--maxbytes", "16K", "--out", out_dir]
+    argv = common + ["--topologies", "fat", "--maxbytes", "16K", "--percentiles",
+                     "--out", out_dir]  # the out dir last: the SIGTERM run below replaces it
     t0 = time.monotonic()
     r = subprocess.run(argv, capture_output=True, text=True, timeout=70)
     out = r.stdout + r.stderr
@@ -75,6 +76,15 @@ def main():
     systems = len([l for l in out.splitlines() if l.startswith("# ") and " rows verified (" in l])
     if systems < 2 or not out.rstrip().endswith("verified: all results correct"):
         fail(f"only {systems} verified system runs", out)
+    # --percentiles: every size of a Conflux system has its timed iterations' tail, ordered.
+    tails = re.findall(r"# conflux 1 agg @2x: (\d+) B per iteration \(rank 0, (\d+) timed\): "
+                       r"p50 ([\d.]+) p90 ([\d.]+) p99 ([\d.]+) max ([\d.]+) us", out)
+    if sorted(int(t[0]) for t in tails) != [4 ** k for k in range(1, 8)]:
+        fail(f"per-iteration percentiles for sizes {[t[0] for t in tails]}", out)
+    for t in tails:
+        p = [float(x) for x in t[2:]]
+        if int(t[1]) != 3 or not 0 < p[0] <= p[1] <= p[2] <= p[3]:
+            fail(f"per-iteration percentiles {t}", out)
     rows = [l for l in out.splitlines() if l.split()[:1] == ["16384"]]
     if len(rows) < systems or any(not l.rstrip().endswith(" 0") for l in rows):
         fail("16 KiB rows missing or #wrong != 0", out)
