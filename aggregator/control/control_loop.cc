@@ -44,8 +44,10 @@ void ControlPlane::run() {
   // The floor keeps ordinary turns from counting when worker_timeout_ms is tiny.
   const Clock::duration stall =
       std::max<Clock::duration>(std::chrono::milliseconds(cfg_.worker_timeout_ms / 2), kMinStall);
+  // Measured from one turn's `now` to the next, so that a stop anywhere in the loop counts,
+  // also one that lands in tick() or reap() (a gap from the start of each wait missed those).
+  Clock::time_point last = Clock::now();
   while (!stopping_.load(std::memory_order_acquire)) {
-    const Clock::time_point turn = Clock::now();
     int n = epoll_wait(epfd_, evs, kMaxEvents, kWaitMs);
     // EINTR: a signal, or a stop (SIGSTOP, a debugger) followed by SIGCONT, which interrupts
     // epoll_wait even without a handler (signal(7)). Either way: read what is waiting below.
@@ -66,7 +68,8 @@ void ControlPlane::run() {
       if (n <= 0) break;
     }
     const Clock::time_point now = Clock::now();
-    const Clock::duration gap = now - turn - std::chrono::milliseconds(kWaitMs);
+    const Clock::duration gap = now - last - std::chrono::milliseconds(kWaitMs);
+    last = now;
     if (gap >= stall) on_stall(gap, now);
     tick(now);
     reap();
