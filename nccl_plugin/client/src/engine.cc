@@ -34,11 +34,12 @@ class Engine::Impl {
     if (!sh.cfg.caller_progress) {
       return;
     }
+    const int64_t now = now_ns();  // one clock read per poll: this runs in NCCL's spin loop
     const int64_t hold =
         sh.bulk_in_flight.load(std::memory_order_relaxed) ? kCallerClaimBulkNs : kCallerClaimNs;
-    sh.caller_claim_ns.store(now_ns() + hold, std::memory_order_release);
+    sh.caller_claim_ns.store(now + hold, std::memory_order_release);
     std::unique_lock<std::mutex> lk(sh.progress_mu, std::try_to_lock);
-    if (lk.owns_lock() && progress->step(now_ns())) {
+    if (lk.owns_lock() && progress->step(now)) {
       Counters::add(sh.ctr.caller_steps);
     }
   }
