@@ -36,6 +36,12 @@ class NetRing {
   Status allreduce(void* send, void* recv, size_t count, DType t, Op op);
   Status teardown();
 
+  // The connections, for other patterns over them (pxn.h); valid between setup and teardown.
+  const nccl::ncclNet_v11_t* net() const { return net_; }
+  void* send_comm() const { return send_comm_; }
+  void* recv_comm() const { return recv_comm_; }
+  const Deadline* deadline() const { return dl_; }
+
  private:
   struct Piece {
     size_t first;  // element offset in the buffer

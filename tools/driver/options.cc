@@ -86,8 +86,11 @@ Status parse_modes(const std::string& v, std::vector<Mode>* out) {
       out->push_back(Mode::kReduceScatter);
     else if (name == "allgather")
       out->push_back(Mode::kAllGather);
+    else if (name == "pxn")
+      out->push_back(Mode::kPxn);
     else
-      return bad("--modes", name, "expected collnet, hybrid, ring, reducescatter or allgather");
+      return bad("--modes", name,
+                 "expected collnet, hybrid, ring, reducescatter, allgather or pxn");
   }
   return out->empty() ? bad("--modes", v, "empty list") : Status::Ok();
 }
@@ -159,6 +162,16 @@ Status apply(const std::string& flag, const std::string& val, Options* o) {
   if (flag == "--dtype" || flag == "-d") return parse_dtypes(val, &o->dtypes);
   if (flag == "--op" || flag == "-o") return parse_ops(val, &o->ops);
   if (flag == "--modes") return parse_modes(val, &o->modes);
+  if (flag == "--pxn-senders" || flag == "--pxn-lag" || flag == "--pxn-steps") {
+    // Grouped receives take at most 8 parts (NCCL_NET_MAX_RECVS).
+    const long hi = flag == "--pxn-senders" ? 8 : 100000;
+    if (!parse_int(val, flag == "--pxn-lag" ? 0 : 1, hi, &n)) return bad(flag, val, "out of range");
+    int* dst = flag == "--pxn-senders" ? &o->pxn_senders
+               : flag == "--pxn-lag"   ? &o->pxn_lag
+                                       : &o->pxn_steps;
+    *dst = static_cast<int>(n);
+    return Status::Ok();
+  }
   if (flag == "--tree-leaves") return parse_leaves(val, &o->tree_leaves);
   if (flag == "--ring-fraction" || flag == "--rs-ring-fraction") {
     if (val == "auto") {
@@ -218,6 +231,8 @@ const char* mode_name(Mode m) {
       return "reducescatter";
     case Mode::kAllGather:
       return "allgather";
+    case Mode::kPxn:
+      return "pxn";
   }
   return "?";
 }
@@ -302,7 +317,12 @@ void print_usage(const char* argv0) {
       "  --nranks N             fork N ranks on this machine; without it the rank comes from\n"
       "                         CONFLUX_DRIVER_RANK/_NRANKS/_ROOT=host:port\n"
       "  --modes LIST           collnet,hybrid,ring (default: all three); also\n"
-      "                         reducescatter,allgather (CollNetDirect pattern; size = total)\n"
+      "                         reducescatter,allgather (CollNetDirect pattern; size = total),\n"
+      "                         pxn (senders sharing a connection, grouped irecvs; size =\n"
+      "                         bytes per message)\n"
+      "  --pxn-senders N        pxn: senders per shared connection = parts per irecv (2)\n"
+      "  --pxn-lag N            pxn: sender j starts once sender j-1 posted N messages (16)\n"
+      "  --pxn-steps N          pxn: messages per sender per iteration (32)\n"
       "  --ring-fraction F      CONFLUX_RING_FRACTION of the hybrid mode (default 0.5;\n"
       "                         auto: the plugin's split from the grants and link rates)\n"
       "  --rs-ring-fraction F   CONFLUX_RING_FRACTION of the reducescatter mode (default 0)\n"

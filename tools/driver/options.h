@@ -12,8 +12,9 @@
 namespace conflux::driver {
 
 // AllReduce through CollNet (aggregators only, or split with the ring), AllReduce over the
-// p2p net ring, and CollNetDirect's ReduceScatter / AllGather through CollNet.
-enum class Mode { kCollNet, kHybrid, kRing, kReduceScatter, kAllGather };
+// p2p net ring, CollNetDirect's ReduceScatter / AllGather through CollNet, and PXN-shared p2p
+// connections with grouped receives (pxn.h).
+enum class Mode { kCollNet, kHybrid, kRing, kReduceScatter, kAllGather, kPxn };
 const char* mode_name(Mode m);
 inline bool is_direct(Mode m) { return m == Mode::kReduceScatter || m == Mode::kAllGather; }
 
@@ -51,6 +52,9 @@ struct Options {
   int inject_exit_rank = -1;          // test hook: this rank exits abruptly after setup
   int close_stagger_ms = 0;           // rank r closes its CollNet comm r * this ms after the others
   std::vector<uint32_t> tree_leaves;  // --tree-leaves: ranks per leaf (deterministic reference)
+  int pxn_senders = 2;                // --pxn-senders: senders sharing a connection (pxn mode)
+  int pxn_lag = 16;                   // --pxn-lag: messages sender j-1 posts before sender j
+  int pxn_steps = 32;                 // --pxn-steps: messages per sender per iteration
   bool help = false;
 };
 

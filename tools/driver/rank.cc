@@ -19,6 +19,7 @@
 #include "driver/idle.h"
 #include "driver/net_ring.h"
 #include "driver/plugin.h"
+#include "driver/pxn.h"
 #include "driver/rank_setup.h"
 #include "driver/report.h"
 #include "driver/tuner_check.h"
@@ -189,6 +190,24 @@ struct RankRun {
     return close_comm(&ring);
   }
 
+  Status run_pxn_mode(uint64_t id) {
+    NetRing ring;
+    DRV_TRY(open_comm(id, &ring));
+    const PxnShape shape{o.pxn_senders, o.pxn_lag, o.pxn_steps, o.inflight};
+    if (rank == 0) {
+      print_table_header(Mode::kPxn, std::to_string(shape.senders) +
+                                         " senders share each connection (tag = sender), " +
+                                         "grouped irecvs of " + std::to_string(shape.senders) +
+                                         " parts, " + std::to_string(shape.steps) +
+                                         " messages per sender, sender j starts " +
+                                         std::to_string(shape.lag) + " behind j-1, inflight " +
+                                         std::to_string(shape.inflight) + "; size = bytes per " +
+                                         "message, type uint8, #wrong = bytes");
+    }
+    DRV_TRY(run_pxn(o, shape, &ring, &bs, &rows));
+    return close_comm(&ring);
+  }
+
   Status run(const Endpoint& root, int listen_fd) {
     if (o.deterministic) setenv("CONFLUX_DETERMINISTIC", "1", 1);
     // A rank's own aggregator list (its leaf in a reduction tree), as each node of a real
@@ -215,6 +234,8 @@ struct RankRun {
       const uint64_t id = comm_id + i;  // a new communicator (commHash) per mode
       if (o.modes[i] == Mode::kRing)
         DRV_TRY(run_ring_mode(id));
+      else if (o.modes[i] == Mode::kPxn)
+        DRV_TRY(run_pxn_mode(id));
       else
         DRV_TRY(run_collnet_mode(o.modes[i], id));
     }
