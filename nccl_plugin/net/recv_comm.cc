@@ -143,48 +143,133 @@ bool RecvComm::matchHeader() {
       bool allMatched =
           std::all_of(r->parts, r->parts + r->n, [](const Request::Part& q) { return q.matched; });
       if (allMatched) pending_.erase(it);  // before the decrement: r may be freed right after
-      const bool inl = (hdr_.flags & wire::kMsgInline) != 0;
-      Chunk chunks[64];
-      const int nchunks =
-          inl ? 0 : splitMessage(hdr_.size, numDataSockets(), minChunk_, hdr_.seq, chunks);
-      r->remaining.fetch_add(nchunks, std::memory_order_relaxed);
-      uint64_t wake = 0;
-      for (int c = 0; c < nchunks; ++c) {
-        if (!pushTask(chunks[c].socket, Task{p.data + chunks[c].offset, chunks[c].len, r})) {
-          fail(Status::kInternalError, "data socket queue overflow");
-          return false;
-        }
-        wake |= uint64_t{1} << ownerOf(chunks[c].socket);
-      }
-      hdrValid_ = false;
-      hdrGot_ = 0;
-      ++expectSeq_;
-      if (inl && hdr_.size > 0) {  // its payload follows on this socket: readInline
-        inlineReq_ = r;
-        inlineDst_ = p.data;
-        inlineLeft_ = hdr_.size;
-        inlinePartial_.store(true, std::memory_order_relaxed);
-        return true;
-      }
-      r->remaining.fetch_sub(1, std::memory_order_acq_rel);  // the header's unit
-      // Thread 0 too: a caller may be running this (CommCore::callerStep); thread 0 running it
-      // itself is awake, and wakeWorker does nothing then.
-      for (int w = 0; w < numThreads(); ++w) {
-        if (wake & (uint64_t{1} << w)) wakeWorker(w);
-      }
-      return true;
+      return acceptMessage(r, p.data);
     }
   }
+  // Buffered only while a posted receive waits for another tag: that receive's message may be
+  // behind this one. With no receive posted the header waits, and so does the sender's data
+  // in the kernel (no copy, no memory for a receiver that is merely late).
+  return !pending_.empty() && bufferUnexpected();
+}
+
+bool RecvComm::acceptMessage(Request* r, char* dst) {
+  const bool inl = (hdr_.flags & wire::kMsgInline) != 0;
+  Chunk chunks[64];
+  const int nchunks =
+      inl ? 0 : splitMessage(hdr_.size, numDataSockets(), minChunk_, hdr_.seq, chunks);
+  r->remaining.fetch_add(nchunks, std::memory_order_relaxed);
+  uint64_t wake = 0;
+  for (int c = 0; c < nchunks; ++c) {
+    if (!pushTask(chunks[c].socket, Task{dst + chunks[c].offset, chunks[c].len, r})) {
+      fail(Status::kInternalError, "data socket queue overflow");
+      return false;
+    }
+    wake |= uint64_t{1} << ownerOf(chunks[c].socket);
+  }
+  hdrValid_ = false;
+  hdrGot_ = 0;
+  ++expectSeq_;
+  if (inl && hdr_.size > 0) {  // its payload follows on this socket: readInline
+    inlineReq_ = r;
+    inlineDst_ = dst;
+    inlineLeft_ = hdr_.size;
+    inlinePartial_.store(true, std::memory_order_relaxed);
+    return true;
+  }
+  r->remaining.fetch_sub(1, std::memory_order_acq_rel);  // the header's unit
+  // Thread 0 too: a caller may be running this (CommCore::callerStep); thread 0 running it
+  // itself is awake, and wakeWorker does nothing then.
+  for (int w = 0; w < numThreads(); ++w) {
+    if (wake & (uint64_t{1} << w)) wakeWorker(w);
+  }
+  return true;
+}
+
+bool RecvComm::bufferUnexpected() {
+  if (int(unexpected_.size()) >= kMaxUnexpected ||
+      unexpectedBytes_ + hdr_.size > kMaxUnexpectedBytes) {
+    if (!std::exchange(unexpectedFullLogged_, true)) {
+      CFX_INFO(kLogNet,
+               "recv comm from %s: %zu messages (%zu bytes) arrived before a receive for them; "
+               "tag %d waits for its irecv",
+               peerName().c_str(), unexpected_.size(), unexpectedBytes_, hdr_.tag);
+    }
+    return false;
+  }
+  Unexpected& u = unexpected_.emplace_back();
+  u.tag = hdr_.tag;
+  u.size = hdr_.size;
+  u.buf.reset(new (std::nothrow) char[hdr_.size > 0 ? hdr_.size : 1]);
+  if (u.buf == nullptr) {
+    unexpected_.pop_back();
+    fail(Status::kSystemError, "out of memory buffering a %llu-byte message (tag %d)",
+         static_cast<unsigned long long>(hdr_.size), hdr_.tag);
+    return false;
+  }
+  u.hold.comm = this;
+  u.hold.remaining.store(1, std::memory_order_relaxed);  // the header's unit
+  unexpectedBytes_ += u.size;
+  return acceptMessage(&u.hold, u.buf.get());
+}
+
+void RecvComm::adoptUnexpected(Request* r) {
+  for (int i = 0; i < r->n; ++i) {
+    Request::Part& p = r->parts[i];
+    for (Unexpected& u : unexpected_) {
+      if (u.target != nullptr || u.tag != p.tag) continue;
+      if (u.size > p.posted) {
+        fail(Status::kInvalidUsage,
+             "message truncated: %zu bytes sent for a %zu-byte receive (tag %d)", u.size, p.posted,
+             p.tag);
+        return;
+      }
+      p.matched = true;
+      p.actual = u.size;
+      u.target = r;
+      u.part = i;
+      copiesWaiting_.fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
+  }
+}
+
+bool RecvComm::copyReady() const {
+  if (copiesWaiting_.load(std::memory_order_relaxed) == 0) return false;
+  for (const Unexpected& u : unexpected_) {
+    if (u.target != nullptr && u.hold.remaining.load(std::memory_order_acquire) == 0) return true;
+  }
   return false;
+}
+
+bool RecvComm::finishCopies() {
+  if (copiesWaiting_.load(std::memory_order_relaxed) == 0) return false;
+  bool progress = false;
+  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
+    if (it->target == nullptr || it->hold.remaining.load(std::memory_order_acquire) != 0) {
+      ++it;
+      continue;
+    }
+    if (it->size > 0) std::memcpy(it->target->parts[it->part].data, it->buf.get(), it->size);
+    Request* r = it->target;
+    unexpectedBytes_ -= it->size;
+    it = unexpected_.erase(it);
+    copiesWaiting_.fetch_sub(1, std::memory_order_relaxed);
+    r->remaining.fetch_sub(1, std::memory_order_acq_rel);  // the part's unit; last access
+    progress = true;
+  }
+  return progress;
 }
 
 bool RecvComm::pumpControl() {
   bool progress = false;
   Request* r;
   while (posted_.pop(&r)) {
-    pending_.push_back(r);
+    if (!unexpected_.empty()) adoptUnexpected(r);
+    if (!std::all_of(r->parts, r->parts + r->n, [](const Request::Part& q) { return q.matched; }))
+      pending_.push_back(r);
     progress = true;
   }
+  progress |= finishCopies();
   for (;;) {
     if (inlineReq_ != nullptr && !readInline(&progress)) break;
     if (!readHeader(&progress)) break;

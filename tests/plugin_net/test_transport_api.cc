@@ -230,6 +230,97 @@ TEST_P(TransportModes, PingPongOfInlineAndBulkMessagesIsExact) {
   b.join();
 }
 
+// NCCL's PXN-shared connections (maxRecvs > 1): two senders share one send comm, tag = sender,
+// and the receiver posts one grouped irecv {A, B} at a time, the next only when the last one
+// completed. Sender A runs 12 messages ahead (inline and bulk sizes) before B's first: A's
+// second message arrives before any receive has a part for it, and must not stand in front of
+// B's. Every byte checked, A's messages in A's order.
+TEST_P(TransportModes, SenderRunningAheadDoesNotBlockTheGroup) {
+  auto t = transport(2, 2);
+  Connected c = connectPair(*t);
+  ASSERT_TRUE(c.send && c.recv);
+  constexpr int kAhead = 12, kSteps = 16, kTagA = 3, kTagB = 7;
+  const auto size_of = [](int tag, int step) -> size_t {
+    return step % 3 == 0 ? 300000 + size_t(step) * 17 + size_t(tag) : 100 + size_t(step) * 331;
+  };
+  const auto fill = [](std::vector<unsigned char>& v, int tag, int step) {
+    for (size_t k = 0; k < v.size(); ++k)
+      v[k] = static_cast<unsigned char>(k * 13 + step * 7 + tag);
+  };
+  std::thread sender([&] {
+    std::vector<std::vector<unsigned char>> msgs;
+    std::vector<Request*> reqs;
+    const auto post = [&](int tag, int step) {
+      msgs.emplace_back(size_of(tag, step));
+      fill(msgs.back(), tag, step);
+      Request* r = nullptr;
+      ASSERT_EQ(c.send->isend(msgs.back().data(), msgs.back().size(), tag, &r), Status::kOk);
+      ASSERT_NE(r, nullptr);
+      size_t n = 0;
+      ASSERT_EQ(waitDone(r, &n), Status::kOk);  // eager: done without the receiver's irecv
+    };
+    msgs.reserve(2 * kSteps);
+    for (int s = 0; s < kAhead; ++s) post(kTagA, s);
+    for (int s = 0; s < kSteps; ++s) {
+      post(kTagB, s);
+      if (s + kAhead < kSteps) post(kTagA, s + kAhead);
+    }
+  });
+  std::vector<unsigned char> a(400000), b(400000), want;
+  for (int s = 0; s < kSteps; ++s) {
+    void* d[2] = {a.data(), b.data()};
+    size_t sz[2] = {a.size(), b.size()};
+    int tags[2] = {kTagA, kTagB};
+    Request* r = nullptr;
+    ASSERT_EQ(c.recv->irecv(2, d, sz, tags, &r), Status::kOk);
+    ASSERT_NE(r, nullptr);
+    size_t got[kMaxRecvs] = {};
+    ASSERT_EQ(waitDone(r, got), Status::kOk) << "step " << s;
+    for (int i = 0; i < 2; ++i) {
+      const int tag = tags[i];
+      ASSERT_EQ(got[i], size_of(tag, s)) << "step " << s << " tag " << tag;
+      want.resize(got[i]);
+      fill(want, tag, s);
+      ASSERT_EQ(std::memcmp(want.data(), i == 0 ? a.data() : b.data(), got[i]), 0)
+          << "step " << s << " tag " << tag;
+    }
+  }
+  sender.join();
+}
+
+// A message that came before its receive and is larger than the part later posted for it
+// fails the comm as a truncation, as a matched one does.
+TEST_P(TransportModes, BufferedMessageLargerThanItsReceiveIsTruncation) {
+  auto t = transport(1, 1);
+  Connected c = connectPair(*t);
+  ASSERT_TRUE(c.send && c.recv);
+  std::vector<unsigned char> out(5000, 0x5a), in(100);
+  Request* sr = nullptr;
+  ASSERT_EQ(c.send->isend(out.data(), out.size(), 9, &sr), Status::kOk);
+  size_t n = 0;
+  ASSERT_EQ(waitDone(sr, &n), Status::kOk);
+  // Another tag's receive first: the message is buffered as unexpected.
+  std::vector<unsigned char> other(10);
+  void* d0[1] = {other.data()};
+  size_t s0[1] = {other.size()};
+  int t0[1] = {1};
+  Request* r0 = nullptr;
+  ASSERT_EQ(c.recv->irecv(1, d0, s0, t0, &r0), Status::kOk);
+  bool done = false;
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_EQ(test(r0, &done, nullptr), Status::kOk);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  EXPECT_FALSE(done);
+  void* d[1] = {in.data()};
+  size_t sz[1] = {in.size()};
+  int tag[1] = {9};
+  Request* r = nullptr;
+  Status st = c.recv->irecv(1, d, sz, tag, &r);
+  if (st == Status::kOk && r != nullptr) st = waitDone(r, nullptr);
+  EXPECT_EQ(st, Status::kInvalidUsage);
+}
+
 INSTANTIATE_TEST_SUITE_P(CallerProgress, TransportModes,
                          ::testing::Values(TransportMode{true, 4096, 0},
                                            TransportMode{false, 4096, 0},

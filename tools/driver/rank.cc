@@ -195,14 +195,13 @@ struct RankRun {
     DRV_TRY(open_comm(id, &ring));
     const PxnShape shape{o.pxn_senders, o.pxn_lag, o.pxn_steps, o.inflight};
     if (rank == 0) {
-      print_table_header(Mode::kPxn, std::to_string(shape.senders) +
-                                         " senders share each connection (tag = sender), " +
-                                         "grouped irecvs of " + std::to_string(shape.senders) +
-                                         " parts, " + std::to_string(shape.steps) +
-                                         " messages per sender, sender j starts " +
-                                         std::to_string(shape.lag) + " behind j-1, inflight " +
-                                         std::to_string(shape.inflight) + "; size = bytes per " +
-                                         "message, type uint8, #wrong = bytes");
+      print_table_header(
+          Mode::kPxn, std::to_string(shape.senders) +
+                          " senders share each connection (tag = sender), " + "grouped irecvs of " +
+                          std::to_string(shape.senders) + " parts, " + std::to_string(shape.steps) +
+                          " messages per sender, sender j starts " + std::to_string(shape.lag) +
+                          " behind j-1, inflight " + std::to_string(shape.inflight) +
+                          "; size = bytes per " + "message, type uint8, #wrong = bytes");
     }
     DRV_TRY(run_pxn(o, shape, &ring, &bs, &rows));
     return close_comm(&ring);
