@@ -41,10 +41,14 @@ ncclResult_t init(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, ncc
     plugin::installNcclLogger(log);
     plugin::Config cfg;
     std::string error;
-    const net::Status st = plugin::loadConfig(&cfg, &error);
-    if (st != net::Status::kOk) {
-      CFX_WARN(net::kLogEnv, "tuner: %s", error.c_str());
-      return st;
+    if (plugin::loadConfig(&cfg, &error) != net::Status::kOk) {
+      // An init error would fail NCCL's communicator (init.cc): tune nothing instead.
+      CFX_WARN(net::kLogEnv, "tuner: %s; NCCL's own algorithm choices stand for this communicator",
+               error.c_str());
+      auto* c = new TunerContext;
+      c->policy.leave_all = true;
+      *ctx = c;
+      return net::Status::kOk;
     }
     auto* c = new TunerContext;
     c->policy.min_bytes = cfg.tunerCollnetMinBytes;

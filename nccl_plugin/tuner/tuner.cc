@@ -6,7 +6,7 @@ namespace conflux::tuner {
 
 Choice decide(const TunerPolicy& p, int coll_type, size_t nbytes, bool collnet_offered,
               std::optional<bool> measured) {
-  if (coll_type != nccl::kNcclFuncAllReduce || p.nnodes < 2 || !collnet_offered) {
+  if (p.leave_all || coll_type != nccl::kNcclFuncAllReduce || p.nnodes < 2 || !collnet_offered) {
     return Choice::kLeave;
   }
   bool collnet = true;

@@ -9,7 +9,8 @@
 //     than NCCL's ring, NCCL's others elsewhere;
 //   * else, with CONFLUX_RING_FRACTION=1 (CollNet would run everything over our worker
 //     ring), NCCL's others at every size;
-//   * else CollNetChain at every size.
+//   * else CollNetChain at every size;
+//   * settings that do not parse (TunerPolicy::leave_all): the table is left alone.
 // "CollNetChain" gives it cost 0 so NCCL picks it; "NCCL's others" makes it unavailable (-1).
 //
 // Every rank must choose the same algorithm for a collective, or NCCL hangs. So the choice
@@ -34,6 +35,10 @@ struct TunerPolicy {
   size_t max_bytes = 0;  // 0 = unlimited
   size_t nnodes = 1;
   bool ring_only = false;  // CONFLUX_RING_FRACTION=1
+  // The settings could not be read (a bad CONFLUX_* value): NCCL's table is left as NCCL
+  // filled it for every collective. NCCL treats a tuner init error as fatal for the
+  // communicator, so a bad setting costs the tuning, not the job.
+  bool leave_all = false;
   bool fixed() const { return min_bytes != 0 || max_bytes != 0; }
 };
 
