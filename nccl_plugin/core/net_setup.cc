@@ -83,6 +83,7 @@ Status netGetProperties(int dev, NetProperties* p) {
   p->guid = uint64_t(dev);
   p->ptrSupport = nccl::NCCL_PTR_HOST;
   p->speed = d.speedMbps;
+  p->latency = s->latencyUs(dev);
   p->maxComms = 65536;
   p->maxRecvs = net::kMaxRecvs;
   p->netDeviceType = nccl::NCCL_NET_DEVICE_HOST;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_set>
+#include <vector>
 
 #include "core/params.h"
 #include "nccl/nccl_types.h"
@@ -36,6 +37,11 @@ class PluginState {
   void addComm(net::CommCore* c);
   void removeComm(net::CommCore* c);
 
+  // The `latency` getProperties reports for `dev` (core/latency_probe.h): measured at the
+  // first call for that device, 0 when the probe failed. Any thread; the first call blocks for
+  // the probe (milliseconds).
+  float latencyUs(int dev);
+
  private:
   PluginState() = default;
   void stopLeftoverComms();
@@ -44,6 +50,8 @@ class PluginState {
   std::unique_ptr<net::TcpTransport> transport_;
   std::mutex commsMu_;
   std::unordered_set<net::CommCore*> comms_;
+  std::mutex latencyMu_;
+  std::vector<float> latencyUs_;  // per device; negative: not measured yet
 };
 
 // Per-communicator context handed to NCCL by v11 init (and used with default values for the

@@ -1,0 +1,93 @@
+#include "core/latency_probe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "net/connector.h"
+#include "net/log.h"
+#include "net/recv_comm.h"
+#include "net/send_comm.h"
+
+namespace conflux::plugin {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kProbeTimeout = std::chrono::seconds(2);
+
+// Polls `req` until done, the comm fails, or the probe's deadline.
+net::Status waitFor(net::Request* req, Clock::time_point deadline) {
+  for (;;) {
+    bool done = false;
+    const net::Status s = net::test(req, &done, nullptr);
+    if (s != net::Status::kOk || done) return s;
+    if (Clock::now() > deadline) return net::Status::kRemoteError;
+  }
+}
+
+struct Pair {
+  std::unique_ptr<net::SendComm> send;
+  std::unique_ptr<net::RecvComm> recv;
+};
+
+net::Status connectToSelf(const net::TcpTransport& t, int dev, Pair* p, Clock::time_point end) {
+  net::ConnectHandle h;
+  std::unique_ptr<net::ListenComm> l;
+  CFX_RETURN_IF_ERROR(t.listen(dev, &h, &l));
+  std::unique_ptr<net::Connector> c;
+  CFX_RETURN_IF_ERROR(t.startConnect(dev, h, &c));
+  while (!(p->send && p->recv)) {
+    if (!p->send) CFX_RETURN_IF_ERROR(c->poll(&p->send));
+    if (!p->recv) CFX_RETURN_IF_ERROR(l->accept(&p->recv));
+    if (Clock::now() > end) return net::Status::kRemoteError;
+    if (!(p->send && p->recv)) std::this_thread::yield();
+  }
+  return net::Status::kOk;
+}
+
+}  // namespace
+
+float measureStackLatencyUs(const net::TcpTransport& t, int dev, int rounds) {
+  const Clock::time_point end = Clock::now() + kProbeTimeout;
+  Pair a, b;  // a: there, b: back
+  net::Status s = connectToSelf(t, dev, &a, end);
+  if (s == net::Status::kOk) s = connectToSelf(t, dev, &b, end);
+  std::vector<double> rtt;
+  rtt.reserve(size_t(rounds));
+  uint64_t out = 0, in = 0;
+  for (int i = 0; s == net::Status::kOk && i < rounds + 4; ++i) {  // 4 warm-up rounds
+    const Clock::time_point t0 = Clock::now();
+    void* data[1] = {&in};
+    size_t size[1] = {sizeof in};
+    int tag[1] = {i};
+    net::Request *rx = nullptr, *tx = nullptr, *rx2 = nullptr, *tx2 = nullptr;
+    s = a.recv->irecv(1, data, size, tag, &rx);
+    if (s == net::Status::kOk) s = a.send->isend(&out, sizeof out, i, &tx);
+    if (s == net::Status::kOk && (rx == nullptr || tx == nullptr)) s = net::Status::kInternalError;
+    if (s == net::Status::kOk) s = waitFor(rx, end);
+    if (s == net::Status::kOk) s = waitFor(tx, end);
+    // The echo, on the connection back.
+    if (s == net::Status::kOk) s = b.recv->irecv(1, data, size, tag, &rx2);
+    if (s == net::Status::kOk) s = b.send->isend(&in, sizeof in, i, &tx2);
+    if (s == net::Status::kOk && (rx2 == nullptr || tx2 == nullptr))
+      s = net::Status::kInternalError;
+    if (s == net::Status::kOk) s = waitFor(rx2, end);
+    if (s == net::Status::kOk) s = waitFor(tx2, end);
+    if (s == net::Status::kOk && i >= 4) {
+      rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    ++out;
+  }
+  if (s != net::Status::kOk || rtt.empty()) {
+    CFX_INFO(net::kLogInit, "latency probe on device %d failed (%s); reporting latency 0", dev,
+             net::toString(s));
+    return -1.0f;
+  }
+  std::nth_element(rtt.begin(), rtt.begin() + rtt.size() / 2, rtt.end());
+  return float(rtt[rtt.size() / 2] / 2.0);
+}
+
+}  // namespace conflux::plugin
