@@ -223,11 +223,20 @@ bool valid_handles(void* const* handles, int nranks) {
   return true;
 }
 
-// 1. The worker rings (the main ring's lanes, the failover ring, the split ring): connect to
-//    rank+1 lanes + 2 times (each completes without the peer's accept), then accept
-//    rank-1's connections, in the same order.
+// The connection pair that carries connect's own exchanges (names, hop time, verdicts, probe
+// outcomes). It stays with collConnect, which runs them on NCCL's service thread, and closes
+// when connect returns: the communicator's rings belong to its threads once it exists.
+struct SetupRing {
+  std::unique_ptr<net::SendComm> next;
+  std::unique_ptr<net::RecvComm> prev;
+};
+
+// 1. The worker rings (the main ring's lanes, the failover ring, the split ring) and the setup
+//    pair: connect to rank+1 lanes + 3 times (each completes without the peer's accept), then
+//    accept rank-1's connections, in the same order.
 Status connect_rings(const PluginState& s, const CollListen& l, const void* next_handle, int rank,
-                     int lanes, std::chrono::milliseconds timeout, collnet::CollRings* rings) {
+                     int lanes, std::chrono::milliseconds timeout, collnet::CollRings* rings,
+                     SetupRing* setup) {
   CollHandle peer;
   std::memcpy(&peer, next_handle, sizeof peer);
   net::ConnectHandle ring;
@@ -243,6 +252,7 @@ Status connect_rings(const PluginState& s, const CollListen& l, const void* next
   if (st == Status::kOk) {
     st = s.transport().connectBlocking(l.dev, ring, timeout, &rings->split_next);
   }
+  if (st == Status::kOk) st = s.transport().connectBlocking(l.dev, ring, timeout, &setup->next);
   for (int i = 0; i < lanes && st == Status::kOk; ++i) {
     rings->prev.emplace_back();
     st = net::TcpTransport::acceptBlocking(*l.ring, timeout, &rings->prev.back());
@@ -253,6 +263,7 @@ Status connect_rings(const PluginState& s, const CollListen& l, const void* next
   if (st == Status::kOk) {
     st = net::TcpTransport::acceptBlocking(*l.ring, timeout, &rings->split_prev);
   }
+  if (st == Status::kOk) st = net::TcpTransport::acceptBlocking(*l.ring, timeout, &setup->prev);
   if (st != Status::kOk) {
     CFX_WARN(kLogColl, "CollNet connect: rank %d could not build the worker ring (%s)", rank,
              net::toString(st));
@@ -481,6 +492,32 @@ Status probe_collnet(collnet::CollComm& c, int nranks, std::chrono::milliseconds
   return Status::kOk;
 }
 
+// 7. Every rank learns every probe's outcome, so all decline or none does. NCCL compares
+//    connect results only among the ranks of one node (src/transport.cc): a node whose rank
+//    declined alone would run NCCL's algorithms while the others wait in CollNet. A rank
+//    whose probe failed comes here early; the others may still be in theirs for up to two
+//    join timeouts, hence three.
+Status agree_probe(net::SendComm* next, net::RecvComm* prev, int rank, int nranks, Status mine,
+                   std::chrono::milliseconds timeout) {
+  const uint8_t ok = mine == Status::kOk ? 1 : 0;
+  std::vector<uint8_t> all(static_cast<size_t>(nranks), 0);
+  const Status st = collnet::ring_allgather(next, prev, rank, nranks, &ok, all.data(), 1, timeout);
+  if (st != Status::kOk) {
+    CFX_WARN(kLogColl, "CollNet connect: rank %d: agreeing on the probes failed (%s)", rank,
+             net::toString(st));
+    return st;
+  }
+  for (int i = 0; i < nranks; ++i) {
+    if (all[static_cast<size_t>(i)] != 0) continue;
+    CFX_INFO(kLogColl | kLogInit,
+             "CollNet declined on every rank: rank %d's probe through the aggregators failed; "
+             "NCCL will use its own algorithms",
+             i);
+    return mine != Status::kOk ? mine : Status::kSystemError;
+  }
+  return Status::kOk;
+}
+
 }  // namespace
 
 Status collConnect(void* const* handles, int nranks, int rank, void* listenComm, void** collComm) {
@@ -499,12 +536,13 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   const auto timeout = std::chrono::milliseconds(cfg.joinTimeoutMs);
 
   collnet::CollRings rings;
+  SetupRing setup;
   if (nranks > 1) {
-    CFX_RETURN_IF_ERROR(
-        connect_rings(*s, *l, handles[(rank + 1) % nranks], rank, cfg.ringLanes, timeout, &rings));
+    CFX_RETURN_IF_ERROR(connect_rings(*s, *l, handles[(rank + 1) % nranks], rank, cfg.ringLanes,
+                                      timeout, &rings, &setup));
   }
-  net::SendComm* next = nranks > 1 ? rings.next.front().get() : nullptr;
-  net::RecvComm* prev = nranks > 1 ? rings.prev.front().get() : nullptr;
+  net::SendComm* next = setup.next.get();
+  net::RecvComm* prev = setup.prev.get();
 
   collnet::TreeCounts tree;
   CFX_RETURN_IF_ERROR(exchange_served(cfg, next, prev, rank, nranks, timeout, &tree));
@@ -535,14 +573,23 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
       std::make_unique<collnet::CollComm>(rank, nranks, std::move(rings), std::move(engine), opts);
   collnet::PathModel model = path_model(all, opts, nranks);
   if (nranks > 1) {
-    const Status st = probe_collnet(*comm, nranks, 2 * timeout, probe, &model.collnet_s);
+    Status st = probe_collnet(*comm, nranks, 2 * timeout, probe, &model.collnet_s);
+    const bool fault = cfg.faultProbeFail != 0 && (cfg.faultRank < 0 || cfg.faultRank == rank);
+    if (st == Status::kOk && fault) {  // tests only
+      CFX_WARN(kLogColl, "CONFLUX_FAULT_PROBE_FAIL: rank %d reports its probe as failed", rank);
+      st = Status::kInternalError;
+    }
     if (st != Status::kOk) {
       CFX_WARN(kLogColl,
                "CollNet connect: rank %d: the first AllReduces through CollNet (one float, "
                "timed for the tuner) failed or took over %lld ms (%s)",
                rank, static_cast<long long>(2 * timeout.count()), net::toString(st));
-      return st;
     }
+    // CONFLUX_FAULT_PROBE_FAIL=2 (tests only): the others hear that the probe succeeded, so
+    // this rank declines alone, as a rank failing after the agreement would.
+    const Status told = fault && cfg.faultProbeFail == 2 ? Status::kOk : st;
+    CFX_RETURN_IF_ERROR(agree_probe(next, prev, rank, nranks, told, 3 * timeout));
+    if (st != Status::kOk) return st;
   }
   if (rank == 0) {
     CFX_INFO(kLogColl | kLogInit,

@@ -12,7 +12,7 @@
 namespace conflux::plugin {
 namespace {
 
-const std::array<ParamSpec, 37> kParams{{
+const std::array<ParamSpec, 38> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -154,6 +154,11 @@ const std::array<ParamSpec, 37> kParams{{
     {"CONFLUX_FAULT_ABORT_AT", ParamType::kInt, "0", 0, 2000000000,
      "Tests only: this rank's aggregator engine fails at its N-th CollNet request (0: off).",
      &Config::faultAbortAt},
+    {"CONFLUX_FAULT_PROBE_FAIL", ParamType::kInt, "0", 0, 2,
+     "Tests only: 1: this rank reports the CollNet connect probe as failed after running it "
+     "(the other ranks' probes succeed); 2: the same, but it tells the others its probe "
+     "succeeded, so it declines alone.",
+     &Config::faultProbeFail},
     {"CONFLUX_FAULT_RANK", ParamType::kInt, "-1", -1, 65535,
      "Tests only: the rank the CONFLUX_FAULT_* settings apply to (-1: every rank).",
      &Config::faultRank},

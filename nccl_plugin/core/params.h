@@ -51,6 +51,7 @@ struct Config {
   int faultRank = -1;
   int faultRxBlackout = 0;  // tests only
   int faultAbortAt = 0;
+  int faultProbeFail = 0;  // tests only
   bool deterministic = false;
   std::string secret;
   int windowSlots = 0;

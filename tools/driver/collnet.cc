@@ -97,8 +97,22 @@ Status CollNetSession::open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id,
     listen_comm_ = nullptr;
     DRV_CALL(rank_, "collnet.closeListen", cn_->closeListen(l));  // NCCL: right after connect
   }
+  // NCCL compares connect results only among the ranks of one node (src/transport.cc), and
+  // each rank here is a node of its own: ranks that disagree would choose different
+  // algorithms and wait for each other forever. All declined is NCCL's clean fallback.
+  std::vector<std::string> outcomes;
+  DRV_TRY(bs_->allgather(ok ? "1" : "0", &outcomes));
+  std::string accepted, declined;
+  for (size_t r = 0; r < outcomes.size(); ++r) {
+    (outcomes[r] == "1" ? accepted : declined) += " " + std::to_string(r);
+  }
   std::vector<std::string> ignored;
   DRV_TRY(agree(ok, why, std::string(), &ignored, &all_ok));
+  if (!accepted.empty() && !declined.empty()) {
+    return Status::Error("NCCL would hang: collnet.connect succeeded on rank(s)" + accepted +
+                         " and failed on rank(s)" + declined +
+                         "; NCCL checks the outcome only within a node (" + reason_ + ")");
+  }
   if (!all_ok) return decline_cleanup();
 
   // Phase 3: datatype/op support, agreed across ranks, and buffer registration.
