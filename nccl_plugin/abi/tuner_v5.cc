@@ -71,7 +71,7 @@ ncclResult_t init(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, ncc
     }
     how += tuner::describe([c](size_t bytes) {
       return tuner::decide(c->policy, kNcclFuncAllReduce, bytes, true, c->measured(bytes)) ==
-             tuner::Choice::kCollNetChain;
+             tuner::Choice::kCollNet;
     });
     CFX_INFO(net::kLogInit,
              "tuner: %zu ranks on %zu nodes; AllReduce, where NCCL offers CollNet, by %s", nRanks,
@@ -86,15 +86,10 @@ ncclResult_t getCollInfo(void* ctx, int collType, size_t nBytes, int, float** co
   return guard("tuner getCollInfo", [&] {
     auto* c = static_cast<TunerContext*>(ctx);
     if (c == nullptr || c->magic != TunerContext::kMagic) return net::Status::kInvalidArgument;
-    bool offered = false;
-    if (collCostTable != nullptr && numAlgo > kNcclAlgoCollNetChain &&
-        numProto > kNcclProtoSimple) {
-      const auto* table = reinterpret_cast<const float*>(collCostTable);
-      offered = table[kNcclAlgoCollNetChain * numProto + kNcclProtoSimple] != kNcclAlgoProtoIgnore;
-    }
+    const bool offered = tuner::collnet_offered(collCostTable, numAlgo, numProto, c->policy.nnodes);
     const tuner::Choice choice =
         tuner::decide(c->policy, collType, nBytes, offered, c->measured(nBytes));
-    tuner::apply(choice, collCostTable, numAlgo, numProto);
+    tuner::apply(choice, collCostTable, numAlgo, numProto, c->policy.nnodes);
     return net::Status::kOk;
   });
 }

@@ -17,6 +17,7 @@ inline constexpr int kNcclFuncAllReduce = 4;
 inline constexpr int kNcclAlgoRing = 1;
 inline constexpr int kNcclAlgoCollNetDirect = 2;
 inline constexpr int kNcclAlgoCollNetChain = 3;
+inline constexpr int kNcclAlgoNvls = 4;  // across nodes it runs over CollNet
 inline constexpr int kNcclProtoSimple = 2;
 inline constexpr float kNcclAlgoProtoIgnore = -1.0f;
 

@@ -17,7 +17,7 @@ Choice decide(const TunerPolicy& p, int coll_type, size_t nbytes, bool collnet_o
   } else {
     collnet = !p.ring_only;
   }
-  return collnet ? Choice::kCollNetChain : Choice::kNotCollNet;
+  return collnet ? Choice::kCollNet : Choice::kNotCollNet;
 }
 
 std::string describe(const std::function<bool(size_t)>& collnet) {
@@ -34,26 +34,57 @@ std::string describe(const std::function<bool(size_t)>& collnet) {
   return out;
 }
 
-void apply(Choice c, float** cost_table, int num_algo, int num_proto) {
-  if (c == Choice::kLeave || cost_table == nullptr) return;
-  if (num_algo <= nccl::kNcclAlgoCollNetChain || num_proto <= nccl::kNcclProtoSimple) return;
-  auto* table = reinterpret_cast<float*>(cost_table);
-  const auto at = [&](int algo, int proto) -> float& { return table[algo * num_proto + proto]; };
-  float& chain = at(nccl::kNcclAlgoCollNetChain, nccl::kNcclProtoSimple);
-  if (c == Choice::kCollNetChain) {
-    chain = 0.0f;
-    return;
-  }
+bool through_aggregators(int algo, size_t nnodes) {
+  return algo == nccl::kNcclAlgoCollNetChain || algo == nccl::kNcclAlgoCollNetDirect ||
+         (algo == nccl::kNcclAlgoNvls && nnodes > 1);
+}
+
+bool collnet_offered(float** cost_table, int num_algo, int num_proto, size_t nnodes) {
+  if (cost_table == nullptr) return false;
+  const auto* table = reinterpret_cast<const float*>(cost_table);
   for (int a = 0; a < num_algo; ++a) {
+    if (!through_aggregators(a, nnodes)) continue;
     for (int p = 0; p < num_proto; ++p) {
-      if (&at(a, p) != &chain && at(a, p) != nccl::kNcclAlgoProtoIgnore) {
-        chain = nccl::kNcclAlgoProtoIgnore;
-        return;
-      }
+      if (table[a * num_proto + p] != nccl::kNcclAlgoProtoIgnore) return true;
     }
   }
-  // CollNetChain is all NCCL may use (NCCL_ALGO=allreduce:collnetchain): leave it, or NCCL
-  // would find no algorithm at all.
+  return false;
+}
+
+void apply(Choice c, float** cost_table, int num_algo, int num_proto, size_t nnodes) {
+  if (c == Choice::kLeave || cost_table == nullptr) return;
+  auto* table = reinterpret_cast<float*>(cost_table);
+  const auto offered = [](float v) { return v != nccl::kNcclAlgoProtoIgnore; };
+  if (c == Choice::kCollNet) {
+    // The aggregators' entry NCCL itself finds cheapest; on a tie CollNetChain, then
+    // CollNetDirect, then NVLS, and Simple before the other protocols.
+    static constexpr int kOrder[] = {nccl::kNcclAlgoCollNetChain, nccl::kNcclAlgoCollNetDirect,
+                                     nccl::kNcclAlgoNvls};
+    float* best = nullptr;
+    for (int a : kOrder) {
+      if (a >= num_algo || !through_aggregators(a, nnodes)) continue;
+      for (int k = 0; k < num_proto; ++k) {
+        const int p = k == 0 ? nccl::kNcclProtoSimple : (k <= nccl::kNcclProtoSimple ? k - 1 : k);
+        if (p >= num_proto) continue;
+        float& v = table[a * num_proto + p];
+        if (offered(v) && (best == nullptr || v < *best)) best = &v;
+      }
+    }
+    if (best != nullptr) *best = 0.0f;
+    return;
+  }
+  bool other = false;
+  for (int a = 0; a < num_algo && !other; ++a) {
+    if (through_aggregators(a, nnodes)) continue;
+    for (int p = 0; p < num_proto; ++p) other = other || offered(table[a * num_proto + p]);
+  }
+  // Only the aggregators' entries are available (NCCL_ALGO=allreduce:collnetchain): leave
+  // them, or NCCL would find no algorithm at all.
+  if (!other) return;
+  for (int a = 0; a < num_algo; ++a) {
+    if (!through_aggregators(a, nnodes)) continue;
+    for (int p = 0; p < num_proto; ++p) table[a * num_proto + p] = nccl::kNcclAlgoProtoIgnore;
+  }
 }
 
 }  // namespace conflux::tuner

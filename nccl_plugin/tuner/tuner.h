@@ -1,8 +1,10 @@
 // The Conflux tuner: steers AllReduce to CollNetChain (through the aggregators) for the
 // sizes where aggregation wins, and to Ring elsewhere.
 //
-// Policy, per AllReduce of nBytes on a communicator spanning >= 2 nodes, when NCCL offers
-// CollNetChain/Simple (cost != -1; otherwise the table is left as NCCL filled it):
+// Policy, per AllReduce of nBytes on a communicator spanning >= 2 nodes, when NCCL offers an
+// algorithm that runs through the aggregators (cost != -1; otherwise the table is left as NCCL
+// filled it). Those are CollNetChain, CollNetDirect (NVSwitch nodes, several ranks per node)
+// and, across nodes, NVLS, whose inter-node step NCCL runs over CollNet (src/enqueue.cc):
 //   * CONFLUX_TUNER_COLLNET_MIN_BYTES / _MAX_BYTES set (either non-zero): CollNetChain for
 //     min_bytes <= nBytes <= max_bytes (max 0 = no limit), NCCL's others outside;
 //   * else, with a measured model (collnet/path_model.h): CollNetChain where it is faster
@@ -11,7 +13,10 @@
 //     ring), NCCL's others at every size;
 //   * else CollNetChain at every size;
 //   * settings that do not parse (TunerPolicy::leave_all): the table is left alone.
-// "CollNetChain" gives it cost 0 so NCCL picks it; "NCCL's others" makes it unavailable (-1).
+// "CollNet" gives the cheapest offered of those entries (by NCCL's own costs) cost 0, so NCCL
+// picks it; "NCCL's others" makes every one of them unavailable (-1), so that steering away
+// from CollNetChain cannot leave AllReduce going through the aggregators by CollNetDirect or
+// NVLS instead.
 //
 // Every rank must choose the same algorithm for a collective, or NCCL hangs. So the choice
 // depends only on what is the same on every rank: the size, NCCL's table, the environment
@@ -42,11 +47,11 @@ struct TunerPolicy {
   bool fixed() const { return min_bytes != 0 || max_bytes != 0; }
 };
 
-enum class Choice { kLeave, kCollNetChain, kNotCollNet };
+enum class Choice { kLeave, kCollNet, kNotCollNet };
 
-// Pure decision (tested directly): `collnet_offered` is whether NCCL's table has
-// CollNetChain/Simple available; `measured` whether the communicator's agreed models
-// prefer CollNet at nbytes (nullopt: it has none).
+// Pure decision (tested directly): `collnet_offered` is whether NCCL's table has an entry
+// through the aggregators available (collnet_offered() below); `measured` whether the
+// communicator's agreed models prefer CollNet at nbytes (nullopt: it has none).
 Choice decide(const TunerPolicy& p, int coll_type, size_t nbytes, bool collnet_offered,
               std::optional<bool> measured);
 
@@ -54,9 +59,14 @@ Choice decide(const TunerPolicy& p, int coll_type, size_t nbytes, bool collnet_o
 // "NCCL's algorithms from 1 B, CollNet from 16384 B".
 std::string describe(const std::function<bool(size_t)>& collnet);
 
-// Applies the decision to NCCL's cost table (float[numAlgo][numProto]). kNotCollNet leaves
-// CollNetChain/Simple alone when it is the only entry available (NCCL_ALGO forcing it), so
-// NCCL never finds no algorithm; the table is the same on every rank, so is that exception.
-void apply(Choice c, float** cost_table, int num_algo, int num_proto);
+// Whether (algo, any protocol) runs through the aggregators on `nnodes` nodes.
+bool through_aggregators(int algo, size_t nnodes);
+// Whether NCCL's cost table (float[numAlgo][numProto]) offers such an entry.
+bool collnet_offered(float** cost_table, int num_algo, int num_proto, size_t nnodes);
+
+// Applies the decision to NCCL's cost table. kNotCollNet leaves the aggregators' entries alone
+// when nothing else is available (NCCL_ALGO forcing one of them), so NCCL never finds no
+// algorithm; the table is the same on every rank, so is that exception.
+void apply(Choice c, float** cost_table, int num_algo, int num_proto, size_t nnodes);
 
 }  // namespace conflux::tuner

@@ -53,7 +53,12 @@ TEST(TunerAbi, GoodSettingsSteerAllReduceToCollNet) {
   ASSERT_NE(t, nullptr);
   void* ctx = nullptr;
   ASSERT_EQ(t->init(&ctx, 0x5678, 8, 2, LogCapture::logger, nullptr, nullptr), ncclSuccess);
-  Table tab;
+  Table tab;  // as NCCL fills it for one GPU per node: of CollNet, only CollNetChain/Simple
+  for (int p = 0; p < kProtos; ++p) {
+    tab.cost[kNcclAlgoCollNetDirect][p] = kNcclAlgoProtoIgnore;
+    tab.cost[kNcclAlgoNvls][p] = kNcclAlgoProtoIgnore;
+    if (p != kNcclProtoSimple) tab.cost[kNcclAlgoCollNetChain][p] = kNcclAlgoProtoIgnore;
+  }
   int nChannels = 0;
   EXPECT_EQ(t->getCollInfo(ctx, kNcclFuncAllReduce, 1 << 20, 1, tab.table(), kAlgos, kProtos, 0,
                            &nChannels),

@@ -2,6 +2,7 @@
 #include "driver/collnet.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -164,7 +165,8 @@ Status CollNetSession::decline_cleanup() {
 }
 
 Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight, const PostFn& post,
-                                const std::function<size_t(size_t)>& bytes) {
+                                const std::function<size_t(size_t)>& bytes,
+                                const std::function<void(size_t)>& on_done) {
   const size_t window = static_cast<size_t>(inflight);
   std::vector<void*> reqs(window, nullptr);
   size_t posted = 0, done = 0;
@@ -189,6 +191,7 @@ Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight, 
         return Status::Error(std::string("collnet.test reported size ") + std::to_string(size) +
                              " for a " + what + " chunk of " + std::to_string(expect) + " bytes");
       }
+      if (on_done) on_done(done);
       reqs[done % window] = nullptr;
       ++done;
       progress = true;
@@ -214,8 +217,55 @@ size_t CollNetSession::chunk_bytes(size_t requested, size_t esize) const {
   return cb > 0 ? cb : esize;
 }
 
+Status CollNetSession::use_regions(size_t region_bytes, int inflight) {
+  region_bytes_ = region_bytes;
+  staging_slots_ = inflight;
+  const size_t total = 2 * region_bytes * static_cast<size_t>(inflight);
+  if (posix_memalign(&staging_, 4096, total) != 0) {
+    return Status::Error("out of memory for the CollNet staging area");
+  }
+  std::memset(staging_, 0xff, total);
+  // NCCL registers the one staging area per channel and direction.
+  DRV_CALL(rank_, "collnet.regMr(staging area, send direction)",
+           cn_->regMr(coll_comm_, staging_, total, nccl::NCCL_PTR_HOST, &stage_send_mh_));
+  DRV_CALL(rank_, "collnet.regMr(staging area, recv direction)",
+           cn_->regMr(coll_comm_, staging_, total, nccl::NCCL_PTR_HOST, &stage_recv_mh_));
+  return Status::Ok();
+}
+
+Status CollNetSession::allreduce_regions(void* send, void* recv, size_t count, DType t, Op op,
+                                         int inflight) {
+  const size_t es = dtype_size(t);
+  const size_t region = region_bytes_ / es;  // elements per request, whatever the user's count
+  const size_t nreq = (count + region - 1) / region;
+  const size_t slots = static_cast<size_t>(staging_slots_);
+  auto* in = static_cast<char*>(staging_);
+  auto* out = in + slots * region_bytes_;
+  auto user = [&](size_t i) { return std::min(region, count - i * region); };
+  return pipeline(
+      "AllReduce region", nreq, std::min(inflight, staging_slots_),
+      [&](size_t i, void** req) {
+        char* slot = in + (i % slots) * region_bytes_;
+        const size_t n = user(i) * es;
+        std::memcpy(slot, static_cast<char*>(send) + i * region * es, n);
+        std::memset(slot + n, 0xff, region_bytes_ - n);  // stale staging data
+        DRV_CALL(rank_, "collnet.iallreduce(region)",
+                 cn_->iallreduce(coll_comm_, slot, out + (i % slots) * region_bytes_, region,
+                                 static_cast<nccl::ncclDataType_t>(t),
+                                 static_cast<nccl::ncclRedOp_t>(op), stage_send_mh_, stage_recv_mh_,
+                                 req));
+        return Status::Ok();
+      },
+      [&](size_t) { return region * es; },
+      [&](size_t i) {
+        std::memcpy(static_cast<char*>(recv) + i * region * es, out + (i % slots) * region_bytes_,
+                    user(i) * es);
+      });
+}
+
 Status CollNetSession::allreduce(void* send, void* recv, size_t count, DType t, Op op, size_t chunk,
                                  int inflight, size_t small_chunk) {
+  if (staging_ != nullptr) return allreduce_regions(send, recv, count, t, op, inflight);
   const size_t es = dtype_size(t);
   ChunkPlan plan{count, chunk_bytes(chunk, es) / es, 0};
   if (small_chunk > 0) plan.small = std::min(chunk_bytes(small_chunk, es) / es, plan.big);
@@ -237,6 +287,14 @@ Status CollNetSession::allreduce(void* send, void* recv, size_t count, DType t, 
 }
 
 Status CollNetSession::close() {
+  if (coll_comm_ != nullptr && staging_ != nullptr) {
+    DRV_CALL(rank_, "collnet.deregMr(staging, send direction)",
+             cn_->deregMr(coll_comm_, stage_send_mh_));
+    DRV_CALL(rank_, "collnet.deregMr(staging, recv direction)",
+             cn_->deregMr(coll_comm_, stage_recv_mh_));
+  }
+  std::free(staging_);
+  staging_ = nullptr;
   if (coll_comm_ != nullptr) {
     DRV_CALL(rank_, "collnet.deregMr(send buffer)", cn_->deregMr(coll_comm_, send_mh_));
     DRV_CALL(rank_, "collnet.deregMr(recv buffer)", cn_->deregMr(coll_comm_, recv_mh_));

@@ -21,6 +21,13 @@
 //   close: deregMr(send) -> deregMr(recv) -> closeColl -> finalize(cctx)
 //   decline after a local success: closeColl (if connected) -> finalize; after a failed
 //   connect NCCL drops the listen comm without closing it, and so does the driver.
+//   regions (--nccl-regions R): AllReduce as NCCL's CollNet proxy really issues it
+//          (transport/coll_net.cc): every iallreduce covers a whole region of R bytes of one
+//          shared staging area, whatever the user's size (a 4 B AllReduce is an R-byte
+//          request), the part past the user's bytes holding stale data (here 0xff bytes: NaN
+//          for floats); the area is registered once per direction (regMr x2 on one region).
+//          The user's bytes are copied in before and out after each request, as NCCL's GPU
+//          kernels do; only they are checked.
 // All calls come from the rank's main thread (NCCL's proxy thread).
 #pragma once
 
@@ -61,17 +68,23 @@ class CollNetSession {
                        int inflight);
   // count = elements per rank: send holds count, recv nranks * count.
   Status allgather(void* send, void* recv, size_t count, DType t, size_t chunk_bytes, int inflight);
+  // --nccl-regions: every AllReduce request is a whole `region_bytes` region of one shared
+  // staging area (see the top); call after open(), before the first allreduce.
+  Status use_regions(size_t region_bytes, int inflight);
   Status close();
 
  private:
+  Status allreduce_regions(void* send, void* recv, size_t count, DType t, Op op, int inflight);
   Status agree(bool ok_here, const std::string& why_here, const std::string& blob_here,
                std::vector<std::string>* blobs, bool* all_ok);
   Status decline_cleanup();
   // Posts chunk i (a null request means "again later") with up to `inflight` outstanding,
   // tests them oldest first and checks each completed size against bytes(i).
   using PostFn = std::function<Status(size_t i, void** req)>;
+  // done(i), if given, runs once chunk i completed (before its slot is reused).
   Status pipeline(const char* what, size_t nchunks, int inflight, const PostFn& post,
-                  const std::function<size_t(size_t)>& bytes);
+                  const std::function<size_t(size_t)>& bytes,
+                  const std::function<void(size_t)>& done = nullptr);
   size_t chunk_bytes(size_t requested, size_t esize) const;
   // The window loop shared by reducescatter and allgather.
   Status direct(bool reduce, void* send, void* recv, size_t count, DType t, Op op, size_t chunk,
@@ -89,6 +102,12 @@ class CollNetSession {
   void* send_mh_ = nullptr;
   void* recv_mh_ = nullptr;
   size_t max_coll_bytes_ = 0;
+  // --nccl-regions: staging_slots_ send regions, then as many receive regions.
+  void* staging_ = nullptr;
+  size_t region_bytes_ = 0;
+  int staging_slots_ = 0;
+  void* stage_send_mh_ = nullptr;
+  void* stage_recv_mh_ = nullptr;
   std::string reason_;
   std::string dev_name_;
   bool usable_[kNumDTypes][kNumOps] = {};

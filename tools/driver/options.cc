@@ -162,6 +162,12 @@ Status apply(const std::string& flag, const std::string& val, Options* o) {
   if (flag == "--dtype" || flag == "-d") return parse_dtypes(val, &o->dtypes);
   if (flag == "--op" || flag == "-o") return parse_ops(val, &o->ops);
   if (flag == "--modes") return parse_modes(val, &o->modes);
+  if (flag == "--nccl-regions") {
+    if (!parse_bytes(val, &bytes) || bytes == 0 || bytes % 64 != 0 || bytes > (size_t{64} << 20))
+      return bad(flag, val, "expected a multiple of 64 bytes up to 64M");
+    o->nccl_region_bytes = bytes;
+    return Status::Ok();
+  }
   if (flag == "--pxn-senders" || flag == "--pxn-lag" || flag == "--pxn-steps") {
     // Grouped receives take at most 8 parts (NCCL_NET_MAX_RECVS).
     const long hi = flag == "--pxn-senders" ? 8 : 100000;
@@ -320,6 +326,9 @@ void print_usage(const char* argv0) {
       "                         reducescatter,allgather (CollNetDirect pattern; size = total),\n"
       "                         pxn (senders sharing a connection, grouped irecvs; size =\n"
       "                         bytes per message)\n"
+      "  --nccl-regions B       collnet, hybrid: each iallreduce is a whole B-byte region of\n"
+      "                         one shared staging area whatever the user's size, its tail\n"
+      "                         stale (0xff), as NCCL's CollNet proxy issues them\n"
       "  --pxn-senders N        pxn: senders per shared connection = parts per irecv (2)\n"
       "  --pxn-lag N            pxn: sender j starts once sender j-1 posted N messages (16)\n"
       "  --pxn-steps N          pxn: messages per sender per iteration (32)\n"

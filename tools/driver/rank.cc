@@ -123,6 +123,9 @@ struct RankRun {
            "ring); table skipped");
       return close_comm(&ring);
     }
+    if (o.nccl_region_bytes > 0 && !is_direct(mode)) {
+      DRV_TRY(cs.use_regions(o.nccl_region_bytes, o.inflight));
+    }
     if (plugin.tuner != nullptr) {
       std::string choices;
       DRV_TRY(check_tuner(plugin.tuner, id, nranks, &bs, &choices));
@@ -132,10 +135,13 @@ struct RankRun {
       note("warning: CollNet device 0 is named '" + cs.device_name() + "' but net device 0 '" +
            dev.name + "' (NCCL expects the same name)");
     }
-    const std::string how = std::string(", CONFLUX_RING_FRACTION=") + frac + ", chunk " +
-                            std::to_string(o.chunk_bytes) + " B, inflight " +
-                            std::to_string(o.inflight) +
-                            (o.mixed_chunks ? " (mixed with 4 KiB ones)" : "");
+    const std::string how =
+        std::string(", CONFLUX_RING_FRACTION=") + frac +
+        (o.nccl_region_bytes > 0 && !is_direct(mode)
+             ? ", NCCL regions of " + std::to_string(o.nccl_region_bytes) + " B (stale tails)"
+             : ", chunk " + std::to_string(o.chunk_bytes) + " B") +
+        ", inflight " + std::to_string(o.inflight) +
+        (o.mixed_chunks ? " (mixed with 4 KiB ones)" : "");
     ModeRun m{mode, o.deterministic ? InputKind::kRandom : InputKind::kExact,
               [&cs, this](void* s, void* r, size_t n, DType t, Op op) {
                 return cs.allreduce(s, r, n, t, op, o.chunk_bytes, o.inflight,
