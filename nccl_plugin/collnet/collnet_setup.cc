@@ -46,6 +46,9 @@ struct CollListen {
 // The one-element AllReduces collConnect times for the tuner's model (step 6), and the one
 // that agrees on the result: every communicator's first requests.
 constexpr int kLatencyProbes = 9;
+// NCCL's smallest CollNetChain AllReduce request: one staging region, 32 KiB at least
+// (path_model.h min_request_bytes).
+constexpr size_t kNcclMinCollNetRequest = 32 * 1024;
 constexpr uint32_t kConnectRequests = kLatencyProbes + 1;
 
 // What each rank tells the others at the end of connect.
@@ -436,6 +439,7 @@ collnet::PathModel path_model(const std::vector<Verdict>& all, const collnet::Co
   m.min_ring_bytes =
       std::max(opts.ring_min_bytes, opts.controller ? opts.controller->min_ring_bytes() : 0);
   m.hop_s = largest_hop_us(all) * 1e-6;
+  m.min_request_bytes = kNcclMinCollNetRequest;
   return m;
 }
 

@@ -25,7 +25,8 @@ bool PathModel::complete() const {
          ring_fraction <= 1;
 }
 
-double PathModel::collnet_time(size_t bytes) const {
+double PathModel::collnet_time(size_t user_bytes) const {
+  const size_t bytes = std::max(user_bytes, min_request_bytes);
   const double s = static_cast<double>(bytes);
   const double a =
       static_cast<double>(aggregator_elements(bytes, 1, ring_fraction, min_ring_bytes));

@@ -15,6 +15,8 @@
 //            the link, and the aggregators receive n·a:
 //              T = max(collnet_s, S-a > 0 ? 2(n-1)·hop : 0) + max(n·a/R, (a + c(S-a))/L)
 //   Ring:      T = 2(n-1)·hop + c·S/L
+// An AllReduce smaller than min_request_bytes costs CollNet a request of that size (S is
+// raised to it in the CollNet time; NCCL's ring moves only S).
 // CollNet wins only if strictly faster, so a job whose CollNet would run everything over our
 // worker ring (f = 1) gets NCCL's ring, which pipelines better.
 //
@@ -36,6 +38,11 @@ struct PathModel {
   size_t min_ring_bytes = 0;  // a smaller ring share goes through the aggregators
   double hop_s = 0;           // one hop of the worker ring (the slowest rank's measure)
   double collnet_s = 0;       // a one-element AllReduce through CollNet (the slowest rank's)
+  // The smallest request NCCL issues for an AllReduce: CollNetChain posts whole staging
+  // regions, its subs x chunk size whatever the user's count (transport/coll_net.cc; chunks
+  // of 32-256 KiB, enqueue.cc), so a 4 B AllReduce moves at least this much through CollNet.
+  // 0: requests as large as the AllReduce (the driver without --nccl-regions).
+  size_t min_request_bytes = 0;
 
   // Every figure the model needs is known (a 1-rank job or a failed measure has none).
   bool complete() const;

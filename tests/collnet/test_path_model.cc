@@ -52,6 +52,22 @@ TEST(PathModel, AggregatorsThatCannotKeepUpLoseLargeMessagesUnlessTheSplitHelps)
   EXPECT_NEAR(hybrid.collnet_time(3000), 70e-6 + 4.0 * 3000 / kLink, 1e-12);
 }
 
+// NCCL issues a 4 B AllReduce through CollNetChain as a whole staging region: the model
+// prices CollNet at that request's size, NCCL's ring at the user's.
+TEST(PathModel, SmallAllReducesCostCollNetAWholeRegion) {
+  PathModel m = four_ranks(70);
+  m.capacity_Bps = 100e6;  // 4 ranks x 32 KiB through 100 MB/s: 1.3 ms, far above the ring
+  EXPECT_TRUE(m.collnet_wins(4)) << "as if the request were 4 B";
+  m.min_request_bytes = 32 * 1024;
+  EXPECT_DOUBLE_EQ(m.collnet_time(4), m.collnet_time(32 * 1024));
+  EXPECT_NEAR(m.collnet_time(4), 70e-6 + 4.0 * 32 * 1024 / 100e6, 1e-12);
+  EXPECT_FALSE(m.collnet_wins(4));
+  EXPECT_DOUBLE_EQ(m.ring_time(4), four_ranks(70).ring_time(4)) << "the ring moves 4 B";
+  PathModel whole = m;
+  whole.min_request_bytes = 0;
+  EXPECT_DOUBLE_EQ(m.collnet_time(kMiB), whole.collnet_time(kMiB)) << "larger: unchanged";
+}
+
 TEST(PathModel, EverythingOverTheWorkerRingNeverWins) {
   PathModel ring_only = four_ranks(150);
   ring_only.ring_fraction = 1.0;
