@@ -61,8 +61,9 @@ struct Verdict {
   int64_t ring_min_us = 0;   // CONFLUX_RING_MIN_US here (rank 0's is used)
   double link_mbps = 0;
   double capacity_mbps = 0;
-  double grant_mbps = 0;  // sum of its aggregators' grants (Capacity share_mbps) now
-  double hop_us = 0;      // one hop of the worker ring, as this rank measured it at connect
+  double grant_mbps = 0;     // sum of its aggregators' grants (Capacity share_mbps) now
+  double hop_us = 0;         // one hop of the worker ring, as this rank measured it at connect
+  double measured_mbps = 0;  // what its link to rank+1 delivered at connect (0: not measured)
 };
 
 // The smallest value of a Verdict field over every rank.
@@ -316,9 +317,32 @@ double measure_hop_us(net::SendComm* next, net::RecvComm* prev, int rank, int nr
   return took.count() / (kHopRounds * (nranks - 1));
 }
 
+// 1c. What the link to rank+1 delivers: kLinkRounds ring steps of kLinkProbeBytes, every rank
+//     sending and receiving at once as a ring does; the fastest round, in Mbit/s (0 with one
+//     rank, or when the ring failed). A NIC reports its own speed, not a slower bottleneck
+//     behind it (a veth says 10 Gbit/s over a 1 Gbit/s fabric), so this corrects the prior.
+double measure_link_mbps(net::SendComm* next, net::RecvComm* prev, int nranks,
+                         std::chrono::milliseconds timeout) {
+  constexpr size_t kLinkProbeBytes = size_t{2} << 20;
+  constexpr int kLinkRounds = 2;
+  if (nranks < 2) return 0;
+  std::vector<char> out(kLinkProbeBytes, 1), in(kLinkProbeBytes);
+  double best = 0;
+  for (int i = 0; i < kLinkRounds; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (collnet::ring_shift(next, prev, out.data(), in.data(), kLinkProbeBytes, timeout) !=
+        Status::kOk) {
+      return 0;
+    }
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
+    best = std::max(best, kLinkProbeBytes * 8.0 / took.count() / 1e6);
+  }
+  return best;
+}
+
 // 3. This rank's verdict after its join (engine: the joined aggregators, or null and `why`).
-Verdict local_verdict(const Config& cfg, int dev, int nranks, const client::Engine* engine,
-                      const std::string& why) {
+Verdict local_verdict(const Config& cfg, int dev, int rank, int nranks,
+                      const client::Engine* engine, const std::string& why, double measured_mbps) {
   Verdict mine;
   mine.ok = engine != nullptr;
   std::snprintf(mine.reason, sizeof mine.reason, "%s", why.c_str());
@@ -326,7 +350,15 @@ Verdict local_verdict(const Config& cfg, int dev, int nranks, const client::Engi
   mine.ring_min_us = cfg.ringMinUs;
   NetProperties props;
   if (netGetProperties(dev, &props) == Status::kOk) mine.link_mbps = props.speed;
-  if (cfg.linkMbps > 0) mine.link_mbps = cfg.linkMbps;  // the operator knows better
+  const double nominal = mine.link_mbps;
+  mine.link_mbps = collnet::link_prior_mbps(cfg.linkMbps, nominal, measured_mbps);
+  if (cfg.linkMbps <= 0 && mine.link_mbps != nominal) {
+    CFX_INFO(kLogColl | kLogInit,
+             "CollNet connect: rank %d: the link to rank+1 delivered %.0f Mbit/s, the "
+             "interface reports %.0f: the split and the tuner start from %.0f",
+             rank, measured_mbps, nominal, mine.link_mbps);
+  }
+  mine.measured_mbps = measured_mbps;
   if (engine != nullptr) {
     std::vector<collnet::AggregatorShare> shares;
     // The grants now (a grant update may have come since the JoinAck): the prior and the
@@ -551,10 +583,11 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   collnet::TreeCounts tree;
   CFX_RETURN_IF_ERROR(exchange_served(cfg, next, prev, rank, nranks, timeout, &tree));
   const double hop_us = measure_hop_us(next, prev, rank, nranks, timeout);
+  const double link_mbps = measure_link_mbps(next, prev, nranks, timeout);
   std::string why;
   const uint64_t key = job_key(handles, nranks);
   auto engine = join_aggregators(cfg, key, nranks, rank, tree, &why);
-  Verdict mine = local_verdict(cfg, l->dev, nranks, engine.get(), why);
+  Verdict mine = local_verdict(cfg, l->dev, rank, nranks, engine.get(), why, link_mbps);
   mine.hop_us = hop_us;
 
   std::vector<Verdict> all;
@@ -563,12 +596,14 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   if (rank == 0) {
     CFX_INFO(kLogColl | kLogInit,
              "CollNet connected: %d ranks, %zu aggregator(s), ring fraction %.3f%s (ring shares "
-             "under %zu bytes go through the aggregators; ring hop %.0f us, link %.0f Mbit/s)%s",
+             "under %zu bytes go through the aggregators; ring hop %.0f us, link %.0f Mbit/s, "
+             "measured %.0f)%s",
              nranks, engine->aggregators().size(), opts.ring_fraction,
              opts.controller ? " (auto: from the advertised capacity, then measured)" : "",
              std::max(opts.ring_min_bytes,
                       opts.controller ? opts.controller->min_ring_bytes() : size_t{0}),
              largest_hop_us(all), smallest(all, &Verdict::link_mbps),
+             smallest(all, &Verdict::measured_mbps),
              engine->aggregators().front().deterministic ? ", deterministic" : "");
   }
   const size_t naggregators = engine->aggregators().size();

@@ -9,6 +9,7 @@ namespace {
 
 constexpr int kAgreementTag = 0x3ffffff0;
 constexpr int kBroadcastTag = 0x3ffffff1;
+constexpr int kShiftTag = 0x3ffffff2;
 
 net::Status wait(net::Request* req, std::chrono::steady_clock::time_point deadline) {
   for (;;) {
@@ -95,6 +96,20 @@ net::Status AsyncRingAllgather::progress(bool* done) {
   }
   *done = true;
   return net::Status::kOk;
+}
+
+net::Status ring_shift(net::SendComm* next, net::RecvComm* prev, const void* send, void* recv,
+                       size_t bytes, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  void* data[1] = {recv};
+  size_t size[1] = {bytes};
+  int tag[1] = {kShiftTag};
+  net::Request *rx = nullptr, *tx = nullptr;
+  CFX_RETURN_IF_ERROR(prev->irecv(1, data, size, tag, &rx));
+  CFX_RETURN_IF_ERROR(next->isend(send, bytes, kShiftTag, &tx));
+  if (rx == nullptr || tx == nullptr) return net::Status::kInternalError;  // nothing else queued
+  CFX_RETURN_IF_ERROR(wait(tx, deadline));
+  return wait(rx, deadline);
 }
 
 net::Status ring_broadcast(net::SendComm* next, net::RecvComm* prev, int rank, int nranks, int root,

@@ -18,6 +18,11 @@ net::Status ring_allgather(net::SendComm* next, net::RecvComm* prev, int rank, i
                            const void* mine, void* all, size_t bytes,
                            std::chrono::milliseconds timeout);
 
+// Every rank sends `bytes` from `send` to rank+1 while it receives as many from rank-1 into
+// `recv`: one step of a ring's traffic, for timing the links at connect.
+net::Status ring_shift(net::SendComm* next, net::RecvComm* prev, const void* send, void* recv,
+                       size_t bytes, std::chrono::milliseconds timeout);
+
 // Rank `root` sends *msg (any size up to max_bytes) to every other rank, around the ring;
 // on return *msg holds it everywhere. Same timeout rule as ring_allgather.
 net::Status ring_broadcast(net::SendComm* next, net::RecvComm* prev, int rank, int nranks, int root,

@@ -20,6 +20,12 @@ double aggregator_capacity_mbps(int nranks, double link_mbps, double agg_mbps,
   return capacity;
 }
 
+double link_prior_mbps(double configured, double nominal, double measured) {
+  if (configured > 0) return configured;
+  if (measured > 0 && measured < 0.5 * nominal) return measured;
+  return nominal;
+}
+
 double ring_bytes_per_byte(int nranks) { return 2.0 * (nranks - 1) / nranks; }
 
 double auto_ring_fraction(int nranks, double link_mbps, double capacity_mbps) {

@@ -31,6 +31,13 @@ struct AggregatorShare {
 double aggregator_capacity_mbps(int nranks, double link_mbps, double agg_mbps,
                                 const std::vector<AggregatorShare>& aggs);
 
+// The link rate L the split and the tuner start from, in Mbit/s: `configured`
+// (CONFLUX_LINK_MBPS) when set (> 0); else the interface's `nominal` speed, unless the rate
+// `measured` at connect (0: none) is under half of it. A NIC reports its own speed, not that of
+// a slower bottleneck behind it; a measure near or above the nominal speed is no better
+// evidence than the interface's own claim (a short probe, cores shared with other ranks).
+double link_prior_mbps(double configured, double nominal, double measured);
+
 // c = 2(n-1)/n: the link bytes a ring AllReduce moves per byte reduced, over n ranks.
 double ring_bytes_per_byte(int nranks);
 

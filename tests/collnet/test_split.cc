@@ -10,6 +10,17 @@ double auto_ring_fraction(int n, double link, double agg, const std::vector<Aggr
   return collnet::auto_ring_fraction(n, link, aggregator_capacity_mbps(n, link, agg, a));
 }
 
+// The link prior: the operator's figure, else the interface's unless the link measured at
+// connect delivers under half of it (a veth reporting 10 Gbit/s over a 1 Gbit/s fabric).
+TEST(LinkPrior, AMeasureWellBelowTheReportedSpeedReplacesIt) {
+  EXPECT_EQ(link_prior_mbps(0, 10000, 940), 940);
+  EXPECT_EQ(link_prior_mbps(0, 10000, 4999), 4999);
+  EXPECT_EQ(link_prior_mbps(0, 10000, 5000), 10000) << "half or more: no evidence of a bottleneck";
+  EXPECT_EQ(link_prior_mbps(0, 10000, 25000), 10000) << "faster than reported: the NIC's claim";
+  EXPECT_EQ(link_prior_mbps(0, 10000, 0), 10000) << "not measured";
+  EXPECT_EQ(link_prior_mbps(1000, 10000, 300), 1000) << "CONFLUX_LINK_MBPS over both";
+}
+
 TEST(AutoSplit, AggregatorsThatKeepUpTakeEverything) {
   // Unknown aggregator rate and a full grant: no reason to use the ring.
   EXPECT_DOUBLE_EQ(auto_ring_fraction(4, 100000, 0, {{64, 64}}), 0.0);
