@@ -20,6 +20,7 @@
 #include "driver/bootstrap.h"
 #include "driver/buffers.h"
 #include "driver/plugin.h"
+#include "driver/service.h"
 
 namespace conflux::driver {
 
@@ -29,9 +30,11 @@ class NetRing {
   NetRing(const NetRing&) = delete;
   NetRing& operator=(const NetRing&) = delete;
 
-  // Connects the ring and registers `bufs` (kept by reference until teardown).
+  // Connects the ring and registers `bufs` (kept by reference until teardown). With
+  // service_conns > 0 a service thread then makes and closes that many more connections to
+  // rank+1 while the ring runs (service.h); teardown joins it.
   Status setup(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, HostBuffers* bufs,
-               size_t chunk_bytes, int inflight, const Deadline* dl);
+               size_t chunk_bytes, int inflight, const Deadline* dl, int service_conns = 0);
   // send/recv must be bufs->send / bufs->recv (recv == send for in place).
   Status allreduce(void* send, void* recv, size_t count, DType t, Op op);
   Status teardown();
@@ -63,6 +66,7 @@ class NetRing {
   void* send_mh_[3] = {nullptr, nullptr, nullptr};  // send, recv, staging on send_comm_
   void* recv_mh_[3] = {nullptr, nullptr, nullptr};  // same buffers on recv_comm_
   std::vector<void*> phandles_;                     // profiler handle slots, as NCCL passes
+  ServiceThread service_;
 };
 
 }  // namespace conflux::driver

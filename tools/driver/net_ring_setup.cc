@@ -7,7 +7,7 @@
 namespace conflux::driver {
 
 Status NetRing::setup(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, HostBuffers* bufs,
-                      size_t chunk_bytes, int inflight, const Deadline* dl) {
+                      size_t chunk_bytes, int inflight, const Deadline* dl, int service_conns) {
   net_ = net;
   bs_ = bs;
   bufs_ = bufs;
@@ -26,8 +26,10 @@ Status NetRing::setup(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, 
   if (listen_comm == nullptr) {
     return Status::Error("net.listen returned no listen comm");
   }
+  std::string extra;  // the service thread's listen handles travel with the ring's
+  DRV_TRY(service_.listen(net_, ctx, rank_, service_conns, &extra));
   std::vector<std::string> handles;
-  DRV_TRY(bs_->allgather(std::string(handle, sizeof handle), &handles));
+  DRV_TRY(bs_->allgather(std::string(handle, sizeof handle) + extra, &handles));
   const int next = (rank_ + 1) % nranks_;
   const int prev = (rank_ + nranks_ - 1) % nranks_;
   // NCCL keeps the peer's handle in its own memory and passes the same bytes to every
@@ -58,6 +60,7 @@ Status NetRing::setup(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, 
   DRV_CALL(rank_, "net.closeListen", net_->closeListen(listen_comm));
   DRV_TRY(register_all(send_comm_, "send", send_mh_));
   DRV_TRY(register_all(recv_comm_, "recv", recv_mh_));
+  service_.start(handles[next].substr(sizeof handle), dl_);
   return Status::Ok();
 }
 
@@ -76,6 +79,7 @@ Status NetRing::register_all(void* comm, const char* which, void** mh) {
 
 Status NetRing::teardown() {
   if (net_ == nullptr || nranks_ == 1) return Status::Ok();
+  DRV_TRY(service_.join());
   for (int i = 0; i < 3; ++i) {
     if (send_mh_[i] != nullptr)
       DRV_CALL(rank_, "net.deregMr(send comm)", net_->deregMr(send_comm_, send_mh_[i]));

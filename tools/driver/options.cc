@@ -162,6 +162,11 @@ Status apply(const std::string& flag, const std::string& val, Options* o) {
   if (flag == "--dtype" || flag == "-d") return parse_dtypes(val, &o->dtypes);
   if (flag == "--op" || flag == "-o") return parse_ops(val, &o->ops);
   if (flag == "--modes") return parse_modes(val, &o->modes);
+  if (flag == "--service-conns") {
+    if (!parse_int(val, 0, 64, &n)) return bad(flag, val, "expected 0..64");
+    o->service_conns = static_cast<int>(n);
+    return Status::Ok();
+  }
   if (flag == "--nccl-regions") {
     if (!parse_bytes(val, &bytes) || bytes == 0 || bytes % 64 != 0 || bytes > (size_t{64} << 20))
       return bad(flag, val, "expected a multiple of 64 bytes up to 64M");
@@ -326,6 +331,9 @@ void print_usage(const char* argv0) {
       "                         reducescatter,allgather (CollNetDirect pattern; size = total),\n"
       "                         pxn (senders sharing a connection, grouped irecvs; size =\n"
       "                         bytes per message)\n"
+      "  --service-conns K      a service thread connects, registers and closes K more\n"
+      "                         connections to rank+1 while the mode runs (NCCL's proxy\n"
+      "                         service thread beside its progress thread)\n"
       "  --nccl-regions B       collnet, hybrid: each iallreduce is a whole B-byte region of\n"
       "                         one shared staging area whatever the user's size, its tail\n"
       "                         stale (0xff), as NCCL's CollNet proxy issues them\n"

@@ -78,7 +78,8 @@ struct RankRun {
         std::fflush(stdout);
       }
     }
-    DRV_TRY(ring->setup(plugin.net, net_ctx, &bs, &bufs, o.chunk_bytes, o.inflight, &dl));
+    DRV_TRY(ring->setup(plugin.net, net_ctx, &bs, &bufs, o.chunk_bytes, o.inflight, &dl,
+                        o.service_conns));
     if (rank == o.inject_exit_rank) {
       std::fprintf(stderr, "[rank %d] --inject-rank-exit: exiting abruptly now\n", rank);
       _exit(9);

@@ -1,0 +1,80 @@
+#include "driver/service.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "driver/idle.h"
+
+namespace conflux::driver {
+
+Status ServiceThread::listen(const nccl::ncclNet_v11_t* net, void* ctx, int rank, int k,
+                             std::string* handles) {
+  net_ = net;
+  ctx_ = ctx;
+  rank_ = rank;
+  handles->clear();
+  for (int i = 0; i < k; ++i) {
+    char h[nccl::NCCL_NET_HANDLE_MAXSIZE] = {};
+    void* l = nullptr;
+    DRV_CALL(rank_, "net.listen(service connection)", net_->listen(ctx_, 0, h, &l));
+    listens_.push_back(l);
+    handles->append(h, sizeof h);
+  }
+  return Status::Ok();
+}
+
+void ServiceThread::start(const std::string& next, const Deadline* dl) {
+  dl_ = dl;
+  if (listens_.empty()) return;
+  thread_ = std::thread([this, next] { run(next); });
+}
+
+Status ServiceThread::join() {
+  if (thread_.joinable()) thread_.join();
+  return result_;
+}
+
+void ServiceThread::run(std::string next) {
+  result_ = [&]() -> Status {
+    const size_t k = listens_.size();
+    std::vector<void*> sends(k, nullptr), recvs(k, nullptr);
+    std::vector<std::vector<char>> peer(k);
+    for (size_t i = 0; i < k; ++i) {
+      peer[i].assign(next.begin() + i * nccl::NCCL_NET_HANDLE_MAXSIZE,
+                     next.begin() + (i + 1) * nccl::NCCL_NET_HANDLE_MAXSIZE);
+    }
+    // Connect and accept as NCCL's service thread does: non-blocking, polled, one at a time.
+    for (size_t i = 0; i < k; ++i) {
+      nccl::ncclNetDeviceHandle_v11_t* dev = nullptr;
+      while (sends[i] == nullptr || recvs[i] == nullptr) {
+        if (sends[i] == nullptr) {
+          DRV_CALL(rank_, "net.connect(service thread)",
+                   net_->connect(ctx_, 0, peer[i].data(), &sends[i], &dev));
+        }
+        if (recvs[i] == nullptr) {
+          DRV_CALL(rank_, "net.accept(service thread)", net_->accept(listens_[i], &recvs[i], &dev));
+        }
+        if (dl_->passed())
+          return Status::Error("--timeout reached in the service thread's connect");
+        if (sends[i] == nullptr || recvs[i] == nullptr) idle_pause();
+      }
+      DRV_CALL(rank_, "net.closeListen(service thread)", net_->closeListen(listens_[i]));
+      listens_[i] = nullptr;
+    }
+    // Register and deregister a buffer on every new comm, then close them all.
+    std::vector<char> buf(size_t{1} << 20);
+    for (size_t i = 0; i < k; ++i) {
+      for (void* comm : {sends[i], recvs[i]}) {
+        void* mh = nullptr;
+        DRV_CALL(rank_, "net.regMr(service thread)",
+                 net_->regMr(comm, buf.data(), buf.size(), nccl::NCCL_PTR_HOST, &mh));
+        DRV_CALL(rank_, "net.deregMr(service thread)", net_->deregMr(comm, mh));
+      }
+      DRV_CALL(rank_, "net.closeSend(service thread)", net_->closeSend(sends[i]));
+      DRV_CALL(rank_, "net.closeRecv(service thread)", net_->closeRecv(recvs[i]));
+    }
+    return Status::Ok();
+  }();
+}
+
+}  // namespace conflux::driver
