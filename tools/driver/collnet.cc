@@ -170,8 +170,7 @@ Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight, 
   const size_t window = static_cast<size_t>(inflight);
   std::vector<void*> reqs(window, nullptr);
   size_t posted = 0, done = 0;
-  uint64_t idle = 0;
-  IdlePacer pacer;
+  PollPass pass;
   while (done < nchunks) {
     bool progress = false;
     while (posted < nchunks && posted - done < window) {
@@ -196,16 +195,10 @@ Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight, 
       ++done;
       progress = true;
     }
-    if (progress) {
-      idle = 0;
-      pacer.progressed();
-      continue;
-    }
-    if ((++idle & 1023) == 0 && dl_->passed()) {
+    if (pass.expired(progress, *dl_)) {
       return Status::Error(std::string("--timeout reached in collnet ") + what + " (" +
                            std::to_string(done) + "/" + std::to_string(nchunks) + " chunks done)");
     }
-    pacer.pause();
   }
   return Status::Ok();
 }

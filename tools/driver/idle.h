@@ -18,6 +18,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+
+#include "driver/status.h"
 
 namespace conflux::driver {
 
@@ -68,6 +71,27 @@ class IdlePacer {
   Clock::time_point last_{};
   bool have_last_ = false;
   int64_t gap_us_ = 0;
+};
+
+// The end of one pass of a request-polling loop: on progress the pacer learns of it; otherwise
+// the loop pauses, and every 1024th idle pass checks the deadline. True: give up (the caller
+// reports what it was waiting for).
+class PollPass {
+ public:
+  bool expired(bool progress, const Deadline& dl) {
+    if (progress) {
+      idle_ = 0;
+      pacer_.progressed();
+      return false;
+    }
+    if ((++idle_ & 1023) == 0 && dl.passed()) return true;
+    pacer_.pause();
+    return false;
+  }
+
+ private:
+  uint64_t idle_ = 0;
+  IdlePacer pacer_;
 };
 
 // One pause of a loop that does not pace itself (connection set-up).

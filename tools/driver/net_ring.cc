@@ -44,8 +44,7 @@ Status NetRing::allreduce(void* send, void* recv, size_t count, DType t, Op op) 
   auto* staging = static_cast<char*>(bufs_->staging);
   std::vector<void*> sreq(window, nullptr), rreq(window, nullptr);
   size_t s_posted = 0, s_done = 0, r_posted = 0, r_done = 0;
-  uint64_t idle = 0;
-  IdlePacer pacer;
+  PollPass pass;
 
   while (s_done < items || r_done < items) {
     bool progress = false;
@@ -117,17 +116,11 @@ Status NetRing::allreduce(void* send, void* recv, size_t count, DType t, Op op) 
       ++r_done;
       progress = true;
     }
-    if (progress) {
-      idle = 0;
-      pacer.progressed();
-      continue;
-    }
-    if ((++idle & 1023) == 0 && dl_->passed()) {
+    if (pass.expired(progress, *dl_)) {
       return Status::Error("--timeout reached in the ring AllReduce (" + std::to_string(s_done) +
                            "/" + std::to_string(items) + " sends and " + std::to_string(r_done) +
                            "/" + std::to_string(items) + " receives complete)");
     }
-    pacer.pause();
   }
   return Status::Ok();
 }

@@ -142,8 +142,7 @@ Status PxnExchange::once(size_t bytes, int iter, uint64_t* wrong) {
   for (Sender& x : snd) x.reqs.assign(size_t(w), nullptr);
   std::vector<void*> rreq(size_t(w), nullptr);
   int r_posted = 0, r_done = 0;
-  uint64_t idle = 0;
-  IdlePacer pacer;
+  PollPass pass;
   auto all_done = [&] {
     for (const Sender& x : snd)
       if (x.done < s_.steps) return false;
@@ -222,13 +221,7 @@ Status PxnExchange::once(size_t bytes, int iter, uint64_t* wrong) {
       ++r_done;
       progress = true;
     }
-    if (progress) {
-      idle = 0;
-      pacer.progressed();
-      continue;
-    }
-    if ((++idle & 1023) == 0 && dl_->passed()) return hang(snd, r_done);
-    pacer.pause();
+    if (pass.expired(progress, *dl_)) return hang(snd, r_done);
   }
   return Status::Ok();
 }
