@@ -227,14 +227,17 @@ class Runner:
         """Starts confluxd on each aggregator host, in order (`extra`: role -> more
         arguments, e.g. a leaf's --parent); returns 'ip:control_port' endpoints.
         Each daemon is told its shaped rate as line_mbps: the speed a NIC of that rate would
-        report in sysfs (a veth reports 10 Gbit/s), which it advertises to the workers."""
+        report in sysfs (a veth reports 10 Gbit/s), which it advertises to the workers; an
+        --agg-arg=--line-mbps=N replaces it (0: the interface's own figure, as with the workers'
+        CONFLUX_LINK_MBPS=0)."""
         eps = []
         for role in roles:
             h = self.fabric.aggs[role]
             ready = os.path.join(self.workdir, f"ready-{role}-{self.seq}")
             argv = [self.bins["confluxd"], "--listen", h.ip, "--control-port", "7470",
                     "--data-port", "7471", "--threads", str(threads), "--metrics-port", "9470",
-                    "--line-mbps", str(h.mbit), "--log-level", "warn",
+                    *([] if any(a.startswith("--line-mbps") for a in self.agg_args)
+                      else ["--line-mbps", str(h.mbit)]), "--log-level", "warn",
                     "--ready-file", ready] + self.agg_args + (extra or {}).get(role, [])
             p = self.spawn(h, argv, {}, self._out(f"confluxd-{role}"))
             self.agg_procs.append((h, p))

@@ -46,10 +46,12 @@ struct CollListen {
 // The one-element AllReduces collConnect times for the tuner's model (step 6), and the one
 // that agrees on the result: every communicator's first requests.
 constexpr int kLatencyProbes = 9;
+// The connect's bulk probe: one AllReduce of 1 MiB, timed for the tuner's model.
+constexpr size_t kBulkProbeFloats = 256 * 1024;
 // NCCL's smallest CollNetChain AllReduce request: one staging region, 32 KiB at least
 // (path_model.h min_request_bytes).
 constexpr size_t kNcclMinCollNetRequest = 32 * 1024;
-constexpr uint32_t kConnectRequests = kLatencyProbes + 1;
+constexpr uint32_t kConnectRequests = kLatencyProbes + 2;  // + the bulk probe and the max
 
 // What each rank tells the others at the end of connect.
 // The split inputs travel with it: every rank uses the same ring fraction, rank 0's setting,
@@ -478,18 +480,18 @@ collnet::PathModel path_model(const std::vector<Verdict>& all, const collnet::Co
 // The probes' buffers: they outlive the CollComm (declared before it), since a probe that
 // timed out stays in its queue until the CollComm is destroyed.
 struct ProbeBuffers {
-  float in = 0;
-  float out = 0;
+  std::vector<float> in = std::vector<float>(kBulkProbeFloats);
+  std::vector<float> out = std::vector<float>(kBulkProbeFloats);
 };
 
-// One AllReduce of b.in (one float) into b.out through `c`, to completion (NCCL's proxy
-// thread, too, calls test() in a loop). Fails after `timeout`.
-Status allreduce_one(collnet::CollComm& c, ProbeBuffers& b, Op op,
-                     std::chrono::milliseconds timeout) {
+// One AllReduce of `count` floats of b.in into b.out through `c`, to completion (NCCL's
+// proxy thread, too, calls test() in a loop). Fails after `timeout`.
+Status allreduce_n(collnet::CollComm& c, ProbeBuffers& b, size_t count, Op op,
+                   std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   collnet::CollRequest* r = nullptr;
   while (r == nullptr) {
-    CFX_RETURN_IF_ERROR(c.iallreduce(&b.in, &b.out, 1, DType::kFloat32, op, &r));
+    CFX_RETURN_IF_ERROR(c.iallreduce(b.in.data(), b.out.data(), count, DType::kFloat32, op, &r));
     if (r != nullptr) break;
     if (std::chrono::steady_clock::now() > deadline) return Status::kRemoteError;
     std::this_thread::yield();  // the split is not decided yet
@@ -502,29 +504,50 @@ Status allreduce_one(collnet::CollComm& c, ProbeBuffers& b, Op op,
   }
 }
 
-// kLatencyProbes one-element sums, timed; the median of all but the first (which waits for
-// the last rank to arrive); then the largest median any rank measured, by one more
-// AllReduce (max) through the same path, so that every rank holds the same figure. Checks
-// every sum, so a CollNet that gives wrong results fails here, before any data.
-Status probe_collnet(collnet::CollComm& c, int nranks, std::chrono::milliseconds timeout,
-                     ProbeBuffers& b, double* seconds) {
-  std::vector<double> took;
-  for (int i = 0; i < kLatencyProbes; ++i) {
-    b.in = 1.0f;
-    const auto t0 = std::chrono::steady_clock::now();
-    CFX_RETURN_IF_ERROR(allreduce_one(c, b, Op::kSum, timeout));
-    const std::chrono::duration<double> d = std::chrono::steady_clock::now() - t0;
-    if (b.out != static_cast<float>(nranks)) {
+// One timed AllReduce of `count` ones; every element of the result must be nranks.
+Status timed_sum(collnet::CollComm& c, ProbeBuffers& b, size_t count, int nranks,
+                 std::chrono::milliseconds timeout, double* seconds) {
+  std::fill(b.in.begin(), b.in.begin() + static_cast<ptrdiff_t>(count), 1.0f);
+  const auto t0 = std::chrono::steady_clock::now();
+  CFX_RETURN_IF_ERROR(allreduce_n(c, b, count, Op::kSum, timeout));
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t i = 0; i < count; ++i) {
+    if (b.out[i] != static_cast<float>(nranks)) {
       CFX_WARN(kLogColl, "CollNet connect: a probe AllReduce of 1.0 on %d ranks gave %g", nranks,
-               static_cast<double>(b.out));
+               static_cast<double>(b.out[i]));
       return Status::kInternalError;
     }
-    if (i > 0) took.push_back(d.count());
   }
+  return Status::kOk;
+}
+
+// What the connect probes measured, agreed by every rank (the slowest rank's figures).
+struct ProbeTimes {
+  double latency_s = 0;  // the median of the one-element sums
+  double bulk_s = 0;     // one sum of kBulkProbeFloats
+};
+
+// kLatencyProbes one-element sums, timed (the median of all but the first, which waits for
+// the last rank to arrive), then one of kBulkProbeFloats (what the path delivers, for the
+// tuner's model; a request's size as NCCL issues them); then the largest figures any rank
+// measured, by one more AllReduce (max) through the same path, so that every rank holds the
+// same. Checks every sum, so a CollNet that gives wrong results fails here, before any data.
+Status probe_collnet(collnet::CollComm& c, int nranks, std::chrono::milliseconds timeout,
+                     ProbeBuffers& b, ProbeTimes* times) {
+  std::vector<double> took;
+  for (int i = 0; i < kLatencyProbes; ++i) {
+    double d = 0;
+    CFX_RETURN_IF_ERROR(timed_sum(c, b, 1, nranks, timeout, &d));
+    if (i > 0) took.push_back(d);
+  }
+  double bulk = 0;
+  CFX_RETURN_IF_ERROR(timed_sum(c, b, kBulkProbeFloats, nranks, timeout, &bulk));
   std::nth_element(took.begin(), took.begin() + took.size() / 2, took.end());
-  b.in = static_cast<float>(took[took.size() / 2]);
-  CFX_RETURN_IF_ERROR(allreduce_one(c, b, Op::kMax, timeout));
-  *seconds = b.out;
+  b.in[0] = static_cast<float>(took[took.size() / 2]);
+  b.in[1] = static_cast<float>(bulk);
+  CFX_RETURN_IF_ERROR(allreduce_n(c, b, 2, Op::kMax, timeout));
+  times->latency_s = b.out[0];
+  times->bulk_s = b.out[1];
   return Status::kOk;
 }
 
@@ -611,8 +634,10 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   auto comm =
       std::make_unique<collnet::CollComm>(rank, nranks, std::move(rings), std::move(engine), opts);
   collnet::PathModel model = path_model(all, opts, nranks);
+  ProbeTimes times;
   if (nranks > 1) {
-    Status st = probe_collnet(*comm, nranks, 2 * timeout, probe, &model.collnet_s);
+    Status st = probe_collnet(*comm, nranks, 2 * timeout, probe, &times);
+    model.collnet_s = times.latency_s;
     const bool fault = cfg.faultProbeFail != 0 && (cfg.faultRank < 0 || cfg.faultRank == rank);
     if (st == Status::kOk && fault) {  // tests only
       CFX_WARN(kLogColl, "CONFLUX_FAULT_PROBE_FAIL: rank %d reports its probe as failed", rank);
@@ -630,11 +655,27 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
     CFX_RETURN_IF_ERROR(agree_probe(next, prev, rank, nranks, told, 3 * timeout));
     if (st != Status::kOk) return st;
   }
+  // What the aggregators delivered in the bulk probe corrects the advertised capacity in the
+  // tuner's model, by the link's rule (split.h): a daemon reports its NIC's speed, not a
+  // bottleneck behind it. n ranks sent the aggregators' share of the probe each.
+  const double advertised = model.capacity_Bps;
+  double delivered = 0;
+  if (nranks > 1) {
+    const double agg_bytes =
+        4.0 * static_cast<double>(collnet::aggregator_elements(
+                  kBulkProbeFloats, 4, opts.ring_fraction, opts.ring_min_bytes));
+    const double busy = times.bulk_s - model.collnet_s;
+    if (agg_bytes > 0 && busy > 0) delivered = nranks * agg_bytes / busy;
+    model.capacity_Bps = collnet::link_prior_mbps(0, advertised, delivered);
+  }
   if (rank == 0) {
-    CFX_INFO(kLogColl | kLogInit,
-             "CollNet path: a 4 B AllReduce takes %.0f us through %zu aggregator(s) (the "
-             "slowest rank's median), against %.0f us for %d ring hops",
-             model.collnet_s * 1e6, naggregators, model.ring_latency_s() * 1e6, 2 * (nranks - 1));
+    CFX_INFO(
+        kLogColl | kLogInit,
+        "CollNet path: a 4 B AllReduce takes %.0f us through %zu aggregator(s) (the "
+        "slowest rank's median), against %.0f us for %d ring hops; 1 MiB took %.0f us, "
+        "the aggregators delivered %.0f Mbit/s (advertised %.0f): the tuner's model takes %.0f",
+        model.collnet_s * 1e6, naggregators, model.ring_latency_s() * 1e6, 2 * (nranks - 1),
+        times.bulk_s * 1e6, delivered * 8e-6, advertised * 8e-6, model.capacity_Bps * 8e-6);
   }
   if (l->comm_id.has_value()) collnet::publish_model(*l->comm_id, comm.get(), model);
   *collComm = comm.release();
