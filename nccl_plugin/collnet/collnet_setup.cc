@@ -485,9 +485,10 @@ struct ProbeBuffers {
 };
 
 // One AllReduce of `count` floats of b.in into b.out through `c`, to completion (NCCL's
-// proxy thread, too, calls test() in a loop). Fails after `timeout`.
+// proxy thread, too, calls test() in a loop). Fails after `timeout`. *seconds (if given): from
+// the request's acceptance to its completion (not the wait for the split's first decision).
 Status allreduce_n(collnet::CollComm& c, ProbeBuffers& b, size_t count, Op op,
-                   std::chrono::milliseconds timeout) {
+                   std::chrono::milliseconds timeout, double* seconds = nullptr) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   collnet::CollRequest* r = nullptr;
   while (r == nullptr) {
@@ -496,9 +497,15 @@ Status allreduce_n(collnet::CollComm& c, ProbeBuffers& b, size_t count, Op op,
     if (std::chrono::steady_clock::now() > deadline) return Status::kRemoteError;
     std::this_thread::yield();  // the split is not decided yet
   }
+  const auto t0 = std::chrono::steady_clock::now();
   for (bool done = false;;) {
     CFX_RETURN_IF_ERROR(collnet::CollComm::test(r, &done, nullptr));
-    if (done) return Status::kOk;
+    if (done) {
+      if (seconds != nullptr) {
+        *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+      return Status::kOk;
+    }
     if (std::chrono::steady_clock::now() > deadline) return Status::kRemoteError;
     std::this_thread::yield();
   }
@@ -508,9 +515,7 @@ Status allreduce_n(collnet::CollComm& c, ProbeBuffers& b, size_t count, Op op,
 Status timed_sum(collnet::CollComm& c, ProbeBuffers& b, size_t count, int nranks,
                  std::chrono::milliseconds timeout, double* seconds) {
   std::fill(b.in.begin(), b.in.begin() + static_cast<ptrdiff_t>(count), 1.0f);
-  const auto t0 = std::chrono::steady_clock::now();
-  CFX_RETURN_IF_ERROR(allreduce_n(c, b, count, Op::kSum, timeout));
-  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CFX_RETURN_IF_ERROR(allreduce_n(c, b, count, Op::kSum, timeout, seconds));
   for (size_t i = 0; i < count; ++i) {
     if (b.out[i] != static_cast<float>(nranks)) {
       CFX_WARN(kLogColl, "CollNet connect: a probe AllReduce of 1.0 on %d ranks gave %g", nranks,
@@ -667,15 +672,23 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
     const double busy = times.bulk_s - model.collnet_s;
     if (agg_bytes > 0 && busy > 0) delivered = nranks * agg_bytes / busy;
     model.capacity_Bps = collnet::link_prior_mbps(0, advertised, delivered);
+    // The auto split starts from the advertised figures and measures its way to the split
+    // these imply; the tuner, which cannot follow it later, prices CollNet at that split.
+    if (opts.controller && model.capacity_Bps != advertised) {
+      model.ring_fraction =
+          collnet::auto_ring_fraction(nranks, model.link_Bps * 8e-6, model.capacity_Bps * 8e-6);
+    }
   }
   if (rank == 0) {
     CFX_INFO(
         kLogColl | kLogInit,
         "CollNet path: a 4 B AllReduce takes %.0f us through %zu aggregator(s) (the "
         "slowest rank's median), against %.0f us for %d ring hops; 1 MiB took %.0f us, "
-        "the aggregators delivered %.0f Mbit/s (advertised %.0f): the tuner's model takes %.0f",
+        "the aggregators delivered %.0f Mbit/s (advertised %.0f): the tuner's model takes %.0f "
+        "and ring fraction %.3f",
         model.collnet_s * 1e6, naggregators, model.ring_latency_s() * 1e6, 2 * (nranks - 1),
-        times.bulk_s * 1e6, delivered * 8e-6, advertised * 8e-6, model.capacity_Bps * 8e-6);
+        times.bulk_s * 1e6, delivered * 8e-6, advertised * 8e-6, model.capacity_Bps * 8e-6,
+        model.ring_fraction);
   }
   if (l->comm_id.has_value()) collnet::publish_model(*l->comm_id, comm.get(), model);
   *collComm = comm.release();
