@@ -210,19 +210,27 @@ size_t CollNetSession::chunk_bytes(size_t requested, size_t esize) const {
   return cb > 0 ? cb : esize;
 }
 
-Status CollNetSession::use_regions(size_t region_bytes, int inflight) {
+Status CollNetSession::use_regions(size_t region_bytes, int inflight, int channels) {
   region_bytes_ = region_bytes;
   staging_slots_ = inflight;
-  const size_t total = 2 * region_bytes * static_cast<size_t>(inflight);
+  groups_ = (channels + kCollNetGroupChannels - 1) / kCollNetGroupChannels;
+  const size_t total = 2 * region_bytes * static_cast<size_t>(inflight * groups_);
   if (posix_memalign(&staging_, 4096, total) != 0) {
     return Status::Error("out of memory for the CollNet staging area");
   }
   std::memset(staging_, 0xff, total);
-  // NCCL registers the one staging area per channel and direction.
-  DRV_CALL(rank_, "collnet.regMr(staging area, send direction)",
-           cn_->regMr(coll_comm_, staging_, total, nccl::NCCL_PTR_HOST, &stage_send_mh_));
-  DRV_CALL(rank_, "collnet.regMr(staging area, recv direction)",
-           cn_->regMr(coll_comm_, staging_, total, nccl::NCCL_PTR_HOST, &stage_recv_mh_));
+  // NCCL registers the one staging area once per channel and direction; a group's requests
+  // carry the handles of its first channel.
+  for (int c = 0; c < channels; ++c) {
+    void* smh = nullptr;
+    void* rmh = nullptr;
+    DRV_CALL(rank_, "collnet.regMr(staging area, send direction)",
+             cn_->regMr(coll_comm_, staging_, total, nccl::NCCL_PTR_HOST, &smh));
+    DRV_CALL(rank_, "collnet.regMr(staging area, recv direction)",
+             cn_->regMr(coll_comm_, staging_, total, nccl::NCCL_PTR_HOST, &rmh));
+    stage_mh_.push_back(smh);
+    stage_mh_.push_back(rmh);
+  }
   return Status::Ok();
 }
 
@@ -231,29 +239,75 @@ Status CollNetSession::allreduce_regions(void* send, void* recv, size_t count, D
   const size_t es = dtype_size(t);
   const size_t region = region_bytes_ / es;  // elements per request, whatever the user's count
   const size_t nreq = (count + region - 1) / region;
+  const size_t groups = static_cast<size_t>(groups_);
+  const size_t window = static_cast<size_t>(std::min(inflight, staging_slots_));
   const size_t slots = static_cast<size_t>(staging_slots_);
   auto* in = static_cast<char*>(staging_);
-  auto* out = in + slots * region_bytes_;
+  auto* out = in + groups * slots * region_bytes_;
+  // Request i belongs to group i % G as its step i / G; each group has its own slots.
+  auto slot = [&](size_t i) {
+    return ((i % groups) * slots + (i / groups) % slots) * region_bytes_;
+  };
   auto user = [&](size_t i) { return std::min(region, count - i * region); };
-  return pipeline(
-      "AllReduce region", nreq, std::min(inflight, staging_slots_),
-      [&](size_t i, void** req) {
-        char* slot = in + (i % slots) * region_bytes_;
-        const size_t n = user(i) * es;
-        std::memcpy(slot, static_cast<char*>(send) + i * region * es, n);
-        std::memset(slot + n, 0xff, region_bytes_ - n);  // stale staging data
-        DRV_CALL(rank_, "collnet.iallreduce(region)",
-                 cn_->iallreduce(coll_comm_, slot, out + (i % slots) * region_bytes_, region,
-                                 static_cast<nccl::ncclDataType_t>(t),
-                                 static_cast<nccl::ncclRedOp_t>(op), stage_send_mh_, stage_recv_mh_,
-                                 req));
-        return Status::Ok();
-      },
-      [&](size_t) { return region * es; },
-      [&](size_t i) {
-        std::memcpy(static_cast<char*>(recv) + i * region * es, out + (i % slots) * region_bytes_,
-                    user(i) * es);
-      });
+  struct Group {
+    size_t posted = 0, done = 0;  // steps of this group
+    std::vector<void*> reqs;
+  };
+  std::vector<Group> g(groups);
+  for (Group& x : g) x.reqs.assign(window, nullptr);
+  size_t finished = 0, next = 0;
+  PollPass pass;
+  while (finished < nreq) {
+    bool progress = false;
+    // NCCL's CollNet proxy issues across its groups in one fixed order (round-robin, request i
+    // only after i-1: every rank must hand the plugin the same sequence), each group keeping
+    // at most `inflight` requests, and tests the oldest of each group (transport/coll_net.cc).
+    while (next < nreq) {
+      const size_t k = next % groups;
+      Group& x = g[k];
+      if (x.posted - x.done >= window) break;
+      const size_t i = next;
+      char* src = in + slot(i);
+      const size_t n = user(i) * es;
+      std::memcpy(src, static_cast<char*>(send) + i * region * es, n);
+      std::memset(src + n, 0xff, region_bytes_ - n);  // stale staging data
+      void* req = nullptr;
+      const size_t ch = k * kCollNetGroupChannels;  // the group's first channel
+      DRV_CALL(
+          rank_, "collnet.iallreduce(region)",
+          cn_->iallreduce(coll_comm_, src, out + slot(i), region,
+                          static_cast<nccl::ncclDataType_t>(t), static_cast<nccl::ncclRedOp_t>(op),
+                          stage_mh_[2 * ch], stage_mh_[2 * ch + 1], &req));
+      if (req == nullptr) break;  // "try again later"
+      x.reqs[x.posted % window] = req;
+      ++x.posted;
+      ++next;
+      progress = true;
+    }
+    for (size_t k = 0; k < groups; ++k) {
+      Group& x = g[k];
+      if (x.done < x.posted) {
+        int flag = 0, size = -1;
+        DRV_CALL(rank_, "collnet.test(region)", cn_->test(x.reqs[x.done % window], &flag, &size));
+        if (flag) {
+          if (size < 0 || static_cast<size_t>(size) != region * es) {
+            return Status::Error("collnet.test reported size " + std::to_string(size) +
+                                 " for a region of " + std::to_string(region * es) + " bytes");
+          }
+          const size_t i = x.done * groups + k;
+          std::memcpy(static_cast<char*>(recv) + i * region * es, out + slot(i), user(i) * es);
+          ++x.done;
+          ++finished;
+          progress = true;
+        }
+      }
+    }
+    if (pass.expired(progress, *dl_)) {
+      return Status::Error("--timeout reached in collnet AllReduce regions (" +
+                           std::to_string(finished) + "/" + std::to_string(nreq) + " done)");
+    }
+  }
+  return Status::Ok();
 }
 
 Status CollNetSession::allreduce(void* send, void* recv, size_t count, DType t, Op op, size_t chunk,
@@ -280,12 +334,11 @@ Status CollNetSession::allreduce(void* send, void* recv, size_t count, DType t, 
 }
 
 Status CollNetSession::close() {
-  if (coll_comm_ != nullptr && staging_ != nullptr) {
-    DRV_CALL(rank_, "collnet.deregMr(staging, send direction)",
-             cn_->deregMr(coll_comm_, stage_send_mh_));
-    DRV_CALL(rank_, "collnet.deregMr(staging, recv direction)",
-             cn_->deregMr(coll_comm_, stage_recv_mh_));
+  if (coll_comm_ != nullptr) {
+    for (void* mh : stage_mh_)
+      DRV_CALL(rank_, "collnet.deregMr(staging)", cn_->deregMr(coll_comm_, mh));
   }
+  stage_mh_.clear();
   std::free(staging_);
   staging_ = nullptr;
   if (coll_comm_ != nullptr) {

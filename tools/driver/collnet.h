@@ -25,7 +25,9 @@
 //          (transport/coll_net.cc): every iallreduce covers a whole region of R bytes of one
 //          shared staging area, whatever the user's size (a 4 B AllReduce is an R-byte
 //          request), the part past the user's bytes holding stale data (here 0xff bytes: NaN
-//          for floats); the area is registered once per direction (regMr x2 on one region).
+//          for floats); the area is registered once per channel and direction (regMr x 2 x
+//          --nccl-channels on one region); channels form groups of 8 (NCCL's CollNet group),
+//          each group issuing its own steps, up to `inflight`, round-robin with the others.
 //          The user's bytes are copied in before and out after each request, as NCCL's GPU
 //          kernels do; only they are checked.
 // All calls come from the rank's main thread (NCCL's proxy thread).
@@ -34,6 +36,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "conflux/common/dtype.h"
 #include "driver/bootstrap.h"
@@ -41,6 +44,9 @@
 #include "driver/plugin.h"
 
 namespace conflux::driver {
+
+// Channels per CollNet group in NCCL's proxy (transport/coll_net.cc).
+inline constexpr int kCollNetGroupChannels = 8;
 
 class CollNetSession {
  public:
@@ -69,8 +75,10 @@ class CollNetSession {
   // count = elements per rank: send holds count, recv nranks * count.
   Status allgather(void* send, void* recv, size_t count, DType t, size_t chunk_bytes, int inflight);
   // --nccl-regions: every AllReduce request is a whole `region_bytes` region of one shared
-  // staging area (see the top); call after open(), before the first allreduce.
-  Status use_regions(size_t region_bytes, int inflight);
+  // staging area (see the top), from ceil(channels / 8) groups issued round-robin, each with
+  // `inflight` requests at most and its oldest tested; call after open(), before the first
+  // allreduce.
+  Status use_regions(size_t region_bytes, int inflight, int channels);
   Status close();
 
  private:
@@ -106,8 +114,8 @@ class CollNetSession {
   void* staging_ = nullptr;
   size_t region_bytes_ = 0;
   int staging_slots_ = 0;
-  void* stage_send_mh_ = nullptr;
-  void* stage_recv_mh_ = nullptr;
+  int groups_ = 1;
+  std::vector<void*> stage_mh_;  // per channel: send-direction handle, recv-direction handle
   std::string reason_;
   std::string dev_name_;
   bool usable_[kNumDTypes][kNumOps] = {};

@@ -162,6 +162,11 @@ Status apply(const std::string& flag, const std::string& val, Options* o) {
   if (flag == "--dtype" || flag == "-d") return parse_dtypes(val, &o->dtypes);
   if (flag == "--op" || flag == "-o") return parse_ops(val, &o->ops);
   if (flag == "--modes") return parse_modes(val, &o->modes);
+  if (flag == "--nccl-channels") {
+    if (!parse_int(val, 1, 64, &n)) return bad(flag, val, "expected 1..64");
+    o->nccl_channels = static_cast<int>(n);
+    return Status::Ok();
+  }
   if (flag == "--service-conns") {
     if (!parse_int(val, 0, 64, &n)) return bad(flag, val, "expected 0..64");
     o->service_conns = static_cast<int>(n);
@@ -331,6 +336,8 @@ void print_usage(const char* argv0) {
       "                         reducescatter,allgather (CollNetDirect pattern; size = total),\n"
       "                         pxn (senders sharing a connection, grouped irecvs; size =\n"
       "                         bytes per message)\n"
+      "  --nccl-channels C      with --nccl-regions: C channels, in groups of 8 issued\n"
+      "                         round-robin, the area registered per channel (default 1)\n"
       "  --service-conns K      a service thread connects, registers and closes K more\n"
       "                         connections to rank+1 while the mode runs (NCCL's proxy\n"
       "                         service thread beside its progress thread)\n"

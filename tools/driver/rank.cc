@@ -125,7 +125,7 @@ struct RankRun {
       return close_comm(&ring);
     }
     if (o.nccl_region_bytes > 0 && !is_direct(mode)) {
-      DRV_TRY(cs.use_regions(o.nccl_region_bytes, o.inflight));
+      DRV_TRY(cs.use_regions(o.nccl_region_bytes, o.inflight, o.nccl_channels));
     }
     if (plugin.tuner != nullptr) {
       std::string choices;
