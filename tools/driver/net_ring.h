@@ -34,7 +34,10 @@ class NetRing {
   // service_conns > 0 a service thread then makes and closes that many more connections to
   // rank+1 while the ring runs (service.h); teardown joins it.
   Status setup(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, HostBuffers* bufs,
-               size_t chunk_bytes, int inflight, const Deadline* dl, int service_conns = 0);
+               size_t chunk_bytes, int inflight, const Deadline* dl, int service_conns = 0,
+               bool hold_service_conns = false);
+  // With hold_service_conns: waits until the service thread's connections are all up.
+  Status service_connected() { return service_.connected(); }
   // send/recv must be bufs->send / bufs->recv (recv == send for in place).
   Status allreduce(void* send, void* recv, size_t count, DType t, Op op);
   Status teardown();

@@ -7,7 +7,8 @@
 namespace conflux::driver {
 
 Status NetRing::setup(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, HostBuffers* bufs,
-                      size_t chunk_bytes, int inflight, const Deadline* dl, int service_conns) {
+                      size_t chunk_bytes, int inflight, const Deadline* dl, int service_conns,
+                      bool hold_service_conns) {
   net_ = net;
   bs_ = bs;
   bufs_ = bufs;
@@ -27,7 +28,7 @@ Status NetRing::setup(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, 
     return Status::Error("net.listen returned no listen comm");
   }
   std::string extra;  // the service thread's listen handles travel with the ring's
-  DRV_TRY(service_.listen(net_, ctx, rank_, service_conns, &extra));
+  DRV_TRY(service_.listen(net_, ctx, rank_, service_conns, hold_service_conns, &extra));
   std::vector<std::string> handles;
   DRV_TRY(bs_->allgather(std::string(handle, sizeof handle) + extra, &handles));
   const int next = (rank_ + 1) % nranks_;

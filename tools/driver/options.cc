@@ -167,9 +167,9 @@ Status apply(const std::string& flag, const std::string& val, Options* o) {
     o->nccl_channels = static_cast<int>(n);
     return Status::Ok();
   }
-  if (flag == "--service-conns") {
-    if (!parse_int(val, 0, 64, &n)) return bad(flag, val, "expected 0..64");
-    o->service_conns = static_cast<int>(n);
+  if (flag == "--service-conns" || flag == "--hold-conns") {
+    if (!parse_int(val, 0, 256, &n)) return bad(flag, val, "expected 0..256");
+    (flag == "--service-conns" ? o->service_conns : o->hold_conns) = static_cast<int>(n);
     return Status::Ok();
   }
   if (flag == "--nccl-regions") {
@@ -303,6 +303,9 @@ Status parse_options(int argc, char** argv, Options* o) {
       return Status::Error("--tree-leaves must add up to --nranks");
     }
   }
+  if (o->service_conns > 0 && o->hold_conns > 0) {
+    return Status::Error("--service-conns and --hold-conns exclude each other");
+  }
   for (Mode m : o->modes) {
     if (is_direct(m) && o->inplace) {
       return Status::Error(std::string("--inplace applies to AllReduce modes only, not ") +
@@ -341,6 +344,8 @@ void print_usage(const char* argv0) {
       "  --service-conns K      a service thread connects, registers and closes K more\n"
       "                         connections to rank+1 while the mode runs (NCCL's proxy\n"
       "                         service thread beside its progress thread)\n"
+      "  --hold-conns K         as --service-conns, but the K connections stay open for the\n"
+      "                         mode's life; rank 0 reports threads and fds per rank\n"
       "  --nccl-regions B       collnet, hybrid: each iallreduce is a whole B-byte region of\n"
       "                         one shared staging area whatever the user's size, its tail\n"
       "                         stale (0xff), as NCCL's CollNet proxy issues them\n"

@@ -53,6 +53,7 @@ struct Options {
   int close_stagger_ms = 0;           // rank r closes its CollNet comm r * this ms after the others
   std::vector<uint32_t> tree_leaves;  // --tree-leaves: ranks per leaf (deterministic reference)
   int service_conns = 0;              // --service-conns: connections made by a service thread
+  int hold_conns = 0;                 // --hold-conns: ... and kept open; resources reported
   int nccl_channels = 1;              // --nccl-channels: channels of the regions (8 per group)
   size_t nccl_region_bytes = 0;       // --nccl-regions: CollNet AllReduce requests (0: off)
   int pxn_senders = 2;                // --pxn-senders: senders sharing a connection (pxn mode)

@@ -4,10 +4,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,11 +82,42 @@ struct RankRun {
       }
     }
     DRV_TRY(ring->setup(plugin.net, net_ctx, &bs, &bufs, o.chunk_bytes, o.inflight, &dl,
-                        o.service_conns));
+                        std::max(o.service_conns, o.hold_conns), o.hold_conns > 0));
+    if (o.hold_conns > 0) DRV_TRY(report_resources(ring));
     if (rank == o.inject_exit_rank) {
       std::fprintf(stderr, "[rank %d] --inject-rank-exit: exiting abruptly now\n", rank);
       _exit(9);
     }
+    return Status::Ok();
+  }
+
+  // --hold-conns: once every rank's extra connections are up, the threads and open file
+  // descriptors of each rank process (the plugin's helper threads and sockets), gathered.
+  Status report_resources(NetRing* ring) {
+    DRV_TRY(ring->service_connected());
+    DRV_TRY(bs.barrier());  // every rank's connections are up
+    const auto count = [](const char* dir) {
+      size_t n = 0;
+      for (const auto& e : std::filesystem::directory_iterator(dir)) n += !e.path().empty();
+      return n;
+    };
+    const std::string mine =
+        std::to_string(count("/proc/self/task")) + " " + std::to_string(count("/proc/self/fd"));
+    std::vector<std::string> all;
+    DRV_TRY(bs.allgather(mine, &all));
+    size_t tmax = 0, fmax = 0, tmin = SIZE_MAX, fmin = SIZE_MAX;
+    for (const std::string& a : all) {
+      const size_t t = std::stoul(a), f = std::stoul(a.substr(a.find(' ') + 1));
+      tmax = std::max(tmax, t);
+      tmin = std::min(tmin, t);
+      fmax = std::max(fmax, f);
+      fmin = std::min(fmin, f);
+    }
+    const int conns = 2 * o.hold_conns + 2;  // send + receive comms: the ring's and the held
+    note("resources per rank with " + std::to_string(conns) + " open p2p comms (" +
+         std::to_string(o.hold_conns + 1) + " send + " + std::to_string(o.hold_conns + 1) +
+         " receive): threads " + std::to_string(tmin) + ".." + std::to_string(tmax) + ", fds " +
+         std::to_string(fmin) + ".." + std::to_string(fmax));
     return Status::Ok();
   }
 

@@ -7,8 +7,9 @@
 
 namespace conflux::driver {
 
-Status ServiceThread::listen(const nccl::ncclNet_v11_t* net, void* ctx, int rank, int k,
+Status ServiceThread::listen(const nccl::ncclNet_v11_t* net, void* ctx, int rank, int k, bool hold,
                              std::string* handles) {
+  hold_ = hold;
   net_ = net;
   ctx_ = ctx;
   rank_ = rank;
@@ -29,8 +30,24 @@ void ServiceThread::start(const std::string& next, const Deadline* dl) {
   thread_ = std::thread([this, next] { run(next); });
 }
 
+Status ServiceThread::connected() {
+  while (!up_.load(std::memory_order_acquire)) {
+    if (done_.load(std::memory_order_acquire)) {
+      return result_.ok() ? Status::Error("the service thread ended before connecting") : result_;
+    }
+    if (dl_->passed()) return Status::Error("--timeout reached waiting for --hold-conns");
+    idle_pause();
+  }
+  return Status::Ok();
+}
+
 Status ServiceThread::join() {
   if (thread_.joinable()) thread_.join();
+  for (size_t i = 0; i < held_.size(); ++i) {
+    const nccl::ncclResult_t rc = i % 2 == 0 ? net_->closeSend(held_[i]) : net_->closeRecv(held_[i]);
+    if (rc != nccl::ncclSuccess && result_.ok()) result_ = call_failed(rank_, "net.close(held)", rc);
+  }
+  held_.clear();
   return result_;
 }
 
@@ -70,11 +87,18 @@ void ServiceThread::run(std::string next) {
                  net_->regMr(comm, buf.data(), buf.size(), nccl::NCCL_PTR_HOST, &mh));
         DRV_CALL(rank_, "net.deregMr(service thread)", net_->deregMr(comm, mh));
       }
+      if (hold_) {  // join() closes them
+        held_.push_back(sends[i]);
+        held_.push_back(recvs[i]);
+        continue;
+      }
       DRV_CALL(rank_, "net.closeSend(service thread)", net_->closeSend(sends[i]));
       DRV_CALL(rank_, "net.closeRecv(service thread)", net_->closeRecv(recvs[i]));
     }
+    up_.store(true, std::memory_order_release);
     return Status::Ok();
   }();
+  done_.store(true, std::memory_order_release);
 }
 
 }  // namespace conflux::driver

@@ -25,11 +25,16 @@ class ServiceThread {
   ~ServiceThread() { (void)join(); }
 
   // Listens K times on device 0 (main thread, before the handles are exchanged); *handles
-  // gets the K handles, NCCL_NET_HANDLE_MAXSIZE bytes each, concatenated.
-  Status listen(const nccl::ncclNet_v11_t* net, void* ctx, int rank, int k, std::string* handles);
+  // gets the K handles, NCCL_NET_HANDLE_MAXSIZE bytes each, concatenated. hold: the thread
+  // keeps its connections open until join() (--hold-conns: NCCL keeps its connections for the
+  // communicator's life), and connected() says when they are all up.
+  Status listen(const nccl::ncclNet_v11_t* net, void* ctx, int rank, int k, bool hold,
+                std::string* handles);
   // Starts the thread: connects to the K handles of rank+1 (`next`), accepts K connections.
   void start(const std::string& next, const Deadline* dl);
-  // Waits for the thread; its first error, if any.
+  // With hold: waits until every connection is up (or the thread failed).
+  Status connected();
+  // Waits for the thread and closes held connections; its first error, if any.
   Status join();
 
  private:
@@ -39,7 +44,11 @@ class ServiceThread {
   void* ctx_ = nullptr;
   int rank_ = 0;
   const Deadline* dl_ = nullptr;
+  bool hold_ = false;
   std::vector<void*> listens_;
+  std::vector<void*> held_;  // hold: the open send and receive comms, closed by join()
+  std::atomic<bool> up_{false};
+  std::atomic<bool> done_{false};
   std::thread thread_;
   Status result_;
 };
