@@ -44,8 +44,10 @@ Status ServiceThread::connected() {
 Status ServiceThread::join() {
   if (thread_.joinable()) thread_.join();
   for (size_t i = 0; i < held_.size(); ++i) {
-    const nccl::ncclResult_t rc = i % 2 == 0 ? net_->closeSend(held_[i]) : net_->closeRecv(held_[i]);
-    if (rc != nccl::ncclSuccess && result_.ok()) result_ = call_failed(rank_, "net.close(held)", rc);
+    const nccl::ncclResult_t rc =
+        i % 2 == 0 ? net_->closeSend(held_[i]) : net_->closeRecv(held_[i]);
+    if (rc != nccl::ncclSuccess && result_.ok())
+      result_ = call_failed(rank_, "net.close(held)", rc);
   }
   held_.clear();
   return result_;
