@@ -187,7 +187,7 @@ bool RecvComm::acceptMessage(Request* r, char* dst) {
 
 bool RecvComm::bufferUnexpected() {
   if (int(unexpected_.size()) >= kMaxUnexpected ||
-      unexpectedBytes_ + hdr_.size > kMaxUnexpectedBytes) {
+      hdr_.size > kMaxUnexpectedBytes - unexpectedBytes_) {  // no overflow: bytes <= the cap
     if (!std::exchange(unexpectedFullLogged_, true)) {
       CFX_INFO(kLogNet,
                "recv comm from %s: %zu messages (%zu bytes) arrived before a receive for them; "
