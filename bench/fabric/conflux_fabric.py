@@ -99,6 +99,9 @@ def parse_args(argv):
     p.add_argument("--check-seconds", type=float, default=2.0)
     p.add_argument("--env", action="append", default=[], metavar="K=V",
                    help="extra environment of every driver rank (e.g. CONFLUX_WINDOW_SLOTS=16)")
+    p.add_argument("--driver-arg", action="append", default=[], metavar="ARG",
+                   help="extra conflux-nccl-driver argument of the Conflux (CollNet) runs, e.g. "
+                        "--driver-arg=--nccl-regions=32K (requests shaped as NCCL issues them)")
     p.add_argument("--agg-arg", action="append", default=[], metavar="ARG",
                    help="extra confluxd argument, e.g. --agg-arg=--worker-timeout-ms=60000")
     p.add_argument("--diag", action="store_true", help="print tbf/UDP/backlog drop counters "
@@ -231,7 +234,7 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
     os.makedirs(workdir, exist_ok=True)
     runner = fabric_run.Runner(fab, bins, workdir, a.idle_sleep_us,
                                dict(kv.split("=", 1) for kv in a.env), a.agg_arg,
-                               timelines=a.percentiles)
+                               timelines=a.percentiles, driver_args=a.driver_arg)
     try:
         fab.build()
         print(fab.describe(), flush=True)

@@ -153,8 +153,10 @@ def rank_env(rank, nranks, root, worker, aggregators):
 
 class Runner:
     def __init__(self, fabric, bins, workdir, idle_sleep_us=50, driver_env=None, agg_args=(),
-                 timelines=False):
+                 timelines=False, driver_args=()):
         self.agg_args = list(agg_args)
+        # Extra conflux-nccl-driver arguments of the CollNet modes (e.g. --nccl-regions 32K).
+        self.driver_args = list(driver_args)
         # timelines: rank 0 of each driver run writes its per-iteration times to
         # last_timeline (conflux-nccl-driver --timeline); None after any other run.
         self.timelines = timelines
@@ -336,7 +338,7 @@ class Runner:
                 a += ["--timeline", timeline]
             if mode != "ring":
                 f = ring_fraction if ring_fraction == "auto" else f"{ring_fraction:.4f}"
-                a += ["--require-collnet", "--ring-fraction", f]
+                a += ["--require-collnet", "--ring-fraction", f] + self.driver_args
             return a
 
         def env(i, w):
