@@ -57,7 +57,7 @@ float measureStackLatencyUs(const net::TcpTransport& t, int dev, int rounds) {
   if (s == net::Status::kOk) s = connectToSelf(t, dev, &b, end);
   std::vector<double> rtt;
   rtt.reserve(size_t(rounds));
-  uint64_t out = 0, in = 0;
+  uint64_t out = 0, in = 0, back = 0;
   for (int i = 0; s == net::Status::kOk && i < rounds + 4; ++i) {  // 4 warm-up rounds
     const Clock::time_point t0 = Clock::now();
     void* data[1] = {&in};
@@ -70,7 +70,8 @@ float measureStackLatencyUs(const net::TcpTransport& t, int dev, int rounds) {
     if (s == net::Status::kOk) s = waitFor(rx, end);
     if (s == net::Status::kOk) s = waitFor(tx, end);
     // The echo, on the connection back.
-    if (s == net::Status::kOk) s = b.recv->irecv(1, data, size, tag, &rx2);
+    void* echo[1] = {&back};  // not `in`, which the echo's send reads meanwhile
+    if (s == net::Status::kOk) s = b.recv->irecv(1, echo, size, tag, &rx2);
     if (s == net::Status::kOk) s = b.send->isend(&in, sizeof in, i, &tx2);
     if (s == net::Status::kOk && (rx2 == nullptr || tx2 == nullptr))
       s = net::Status::kInternalError;
