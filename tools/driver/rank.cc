@@ -20,6 +20,7 @@
 #include "driver/buffers.h"
 #include "driver/collnet.h"
 #include "driver/idle.h"
+#include "driver/net_compat.h"
 #include "driver/net_ring.h"
 #include "driver/plugin.h"
 #include "driver/pxn.h"
@@ -131,9 +132,11 @@ struct RankRun {
   Status run_collnet_mode(Mode mode, uint64_t id) {
     if (plugin.collnet == nullptr) {
       collnet_missing = true;
-      note(std::string(mode_name(mode)) + ": CollNet unavailable: the plugin exports " +
-           (plugin.collnet_symbol.empty() ? std::string("no ncclCollNetPlugin_v* symbol")
-                                          : plugin.collnet_symbol + " only (driver calls v11)") +
+      note(std::string(mode_name(mode)) + ": CollNet unavailable: " +
+           (o.net_abi != 11 ? "not driven under --net-abi " + std::to_string(o.net_abi)
+            : plugin.collnet_symbol.empty()
+                ? std::string("the plugin exports no ncclCollNetPlugin_v* symbol")
+                : "the plugin exports " + plugin.collnet_symbol + " only (driver calls v11)") +
            "; table skipped");
       return Status::Ok();
     }
@@ -255,6 +258,7 @@ struct RankRun {
     const std::string own = "CONFLUX_DRIVER_AGGREGATORS_" + std::to_string(rank);
     if (const char* a = std::getenv(own.c_str())) setenv("CONFLUX_AGGREGATORS", a, 1);
     DRV_TRY(load_plugin(o.plugin, &plugin));
+    DRV_TRY(adapt_net(o.net_abi, &plugin));
     DRV_TRY(bs.init(rank, nranks, root, listen_fd, &dl));
     DRV_TRY(check_net_members(plugin.net));
     DRV_TRY(agree_comm_id(&bs, &comm_id));

@@ -1,0 +1,189 @@
+#include "driver/net_compat.h"
+
+#include <dlfcn.h>
+
+#include <climits>
+#include <string>
+
+#include "nccl/net_v10.h"
+#include "nccl/net_v8.h"
+#include "nccl/net_v9.h"
+
+namespace conflux::driver {
+namespace {
+
+using nccl::ncclResult_t;
+
+template <class Net, class Props, int V>
+struct Adapter {
+  static inline const Net* n = nullptr;
+  static inline bool inited = false;
+  static inline int token = 0;
+
+  static ncclResult_t init(void** ctx, uint64_t, nccl::ncclNetCommConfig_v11_t*,
+                           nccl::ncclDebugLogger_t log, nccl::ncclProfilerCallback_t prof) {
+    *ctx = &token;
+    if (inited) return nccl::ncclSuccess;  // vN: once per process
+    ncclResult_t r;
+    if constexpr (V == 10) {
+      r = n->init(log, prof);
+    } else {
+      (void)prof;
+      r = n->init(log);
+    }
+    inited = r == nccl::ncclSuccess;
+    return r;
+  }
+  static ncclResult_t finalize(void*) { return nccl::ncclSuccess; }
+  static ncclResult_t devices(int* ndev) { return n->devices(ndev); }
+  static ncclResult_t getProperties(int dev, nccl::ncclNetProperties_v11_t* p) {
+    Props q{};
+    const ncclResult_t r = n->getProperties(dev, &q);
+    if (r != nccl::ncclSuccess) return r;
+    *p = nccl::ncclNetProperties_v11_t{};
+    p->name = q.name;
+    p->pciPath = q.pciPath;
+    p->guid = q.guid;
+    p->ptrSupport = q.ptrSupport;
+    p->regIsGlobal = q.regIsGlobal;
+    p->speed = q.speed;
+    p->port = q.port;
+    p->latency = q.latency;
+    p->maxComms = q.maxComms;
+    p->maxRecvs = q.maxRecvs;
+    p->netDeviceType = q.netDeviceType;
+    p->netDeviceVersion = q.netDeviceVersion;
+    if constexpr (V >= 9) {
+      p->forceFlush = q.forceFlush;
+      p->vProps = q.vProps;
+      p->maxP2pBytes = q.maxP2pBytes;
+      p->maxCollBytes = q.maxCollBytes;
+    } else {
+      p->vProps.ndevs = 1;
+      p->vProps.devs[0] = dev;
+      p->maxP2pBytes = INT_MAX;
+      p->maxCollBytes = INT_MAX;
+    }
+    p->maxMultiRequestSize = 1;
+    return nccl::ncclSuccess;
+  }
+  static ncclResult_t listen(void*, int dev, void* handle, void** l) {
+    return n->listen(dev, handle, l);
+  }
+  static ncclResult_t connect(void*, int dev, void* handle, void** s,
+                              nccl::ncclNetDeviceHandle_v11_t** d) {
+    if constexpr (V == 10) {
+      nccl::ncclNetCommConfig_v10_t cfg{nccl::NCCL_NET_TRAFFIC_CLASS_UNDEF};
+      return n->connect(dev, &cfg, handle, s, d);
+    } else {
+      return n->connect(dev, handle, s, d);
+    }
+  }
+  static ncclResult_t accept(void* l, void** r, nccl::ncclNetDeviceHandle_v11_t** d) {
+    return n->accept(l, r, d);
+  }
+  static ncclResult_t regMr(void* c, void* data, size_t size, int type, void** mh) {
+    return n->regMr(c, data, size, type, mh);
+  }
+  static ncclResult_t regMrDmaBuf(void* c, void* data, size_t size, int type, uint64_t off, int fd,
+                                  void** mh) {
+    return n->regMrDmaBuf(c, data, size, type, off, fd, mh);
+  }
+  static ncclResult_t deregMr(void* c, void* mh) { return n->deregMr(c, mh); }
+  static ncclResult_t isend(void* s, void* data, size_t size, int tag, void* mh, void* ph,
+                            void** req) {
+    if constexpr (V == 10) {
+      return n->isend(s, data, size, tag, mh, ph, req);
+    } else if constexpr (V == 9) {
+      return n->isend(s, data, size, tag, mh, req);
+    } else {
+      if (size > size_t{INT_MAX}) return nccl::ncclInvalidArgument;
+      return n->isend(s, data, static_cast<int>(size), tag, mh, req);
+    }
+  }
+  static ncclResult_t irecv(void* r, int cnt, void** data, size_t* sizes, int* tags, void** mhs,
+                            void** phs, void** req) {
+    if constexpr (V == 10) {
+      return n->irecv(r, cnt, data, sizes, tags, mhs, phs, req);
+    } else if constexpr (V == 9) {
+      return n->irecv(r, cnt, data, sizes, tags, mhs, req);
+    } else {
+      if (cnt < 0 || cnt > 8) return nccl::ncclInvalidArgument;
+      int isz[8];
+      for (int i = 0; i < cnt; ++i) {
+        if (sizes[i] > size_t{INT_MAX}) return nccl::ncclInvalidArgument;
+        isz[i] = static_cast<int>(sizes[i]);
+      }
+      return n->irecv(r, cnt, data, isz, tags, mhs, req);
+    }
+  }
+  static ncclResult_t iflush(void* r, int cnt, void** data, int* sizes, void** mhs, void** req) {
+    return n->iflush(r, cnt, data, sizes, mhs, req);
+  }
+  static ncclResult_t test(void* req, int* done, int* sizes) { return n->test(req, done, sizes); }
+  static ncclResult_t closeSend(void* c) { return n->closeSend(c); }
+  static ncclResult_t closeRecv(void* c) { return n->closeRecv(c); }
+  static ncclResult_t closeListen(void* c) { return n->closeListen(c); }
+  static ncclResult_t getDeviceMr(void* c, void* mh, void** d) { return n->getDeviceMr(c, mh, d); }
+  static ncclResult_t irecvConsumed(void* c, int cnt, void* req) {
+    return n->irecvConsumed == nullptr ? nccl::ncclSuccess : n->irecvConsumed(c, cnt, req);
+  }
+
+  static const nccl::ncclNet_v11_t* table(const void* sym) {
+    n = static_cast<const Net*>(sym);
+    static nccl::ncclNet_v11_t t{};
+    t.name = n->name;
+    t.init = init;
+    t.devices = devices;
+    t.getProperties = getProperties;
+    t.listen = listen;
+    t.connect = connect;
+    t.accept = accept;
+    t.regMr = regMr;
+    t.regMrDmaBuf = regMrDmaBuf;
+    t.deregMr = deregMr;
+    t.isend = isend;
+    t.irecv = irecv;
+    t.iflush = iflush;
+    t.test = test;
+    t.closeSend = closeSend;
+    t.closeRecv = closeRecv;
+    t.closeListen = closeListen;
+    t.getDeviceMr = getDeviceMr;
+    t.irecvConsumed = irecvConsumed;
+    t.makeVDevice = nullptr;  // NCCL then uses physical devices
+    t.finalize = finalize;
+    t.setNetAttr = nullptr;
+    return &t;
+  }
+};
+
+}  // namespace
+
+Status adapt_net(int version, LoadedPlugin* p) {
+  if (version == 11) return Status::Ok();
+  const std::string name = "ncclNetPlugin_v" + std::to_string(version);
+  const void* sym = p->lib != nullptr ? dlsym(p->lib, name.c_str()) : nullptr;
+  if (sym == nullptr)
+    return Status::Error("--net-abi " + std::to_string(version) + ": " + p->path + " exports no " +
+                         name);
+  switch (version) {
+    case 8:
+      p->net = Adapter<nccl::ncclNet_v8_t, nccl::ncclNetProperties_v8_t, 8>::table(sym);
+      break;
+    case 9:
+      p->net = Adapter<nccl::ncclNet_v9_t, nccl::ncclNetProperties_v9_t, 9>::table(sym);
+      break;
+    case 10:
+      p->net = Adapter<nccl::ncclNet_v10_t, nccl::ncclNetProperties_v10_t, 10>::table(sym);
+      break;
+    default:
+      return Status::Error("--net-abi: expected 8, 9, 10 or 11");
+  }
+  p->net_symbol = name + " (through the driver's v11 adapter)";
+  p->collnet = nullptr;
+  p->tuner = nullptr;
+  return Status::Ok();
+}
+
+}  // namespace conflux::driver
