@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <climits>
+#include <cstdint>
 #include <string>
 
 #include "nccl/net_v10.h"
@@ -13,6 +14,40 @@ namespace conflux::driver {
 namespace {
 
 using nccl::ncclResult_t;
+
+// getProperties of an older net or CollNet table, copied into v11's struct.
+template <class Props, int V, class Table>
+ncclResult_t props_as_v11(const Table* n, int dev, nccl::ncclNetProperties_v11_t* p) {
+  Props q{};
+  const ncclResult_t r = n->getProperties(dev, &q);
+  if (r != nccl::ncclSuccess) return r;
+  *p = nccl::ncclNetProperties_v11_t{};
+  p->name = q.name;
+  p->pciPath = q.pciPath;
+  p->guid = q.guid;
+  p->ptrSupport = q.ptrSupport;
+  p->regIsGlobal = q.regIsGlobal;
+  p->speed = q.speed;
+  p->port = q.port;
+  p->latency = q.latency;
+  p->maxComms = q.maxComms;
+  p->maxRecvs = q.maxRecvs;
+  p->netDeviceType = q.netDeviceType;
+  p->netDeviceVersion = q.netDeviceVersion;
+  if constexpr (V >= 9) {
+    p->forceFlush = q.forceFlush;
+    p->vProps = q.vProps;
+    p->maxP2pBytes = q.maxP2pBytes;
+    p->maxCollBytes = q.maxCollBytes;
+  } else {  // v8: no virtual devices nor size limits; int sizes
+    p->vProps.ndevs = 1;
+    p->vProps.devs[0] = dev;
+    p->maxP2pBytes = INT_MAX;
+    p->maxCollBytes = INT_MAX;
+  }
+  p->maxMultiRequestSize = 1;
+  return nccl::ncclSuccess;
+}
 
 template <class Net, class Props, int V>
 struct Adapter {
@@ -37,35 +72,7 @@ struct Adapter {
   static ncclResult_t finalize(void*) { return nccl::ncclSuccess; }
   static ncclResult_t devices(int* ndev) { return n->devices(ndev); }
   static ncclResult_t getProperties(int dev, nccl::ncclNetProperties_v11_t* p) {
-    Props q{};
-    const ncclResult_t r = n->getProperties(dev, &q);
-    if (r != nccl::ncclSuccess) return r;
-    *p = nccl::ncclNetProperties_v11_t{};
-    p->name = q.name;
-    p->pciPath = q.pciPath;
-    p->guid = q.guid;
-    p->ptrSupport = q.ptrSupport;
-    p->regIsGlobal = q.regIsGlobal;
-    p->speed = q.speed;
-    p->port = q.port;
-    p->latency = q.latency;
-    p->maxComms = q.maxComms;
-    p->maxRecvs = q.maxRecvs;
-    p->netDeviceType = q.netDeviceType;
-    p->netDeviceVersion = q.netDeviceVersion;
-    if constexpr (V >= 9) {
-      p->forceFlush = q.forceFlush;
-      p->vProps = q.vProps;
-      p->maxP2pBytes = q.maxP2pBytes;
-      p->maxCollBytes = q.maxCollBytes;
-    } else {
-      p->vProps.ndevs = 1;
-      p->vProps.devs[0] = dev;
-      p->maxP2pBytes = INT_MAX;
-      p->maxCollBytes = INT_MAX;
-    }
-    p->maxMultiRequestSize = 1;
-    return nccl::ncclSuccess;
+    return props_as_v11<Props, V>(n, dev, p);
   }
   static ncclResult_t listen(void*, int dev, void* handle, void** l) {
     return n->listen(dev, handle, l);
@@ -158,6 +165,114 @@ struct Adapter {
   }
 };
 
+// The CollNet twin: init once per process without a context, listen without one, v8's int
+// count and 24-byte SGE with a 32-bit size, no finalize.
+template <class Coll, class Props, class Sge, int V>
+struct CollAdapter {
+  static inline const Coll* n = nullptr;
+  static inline bool inited = false;
+  static inline int token = 0;
+
+  static ncclResult_t init(void** ctx, uint64_t, nccl::ncclDebugLogger_t log) {
+    *ctx = &token;
+    if (inited) return nccl::ncclSuccess;
+    const ncclResult_t r = n->init(log);
+    inited = r == nccl::ncclSuccess;
+    return r;
+  }
+  static ncclResult_t finalize(void*) { return nccl::ncclSuccess; }
+  static ncclResult_t devices(int* ndev) { return n->devices(ndev); }
+  static ncclResult_t getProperties(int dev, nccl::ncclNetProperties_v11_t* p) {
+    return props_as_v11<Props, V>(n, dev, p);
+  }
+  static ncclResult_t listen(void*, int dev, void* handle, void** l) {
+    return n->listen(dev, handle, l);
+  }
+  static ncclResult_t connect(void* handles[], int nranks, int rank, void* l, void** c) {
+    return n->connect(handles, nranks, rank, l, c);
+  }
+  static ncclResult_t reduceSupport(nccl::ncclDataType_t t, nccl::ncclRedOp_t op, int* s) {
+    return n->reduceSupport(t, op, s);
+  }
+  static ncclResult_t regMr(void* c, void* data, size_t size, int type, void** mh) {
+    return n->regMr(c, data, size, type, mh);
+  }
+  static ncclResult_t regMrDmaBuf(void* c, void* data, size_t size, int type, uint64_t off, int fd,
+                                  void** mh) {
+    return n->regMrDmaBuf(c, data, size, type, off, fd, mh);
+  }
+  static ncclResult_t deregMr(void* c, void* mh) { return n->deregMr(c, mh); }
+  static ncclResult_t iallreduce(void* c, void* s, void* r, size_t count, nccl::ncclDataType_t t,
+                                 nccl::ncclRedOp_t op, void* smh, void* rmh, void** req) {
+    if constexpr (V == 8) {
+      if (count > size_t{INT_MAX}) return nccl::ncclInvalidArgument;
+      return n->iallreduce(c, s, r, static_cast<int>(count), t, op, smh, rmh, req);
+    } else {
+      return n->iallreduce(c, s, r, count, t, op, smh, rmh, req);
+    }
+  }
+  // v11's parts as the older SGE (v8: a 32-bit size).
+  static bool to_sge(int cnt, const nccl::ncclNetSGE_v11_t* in, Sge* out) {
+    if (cnt < 0 || cnt > kMaxParts) return false;
+    for (int i = 0; i < cnt; ++i) {
+      if constexpr (V == 8) {
+        if (in[i].size > UINT32_MAX) return false;
+        out[i] = Sge{in[i].mhandle, in[i].address, static_cast<uint32_t>(in[i].size)};
+      } else {
+        out[i] = Sge{in[i].mhandle, in[i].address, in[i].size};
+      }
+    }
+    return true;
+  }
+  static ncclResult_t iallgather(void* c, void* s, int cnt, nccl::ncclNetSGE_v11_t* parts,
+                                 size_t per_rank, size_t off, size_t bytes, void* smh, void** req) {
+    Sge sge[kMaxParts];
+    if (!to_sge(cnt, parts, sge)) return nccl::ncclInvalidArgument;
+    return n->iallgather(c, s, cnt, sge, per_rank, off, bytes, smh, req);
+  }
+  static ncclResult_t ireducescatter(void* c, int cnt, nccl::ncclNetSGE_v11_t* parts, void* r,
+                                     size_t per_rank, size_t off, size_t bytes,
+                                     nccl::ncclDataType_t t, nccl::ncclRedOp_t op, void* rmh,
+                                     void** req) {
+    Sge sge[kMaxParts];
+    if (!to_sge(cnt, parts, sge)) return nccl::ncclInvalidArgument;
+    return n->ireducescatter(c, cnt, sge, r, per_rank, off, bytes, t, op, rmh, req);
+  }
+  static ncclResult_t iflush(void* c, void* data, int size, void* mh, void** req) {
+    return n->iflush(c, data, size, mh, req);
+  }
+  static ncclResult_t test(void* req, int* done, int* size) { return n->test(req, done, size); }
+  static ncclResult_t closeColl(void* c) { return n->closeColl(c); }
+  static ncclResult_t closeListen(void* l) { return n->closeListen(l); }
+
+  static constexpr int kMaxParts = 64;  // SGE parts per call the adapter converts
+
+  static const nccl::ncclCollNet_v11_t* table(const void* sym) {
+    n = static_cast<const Coll*>(sym);
+    static nccl::ncclCollNet_v11_t t{};
+    t.name = n->name;
+    t.init = init;
+    t.devices = devices;
+    t.getProperties = getProperties;
+    t.listen = listen;
+    t.connect = connect;
+    t.reduceSupport = reduceSupport;
+    t.regMr = regMr;
+    t.regMrDmaBuf = regMrDmaBuf;
+    t.deregMr = deregMr;
+    t.iallreduce = iallreduce;
+    t.iallgather = iallgather;
+    t.ireducescatter = ireducescatter;
+    t.iflush = iflush;
+    t.test = test;
+    t.closeColl = closeColl;
+    t.closeListen = closeListen;
+    t.makeVDevice = nullptr;
+    t.finalize = finalize;
+    return &t;
+  }
+};
+
 }  // namespace
 
 Status adapt_net(int version, LoadedPlugin* p) {
@@ -181,8 +296,24 @@ Status adapt_net(int version, LoadedPlugin* p) {
       return Status::Error("--net-abi: expected 8, 9, 10 or 11");
   }
   p->net_symbol = name + " (through the driver's v11 adapter)";
-  p->collnet = nullptr;
   p->tuner = nullptr;
+  // The CollNet of the same version, if the library has it.
+  const std::string cname = "ncclCollNetPlugin_v" + std::to_string(version);
+  const void* csym = dlsym(p->lib, cname.c_str());
+  p->collnet = nullptr;
+  if (csym != nullptr) {
+    if (version == 8) {
+      p->collnet = CollAdapter<nccl::ncclCollNet_v8_t, nccl::ncclNetProperties_v8_t,
+                               nccl::ncclNetSGE_v8_t, 8>::table(csym);
+    } else if (version == 9) {
+      p->collnet = CollAdapter<nccl::ncclCollNet_v9_t, nccl::ncclNetProperties_v9_t,
+                               nccl::ncclNetSGE_v9_t, 9>::table(csym);
+    } else {
+      p->collnet = CollAdapter<nccl::ncclCollNet_v10_t, nccl::ncclNetProperties_v10_t,
+                               nccl::ncclNetSGE_v10_t, 10>::table(csym);
+    }
+    p->collnet_symbol = cname + " (through the driver's v11 adapter)";
+  }
   return Status::Ok();
 }
 

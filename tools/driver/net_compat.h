@@ -7,17 +7,18 @@
 // the older struct, copied into v11's (v8 has no forceFlush, virtual devices nor size limits:
 // 2 GiB - 1, NCCL's limit for int sizes, and one device of its own); v8's int sizes (a size over
 // INT_MAX is refused with ncclInvalidArgument); v8 and v9 have no profiler handles; v10's
-// connect takes the comm config, which v11 passes to init. CollNet is not adapted: CollNet
-// modes report it unavailable.
+// connect takes the comm config, which v11 passes to init. The CollNet of the same version is
+// adapted alike (init and listen without a context, no finalize, v8's int count and 32-bit SGE
+// sizes); the tuner is left out.
 #pragma once
 
 #include "driver/plugin.h"
 
 namespace conflux::driver {
 
-// Replaces p->net by the adapted ncclNetPlugin_v<version> of p->lib; clears p->collnet and
-// p->tuner (only the net is under test). version 11: nothing to do. One adapted plugin per
-// process.
+// Replaces p->net by the adapted ncclNetPlugin_v<version> of p->lib and p->collnet by the
+// adapted ncclCollNetPlugin_v<version> (null if absent); clears p->tuner. version 11: nothing
+// to do. One adapted plugin per process.
 Status adapt_net(int version, LoadedPlugin* p);
 
 }  // namespace conflux::driver

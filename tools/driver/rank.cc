@@ -133,7 +133,8 @@ struct RankRun {
     if (plugin.collnet == nullptr) {
       collnet_missing = true;
       note(std::string(mode_name(mode)) + ": CollNet unavailable: " +
-           (o.net_abi != 11 ? "not driven under --net-abi " + std::to_string(o.net_abi)
+           (o.net_abi != 11
+                ? "the plugin exports no ncclCollNetPlugin_v" + std::to_string(o.net_abi)
             : plugin.collnet_symbol.empty()
                 ? std::string("the plugin exports no ncclCollNetPlugin_v* symbol")
                 : "the plugin exports " + plugin.collnet_symbol + " only (driver calls v11)") +
