@@ -49,11 +49,57 @@ ncclResult_t props_as_v11(const Table* n, int dev, nccl::ncclNetProperties_v11_t
   return nccl::ncclSuccess;
 }
 
-template <class Net, class Props, int V>
-struct Adapter {
-  static inline const Net* n = nullptr;
+// What the net and CollNet adapters forward alike: the table, devices, properties, listen
+// without a context, registration, test, closeListen, and a finalize that does nothing (no
+// older version has one).
+template <class Table, class Props, int V>
+struct Forward {
+  static inline const Table* n = nullptr;
   static inline bool inited = false;
   static inline int token = 0;
+
+  static ncclResult_t finalize(void*) { return nccl::ncclSuccess; }
+  static ncclResult_t devices(int* ndev) { return n->devices(ndev); }
+  static ncclResult_t getProperties(int dev, nccl::ncclNetProperties_v11_t* p) {
+    return props_as_v11<Props, V>(n, dev, p);
+  }
+  static ncclResult_t listen(void*, int dev, void* handle, void** l) {
+    return n->listen(dev, handle, l);
+  }
+  static ncclResult_t regMr(void* c, void* data, size_t size, int type, void** mh) {
+    return n->regMr(c, data, size, type, mh);
+  }
+  static ncclResult_t regMrDmaBuf(void* c, void* data, size_t size, int type, uint64_t off, int fd,
+                                  void** mh) {
+    return n->regMrDmaBuf(c, data, size, type, off, fd, mh);
+  }
+  static ncclResult_t deregMr(void* c, void* mh) { return n->deregMr(c, mh); }
+  static ncclResult_t test(void* req, int* done, int* sizes) { return n->test(req, done, sizes); }
+  static ncclResult_t closeListen(void* l) { return n->closeListen(l); }
+
+  // The members every v11 table of either kind has, from this version's.
+  template <class T>
+  static void fill(T* t) {
+    t->name = n->name;
+    t->devices = devices;
+    t->getProperties = getProperties;
+    t->listen = listen;
+    t->regMr = regMr;
+    t->regMrDmaBuf = regMrDmaBuf;
+    t->deregMr = deregMr;
+    t->test = test;
+    t->closeListen = closeListen;
+    t->makeVDevice = nullptr;  // NCCL then uses physical devices
+    t->finalize = finalize;
+  }
+};
+
+template <class Net, class Props, int V>
+struct Adapter : Forward<Net, Props, V> {
+  using B = Forward<Net, Props, V>;
+  using B::inited;
+  using B::n;
+  using B::token;
 
   static ncclResult_t init(void** ctx, uint64_t, nccl::ncclNetCommConfig_v11_t*,
                            nccl::ncclDebugLogger_t log, nccl::ncclProfilerCallback_t prof) {
@@ -69,14 +115,6 @@ struct Adapter {
     inited = r == nccl::ncclSuccess;
     return r;
   }
-  static ncclResult_t finalize(void*) { return nccl::ncclSuccess; }
-  static ncclResult_t devices(int* ndev) { return n->devices(ndev); }
-  static ncclResult_t getProperties(int dev, nccl::ncclNetProperties_v11_t* p) {
-    return props_as_v11<Props, V>(n, dev, p);
-  }
-  static ncclResult_t listen(void*, int dev, void* handle, void** l) {
-    return n->listen(dev, handle, l);
-  }
   static ncclResult_t connect(void*, int dev, void* handle, void** s,
                               nccl::ncclNetDeviceHandle_v11_t** d) {
     if constexpr (V == 10) {
@@ -89,14 +127,6 @@ struct Adapter {
   static ncclResult_t accept(void* l, void** r, nccl::ncclNetDeviceHandle_v11_t** d) {
     return n->accept(l, r, d);
   }
-  static ncclResult_t regMr(void* c, void* data, size_t size, int type, void** mh) {
-    return n->regMr(c, data, size, type, mh);
-  }
-  static ncclResult_t regMrDmaBuf(void* c, void* data, size_t size, int type, uint64_t off, int fd,
-                                  void** mh) {
-    return n->regMrDmaBuf(c, data, size, type, off, fd, mh);
-  }
-  static ncclResult_t deregMr(void* c, void* mh) { return n->deregMr(c, mh); }
   static ncclResult_t isend(void* s, void* data, size_t size, int tag, void* mh, void* ph,
                             void** req) {
     if constexpr (V == 10) {
@@ -127,10 +157,8 @@ struct Adapter {
   static ncclResult_t iflush(void* r, int cnt, void** data, int* sizes, void** mhs, void** req) {
     return n->iflush(r, cnt, data, sizes, mhs, req);
   }
-  static ncclResult_t test(void* req, int* done, int* sizes) { return n->test(req, done, sizes); }
   static ncclResult_t closeSend(void* c) { return n->closeSend(c); }
   static ncclResult_t closeRecv(void* c) { return n->closeRecv(c); }
-  static ncclResult_t closeListen(void* c) { return n->closeListen(c); }
   static ncclResult_t getDeviceMr(void* c, void* mh, void** d) { return n->getDeviceMr(c, mh, d); }
   static ncclResult_t irecvConsumed(void* c, int cnt, void* req) {
     return n->irecvConsumed == nullptr ? nccl::ncclSuccess : n->irecvConsumed(c, cnt, req);
@@ -139,27 +167,17 @@ struct Adapter {
   static const nccl::ncclNet_v11_t* table(const void* sym) {
     n = static_cast<const Net*>(sym);
     static nccl::ncclNet_v11_t t{};
-    t.name = n->name;
+    B::fill(&t);
     t.init = init;
-    t.devices = devices;
-    t.getProperties = getProperties;
-    t.listen = listen;
     t.connect = connect;
     t.accept = accept;
-    t.regMr = regMr;
-    t.regMrDmaBuf = regMrDmaBuf;
-    t.deregMr = deregMr;
     t.isend = isend;
     t.irecv = irecv;
     t.iflush = iflush;
-    t.test = test;
     t.closeSend = closeSend;
     t.closeRecv = closeRecv;
-    t.closeListen = closeListen;
     t.getDeviceMr = getDeviceMr;
     t.irecvConsumed = irecvConsumed;
-    t.makeVDevice = nullptr;  // NCCL then uses physical devices
-    t.finalize = finalize;
     t.setNetAttr = nullptr;
     return &t;
   }
@@ -168,10 +186,11 @@ struct Adapter {
 // The CollNet twin: init once per process without a context, listen without one, v8's int
 // count and 24-byte SGE with a 32-bit size, no finalize.
 template <class Coll, class Props, class Sge, int V>
-struct CollAdapter {
-  static inline const Coll* n = nullptr;
-  static inline bool inited = false;
-  static inline int token = 0;
+struct CollAdapter : Forward<Coll, Props, V> {
+  using B = Forward<Coll, Props, V>;
+  using B::inited;
+  using B::n;
+  using B::token;
 
   static ncclResult_t init(void** ctx, uint64_t, nccl::ncclDebugLogger_t log) {
     *ctx = &token;
@@ -180,28 +199,12 @@ struct CollAdapter {
     inited = r == nccl::ncclSuccess;
     return r;
   }
-  static ncclResult_t finalize(void*) { return nccl::ncclSuccess; }
-  static ncclResult_t devices(int* ndev) { return n->devices(ndev); }
-  static ncclResult_t getProperties(int dev, nccl::ncclNetProperties_v11_t* p) {
-    return props_as_v11<Props, V>(n, dev, p);
-  }
-  static ncclResult_t listen(void*, int dev, void* handle, void** l) {
-    return n->listen(dev, handle, l);
-  }
   static ncclResult_t connect(void* handles[], int nranks, int rank, void* l, void** c) {
     return n->connect(handles, nranks, rank, l, c);
   }
   static ncclResult_t reduceSupport(nccl::ncclDataType_t t, nccl::ncclRedOp_t op, int* s) {
     return n->reduceSupport(t, op, s);
   }
-  static ncclResult_t regMr(void* c, void* data, size_t size, int type, void** mh) {
-    return n->regMr(c, data, size, type, mh);
-  }
-  static ncclResult_t regMrDmaBuf(void* c, void* data, size_t size, int type, uint64_t off, int fd,
-                                  void** mh) {
-    return n->regMrDmaBuf(c, data, size, type, off, fd, mh);
-  }
-  static ncclResult_t deregMr(void* c, void* mh) { return n->deregMr(c, mh); }
   static ncclResult_t iallreduce(void* c, void* s, void* r, size_t count, nccl::ncclDataType_t t,
                                  nccl::ncclRedOp_t op, void* smh, void* rmh, void** req) {
     if constexpr (V == 8) {
@@ -241,34 +244,22 @@ struct CollAdapter {
   static ncclResult_t iflush(void* c, void* data, int size, void* mh, void** req) {
     return n->iflush(c, data, size, mh, req);
   }
-  static ncclResult_t test(void* req, int* done, int* size) { return n->test(req, done, size); }
   static ncclResult_t closeColl(void* c) { return n->closeColl(c); }
-  static ncclResult_t closeListen(void* l) { return n->closeListen(l); }
 
   static constexpr int kMaxParts = 64;  // SGE parts per call the adapter converts
 
   static const nccl::ncclCollNet_v11_t* table(const void* sym) {
     n = static_cast<const Coll*>(sym);
     static nccl::ncclCollNet_v11_t t{};
-    t.name = n->name;
+    B::fill(&t);
     t.init = init;
-    t.devices = devices;
-    t.getProperties = getProperties;
-    t.listen = listen;
     t.connect = connect;
     t.reduceSupport = reduceSupport;
-    t.regMr = regMr;
-    t.regMrDmaBuf = regMrDmaBuf;
-    t.deregMr = deregMr;
     t.iallreduce = iallreduce;
     t.iallgather = iallgather;
     t.ireducescatter = ireducescatter;
     t.iflush = iflush;
-    t.test = test;
     t.closeColl = closeColl;
-    t.closeListen = closeListen;
-    t.makeVDevice = nullptr;
-    t.finalize = finalize;
     return &t;
   }
 };
