@@ -1,7 +1,5 @@
 #include "collnet/ring_exchange.h"
 
-#include <sched.h>
-
 #include <cstring>
 
 namespace conflux::collnet {
@@ -10,17 +8,6 @@ namespace {
 constexpr int kAgreementTag = 0x3ffffff0;
 constexpr int kBroadcastTag = 0x3ffffff1;
 constexpr int kShiftTag = 0x3ffffff2;
-
-net::Status wait(net::Request* req, std::chrono::steady_clock::time_point deadline) {
-  for (;;) {
-    bool done = false;
-    size_t size = 0;
-    CFX_RETURN_IF_ERROR(net::test(req, &done, &size));
-    if (done) return net::Status::kOk;
-    if (std::chrono::steady_clock::now() > deadline) return net::Status::kRemoteError;
-    sched_yield();
-  }
-}
 
 }  // namespace
 
@@ -42,8 +29,8 @@ net::Status ring_allgather(net::SendComm* next, net::RecvComm* prev, int rank, i
         next->isend(out + static_cast<size_t>(send_from) * bytes, bytes, tag, &sreq));
     CFX_RETURN_IF_ERROR(prev->irecv(1, &dst, &bytes, &tag, &rreq));
     if (sreq == nullptr || rreq == nullptr) return net::Status::kInternalError;  // fresh comms
-    CFX_RETURN_IF_ERROR(wait(sreq, deadline));
-    CFX_RETURN_IF_ERROR(wait(rreq, deadline));
+    CFX_RETURN_IF_ERROR(net::waitRequest(sreq, deadline));
+    CFX_RETURN_IF_ERROR(net::waitRequest(rreq, deadline));
   }
   return net::Status::kOk;
 }
@@ -108,8 +95,8 @@ net::Status ring_shift(net::SendComm* next, net::RecvComm* prev, const void* sen
   CFX_RETURN_IF_ERROR(prev->irecv(1, data, size, tag, &rx));
   CFX_RETURN_IF_ERROR(next->isend(send, bytes, kShiftTag, &tx));
   if (rx == nullptr || tx == nullptr) return net::Status::kInternalError;  // nothing else queued
-  CFX_RETURN_IF_ERROR(wait(tx, deadline));
-  return wait(rx, deadline);
+  CFX_RETURN_IF_ERROR(net::waitRequest(tx, deadline));
+  return net::waitRequest(rx, deadline);
 }
 
 net::Status ring_broadcast(net::SendComm* next, net::RecvComm* prev, int rank, int nranks, int root,
@@ -126,7 +113,7 @@ net::Status ring_broadcast(net::SendComm* next, net::RecvComm* prev, int rank, i
     net::Request* rreq = nullptr;
     CFX_RETURN_IF_ERROR(prev->irecv(1, &dst, &hdr, &tag, &rreq));
     if (rreq == nullptr) return net::Status::kInternalError;
-    CFX_RETURN_IF_ERROR(wait(rreq, deadline));
+    CFX_RETURN_IF_ERROR(net::waitRequest(rreq, deadline));
     if (len > max_bytes) return net::Status::kInvalidUsage;
     msg->resize(len);
     if (len > 0) {
@@ -134,18 +121,18 @@ net::Status ring_broadcast(net::SendComm* next, net::RecvComm* prev, int rank, i
       size_t size = len;
       CFX_RETURN_IF_ERROR(prev->irecv(1, &dst, &size, &tag, &rreq));
       if (rreq == nullptr) return net::Status::kInternalError;
-      CFX_RETURN_IF_ERROR(wait(rreq, deadline));
+      CFX_RETURN_IF_ERROR(net::waitRequest(rreq, deadline));
     }
   }
   if (rank == root || forward) {
     net::Request* sreq = nullptr;
     CFX_RETURN_IF_ERROR(next->isend(&len, sizeof len, tag, &sreq));
     if (sreq == nullptr) return net::Status::kInternalError;
-    CFX_RETURN_IF_ERROR(wait(sreq, deadline));
+    CFX_RETURN_IF_ERROR(net::waitRequest(sreq, deadline));
     if (len > 0) {
       CFX_RETURN_IF_ERROR(next->isend(msg->data(), len, tag, &sreq));
       if (sreq == nullptr) return net::Status::kInternalError;
-      CFX_RETURN_IF_ERROR(wait(sreq, deadline));
+      CFX_RETURN_IF_ERROR(net::waitRequest(sreq, deadline));
     }
   }
   return net::Status::kOk;

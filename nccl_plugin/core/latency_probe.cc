@@ -4,10 +4,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <thread>
 #include <vector>
 
-#include "net/connector.h"
 #include "net/log.h"
 #include "net/recv_comm.h"
 #include "net/send_comm.h"
@@ -18,34 +16,20 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kProbeTimeout = std::chrono::seconds(2);
 
-// Polls `req` until done, the comm fails, or the probe's deadline.
-net::Status waitFor(net::Request* req, Clock::time_point deadline) {
-  for (;;) {
-    bool done = false;
-    const net::Status s = net::test(req, &done, nullptr);
-    if (s != net::Status::kOk || done) return s;
-    if (Clock::now() > deadline) return net::Status::kRemoteError;
-  }
-}
-
 struct Pair {
   std::unique_ptr<net::SendComm> send;
   std::unique_ptr<net::RecvComm> recv;
 };
 
+// One connection from `dev` to itself: connect completes without the accept (the listener's
+// backlog holds it), then the accept takes it.
 net::Status connectToSelf(const net::TcpTransport& t, int dev, Pair* p, Clock::time_point end) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
   net::ConnectHandle h;
   std::unique_ptr<net::ListenComm> l;
   CFX_RETURN_IF_ERROR(t.listen(dev, &h, &l));
-  std::unique_ptr<net::Connector> c;
-  CFX_RETURN_IF_ERROR(t.startConnect(dev, h, &c));
-  while (!(p->send && p->recv)) {
-    if (!p->send) CFX_RETURN_IF_ERROR(c->poll(&p->send));
-    if (!p->recv) CFX_RETURN_IF_ERROR(l->accept(&p->recv));
-    if (Clock::now() > end) return net::Status::kRemoteError;
-    if (!(p->send && p->recv)) std::this_thread::yield();
-  }
-  return net::Status::kOk;
+  CFX_RETURN_IF_ERROR(t.connectBlocking(dev, h, left, &p->send));
+  return net::TcpTransport::acceptBlocking(*l, left, &p->recv);
 }
 
 }  // namespace
@@ -67,16 +51,16 @@ float measureStackLatencyUs(const net::TcpTransport& t, int dev, int rounds) {
     s = a.recv->irecv(1, data, size, tag, &rx);
     if (s == net::Status::kOk) s = a.send->isend(&out, sizeof out, i, &tx);
     if (s == net::Status::kOk && (rx == nullptr || tx == nullptr)) s = net::Status::kInternalError;
-    if (s == net::Status::kOk) s = waitFor(rx, end);
-    if (s == net::Status::kOk) s = waitFor(tx, end);
+    if (s == net::Status::kOk) s = net::waitRequest(rx, end);
+    if (s == net::Status::kOk) s = net::waitRequest(tx, end);
     // The echo, on the connection back.
     void* echo[1] = {&back};  // not `in`, which the echo's send reads meanwhile
     if (s == net::Status::kOk) s = b.recv->irecv(1, echo, size, tag, &rx2);
     if (s == net::Status::kOk) s = b.send->isend(&in, sizeof in, i, &tx2);
     if (s == net::Status::kOk && (rx2 == nullptr || tx2 == nullptr))
       s = net::Status::kInternalError;
-    if (s == net::Status::kOk) s = waitFor(rx2, end);
-    if (s == net::Status::kOk) s = waitFor(tx2, end);
+    if (s == net::Status::kOk) s = net::waitRequest(rx2, end);
+    if (s == net::Status::kOk) s = net::waitRequest(tx2, end);
     if (s == net::Status::kOk && i >= 4) {
       rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     }

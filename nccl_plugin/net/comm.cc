@@ -267,4 +267,14 @@ Status test(Request* req, bool* done, size_t* sizes) {
   return req->comm->test(req, done, sizes);
 }
 
+Status waitRequest(Request* req, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    bool done = false;
+    CFX_RETURN_IF_ERROR(test(req, &done, nullptr));
+    if (done) return Status::kOk;
+    if (std::chrono::steady_clock::now() > deadline) return Status::kRemoteError;
+    std::this_thread::yield();
+  }
+}
+
 }  // namespace conflux::net

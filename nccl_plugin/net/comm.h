@@ -18,6 +18,7 @@
 #include <poll.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -159,5 +160,10 @@ class CommCore {
 
 // Completes `req` of any comm (dispatches on req->comm). See CommCore::test.
 Status test(Request* req, bool* done, size_t* sizes);
+
+// Polls test(req) until it is done, fails, or `deadline` passes (kRemoteError), yielding
+// between polls. For control-path callers that may block (connect-time exchanges, probes),
+// never NCCL's proxy thread.
+Status waitRequest(Request* req, std::chrono::steady_clock::time_point deadline);
 
 }  // namespace conflux::net
