@@ -61,13 +61,15 @@ void apply(Choice c, float** cost_table, int num_algo, int num_proto, size_t nno
     static constexpr int kOrder[] = {nccl::kNcclAlgoCollNetChain, nccl::kNcclAlgoCollNetDirect,
                                      nccl::kNcclAlgoNvls};
     float* best = nullptr;
+    const auto consider = [&](int a, int p) {
+      float& v = table[a * num_proto + p];
+      if (offered(v) && (best == nullptr || v < *best)) best = &v;
+    };
     for (int a : kOrder) {
       if (a >= num_algo || !through_aggregators(a, nnodes)) continue;
-      for (int k = 0; k < num_proto; ++k) {
-        const int p = k == 0 ? nccl::kNcclProtoSimple : (k <= nccl::kNcclProtoSimple ? k - 1 : k);
-        if (p >= num_proto) continue;
-        float& v = table[a * num_proto + p];
-        if (offered(v) && (best == nullptr || v < *best)) best = &v;
+      if (nccl::kNcclProtoSimple < num_proto) consider(a, nccl::kNcclProtoSimple);
+      for (int p = 0; p < num_proto; ++p) {
+        if (p != nccl::kNcclProtoSimple) consider(a, p);
       }
     }
     if (best != nullptr) *best = 0.0f;
