@@ -13,7 +13,7 @@ namespace conflux::driver {
 
 Status CollNetSession::agree(bool ok_here, const std::string& why_here,
                              const std::string& blob_here, std::vector<std::string>* blobs,
-                             bool* all_ok) {
+                             bool* all_ok, std::vector<bool>* oks) {
   std::string mine(1, ok_here ? '1' : '0');
   uint32_t why_len = static_cast<uint32_t>(why_here.size());
   mine.append(reinterpret_cast<const char*>(&why_len), sizeof why_len);
@@ -30,6 +30,7 @@ Status CollNetSession::agree(bool ok_here, const std::string& why_here,
     std::memcpy(&len, a.data() + 1, sizeof len);
     if (a.size() < 5 + static_cast<size_t>(len))
       return Status::Error("bootstrap: malformed CollNet outcome");
+    if (oks != nullptr) oks->push_back(a[0] == '1');
     if (a[0] != '1') {
       *all_ok = false;
       reason_ += (reason_.empty() ? "" : "\n") + std::string("CollNet declined on rank ") +
@@ -101,14 +102,11 @@ Status CollNetSession::open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id,
   // NCCL compares connect results only among the ranks of one node (src/transport.cc), and
   // each rank here is a node of its own: ranks that disagree would choose different
   // algorithms and wait for each other forever. All declined is NCCL's clean fallback.
-  std::vector<std::string> outcomes;
-  DRV_TRY(bs_->allgather(ok ? "1" : "0", &outcomes));
-  std::string accepted, declined;
-  for (size_t r = 0; r < outcomes.size(); ++r) {
-    (outcomes[r] == "1" ? accepted : declined) += " " + std::to_string(r);
-  }
   std::vector<std::string> ignored;
-  DRV_TRY(agree(ok, why, std::string(), &ignored, &all_ok));
+  std::vector<bool> oks;
+  DRV_TRY(agree(ok, why, std::string(), &ignored, &all_ok, &oks));
+  std::string accepted, declined;
+  for (size_t r = 0; r < oks.size(); ++r) (oks[r] ? accepted : declined) += " " + std::to_string(r);
   if (!accepted.empty() && !declined.empty()) {
     return Status::Error("NCCL would hang: collnet.connect succeeded on rank(s)" + accepted +
                          " and failed on rank(s)" + declined +

@@ -83,8 +83,10 @@ class CollNetSession {
 
  private:
   Status allreduce_regions(void* send, void* recv, size_t count, DType t, Op op, int inflight);
+  // Every rank's outcome, reason and blob; *all_ok when every rank succeeded, and (if given)
+  // (*oks)[r] whether rank r did.
   Status agree(bool ok_here, const std::string& why_here, const std::string& blob_here,
-               std::vector<std::string>* blobs, bool* all_ok);
+               std::vector<std::string>* blobs, bool* all_ok, std::vector<bool>* oks = nullptr);
   Status decline_cleanup();
   // Posts chunk i (a null request means "again later") with up to `inflight` outstanding,
   // tests them oldest first and checks each completed size against bytes(i).

@@ -1,6 +1,7 @@
 // PXN-shared connections with grouped receives (see pxn.h).
 #include "driver/pxn.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -142,6 +143,11 @@ Status PxnExchange::once(size_t bytes, int iter, uint64_t* wrong) {
   for (Sender& x : snd) x.reqs.assign(size_t(w), nullptr);
   std::vector<void*> rreq(size_t(w), nullptr);
   int r_posted = 0, r_done = 0;
+  // One grouped receive's arguments; only the parts' buffers change from step to step.
+  std::vector<void*> data(static_cast<size_t>(n)), mh(static_cast<size_t>(n), rmh_);
+  std::vector<size_t> sizes(static_cast<size_t>(n), bytes);
+  std::vector<int> tags(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+  for (int j = 0; j < n; ++j) tags[size_t(j)] = prev_ * n + j;
   PollPass pass;
   auto all_done = [&] {
     for (const Sender& x : snd)
@@ -185,17 +191,12 @@ Status PxnExchange::once(size_t bytes, int iter, uint64_t* wrong) {
     }
     // Grouped receives: one part per sender of rank-1, tag = that sender's rank.
     while (r_posted < s_.steps && r_posted - r_done < w) {
-      std::vector<void*> data(static_cast<size_t>(n)), mh(static_cast<size_t>(n), rmh_);
-      std::vector<size_t> sizes(static_cast<size_t>(n), bytes);
-      std::vector<int> tags(static_cast<size_t>(n));
-      for (int j = 0; j < n; ++j) {
-        data[size_t(j)] = recv_slot(j, r_posted);
-        tags[size_t(j)] = prev_ * n + j;
-      }
+      for (int j = 0; j < n; ++j) data[size_t(j)] = recv_slot(j, r_posted);
       void* req = nullptr;
+      // n profiler handle slots per grouped receive, as NCCL passes one per part.
       DRV_CALL(rank_, "net.irecv(grouped)",
                net_->irecv(recv_comm_, n, data.data(), sizes.data(), tags.data(), mh.data(),
-                           &phandles_[size_t(n) * w + r_posted % w], &req));
+                           &phandles_[size_t(n) * (w + r_posted % w)], &req));
       if (req == nullptr) break;
       rreq[size_t(r_posted % w)] = req;
       ++r_posted;
@@ -203,15 +204,15 @@ Status PxnExchange::once(size_t bytes, int iter, uint64_t* wrong) {
     }
     while (r_done < r_posted) {
       int done = 0;
-      std::vector<int> sizes(size_t(n), -1);
+      std::fill(got.begin(), got.end(), -1);
       void* req = rreq[size_t(r_done % w)];
-      DRV_CALL(rank_, "net.test(grouped recv)", net_->test(req, &done, sizes.data()));
+      DRV_CALL(rank_, "net.test(grouped recv)", net_->test(req, &done, got.data()));
       if (!done) break;
       for (int j = 0; j < n; ++j) {
-        if (sizes[size_t(j)] != static_cast<int>(bytes)) {
-          return Status::Error("net.test(grouped recv) reported " +
-                               std::to_string(sizes[size_t(j)]) + " bytes for part " +
-                               std::to_string(j) + ", the sender sent " + std::to_string(bytes));
+        if (got[size_t(j)] != static_cast<int>(bytes)) {
+          return Status::Error("net.test(grouped recv) reported " + std::to_string(got[size_t(j)]) +
+                               " bytes for part " + std::to_string(j) + ", the sender sent " +
+                               std::to_string(bytes));
         }
         *wrong += wrong_bytes(recv_slot(j, r_done), bytes, prev_ * n + j, r_done, iter);
       }

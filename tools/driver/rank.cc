@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -98,9 +99,8 @@ struct RankRun {
     DRV_TRY(ring->service_connected());
     DRV_TRY(bs.barrier());  // every rank's connections are up
     const auto count = [](const char* dir) {
-      size_t n = 0;
-      for (const auto& e : std::filesystem::directory_iterator(dir)) n += !e.path().empty();
-      return n;
+      return static_cast<size_t>(std::distance(std::filesystem::directory_iterator(dir),
+                                               std::filesystem::directory_iterator()));
     };
     const std::string mine =
         std::to_string(count("/proc/self/task")) + " " + std::to_string(count("/proc/self/fd"));
