@@ -4,15 +4,22 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git clang clang-format clang-tidy
-  libclang-rt-14-dev libxsimd-dev libtbb-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev
-  iproute2 nftables iperf3 procps curl python3 python3-matplotlib libgloo-dev
-  openmpi-bin libopenmpi-dev
-  libibverbs-dev librdmacm-dev dpdk-dev libdpdk-dev libssl-dev
+  # Build: compilers, CMake/Ninja, clang (libFuzzer targets, scripts/fuzz.sh, with
+  # libclang-rt-14-dev) and clang-format (scripts/lint.sh).
+  build-essential cmake ninja-build pkg-config git clang clang-format libclang-rt-14-dev
+  # Libraries find_package()/pkg_check_modules() ask for (CMakeLists.txt, cmake/, protocol/):
+  # xsimd (common/ kernels), spdlog+fmt, toml++, CLI11, nlohmann-json (JSON in and out),
+  # OpenSSL (data MAC), DPDK and ibverbs (optional dataplanes, built when found).
+  libxsimd-dev libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
+  libssl-dev dpdk-dev libdpdk-dev libibverbs-dev
+  # Tests and benchmarks: GoogleTest, Google Benchmark (bench/), Gloo and Open MPI (the ring
+  # baselines of tests/fabric and bench/fabric), matplotlib (bench/fabric plots).
+  libgtest-dev libbenchmark-dev libgloo-dev openmpi-bin libopenmpi-dev python3 python3-matplotlib
   # Tools the tests run (a test that skips for want of one fails under CONFLUX_CI=1):
+  # iproute2/nftables/procps/curl/iperf3 (namespaces, loss, /metrics, fabric link checks),
   # ethtool (DPDK veth tests), the deploy-file checks (shellcheck, systemd-analyze from
   # systemd, promtool from prometheus, python3-yaml), the package test (file, dpkg-dev).
+  iproute2 nftables procps curl iperf3
   ethtool shellcheck systemd prometheus python3-yaml file dpkg-dev
 )
 
