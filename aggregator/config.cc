@@ -222,18 +222,6 @@ std::string finalize_config(Config& cfg) {
     // Straight down reaches the members through this leaf's multicast group (SPEC.md §7).
     return "'tree_results = \"direct\"' needs 'parent' and 'multicast_range'";
   }
-#ifndef CONFLUX_FAULT_INJECTION
-  for (auto [key, v] :
-       {std::pair{"fault_drop", cfg.fault_drop}, std::pair{"fault_dup", cfg.fault_dup},
-        std::pair{"fault_reorder", cfg.fault_reorder}}) {
-    if (v != 0.0) {
-      return fmt::format(
-          "'{}' is set but this build has no fault injection "
-          "(CONFLUX_FAULT_INJECTION=OFF)",
-          key);
-    }
-  }
-#endif
   return "";
 }
 

@@ -50,9 +50,12 @@ struct Config {
   std::string log_level = "info";
   std::string ready_file;
   std::string dataplane = "udp";
+#ifdef CONFLUX_TEST_HOOKS
+  // Receive-path fault injection (engine/fault_injector.h): test builds only.
   double fault_drop = 0.0;
   double fault_dup = 0.0;
   double fault_reorder = 0.0;
+#endif
   int64_t batch = 32;
   int64_t socket_buffer_bytes = 8 << 20;
   bool udp_offload = true;
@@ -90,6 +93,7 @@ struct ParamInfo {
   double min = 0;        // numbers: inclusive range
   double max = 0;
   std::span<const std::string_view> choices = {};  // strings: allowed values (empty = any)
+  bool test_hook = false;  // exists only in test builds (CONFLUX_TEST_HOOKS): not in packages
 };
 
 // The parameter table, in documentation order.

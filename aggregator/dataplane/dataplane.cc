@@ -18,14 +18,14 @@ std::unique_ptr<Dataplane> make_dataplane(const Config& cfg, JobTable& jobs, std
   return nullptr;
 }
 
+#ifdef CONFLUX_TEST_HOOKS
 std::unique_ptr<FaultInjector> make_fault_injector(const Config& cfg, unsigned queue) {
-#ifdef CONFLUX_FAULT_INJECTION
   if (cfg.fault_drop > 0 || cfg.fault_dup > 0 || cfg.fault_reorder > 0) {
     return std::make_unique<FaultInjector>(cfg.fault_drop, cfg.fault_dup, cfg.fault_reorder,
                                            random_u64() ^ queue);
   }
-#endif
   return nullptr;
 }
+#endif
 
 }  // namespace conflux::agg

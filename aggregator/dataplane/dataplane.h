@@ -67,7 +67,14 @@ class Dataplane {
 std::unique_ptr<Dataplane> make_dataplane(const Config& cfg, JobTable& jobs, std::string* err);
 
 // The receive-path fault injector a backend puts in front of queue `queue`'s engine, or
-// nullptr when no fault is configured (or the build has no fault injection).
+// nullptr when no fault is configured. Test builds only (CONFLUX_TEST_HOOKS); otherwise always
+// nullptr, and no injector code is compiled (engine/rx_pipeline.h).
+#ifdef CONFLUX_TEST_HOOKS
 std::unique_ptr<FaultInjector> make_fault_injector(const Config& cfg, unsigned queue);
+#else
+inline std::unique_ptr<FaultInjector> make_fault_injector(const Config&, unsigned) {
+  return nullptr;
+}
+#endif
 
 }  // namespace conflux::agg

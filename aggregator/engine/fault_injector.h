@@ -1,4 +1,4 @@
-// Fault injection on the receive path (test builds, CONFLUX_FAULT_INJECTION): each received
+// Fault injection on the receive path (test builds: CONFLUX_TEST_HOOKS): each received
 // datagram is dropped, processed twice, or delayed behind the next datagram, with the
 // configured probabilities. One instance per dataplane thread; deterministic for a seed.
 #pragma once

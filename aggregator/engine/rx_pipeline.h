@@ -1,5 +1,6 @@
-// What a backend calls for every received datagram: fault injection (when compiled in and
-// configured) in front of the SlotEngine. One per dataplane thread; backend independent.
+// What a backend calls for every received datagram: fault injection (test builds,
+// CONFLUX_TEST_HOOKS, when configured) in front of the SlotEngine. The daemon's one test-hook
+// seam with dataplane.cc's make_fault_injector. One per dataplane thread; backend independent.
 #pragma once
 
 #include <memory>
@@ -24,7 +25,7 @@ class RxPipeline final {
   }
 
   void on_datagram(std::span<const uint8_t> d, Source src, ResultBatch& out) {
-#ifdef CONFLUX_FAULT_INJECTION
+#ifdef CONFLUX_TEST_HOOKS
     if (faults_ != nullptr) {
       on_datagram_with_faults(d, src, out);
       return;
@@ -41,6 +42,7 @@ class RxPipeline final {
   }
 
  private:
+#ifdef CONFLUX_TEST_HOOKS
   void on_datagram_with_faults(std::span<const uint8_t> d, Source src, ResultBatch& out) {
     QueueCounters& c = engine_.counters();
     switch (faults_->decide()) {
@@ -66,6 +68,7 @@ class RxPipeline final {
     engine_.on_datagram(d, src, out);
     flush(out);
   }
+#endif
 
   SlotEngine& engine_;
   std::unique_ptr<FaultInjector> faults_;

@@ -130,6 +130,7 @@ void dataplane_metrics(Writer& w, const Dataplane& dp) {
                dp.counters(q).drops[r].get());
     }
   }
+#ifdef CONFLUX_TEST_HOOKS
   const std::string_view faults = "conflux_dataplane_faults_injected_total";
   w.family(faults, "counter", "Faults injected on receive (test builds), by kind.");
   constexpr std::string_view kKinds[kNumFaultKinds] = {"drop", "dup", "reorder"};
@@ -139,6 +140,7 @@ void dataplane_metrics(Writer& w, const Dataplane& dp) {
                dp.counters(q).faults[k].get());
     }
   }
+#endif
 }
 
 void job_metrics(Writer& w, const JobTable& jobs) {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "collnet/split.h"
+#include "collnet/test_hooks.h"
 #include "conflux/common/thread_name.h"
 #include "net/log.h"
 
@@ -172,10 +173,10 @@ bool CollComm::submit(CollRequest* r, bool agg_capable) {
       handed = true;
     }
   }
-  // Fault injection aborts the engine from the completion thread at a given request.
+  // A test hook may abort the engine from the completion thread at a given request.
   r->inline_ok = opts_.inline_completion && handed && r->kind == CollKind::kAllReduce &&
                  r->agg_count == r->count && !r->split_exchange &&
-                 r->bytes <= SmallAllReduceTimes::kMaxBytes && opts_.fault_abort_at == 0;
+                 r->bytes <= SmallAllReduceTimes::kMaxBytes && hooks::allowsInline(opts_);
   r->comm = this;
   // test() completes an inline request: the completion thread stays asleep (its idle poll
   // watches queued_), and takes it only if it is still queued when the thread next wakes.
@@ -386,9 +387,7 @@ bool CollComm::aggregator_share(CollRequest& r, std::string* error) {
     }
     if (!engine_live_ || r.seq < engine_from_) break;  // redone over the failover ring
     if (epoch_ > 0) feed_engine();
-    if (epoch_ == 0 && opts_.fault_abort_at != 0 && r.seq == opts_.fault_abort_at) {
-      engine_->abort("fault injection (CONFLUX_FAULT_ABORT_AT)");
-    }
+    hooks::atRequest(opts_, epoch_, r.seq, *engine_);
     std::string why = "engine unavailable";
     if (!r.agg_handles.empty() && r.agg_epoch == epoch_) {
       if (wait_aggregators(r, &why)) {

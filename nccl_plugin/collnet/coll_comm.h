@@ -69,9 +69,11 @@ struct CollOptions {
   // CONFLUX_RING_FRACTION=auto: the ranks measure both paths and move the split while the job
   // runs (split_controller.h; ring_fraction is then its starting point). Empty: it stays.
   std::optional<SplitController> controller;
-  size_t ring_min_bytes = 0;    // a smaller ring share goes through the aggregators (split.h)
-  RingSettings ring;            // block size, blocks in flight, no-progress timeout (ring_run.h)
-  uint32_t fault_abort_at = 0;  // tests: > 0, abort the engine at this request (a local failure)
+  size_t ring_min_bytes = 0;  // a smaller ring share goes through the aggregators (split.h)
+  RingSettings ring;          // block size, blocks in flight, no-progress timeout (ring_run.h)
+#ifdef CONFLUX_TEST_HOOKS
+  uint32_t fault_abort_at = 0;  // > 0: abort the engine at this request (test_hooks.h)
+#endif
   // After it completed a request and found no other, the completion thread polls this long for
   // the next before it sleeps (CONFLUX_BUSY_POLL_US, with caller progress): a job of small
   // AllReduces back to back then never waits for the thread to wake (0 = sleep at once).

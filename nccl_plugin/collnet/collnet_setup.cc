@@ -15,6 +15,7 @@
 #include "collnet/path_model.h"
 #include "collnet/ring_exchange.h"
 #include "collnet/split.h"
+#include "collnet/test_hooks.h"
 #include "collnet/tree_layout.h"
 #include "conflux/protocol/control.h"
 #include "core/plugin_state.h"
@@ -136,11 +137,7 @@ client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, in
   // hearing the aggregator (while its control channel lives) starts the failover.
   cfg.stall_timeout = 4 * cfg.aggregator_timeout;
   cfg.join_timeout = std::chrono::milliseconds(c.joinTimeoutMs);
-  if (c.faultRank < 0 || c.faultRank == rank) {  // tests only
-    cfg.faults.drop = c.faultDrop;
-    cfg.faults.multicast_drop = c.faultMulticastDrop;
-    cfg.faults.rx_blackout_after = static_cast<uint64_t>(c.faultRxBlackout);
-  }
+  collnet::hooks::engineFaults(c, rank, &cfg);
   cfg.log = [](client::LogLevel level, std::string_view msg) {
     if (level >= client::LogLevel::kWarn) {
       CFX_WARN(kLogColl, "%.*s", static_cast<int>(msg.size()), msg.data());
@@ -436,13 +433,10 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
   opts.ring.block_bytes = cfg.ringBlockBytes;
   opts.ring.inflight = cfg.ringInflight;
   opts.ring.timeout = std::chrono::milliseconds(cfg.ringTimeoutMs);
-  if ((cfg.faultRank < 0 || cfg.faultRank == rank) && cfg.faultAbortAt > 0) {
-    // Counted from the job's own requests, after those of connect.
-    opts.fault_abort_at = static_cast<uint32_t>(cfg.faultAbortAt) + kConnectRequests;
-  }
+  collnet::hooks::abortAt(cfg, rank, kConnectRequests, &opts);
   std::string unused;
   client::ClientConfig base = engine_config(cfg, key, nranks, rank, tree, &unused);
-  base.faults = {};  // test faults are for the first engine only
+  collnet::hooks::clearEngineFaults(&base);
   opts.rejoin = [base](const std::vector<size_t>& survivors, uint32_t epoch,
                        std::string* why) -> std::unique_ptr<client::Engine> {
     client::ClientConfig c = base;
@@ -645,20 +639,14 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   if (nranks > 1) {
     Status st = probe_collnet(*comm, nranks, 2 * timeout, probe, &times);
     model.collnet_s = times.latency_s;
-    const bool fault = cfg.faultProbeFail != 0 && (cfg.faultRank < 0 || cfg.faultRank == rank);
-    if (st == Status::kOk && fault) {  // tests only
-      CFX_WARN(kLogColl, "CONFLUX_FAULT_PROBE_FAIL: rank %d reports its probe as failed", rank);
-      st = Status::kInternalError;
-    }
+    Status told = st;  // what the others hear (a test hook may make the two differ)
+    st = collnet::hooks::probeVerdict(cfg, rank, st, &told);
     if (st != Status::kOk) {
       CFX_WARN(kLogColl,
                "CollNet connect: rank %d: the first AllReduces through CollNet (the probes "
                "timed for the tuner) failed or took over %lld ms (%s)",
                rank, static_cast<long long>(2 * timeout.count()), net::toString(st));
     }
-    // CONFLUX_FAULT_PROBE_FAIL=2 (tests only): the others hear that the probe succeeded, so
-    // this rank declines alone, as a rank failing after the agreement would.
-    const Status told = fault && cfg.faultProbeFail == 2 ? Status::kOk : st;
     CFX_RETURN_IF_ERROR(agree_probe(next, prev, rank, nranks, told, 3 * timeout));
     if (st != Status::kOk) return st;
   }

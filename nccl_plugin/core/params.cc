@@ -12,7 +12,14 @@
 namespace conflux::plugin {
 namespace {
 
-const std::array<ParamSpec, 38> kParams{{
+// The rows of the test hooks (collnet/test_hooks.h) exist only in test builds.
+#ifdef CONFLUX_TEST_HOOKS
+constexpr size_t kTestHookParams = 6;
+#else
+constexpr size_t kTestHookParams = 0;
+#endif
+
+const std::array<ParamSpec, 32 + kTestHookParams> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -139,29 +146,31 @@ const std::array<ParamSpec, 38> kParams{{
     {"CONFLUX_RING_TIMEOUT_MS", ParamType::kInt, "30000", 100, 3600000,
      "A ring collective that makes no progress this long fails with an error.",
      &Config::ringTimeoutMs},
+#ifdef CONFLUX_TEST_HOOKS
     {"CONFLUX_FAULT_DROP", ParamType::kFraction, "0", 0, 0,
-     "Tests only: share of the aggregator datagrams this rank sends and receives that it "
+     "Test builds only: share of the aggregator datagrams this rank sends and receives that it "
      "drops (fault injection).",
      &Config::faultDrop},
     {"CONFLUX_FAULT_MULTICAST_DROP", ParamType::kFraction, "0", 0, 0,
-     "Tests only: share of the datagrams this rank receives on the aggregators' multicast "
+     "Test builds only: share of the datagrams this rank receives on the aggregators' multicast "
      "groups that it drops (1: it hears nothing from them, probes included).",
      &Config::faultMulticastDrop},
     {"CONFLUX_FAULT_RX_BLACKOUT", ParamType::kInt, "0", 0, 2000000000,
-     "Tests only: after this many aggregator datagrams received, this rank drops every later "
+     "Test builds only: after this many aggregator datagrams received, this rank drops every later "
      "one (0: off).",
      &Config::faultRxBlackout},
     {"CONFLUX_FAULT_ABORT_AT", ParamType::kInt, "0", 0, 2000000000,
-     "Tests only: this rank's aggregator engine fails at its N-th CollNet request (0: off).",
+     "Test builds only: this rank's aggregator engine fails at its N-th CollNet request (0: off).",
      &Config::faultAbortAt},
     {"CONFLUX_FAULT_PROBE_FAIL", ParamType::kInt, "0", 0, 2,
-     "Tests only: 1: this rank reports the CollNet connect probe as failed after running it "
+     "Test builds only: 1: this rank reports the CollNet connect probe as failed after running it "
      "(the other ranks' probes succeed); 2: the same, but it tells the others its probe "
      "succeeded, so it declines alone.",
      &Config::faultProbeFail},
     {"CONFLUX_FAULT_RANK", ParamType::kInt, "-1", -1, 65535,
-     "Tests only: the rank the CONFLUX_FAULT_* settings apply to (-1: every rank).",
+     "Test builds only: the rank the CONFLUX_FAULT_* settings apply to (-1: every rank).",
      &Config::faultRank},
+#endif
     {"CONFLUX_TUNER_COLLNET_MIN_BYTES", ParamType::kSize, "0", 0, 1LL << 40,
      "Tuner: smallest AllReduce sent to CollNet. Either bound set replaces the choice measured "
      "at connect with this range.",

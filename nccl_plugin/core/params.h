@@ -46,12 +46,15 @@ struct Config {
   int bulkWakeUs = 2000;               // client::ClientConfig::bulk_wake
   bool callerProgress = true;          // client::ClientConfig::caller_progress
   std::string multicast;               // auto, on or off (protocol/SPEC.md §8)
-  double faultDrop = 0;                // tests only
-  double faultMulticastDrop = 0;       // tests only
+#ifdef CONFLUX_TEST_HOOKS
+  // CONFLUX_FAULT_*: test builds only (collnet/test_hooks.h applies them).
+  double faultDrop = 0;
+  double faultMulticastDrop = 0;
   int faultRank = -1;
-  int faultRxBlackout = 0;  // tests only
+  int faultRxBlackout = 0;
   int faultAbortAt = 0;
-  int faultProbeFail = 0;  // tests only
+  int faultProbeFail = 0;
+#endif
   bool deterministic = false;
   std::string secret;
   int windowSlots = 0;

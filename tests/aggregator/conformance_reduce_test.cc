@@ -215,9 +215,6 @@ TEST_P(DataplaneReduce, OwnedResultReachesOnlyItsOwner) {
 // A daemon dropping, duplicating and reordering received datagrams: results stay exact
 // thanks to the workers' retransmissions, the bitmap and the COMPLETE bank.
 TEST_P(DataplaneReduce, ExactUnderInjectedFaults) {
-#ifndef CONFLUX_FAULT_INJECTION
-  CONFLUX_SKIP_UNLESS_CI() << "built without CONFLUX_FAULT_INJECTION";
-#endif
   Config cfg = base_config();
   cfg.fault_drop = 0.05;
   cfg.fault_dup = 0.05;

@@ -6,6 +6,7 @@
 
 #include "conflux/protocol/control.h"
 #include "conflux/protocol/data.h"
+#include "fault.h"
 
 namespace conflux::client {
 namespace {
@@ -176,16 +177,7 @@ std::string validate(const ClientConfig& c) {
   if (::inet_pton(AF_INET, c.bind_addr.c_str(), &a) != 1) {
     return "bind_addr '" + c.bind_addr + "' is not an IPv4 address";
   }
-  const FaultInjection& f = c.faults;
-  for (double p : {f.drop, f.dup, f.reorder, f.multicast_drop}) {
-    if (!(p >= 0 && p <= 1)) {
-      return "fault probabilities must be in [0, 1]";
-    }
-  }
-  if (f.drop + f.dup + f.reorder > 1) {
-    return "fault probabilities must sum to <= 1";
-  }
-  return "";
+  return check_faults(c);
 }
 
 }  // namespace conflux::client

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "conflux/common/thread_name.h"
+#include "fault.h"
 #include "progress.h"
 
 namespace conflux::client {
@@ -110,12 +111,13 @@ std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string
     if (impl->sh.wake_fd < 0) {
       return fail("eventfd failed");
     }
-    err = impl->udp.open(cfg.bind_addr, cfg.socket_buffer_bytes,
-                         proto::kDataHeaderSize + cfg.payload_bytes, cfg.faults, cfg.rank,
-                         &impl->sh.ctr, cfg.udp_offload);
+    err =
+        impl->udp.open(cfg.bind_addr, cfg.socket_buffer_bytes,
+                       proto::kDataHeaderSize + cfg.payload_bytes, &impl->sh.ctr, cfg.udp_offload);
     if (!err.empty()) {
       return fail(err);
     }
+    arm_faults(impl->udp, cfg);
 
     std::vector<JoinedAggregator> joined;
     err = join_all(cfg, impl->udp.port(), &joined);

@@ -10,10 +10,8 @@
 namespace conflux::client {
 
 std::string UdpChannel::open_group(const sockaddr_in& group, in_addr iface, int buf_bytes,
-                                   size_t max_datagram, const FaultInjection& faults, uint32_t rank,
-                                   Counters* counters, bool offload) {
-  if (std::string err = create_socket(buf_bytes, max_datagram, faults, rank, counters);
-      !err.empty()) {
+                                   size_t max_datagram, Counters* counters, bool offload) {
+  if (std::string err = create_socket(buf_bytes, max_datagram, counters); !err.empty()) {
     return err;
   }
   char name[INET_ADDRSTRLEN] = "?";

@@ -6,6 +6,7 @@
 
 #include <variant>
 
+#include "fault.h"
 #include "join.h"
 
 namespace conflux::client {
@@ -149,9 +150,6 @@ bool from_aggregator(const JoinedAggregator& ja, const sockaddr_in& from) {
 
 std::string agree_multicast(const ClientConfig& cfg, Counters* ctr,
                             std::vector<JoinedAggregator>* aggs) {
-  FaultInjection faults;  // tests: a rank that hears the groups badly or not at all
-  faults.drop = cfg.faults.multicast_drop;
-  faults.seed = cfg.faults.seed;
   std::vector<Pending> pending;
   for (JoinedAggregator& ja : *aggs) {
     const std::string name = "aggregator " + ja.info.endpoint.to_string();
@@ -167,13 +165,15 @@ std::string agree_multicast(const ClientConfig& cfg, Counters* ctr,
         ja.group_rx->open_group(ja.group, local_address(ja.ctl->fd()), cfg.socket_buffer_bytes,
                                 proto::kDataHeaderSize + ja.info.payload_bytes +
                                     (ja.info.data_mac ? proto::kMacTrailerSize : 0),
-                                faults, cfg.rank, ctr, cfg.udp_offload);
+                                ctr, cfg.udp_offload);
     if (!err.empty()) {
       // Not answering the probe makes the whole job unicast on this aggregator.
       if (cfg.log) {
         cfg.log(LogLevel::kWarn, name + ": " + err);
       }
       ja.group_rx.reset();
+    } else {
+      arm_group_faults(*ja.group_rx, cfg);
     }
     pending.push_back({&ja, name});
   }

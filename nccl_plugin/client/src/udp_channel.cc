@@ -57,15 +57,13 @@ UdpChannel::~UdpChannel() {
 }
 
 std::string UdpChannel::open(const std::string& bind_addr, int buf_bytes, size_t max_datagram,
-                             const FaultInjection& faults, uint32_t rank, Counters* counters,
-                             bool offload) {
+                             Counters* counters, bool offload) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   if (::inet_pton(AF_INET, bind_addr.c_str(), &a.sin_addr) != 1) {
     return "bind address '" + bind_addr + "' is not an IPv4 address";
   }
-  if (std::string err = create_socket(buf_bytes, max_datagram, faults, rank, counters);
-      !err.empty()) {
+  if (std::string err = create_socket(buf_bytes, max_datagram, counters); !err.empty()) {
     return err;
   }
   if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
@@ -82,14 +80,9 @@ std::string UdpChannel::open(const std::string& bind_addr, int buf_bytes, size_t
   return "";
 }
 
-std::string UdpChannel::create_socket(int buf_bytes, size_t max_datagram,
-                                      const FaultInjection& faults, uint32_t rank,
-                                      Counters* counters) {
+std::string UdpChannel::create_socket(int buf_bytes, size_t max_datagram, Counters* counters) {
   ctr_ = counters;
   max_datagram_ = max_datagram;
-  tx_faults_ = FaultInjector(faults, 2ull * rank);
-  rx_faults_ = FaultInjector(faults, 2ull * rank + 1);
-  rx_blackout_after_ = faults.rx_blackout_after;
   fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) {
     return std::string("UDP socket: ") + errno_text(errno);
@@ -307,7 +300,7 @@ void UdpChannel::take_received(const uint8_t* data, size_t len, bool truncated, 
     const InDatagram d{data + at, n, truncated || n > max_datagram_, from};
     at += n;
     ++datagrams;
-    if (rx_blackout_after_ > 0 && ++rx_seen_ > rx_blackout_after_) {
+    if (rx_faults_.blackout()) {
       Counters::add(ctr_->fault_dropped);
       continue;
     }

@@ -1,5 +1,5 @@
 // The engine's one UDP socket (kernel UDP, IPv4), batched with sendmmsg/recvmmsg, with
-// the test-time fault injector applied to every datagram in both directions.
+// in test builds the fault injector (fault.h) applied to every datagram in both directions.
 // Owned and used by the progress thread only (open() runs in Engine::create).
 //
 // Segmentation offload (when open() is asked for it and the kernel has it): consecutive
@@ -49,14 +49,20 @@ class UdpChannel {
   // max_datagram sizes the receive buffers. Returns "" or what failed.
   // offload: try UDP GSO and GRO (either is dropped quietly where the kernel lacks it).
   std::string open(const std::string& bind_addr, int buf_bytes, size_t max_datagram,
-                   const FaultInjection& faults, uint32_t rank, Counters* counters,
-                   bool offload = false);
+                   Counters* counters, bool offload = false);
   // group_channel.cc: instead of open(), a socket that receives the multicast group
   // `group` (address and port) joined on the interface with address `iface` (SPEC §8). It
   // only receives; the group is left when the channel is destroyed.
   std::string open_group(const sockaddr_in& group, in_addr iface, int buf_bytes,
-                         size_t max_datagram, const FaultInjection& faults, uint32_t rank,
-                         Counters* counters, bool offload);
+                         size_t max_datagram, Counters* counters, bool offload);
+#ifdef CONFLUX_TEST_HOOKS
+  // Test builds: the datagram faults this channel applies from now on (fault.h arm_faults);
+  // `stream` seeds its two injectors (send, receive).
+  void set_faults(const FaultInjection& f, uint64_t stream) {
+    tx_faults_ = FaultInjector(f, 2 * stream);
+    rx_faults_ = FaultInjector(f, 2 * stream + 1);
+  }
+#endif
   int fd() const { return fd_; }
   uint16_t port() const { return port_; }
   // Effective SO_RCVBUF (the kernel reports twice the usable payload space).
@@ -84,8 +90,7 @@ class UdpChannel {
     std::vector<uint8_t> bytes;
   };
   // The socket with its buffers, fault injectors and receive buffers, not bound yet.
-  std::string create_socket(int buf_bytes, size_t max_datagram, const FaultInjection& faults,
-                            uint32_t rank, Counters* counters);
+  std::string create_socket(int buf_bytes, size_t max_datagram, Counters* counters);
   void send_raw(std::span<const OutDatagram> batch);
   void send_held_tx();
 
@@ -103,10 +108,8 @@ class UdpChannel {
   int rcvbuf_ = 0;
   size_t max_datagram_ = 0;
   Counters* ctr_ = nullptr;
-  FaultInjector tx_faults_{FaultInjection{}, 0};
-  FaultInjector rx_faults_{FaultInjection{}, 0};
-  uint64_t rx_blackout_after_ = 0;  // FaultInjection::rx_blackout_after
-  uint64_t rx_seen_ = 0;
+  FaultInjector tx_faults_;  // test builds: fault.h (arm_faults); otherwise they always pass
+  FaultInjector rx_faults_;
   std::vector<uint8_t> rx_buf_;  // kBatch * max_datagram_
   sockaddr_in rx_from_[kBatch]{};
   ip_mreq membership_{};  // the group joined by open_group (imr_multiaddr 0: none)

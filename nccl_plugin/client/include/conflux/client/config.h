@@ -37,9 +37,11 @@ struct Endpoint {
 // proto::kMaxTreeLevelsUp). Returns false and a message naming the bad entry on error.
 bool parse_endpoints(std::string_view list, std::vector<Endpoint>* out, std::string* error);
 
-// Test-only fault injection, applied independently to every datagram this engine sends
-// and receives. Probabilities in [0, 1]. A reordered datagram is held back and delivered
-// after the next batch (or after ~1 ms when nothing follows it).
+#ifdef CONFLUX_TEST_HOOKS
+// Test builds only (CONFLUX_TEST_HOOKS): fault injection, applied independently to every
+// datagram this engine sends and receives (src/fault.h). Probabilities in [0, 1]. A reordered
+// datagram is held back and delivered after the next batch (or after ~1 ms when nothing follows
+// it).
 struct FaultInjection {
   double drop = 0;
   double dup = 0;
@@ -53,6 +55,7 @@ struct FaultInjection {
   double multicast_drop = 0;
   bool enabled() const { return drop > 0 || dup > 0 || reorder > 0; }
 };
+#endif
 
 // Per-aggregator congestion window (slow start + AIMD, see src/congestion.h): bounds the
 // packets outstanding on one aggregator below the granted window W when the path to it
@@ -133,7 +136,9 @@ struct ClientConfig {
   // per send and per receive. The wire format is the same either way.
   bool udp_offload = true;
   MulticastMode multicast = MulticastMode::kAuto;
-  FaultInjection faults;
+#ifdef CONFLUX_TEST_HOOKS
+  FaultInjection faults;  // test builds only
+#endif
   LogFn log;  // may be empty (no logging)
 };
 
