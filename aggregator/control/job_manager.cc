@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "aggregator/util/ipv4.h"
 #include "aggregator/util/link_speed.h"
 #include "aggregator/util/random.h"
 #include "spdlog/spdlog.h"
