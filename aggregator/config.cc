@@ -14,8 +14,7 @@
 #include <sstream>
 
 #include "CLI/CLI.hpp"
-#include "aggregator/control/multicast_groups.h"
-#include "aggregator/tree/uplink_client.h"
+#include "aggregator/util/ipv4.h"
 #include "fmt/format.h"
 #include "toml++/toml.h"
 
@@ -135,6 +134,23 @@ std::string finalize_tenants(Config& cfg) {
         return fmt::format("tenants '{}' and '{}' have the same secret", u.name, t.name);
       }
     }
+  }
+  return "";
+}
+
+// The multicast_* keys together; "" or an error naming the key.
+std::string check_multicast_config(const Config& cfg) {
+  if (!cfg.multicast_range.empty()) {
+    MulticastRange r;
+    if (std::string why = parse_multicast_range(cfg.multicast_range, &r); !why.empty()) {
+      return fmt::format("invalid value '{}' for 'multicast_range': {}", cfg.multicast_range, why);
+    }
+  }
+  in_addr a{};
+  if (!cfg.multicast_interface.empty() &&
+      inet_pton(AF_INET, cfg.multicast_interface.c_str(), &a) != 1) {
+    return fmt::format("invalid value '{}' for 'multicast_interface': expected an IPv4 address",
+                       cfg.multicast_interface);
   }
   return "";
 }

@@ -7,7 +7,11 @@ them), and compares the layers of the two folders. Two orders are checked:
 
   * the top-level components (LAYERS; a subfolder named there is a component of its own): a component may include its own files and those of
     lower layers; two components on the same layer may not include each other;
-  * the folders inside nccl_plugin/ (PLUGIN_LAYERS) and tools/ (TOOLS_LAYERS), the same way.
+  * the folders inside aggregator/ (AGGREGATOR_LAYERS), nccl_plugin/ (PLUGIN_LAYERS) and
+    tools/ (TOOLS_LAYERS), the same way; "." in such a table names the files directly in the
+    component's folder (aggregator/config.h). A source in a folder that its component's table
+    does not name fails too (a new folder gets a layer), unless that folder is a component of
+    its own in LAYERS (aggregator/cli).
 
 Usage: scripts/check_layers.py [--root DIR] [--verbose]   (exit 1 on a backward include)
        scripts/check_layers.py --self-test                 (checks the check on a small tree)
@@ -44,8 +48,23 @@ TOOLS_LAYERS = {
     "worker": 1,  # conflux-allreduce-worker
     "driver": 1,  # conflux-nccl-driver
 }
+AGGREGATOR_LAYERS = {
+    "util": 0,       # token bucket, rate limiter, random, link speed, IPv4 text (endpoints, ranges)
+    ".": 1,          # the files directly in aggregator/: Config, its parameter table, its loading
+    "engine": 1,     # jobs, slots, the reduction engine (reads no Config)
+    "dataplane": 2,  # the Dataplane interface and its backends (udp/, dpdk/)
+    "tree": 2,       # reduction tree, leaf side: the uplink thread, SlotEngine's leaf path
+    "control": 3,    # the control thread: connections, rendezvous, job life cycle, multicast
+    "metrics": 4,    # Prometheus text and its HTTP endpoint, over the control plane
+    "daemon": 5,     # confluxd as an object (the threads wired together) and main()
+    "fuzz": 6,       # stateful fuzz targets, the slot engine's and a whole daemon's
+}
 # The folders inside a component, ordered the same way.
-INNER_LAYERS = {"nccl_plugin": PLUGIN_LAYERS, "tools": TOOLS_LAYERS}
+INNER_LAYERS = {
+    "aggregator": AGGREGATOR_LAYERS,
+    "nccl_plugin": PLUGIN_LAYERS,
+    "tools": TOOLS_LAYERS,
+}
 # Where the build lets a quoted include be found (besides the including file's folder).
 INCLUDE_ROOTS = [
     ".",
@@ -74,7 +93,17 @@ def folder_layer(rel):
     inner = INNER_LAYERS.get(parts[0], {})
     if len(parts) > 2 and parts[1] in inner:
         out.append((parts[0] + "/" + parts[1], inner[parts[1]], parts[0]))
+    elif len(parts) == 2 and "." in inner:  # a file directly in the component's folder
+        out.append((parts[0] + "/.", inner["."], parts[0]))
     return out
+
+
+def unplaced(mine):
+    """The component whose inner table names no layer for this file's folder, else None."""
+    top = [name for name, _, order in mine if order == "top"]
+    if top and top[0] in INNER_LAYERS and all(order != top[0] for _, _, order in mine):
+        return top[0]
+    return None
 
 
 def resolve(root, including_rel, target):
@@ -104,6 +133,9 @@ def check(root, verbose=False, out=sys.stdout):
         if not mine:
             continue
         nfiles += 1
+        if comp := unplaced(mine):
+            violations.append(f"{rel}: its folder has no layer in {comp}'s table "
+                              f"(scripts/check_layers.py INNER_LAYERS)")
         with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
             for lineno, line in enumerate(f, 1):
                 m = INCLUDE_RE.match(line)
@@ -132,12 +164,12 @@ def check(root, verbose=False, out=sys.stdout):
             print(f"  {a} -> {b}: {n} include(s)", file=out)
     status = "FAILED" if violations else "ok"
     print(f"check_layers: {status}: {nfiles} files, {sum(arrows.values())} includes across "
-          f"{len(arrows)} folder pairs, {len(violations)} backward", file=out)
+          f"{len(arrows)} folder pairs, {len(violations)} violation(s)", file=out)
     return violations
 
 
 def self_test():
-    """Builds a small tree with three backward includes and two allowed ones."""
+    """Builds a small tree with five backward includes, a file in no layer, and allowed ones."""
     files = {
         "common/include/conflux/common/a.h": '#include "conflux/protocol/b.h"\n',
         "protocol/include/conflux/protocol/b.h": '#include "conflux/common/a.h"\n',
@@ -147,6 +179,15 @@ def self_test():
         "nccl_plugin/net/socket.h": '#include <vector>\n#include "conflux/client/engine.h"\n',
         "nccl_plugin/client/include/conflux/client/engine.h": "// engine\n",
         "tests/x_test.cc": '#include "nccl_plugin/core/state.h"\n#include "missing.h"\n',
+        # aggregator/: its own files (".") sit above util/ and beside engine/
+        "aggregator/config.h": '#include "aggregator/util/ipv4.h"\n',
+        "aggregator/config.cc": '#include "config.h"\n#include "aggregator/control/groups.h"\n',
+        "aggregator/util/ipv4.h": "// bottom\n",
+        "aggregator/engine/job.h": '#include "aggregator/util/ipv4.h"\n#include "aggregator/config.h"\n',
+        "aggregator/control/groups.h": '#include "aggregator/config.h"\n#include "aggregator/engine/job.h"\n',
+        "aggregator/daemon/main.cc": '#include "aggregator/control/groups.h"\n',
+        "aggregator/misc/x.h": "// in a folder the table does not name\n",
+        "aggregator/cli/main.cc": '#include "aggregator/daemon/main.cc"\n',  # not inside aggregator/
     }
     with tempfile.TemporaryDirectory() as root:
         for rel, text in files.items():
@@ -156,6 +197,9 @@ def self_test():
         with open(os.devnull, "w", encoding="utf-8") as null:
             got = check(root, out=null)
     want = [
+        "aggregator/config.cc:2: aggregator/. (layer 1) includes a higher folder",
+        "aggregator/engine/job.h:2: aggregator/engine (layer 1) includes a peer",
+        "aggregator/misc/x.h: its folder has no layer in aggregator's table",
         "common/include/conflux/common/a.h:1: common (layer 0) includes a higher folder",
         "nccl_plugin/core/state.h:3: nccl_plugin/core (layer 2) includes a higher folder",
         "nccl_plugin/net/socket.h:2: nccl_plugin/net (layer 1) includes a peer",

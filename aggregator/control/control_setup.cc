@@ -14,6 +14,7 @@
 
 #include "aggregator/control/control_ids.h"
 #include "aggregator/control/control_plane.h"
+#include "aggregator/util/ipv4.h"
 #include "aggregator/util/link_speed.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"

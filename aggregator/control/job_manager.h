@@ -11,6 +11,11 @@
 // be of the same tenant); when a job joins or leaves, every other live job
 // whose grant changed is told (Capacity update, SPEC.md §3), and with max_mbps each job's
 // result sends are paced to its grant while more than one job is live. Control thread only.
+//
+// One class, one file per responsibility: job_manager.cc (construction, creating a job,
+// ending it, the periodic tick), job_rendezvous.cc (admission and rendezvous), job_tree.cc
+// (the reduction tree: a leaf's uplink, results straight down), job_share.cc (fair-share
+// grants, result rates, multicast flood to unicast).
 #pragma once
 
 #include <netinet/in.h>
@@ -137,37 +142,46 @@ class JobManager {
     uint64_t result_bytes = 0;  // at the last rate sample
   };
 
-  // The tenant's name for logs and metrics ("" for kSharedTenant), its weight and secret.
+  // job_manager.cc. The tenant's name for logs and metrics ("" for kSharedTenant), its weight
+  // and secret.
   std::string_view tenant_name(uint32_t tenant) const;
   uint32_t tenant_weight(uint32_t tenant) const;
   const std::string& tenant_secret(uint32_t tenant) const;
-
-  void complete(uint64_t key, Pending& p, Clock::time_point now, JoinOutbox& out);
   // Creates and publishes the job, answers its members and starts its multicast agreement.
   void create(uint64_t key, Pending& p, uint32_t granted, uint32_t payload_bytes,
               bool deterministic, std::shared_ptr<const JobParams::Uplink> uplink,
               Clock::time_point now, JoinOutbox& out);
+
+  // job_rendezvous.cc. Every rank is there: grants the slots, then creates the job or (a leaf)
+  // joins the parent first.
+  void complete(uint64_t key, Pending& p, Clock::time_point now, JoinOutbox& out);
+  void reject(ConnId conn, proto::Status s, JoinOutbox& out);
+  void no_capacity(uint64_t key, Pending& p, JoinOutbox& out);
+  // Rejects the ranks of every rendezvous past its deadline.
+  void expire_rendezvous(Clock::time_point now, JoinOutbox& out);
+
+  // job_tree.cc. A leaf joins the parent for job `key` with this daemon's grant.
+  void join_parent(uint64_t key, Pending& p, uint32_t granted, uint32_t payload,
+                   bool deterministic);
   void uplink_joined(const UplinkEvent& e, JoinOutbox& out);
   // Answers the ranks of a job that waited for its parent with `status`, freeing its slots.
   void give_up_uplinking(std::unordered_map<uint64_t, Pending>::iterator it, proto::Status status,
                          JoinOutbox& out);
-  void reject(ConnId conn, proto::Status s, JoinOutbox& out);
-  void no_capacity(uint64_t key, Pending& p, JoinOutbox& out);
-  // Divides the capacity among the live jobs again after job `changed` joined or left; tells
-  // every other job whose grant changed.
+  // Leaf: the job's members agreed on its multicast group; when the parent takes DirectDown,
+  // tell every member the parent's data address (ResultSource), then ask the parent.
+  void go_straight_down(Job& job, const std::vector<ConnId>& conns, JoinOutbox& out);
+
+  // job_share.cc. Divides the capacity among the live jobs again after job `changed` joined or
+  // left; tells every other job whose grant changed.
   void regrant(uint64_t changed, proto::CapacityReason why, JoinOutbox& out);
   size_t regrant_except(std::optional<uint64_t> changed, proto::CapacityReason why,
                         JoinOutbox& out);
-
   // Each job's achieved result rate (metrics, grants); then whether the network floods
   // multicast here, and if so which multicast jobs go unicast (multicast_flood.h).
   void sample_rates(Clock::time_point now);
   // `watch`: a job here is multicast and none has a worker on this host.
   void flood_to_unicast(bool watch, uint64_t asked_bytes, double seconds, double egress_mbps);
   bool is_local(const sockaddr_in& a) const;  // 127/8 or an address of this host
-  // Leaf: the job's members agreed on its multicast group; when the parent takes DirectDown,
-  // tell every member the parent's data address (ResultSource), then ask the parent.
-  void go_straight_down(Job& job, const std::vector<ConnId>& conns, JoinOutbox& out);
 
   const Config& cfg_;
   JobTable& jobs_;

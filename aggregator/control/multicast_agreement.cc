@@ -6,6 +6,7 @@
 #include <array>
 
 #include "aggregator/control/job_manager.h"
+#include "aggregator/util/ipv4.h"
 #include "conflux/protocol/data.h"
 #include "spdlog/spdlog.h"
 

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "aggregator/config.h"
-#include "aggregator/daemon.h"
+#include "aggregator/daemon/daemon.h"
 #include "aggregator/fuzz/fuzz_program.h"
 #include "conflux/protocol/control.h"
 

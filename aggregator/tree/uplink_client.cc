@@ -38,25 +38,6 @@ void drain_fd(int fd) {
 
 }  // namespace
 
-bool parse_ipv4_endpoint(std::string_view text, sockaddr_in* out) {
-  const size_t colon = text.rfind(':');
-  if (colon == std::string_view::npos) return false;
-  const std::string host(text.substr(0, colon));
-  const std::string_view port = text.substr(colon + 1);
-  unsigned p = 0;
-  if (port.empty() || port.size() > 5) return false;
-  for (char c : port) {
-    if (c < '0' || c > '9') return false;
-    p = p * 10 + static_cast<unsigned>(c - '0');
-  }
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  if (p == 0 || p > 65535 || inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) return false;
-  a.sin_port = htons(static_cast<uint16_t>(p));
-  *out = a;
-  return true;
-}
-
 struct UplinkClient::Link {
   enum class State : uint8_t { kConnecting, kHello, kJoining, kMember };
   proto::Join join;

@@ -17,16 +17,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "conflux/protocol/control.h"
 
 namespace conflux::agg {
-
-// Parses "a.b.c.d:port" (port 1..65535). False when malformed.
-bool parse_ipv4_endpoint(std::string_view text, sockaddr_in* out);
 
 struct UplinkConfig {
   sockaddr_in parent{};  // the parent's control endpoint

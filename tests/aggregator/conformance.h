@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "aggregator/daemon.h"
+#include "aggregator/daemon/daemon.h"
 #include "conformance_netns.h"
 #include "gtest/gtest.h"
 #include "test_client.h"

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "aggregator/daemon.h"
+#include "aggregator/daemon/daemon.h"
 #include "test_client.h"
 
 using namespace conflux;

@@ -1,4 +1,4 @@
-#include "aggregator/daemon.h"
+#include "aggregator/daemon/daemon.h"
 
 #include <unistd.h>
 

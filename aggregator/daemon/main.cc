@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "aggregator/config.h"
-#include "aggregator/daemon.h"
+#include "aggregator/daemon/daemon.h"
 #include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {
