@@ -43,7 +43,7 @@ PLUGIN_LAYERS = {
     "abi": 5,     # the per-version adapters NCCL loads
 }
 TOOLS_LAYERS = {
-    "util": 0,    # process, ready-file, metrics and JSON helpers (conflux_tools_util)
+    "util": 0,    # process, ready-file and metrics helpers (conflux_tools_util)
     "verify": 0,  # element codec and rank-order reference (conflux_tools_verify)
     "worker": 1,  # conflux-allreduce-worker
     "driver": 1,  # conflux-nccl-driver

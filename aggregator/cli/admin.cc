@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "aggregator/cli/http_get.h"
+#include "conflux/common/json_text.h"
 #include "conflux/protocol/admin_auth.h"
 #include "fmt/format.h"
 
@@ -38,6 +39,16 @@ AdminResult run_admin(const std::string& address, const std::string& command,
     r.message = fmt::format("HTTP {}: {}", a->status, body);
   }
   return r;
+}
+
+std::string admin_json(const std::vector<std::string>& daemons,
+                       const std::vector<AdminResult>& results) {
+  json::Json list = json::Json::array();
+  for (size_t i = 0; i < results.size(); ++i) {
+    list.push_back(
+        {{"address", daemons[i]}, {"ok", results[i].ok}, {"message", results[i].message}});
+  }
+  return json::one_line(json::Json{{"daemons", std::move(list)}}) + "\n";
 }
 
 }  // namespace conflux::cli

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace conflux::cli {
 
@@ -15,5 +16,9 @@ struct AdminResult {
 // takes admin commands from loopback only).
 AdminResult run_admin(const std::string& address, const std::string& command,
                       const std::string& secret, int timeout_ms);
+// --json: {"daemons": [{"address": ..., "ok": ..., "message": ...}, ...]}, results[i] being
+// daemons[i]'s.
+std::string admin_json(const std::vector<std::string>& daemons,
+                       const std::vector<AdminResult>& results);
 
 }  // namespace conflux::cli

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <random>
 
-#include "aggregator/cli/status.h"
 #include "conflux/client/config.h"
 #include "conflux/client/engine.h"
+#include "conflux/common/json_text.h"
 #include "fmt/format.h"
 
 namespace conflux::cli {
@@ -138,19 +138,23 @@ std::string check_table(const CheckReport& r) {
 }
 
 std::string check_json(const CheckReport& r) {
-  std::string out = fmt::format("{{\"usable\": {}, \"verdict\": {}, \"aggregators\": [", r.usable,
-                                json_string(r.verdict));
-  for (size_t i = 0; i < r.aggregators.size(); ++i) {
-    const AggregatorCheck& c = r.aggregators[i];
-    out += fmt::format(
-        "{}{{\"endpoint\": {}, \"joined\": {}, \"round_trip\": {}, \"granted_slots\": {}, "
-        "\"payload_bytes\": {}, \"data_mac\": {}, \"deterministic\": {}, \"multicast\": {}, "
-        "\"group\": {}, \"rtt_us\": {:.1f}, \"error\": {}}}",
-        i ? ", " : "", json_string(c.endpoint), c.joined, c.round_trip, c.granted_slots,
-        c.payload_bytes, c.data_mac, c.deterministic, c.multicast, json_string(c.group), c.rtt_us,
-        json_string(c.error));
+  json::Json aggregators = json::Json::array();
+  for (const AggregatorCheck& c : r.aggregators) {
+    aggregators.push_back({{"endpoint", c.endpoint},
+                           {"joined", c.joined},
+                           {"round_trip", c.round_trip},
+                           {"granted_slots", c.granted_slots},
+                           {"payload_bytes", c.payload_bytes},
+                           {"data_mac", c.data_mac},
+                           {"deterministic", c.deterministic},
+                           {"multicast", c.multicast},
+                           {"group", c.group},
+                           {"rtt_us", json::fixed(c.rtt_us, 1)},
+                           {"error", c.error}});
   }
-  return out + "]}\n";
+  const json::Json out = {
+      {"usable", r.usable}, {"verdict", r.verdict}, {"aggregators", std::move(aggregators)}};
+  return json::one_line(out) + "\n";
 }
 
 }  // namespace conflux::cli

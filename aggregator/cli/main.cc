@@ -138,22 +138,20 @@ int main(int argc, char** argv) {
   for (CLI::App* a : admin) {
     if (!a->parsed()) continue;
     bool all_ok = true;
-    std::string out = "{\"daemons\": [";
-    for (size_t i = 0; i < daemons.size(); ++i) {
+    std::vector<AdminResult> results;
+    for (const std::string& d : daemons) {
       const std::string command =
           a->get_name() == "throttle" ? fmt::format("max-mbps/{}", max_mbps) : a->get_name();
-      const AdminResult r = run_admin(daemons[i], command, secret, timeout_ms);
+      const AdminResult& r = results.emplace_back(run_admin(d, command, secret, timeout_ms));
       all_ok = all_ok && r.ok;
-      if (json) {
-        out += fmt::format("{}{{\"address\": {}, \"ok\": {}, \"message\": {}}}", i ? ", " : "",
-                           json_string(daemons[i]), r.ok, json_string(r.message));
-      } else if (r.ok) {
-        std::printf("%s: %s\n", daemons[i].c_str(), r.message.c_str());
+      if (json) continue;
+      if (r.ok) {
+        std::printf("%s: %s\n", d.c_str(), r.message.c_str());
       } else {
-        std::fprintf(stderr, "conflux: %s: %s\n", daemons[i].c_str(), r.message.c_str());
+        std::fprintf(stderr, "conflux: %s: %s\n", d.c_str(), r.message.c_str());
       }
     }
-    if (json) std::printf("%s]}\n", out.c_str());
+    if (json) std::fputs(admin_json(daemons, results).c_str(), stdout);
     return all_ok ? 0 : 1;
   }
   if (plan_cmd->parsed()) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "conflux/common/json_text.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 
@@ -131,19 +132,25 @@ std::string plan_table(const PlanInput& in, const std::vector<PlanRow>& rows) {
 }
 
 std::string plan_json(const PlanInput& in, const std::vector<PlanRow>& rows) {
-  std::string out = fmt::format(
-      "{{\"workers\": {}, \"worker_gbit\": {}, \"agg_gbit\": {}, \"root_gbit\": {}, "
-      "\"agg_cores\": {}, \"core_gbit\": {}, \"tree_results\": \"{}\", \"layouts\": [",
-      in.workers, in.worker_gbit, in.agg_gbit, in.root_gbit > 0 ? in.root_gbit : in.agg_gbit,
-      in.agg_cores, in.core_gbit, in.direct_results ? "direct" : "leaf");
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const PlanRow& r = rows[i];
-    out += fmt::format(
-        "{}{{\"layout\": \"{}\", \"aggregators\": {}, \"algbw_gbit\": {}, \"of_link\": {}, "
-        "\"vs_ring\": {}, \"limit\": \"{}\"}}",
-        i ? ", " : "", r.layout, r.aggregators, r.algbw_gbit, r.of_link, r.vs_ring, r.limit);
+  json::Json layouts = json::Json::array();
+  for (const PlanRow& r : rows) {
+    layouts.push_back({{"layout", r.layout},
+                       {"aggregators", r.aggregators},
+                       {"algbw_gbit", json::shortest(r.algbw_gbit)},
+                       {"of_link", json::shortest(r.of_link)},
+                       {"vs_ring", json::shortest(r.vs_ring)},
+                       {"limit", r.limit}});
   }
-  return out + "]}\n";
+  const json::Json out = {
+      {"workers", in.workers},
+      {"worker_gbit", json::shortest(in.worker_gbit)},
+      {"agg_gbit", json::shortest(in.agg_gbit)},
+      {"root_gbit", json::shortest(in.root_gbit > 0 ? in.root_gbit : in.agg_gbit)},
+      {"agg_cores", in.agg_cores},
+      {"core_gbit", json::shortest(in.core_gbit)},
+      {"tree_results", in.direct_results ? "direct" : "leaf"},
+      {"layouts", std::move(layouts)}};
+  return json::one_line(out) + "\n";
 }
 
 }  // namespace conflux::cli

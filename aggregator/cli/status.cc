@@ -6,6 +6,7 @@
 
 #include "aggregator/cli/http_get.h"
 #include "aggregator/cli/prom_text.h"
+#include "conflux/common/json_text.h"
 #include "fmt/format.h"
 
 namespace conflux::cli {
@@ -27,22 +28,44 @@ std::optional<std::vector<Sample>> scrape(const std::string& host, int port, int
   return parse_prom_text(*body, err);
 }
 
-}  // namespace
-
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", c);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+json::Json job_json(const JobStatus& j) {
+  return {{"id", j.id},
+          {"workers", j.workers},
+          {"slots", j.slots},
+          {"packets_per_second", json::fixed(j.packets_per_s, 1)},
+          {"bytes_per_second", json::fixed(j.bytes_per_s, 1)},
+          {"drops", j.drops},
+          {"retransmits_served", j.retransmits},
+          {"grant_mbps", j.grant_mbps},
+          {"share_weight", j.share_weight},
+          {"tenant", j.tenant},
+          {"results", j.multicast ? "multicast" : "unicast"}};
 }
+
+json::Json daemon_json(const DaemonStatus& d) {
+  json::Json out = {{"address", d.address}, {"ok", d.ok}};
+  if (!d.ok) out["error"] = d.error;
+  if (d.version.empty()) return out;
+  out.update(json::Json{{"health", d.health},
+                        {"draining", d.draining},
+                        {"version", d.version},
+                        {"dataplane", d.dataplane},
+                        {"threads", d.threads},
+                        {"uptime_seconds", d.uptime_s},
+                        {"jobs_active", d.jobs_active},
+                        {"slots_in_use", d.slots_in_use},
+                        {"control_connections", d.connections},
+                        {"packets_per_second", json::fixed(d.packets_per_s, 1)},
+                        {"bytes_per_second", json::fixed(d.bytes_per_s, 1)},
+                        {"drops", d.drops},
+                        {"retransmits_served", d.retransmits},
+                        {"multicast_unasked_mbps", d.multicast_unasked_mbps}});
+  json::Json& jobs = out["jobs"] = json::Json::array();
+  for (const JobStatus& j : d.jobs) jobs.push_back(job_json(j));
+  return out;
+}
+
+}  // namespace
 
 DaemonStatus query_status(const std::string& address, int interval_ms, int timeout_ms) {
   DaemonStatus d;
@@ -157,36 +180,10 @@ std::string status_table(const std::vector<DaemonStatus>& all) {
 }
 
 std::string status_json(const std::vector<DaemonStatus>& all) {
+  // {"daemons": [ with one daemon a line.
   std::string out = "{\"daemons\": [";
   for (size_t i = 0; i < all.size(); ++i) {
-    const DaemonStatus& d = all[i];
-    out += i ? ",\n  {" : "\n  {";
-    out += fmt::format("\"address\": {}, \"ok\": {}", json_string(d.address), d.ok);
-    if (!d.ok) out += fmt::format(", \"error\": {}", json_string(d.error));
-    if (!d.version.empty()) {
-      out += fmt::format(
-          ", \"health\": {}, \"draining\": {}, \"version\": {}, \"dataplane\": {}, "
-          "\"threads\": {}, "
-          "\"uptime_seconds\": {}, \"jobs_active\": {}, \"slots_in_use\": {}, "
-          "\"control_connections\": {}, \"packets_per_second\": {:.1f}, "
-          "\"bytes_per_second\": {:.1f}, \"drops\": {}, \"retransmits_served\": {}, "
-          "\"multicast_unasked_mbps\": {}, \"jobs\": [",
-          json_string(d.health), d.draining, json_string(d.version), json_string(d.dataplane),
-          d.threads, d.uptime_s, d.jobs_active, d.slots_in_use, d.connections, d.packets_per_s,
-          d.bytes_per_s, d.drops, d.retransmits, d.multicast_unasked_mbps);
-      for (size_t k = 0; k < d.jobs.size(); ++k) {
-        const JobStatus& j = d.jobs[k];
-        out += fmt::format(
-            "{}{{\"id\": {}, \"workers\": {}, \"slots\": {}, \"packets_per_second\": {:.1f}, "
-            "\"bytes_per_second\": {:.1f}, \"drops\": {}, \"retransmits_served\": {}, "
-            "\"grant_mbps\": {}, \"share_weight\": {}, \"tenant\": {}, \"results\": {}}}",
-            k ? ", " : "", json_string(j.id), j.workers, j.slots, j.packets_per_s, j.bytes_per_s,
-            j.drops, j.retransmits, j.grant_mbps, j.share_weight, json_string(j.tenant),
-            json_string(j.multicast ? "multicast" : "unicast"));
-      }
-      out += "]";
-    }
-    out += "}";
+    out += (i ? ",\n  " : "\n  ") + json::one_line(daemon_json(all[i]));
   }
   return out + "\n]}\n";
 }

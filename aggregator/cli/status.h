@@ -3,7 +3,6 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace conflux::cli {
@@ -38,8 +37,6 @@ struct DaemonStatus {
 
 // Scrapes host[:port] (default port 9470, the metrics port) twice, `interval_ms` apart.
 DaemonStatus query_status(const std::string& address, int interval_ms, int timeout_ms);
-// `s` as a JSON string literal (quotes and escapes).
-std::string json_string(std::string_view s);
 // The human table, and the JSON document ({"daemons": [...]}).
 std::string status_table(const std::vector<DaemonStatus>& all);
 std::string status_json(const std::vector<DaemonStatus>& all);

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "util/json_writer.h"
+#include "conflux/common/json_text.h"
 #include "util/proc.h"
 
 #ifndef CONFLUX_CONFLUXD_PATH
@@ -70,30 +70,47 @@ void stop_daemons(std::vector<Daemon>& ds, std::string* problems) {
   }
 }
 
-// Per-thread dataplane packet counters between the two scrapes, as JSON.
 // CPU seconds the daemon used between the two scrapes (process_cpu_seconds_total).
 double cpu_seconds(const Daemon& d) {
   return prometheus_sum(d.metrics_after, "process_cpu_seconds_total") -
          prometheus_sum(d.metrics_before, "process_cpu_seconds_total");
 }
 
-void metrics_json(JsonWriter& j, const Daemon& d, double secs) {
+// Per-thread dataplane packet counters between the two scrapes, as JSON.
+json::Json metrics_json(const Daemon& d, double secs) {
   const std::string in = "conflux_dataplane_packets_in_total";
   const std::string out = "conflux_dataplane_packets_out_total";
   auto b_in = prometheus_by_label(d.metrics_before, in, "thread");
   auto a_in = prometheus_by_label(d.metrics_after, in, "thread");
   auto b_out = prometheus_by_label(d.metrics_before, out, "thread");
   auto a_out = prometheus_by_label(d.metrics_after, out, "thread");
-  j.begin_object().field("elapsed_s", secs).key("threads").begin_array();
+  json::Json threads = json::Json::array();
   double total = 0;
   for (const auto& [t, v] : a_in) {
     const double pin = v - b_in[t], pout = a_out[t] - b_out[t];
     total += pin;
-    j.begin_object().field("thread", t).field("packets_in", pin).field("packets_out", pout);
-    j.field("packets_in_per_s", pin / secs).field("packets_out_per_s", pout / secs).end_object();
+    threads.push_back({{"thread", t},
+                       {"packets_in", json::sig6(pin)},
+                       {"packets_out", json::sig6(pout)},
+                       {"packets_in_per_s", json::sig6(pin / secs)},
+                       {"packets_out_per_s", json::sig6(pout / secs)}});
   }
-  j.end_array().field("packets_in_per_s_total", total / secs);
-  j.field("cpu_s", cpu_seconds(d)).end_object();
+  return {{"elapsed_s", json::sig6(secs)},
+          {"threads", std::move(threads)},
+          {"packets_in_per_s_total", json::sig6(total / secs)},
+          {"cpu_s", json::sig6(cpu_seconds(d))}};
+}
+
+// A worker's --json report as written (null when there is none, or it is not JSON).
+json::Json rank_report(const std::string& path) {
+  const std::string text = read_file(path);
+  if (text.empty()) return nullptr;
+  json::Json report = json::Json::parse(text, nullptr, false);
+  if (report.is_discarded()) {
+    std::fprintf(stderr, "launch: %s is not JSON; its report is null\n", path.c_str());
+    return nullptr;
+  }
+  return report;
 }
 
 int run(const Options& o) {
@@ -204,23 +221,23 @@ int run(const Options& o) {
         a, pps, pps / secs, o.threads, secs, cpu_seconds(ds[a]));
   }
   if (!o.json.empty()) {
-    JsonWriter j;
-    j.begin_object().field("ok", ok).field("nranks", o.nranks).field("daemons", o.daemons);
-    j.field("threads", o.threads).field("elapsed_s", secs);
-    j.field("log_dir", ok && o.log_dir.empty() ? "" : dir);
-    j.key("ranks").begin_array();
+    json::Json ranks = json::Json::array();
     for (uint32_t r = 0; r < o.nranks; ++r) {
-      const std::string rep = read_file(dir + "/rank" + std::to_string(r) + ".json");
-      j.begin_object().field("rank", r).field("status", status[r]);
-      j.key("report").raw(rep.empty() ? "null" : rep.substr(0, rep.find_last_not_of("\n") + 1));
-      j.end_object();
+      ranks.push_back({{"rank", r},
+                       {"status", status[r]},
+                       {"report", rank_report(dir + "/rank" + std::to_string(r) + ".json")}});
     }
-    j.end_array().key("aggregators").begin_array();
-    for (const Daemon& d : ds) {
-      metrics_json(j, d, secs);
-    }
-    j.end_array().end_object();
-    std::ofstream(o.json) << j.str() << "\n";
+    json::Json aggregators = json::Json::array();
+    for (const Daemon& d : ds) aggregators.push_back(metrics_json(d, secs));
+    const json::Json report = {{"ok", ok},
+                               {"nranks", o.nranks},
+                               {"daemons", o.daemons},
+                               {"threads", o.threads},
+                               {"elapsed_s", json::sig6(secs)},
+                               {"log_dir", ok && o.log_dir.empty() ? "" : dir},
+                               {"ranks", std::move(ranks)},
+                               {"aggregators", std::move(aggregators)}};
+    std::ofstream(o.json) << json::compact(report) << "\n";
   }
   if (ok && o.log_dir.empty()) {
     std::error_code ec;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "conflux/common/json_text.h"
 #include "conflux/common/reduce.h"
 
 namespace {
@@ -174,13 +175,13 @@ int main(int argc, char** argv) {
                 100.0 * reduce / r.gbps);
   }
   if (!json.empty()) {
-    std::ofstream out(json);
-    out << "{\"results\": [";
-    for (size_t i = 0; i < results.size(); ++i) {
-      out << (i ? ", " : "") << "{\"name\": \"" << results[i].name
-          << "\", \"payload\": " << results[i].payload << ", \"gbps\": " << results[i].gbps << "}";
+    using conflux::json::Json;
+    Json list = Json::array();
+    for (const Result& r : results) {
+      list.push_back(
+          {{"name", r.name}, {"payload", r.payload}, {"gbps", conflux::json::sig6(r.gbps)}});
     }
-    out << "]}\n";
+    std::ofstream(json) << conflux::json::one_line(Json{{"results", std::move(list)}}) << "\n";
   }
   return 0;
 }

@@ -14,10 +14,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "conflux/common/json_text.h"
 #include "nccl/net_v11.h"
 
 namespace {
@@ -267,22 +269,26 @@ int main(int argc, char** argv) {
       nt ? nt : "unset", ns ? ns : "unset", intact ? "ok" : "MISMATCH");
 
   if (!o.json.empty()) {
-    FILE* f = std::fopen(o.json.c_str(), "w");
-    if (f == nullptr) die("cannot write the json file");
-    std::fprintf(f,
-                 "{\n  \"benchmark\": \"bench_p2p\",\n  \"message_bytes\": %zu,\n"
-                 "  \"messages\": %d,\n  \"inflight\": %d,\n  \"repeat\": %d,\n"
-                 "  \"cpus\": %u,\n  \"conflux_nthreads\": \"%s\",\n"
-                 "  \"conflux_nsocks_perthread\": \"%s\",\n  \"data_check\": %s,\n"
-                 "  \"results\": [\n"
-                 "    {\"transport\": \"%s\", \"seconds\": %.6f, \"gbytes_per_s\": %.4f},\n"
-                 "    {\"transport\": \"%s\", \"seconds\": %.6f, \"gbytes_per_s\": %.4f}\n  ],\n"
-                 "  \"ratio_plugin_over_raw\": %.4f\n}\n",
-                 o.size, o.count, o.inflight, o.repeat, std::thread::hardware_concurrency(),
-                 nt ? nt : "", ns ? ns : "", intact ? "true" : "false", raw.transport.c_str(),
-                 raw.seconds, raw.gbps, plug.transport.c_str(), plug.seconds, plug.gbps,
-                 plug.gbps / raw.gbps);
-    std::fclose(f);
+    namespace json = conflux::json;
+    const auto result = [](const Result& r) {
+      return json::Json{{"transport", r.transport},
+                        {"seconds", json::fixed(r.seconds, 6)},
+                        {"gbytes_per_s", json::fixed(r.gbps, 4)}};
+    };
+    const json::Json report = {{"benchmark", "bench_p2p"},
+                               {"message_bytes", o.size},
+                               {"messages", o.count},
+                               {"inflight", o.inflight},
+                               {"repeat", o.repeat},
+                               {"cpus", std::thread::hardware_concurrency()},
+                               {"conflux_nthreads", nt ? nt : ""},
+                               {"conflux_nsocks_perthread", ns ? ns : ""},
+                               {"data_check", intact},
+                               {"results", {result(raw), result(plug)}},
+                               {"ratio_plugin_over_raw", json::fixed(plug.gbps / raw.gbps, 4)}};
+    std::ofstream f(o.json);
+    f << json::lines(report) << "\n";
+    if (!f) die("cannot write the json file");
   }
   return intact ? 0 : 2;
 }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "bench_json.h"
+#include "conflux/common/json_text.h"
 #include "conflux/common/reduce.h"
 #include "reduce_dispatch.h"
 
@@ -19,9 +19,6 @@ namespace {
 
 using conflux::DType;
 using conflux::Op;
-using conflux::bench::Field;
-using conflux::bench::json_num;
-using conflux::bench::json_str;
 using conflux::reduce::detail::KernelTable;
 
 struct Options {
@@ -255,7 +252,9 @@ int main(int argc, char** argv) {
               std::string(k->name).c_str(), o.bytes, o.cache_bytes, o.iters);
   std::printf("memcpy: %.2f GB/s (buffer), %.2f GB/s (in cache)\n\n", mc, mc_cache);
 
-  std::vector<std::string> acc_rows, rn_rows, init_rows, finish_rows;
+  namespace json = conflux::json;
+  json::Json acc_rows = json::Json::array(), rn_rows = acc_rows, init_rows = acc_rows,
+             finish_rows = acc_rows;
   std::printf("accumulate (GB/s of source read)\n%-9s %-5s %9s %7s %11s %7s\n", "dtype", "op",
               "GB/s", "ratio", "cache GB/s", "ratio");
   for (int ti = 0; ti < conflux::kNumDTypes; ++ti) {
@@ -269,13 +268,12 @@ int main(int argc, char** argv) {
       const double gc = accumulate_gbps(*k, t, op, o.cache_bytes, o.iters, cache_reps);
       std::printf("%-9s %-5s %9.2f %7.2f %11.2f %7.2f\n", conflux::dtype_name(t).data(),
                   conflux::op_name(op).data(), g, g / mc, gc, gc / mc_cache);
-      acc_rows.push_back(
-          conflux::bench::json_object({{"dtype", json_str(std::string(conflux::dtype_name(t)))},
-                                       {"op", json_str(std::string(conflux::op_name(op)))},
-                                       {"gbps", json_num(g)},
-                                       {"ratio", json_num(g / mc)},
-                                       {"cache_gbps", json_num(gc)},
-                                       {"cache_ratio", json_num(gc / mc_cache)}}));
+      acc_rows.push_back({{"dtype", conflux::dtype_name(t)},
+                          {"op", conflux::op_name(op)},
+                          {"gbps", json::fixed(g, 4)},
+                          {"ratio", json::fixed(g / mc, 4)},
+                          {"cache_gbps", json::fixed(gc, 4)},
+                          {"cache_ratio", json::fixed(gc / mc_cache, 4)}});
     }
   }
 
@@ -295,12 +293,11 @@ int main(int argc, char** argv) {
       for (size_t ns : {2, 4, 8}) {
         const double g = reduce_n_gbps(*k, t, op, ns, o.bytes, o.iters);
         std::printf("  %9.2f %6.2f", g, g / mc);
-        rn_rows.push_back(
-            conflux::bench::json_object({{"dtype", json_str(std::string(conflux::dtype_name(t)))},
-                                         {"op", json_str(std::string(conflux::op_name(op)))},
-                                         {"n", std::to_string(ns)},
-                                         {"gbps", json_num(g)},
-                                         {"ratio", json_num(g / mc)}}));
+        rn_rows.push_back({{"dtype", conflux::dtype_name(t)},
+                           {"op", conflux::op_name(op)},
+                           {"n", ns},
+                           {"gbps", json::fixed(g, 4)},
+                           {"ratio", json::fixed(g / mc, 4)}});
       }
       std::printf("\n");
     }
@@ -316,24 +313,27 @@ int main(int argc, char** argv) {
     const auto [gi, gf] = init_finish_gbps(*k, t, o.bytes, o.iters);
     std::printf("%-9s %9.2f %7.2f %9.2f %7.2f\n", conflux::dtype_name(t).data(), gi, gi / mc, gf,
                 gf / mc);
-    const std::string dn = json_str(std::string(conflux::dtype_name(t)));
-    init_rows.push_back(conflux::bench::json_object(
-        {{"dtype", dn}, {"gbps", json_num(gi)}, {"ratio", json_num(gi / mc)}}));
-    finish_rows.push_back(conflux::bench::json_object(
-        {{"dtype", dn}, {"gbps", json_num(gf)}, {"ratio", json_num(gf / mc)}}));
+    const std::string_view dn = conflux::dtype_name(t);
+    init_rows.push_back(
+        {{"dtype", dn}, {"gbps", json::fixed(gi, 4)}, {"ratio", json::fixed(gi / mc, 4)}});
+    finish_rows.push_back(
+        {{"dtype", dn}, {"gbps", json::fixed(gf, 4)}, {"ratio", json::fixed(gf / mc, 4)}});
   }
 
   if (!o.json.empty()) {
     std::ofstream f(o.json);
-    f << "{\n  \"schema\": \"conflux.bench_reduce.v1\",\n  \"isa\": "
-      << json_str(std::string(k->name)) << ",\n  \"bytes\": " << o.bytes
-      << ",\n  \"cache_bytes\": " << o.cache_bytes << ",\n  \"iters\": " << o.iters
-      << ",\n  \"memcpy_gbps\": " << json_num(mc)
-      << ",\n  \"memcpy_cache_gbps\": " << json_num(mc_cache)
-      << ",\n  \"accumulate\": " << conflux::bench::json_array(acc_rows)
-      << ",\n  \"reduce_n\": " << conflux::bench::json_array(rn_rows)
-      << ",\n  \"init\": " << conflux::bench::json_array(init_rows)
-      << ",\n  \"finish\": " << conflux::bench::json_array(finish_rows) << "\n}\n";
+    const json::Json report = {{"schema", "conflux.bench_reduce.v1"},
+                               {"isa", k->name},
+                               {"bytes", o.bytes},
+                               {"cache_bytes", o.cache_bytes},
+                               {"iters", o.iters},
+                               {"memcpy_gbps", json::fixed(mc, 4)},
+                               {"memcpy_cache_gbps", json::fixed(mc_cache, 4)},
+                               {"accumulate", std::move(acc_rows)},
+                               {"reduce_n", std::move(rn_rows)},
+                               {"init", std::move(init_rows)},
+                               {"finish", std::move(finish_rows)}};
+    f << json::lines(report) << "\n";
     if (!f) {
       std::fprintf(stderr, "bench_reduce: cannot write %s\n", o.json.c_str());
       return 1;

@@ -149,13 +149,4 @@ std::vector<WorkerResult> run_workers(const std::string& dir, const std::string&
   return wait_workers(dir, start_workers(dir, aggregators, n, args), timeout);
 }
 
-double json_number(const std::string& json, const std::string& key) {
-  const std::string k = "\"" + key + "\":";
-  const size_t p = json.find(k);
-  if (p == std::string::npos) {
-    return -1;
-  }
-  return std::strtod(json.c_str() + p + k.size(), nullptr);
-}
-
 }  // namespace conflux::client::e2e

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "json_number.h"
+
 namespace conflux::client::e2e {
 
 struct DaemonProcess {
@@ -64,9 +66,6 @@ bool wait_packets_in(const DaemonProcess& d, double n, std::chrono::milliseconds
 
 // Every worker's output, rank by rank, for a failure message.
 std::string explain(const std::vector<WorkerResult>& rs);
-
-// Extracts a numeric field `"key":N` from a flat JSON text (first occurrence); -1 if absent.
-double json_number(const std::string& json, const std::string& key);
 
 std::string temp_dir();
 std::string worker_path();

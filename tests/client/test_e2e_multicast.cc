@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "conflux/common/json_text.h"
 #include "conflux/protocol/data.h"
 #include "e2e_fixture.h"
 #include "e2e_harness.h"
@@ -47,9 +48,9 @@ double sample(const DaemonProcess& d, const std::string& name_and_labels) {
 
 // The JSON drop counter `reason` of a worker (0 when the worker dropped none).
 double drops(const WorkerResult& w, const std::string& reason) {
-  const size_t p = w.json.find("\"drops\":");
-  const double v = p == std::string::npos ? -1 : json_number(w.json.substr(p), reason);
-  return v < 0 ? 0 : v;
+  const json::Json report = json::Json::parse(w.json, nullptr, false);
+  if (!report.is_object()) return 0;
+  return report.value(json::Json::json_pointer("/stats/drops/" + reason), 0.0);
 }
 
 class E2EMulticast : public DaemonFixture {

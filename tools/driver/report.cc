@@ -6,47 +6,10 @@
 #include <cstring>
 #include <sstream>
 
+#include "conflux/common/json_text.h"
 #include "util/proc.h"
 
 namespace conflux::driver {
-namespace {
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
-
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
-}  // namespace
 
 void print_table_header(Mode mode, const std::string& description) {
   std::printf("#\n# mode: %s  (%s)\n", mode_name(mode), description.c_str());
@@ -100,37 +63,39 @@ Status append_timeline(const std::string& path, const Row& row,
   return write_timeline(path, "a", text);
 }
 
+std::string report_json(const RunInfo& info, const std::vector<Row>& rows,
+                        const std::vector<std::string>& notes) {
+  json::Json environment = json::Json::object(), row_list = json::Json::array();
+  for (const auto& [key, value] : info.items) environment[key] = value;
+  for (const Row& r : rows) {
+    row_list.push_back({{"mode", mode_name(r.mode)},
+                        {"bytes", r.bytes},
+                        {"count", r.count},
+                        {"dtype", dtype_name(r.dtype)},
+                        {"op", op_name(r.op)},
+                        {"inplace", r.inplace},
+                        {"time_us", json::sig6(r.time_us)},
+                        {"algbw", json::sig6(r.algbw)},
+                        {"busbw", json::sig6(r.busbw)},
+                        {"wrong", r.wrong},
+                        {"host_cpu_s_per_gb", json::sig6(r.host_cpu_s_per_gb)}});
+  }
+  const json::Json report = {{"format", "conflux-nccl-driver/1"},
+                             {"environment", std::move(environment)},
+                             {"notes", notes},
+                             {"rows", std::move(row_list)}};
+  return json::lines(report, true) + "\n";
+}
+
 Status write_json(const std::string& path, const RunInfo& info, const std::vector<Row>& rows,
                   const std::vector<std::string>& notes) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) {
     return Status::Error("cannot write --json file " + path + ": " + std::strerror(errno));
   }
-  std::fprintf(f, "{\n  \"format\": \"conflux-nccl-driver/1\",\n  \"environment\": {");
-  for (size_t i = 0; i < info.items.size(); ++i) {
-    std::fprintf(f, "%s\n    \"%s\": \"%s\"", i ? "," : "",
-                 json_escape(info.items[i].first).c_str(),
-                 json_escape(info.items[i].second).c_str());
-  }
-  std::fprintf(f, "\n  },\n  \"notes\": [");
-  for (size_t i = 0; i < notes.size(); ++i) {
-    std::fprintf(f, "%s\n    \"%s\"", i ? "," : "", json_escape(notes[i]).c_str());
-  }
-  std::fprintf(f, "\n  ],\n  \"rows\": [");
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    std::fprintf(f,
-                 "%s\n    {\"mode\": \"%s\", \"bytes\": %zu, \"count\": %zu, \"dtype\": \"%s\", "
-                 "\"op\": \"%s\", \"inplace\": %s, \"time_us\": %s, \"algbw\": %s, "
-                 "\"busbw\": %s, \"wrong\": %llu, \"host_cpu_s_per_gb\": %s}",
-                 i ? "," : "", mode_name(r.mode), r.bytes, r.count,
-                 std::string(dtype_name(r.dtype)).c_str(), std::string(op_name(r.op)).c_str(),
-                 r.inplace ? "true" : "false", num(r.time_us).c_str(), num(r.algbw).c_str(),
-                 num(r.busbw).c_str(), static_cast<unsigned long long>(r.wrong),
-                 num(r.host_cpu_s_per_gb).c_str());
-  }
-  std::fprintf(f, "\n  ]\n}\n");
-  if (std::fclose(f) != 0) return Status::Error("error writing --json file " + path);
+  const std::string text = report_json(info, rows, notes);
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) return Status::Error("error writing --json file " + path);
   return Status::Ok();
 }
 

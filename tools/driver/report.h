@@ -53,6 +53,10 @@ Status start_timeline(const std::string& path);
 Status append_timeline(const std::string& path, const Row& row,
                        const std::vector<TimelinePoint>& points);
 
+// The --json report ({"format": "conflux-nccl-driver/1", "environment", "notes", "rows"}), and
+// the file holding it.
+std::string report_json(const RunInfo& info, const std::vector<Row>& rows,
+                        const std::vector<std::string>& notes);
 Status write_json(const std::string& path, const RunInfo& info, const std::vector<Row>& rows,
                   const std::vector<std::string>& notes);
 

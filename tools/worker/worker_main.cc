@@ -11,23 +11,14 @@
 #include <vector>
 
 #include "conflux/client/engine.h"
-#include "util/json_writer.h"
 #include "worker/worker_data.h"
 #include "worker/worker_options.h"
+#include "worker/worker_report.h"
 
 namespace conflux::tools {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct Row {
-  DType dtype = DType::kFloat32;
-  Op op = Op::kSum;
-  uint64_t bytes = 0, count = 0;
-  double time_us = 0, algbw = 0, busbw = 0;
-  size_t wrong = 0;
-  bool checked = false;
-};
 
 // Waits for one request; returns "" or the error.
 std::string wait_for(client::Engine& e, uint64_t id, double timeout_s) {
@@ -69,7 +60,7 @@ void print_header(const WorkerOptions& o) {
               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
 }
 
-void print_row(const Row& r) {
+void print_row(const ResultRow& r) {
   std::printf(" %13llu %12llu %8s %6s %11.2f %12.3f %12.3f %8s\n",
               static_cast<unsigned long long>(r.bytes), static_cast<unsigned long long>(r.count),
               std::string(dtype_name(r.dtype)).c_str(), std::string(op_name(r.op)).c_str(),
@@ -77,54 +68,16 @@ void print_row(const Row& r) {
   std::fflush(stdout);
 }
 
-void write_json(const WorkerOptions& o, const std::vector<Row>& rows, const client::Engine* e,
+void write_json(const WorkerOptions& o, const std::vector<ResultRow>& rows, const client::Engine* e,
                 const std::string& error, bool ok) {
-  JsonWriter j;
-  j.begin_object();
-  j.field("rank", o.client.rank).field("nranks", o.client.n_workers);
-  j.field("deterministic", o.client.deterministic).field("iters", o.iters);
-  j.field("inputs", o.inputs == InputKind::kExact ? "exact" : "random");
-  j.field("ok", ok).field("error", error);
-  j.key("results").begin_array();
-  for (const Row& r : rows) {
-    j.begin_object();
-    j.field("dtype", dtype_name(r.dtype)).field("op", op_name(r.op));
-    j.field("bytes", r.bytes).field("count", r.count).field("time_us", r.time_us);
-    j.field("algbw_gbps", r.algbw).field("busbw_gbps", r.busbw);
-    j.field("checked", r.checked).field("wrong", uint64_t{r.wrong});
-    j.end_object();
-  }
-  j.end_array();
-  if (e != nullptr) {
-    const client::EngineStats s = e->stats();
-    j.key("stats").begin_object();
-    j.field("packets_sent", s.packets_sent).field("packets_received", s.packets_received);
-    j.field("bytes_sent", s.bytes_sent).field("bytes_received", s.bytes_received);
-    j.field("retransmits", s.retransmits)
-        .field("fast_retransmits", s.fast_retransmits)
-        .field("results_accepted", s.results_accepted);
-    j.field("results_duplicated", s.results_duplicated).field("send_errors", s.send_errors);
-    j.field("fault_dropped", s.fault_dropped).field("fault_duplicated", s.fault_duplicated);
-    j.field("fault_reordered", s.fault_reordered);
-    j.field("gso_sends", s.gso_sends).field("gso_fallbacks", s.gso_fallbacks);
-    j.field("gro_receives", s.gro_receives);
-    j.field("multicast_results", s.multicast_results);
-    j.field("caller_steps", s.caller_steps);
-    j.key("drops").begin_object();
-    for (int i = 1; i < proto::kNumDropReasons; ++i) {
-      if (s.drops[i] != 0) {
-        j.field(proto::drop_reason_name(static_cast<proto::DropReason>(i)), s.drops[i]);
-      }
-    }
-    j.end_object().end_object();
-  }
-  j.end_object();
-  std::ofstream(o.json_path) << j.str() << "\n";
+  const client::EngineStats stats = e != nullptr ? e->stats() : client::EngineStats{};
+  std::ofstream(o.json_path) << worker_report_json(o, rows, e != nullptr ? &stats : nullptr, error,
+                                                   ok);
 }
 
 // Runs warmup + timed iterations of one size, then one checked run. "" or the error.
-std::string run_size(client::Engine& e, const WorkerOptions& o, const DataSpec& spec, Row* row,
-                     std::string* first_wrong) {
+std::string run_size(client::Engine& e, const WorkerOptions& o, const DataSpec& spec,
+                     ResultRow* row, std::string* first_wrong) {
   const uint64_t count = row->count;
   std::unique_ptr<uint8_t[]> send(new uint8_t[row->bytes]);
   std::unique_ptr<uint8_t[]> recv_store(o.in_place ? nullptr : new uint8_t[row->bytes]);
@@ -192,7 +145,7 @@ int run(const WorkerOptions& o) {
     }
     std::fprintf(stderr, "%s: %.*s\n", who.c_str(), static_cast<int>(m.size()), m.data());
   };
-  std::vector<Row> rows;
+  std::vector<ResultRow> rows;
   std::string err;
   auto engine = client::Engine::create(cfg, &err);
   if (!engine) {
@@ -217,7 +170,7 @@ int run(const WorkerOptions& o) {
     spec.leaves = o.tree_leaves;
     spec.bitwise = o.inputs == InputKind::kExact || o.client.deterministic;
     for (uint64_t size : o.counts) {
-      Row row;
+      ResultRow row;
       row.dtype = spec.dtype;
       row.op = spec.op;
       const size_t es = dtype_size(spec.dtype);
