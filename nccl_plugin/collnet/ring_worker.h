@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "collnet/aggregator_path.h"
 #include "collnet/coll_request.h"
 #include "collnet/ring_exchange.h"
 #include "collnet/ring_run.h"
@@ -41,17 +42,6 @@
 #include "net/send_comm.h"
 
 namespace conflux::collnet {
-
-// The aggregator path's counters, as the measured split samples them.
-struct AggregatorSample {
-  const void* engine = nullptr;  // the engine of the moment (counters restart with a new one)
-  uint64_t bytes_sent = 0;
-  uint64_t busy_ns = 0;
-  uint64_t window_full_ns = 0;
-  double grant_mbps = 0;
-  uint32_t epoch = 0;        // re-stripes so far
-  uint32_t aggregators = 0;  // aggregators of that epoch's engine
-};
 
 // The connections a RingWorker owns (each: send to rank + 1, receive from rank - 1).
 struct RingLanes {
