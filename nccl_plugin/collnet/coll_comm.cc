@@ -35,15 +35,14 @@ CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client
       failover_(std::make_unique<Failover>(rank, nranks, std::move(rings.failover_next),
                                            std::move(rings.failover_prev), opts.ring,
                                            tail_window(engine.get()), stopping_)),
-      aggs_(rank, std::move(engine), failover_->tails(), opts.rejoin) {
-  RingLanes lanes{std::move(rings.next), std::move(rings.prev), std::move(rings.split_next),
-                  std::move(rings.split_prev)};
-  // Without aggregators there is no split to measure.
-  std::optional<SplitController> controller;
-  if (aggs_.live()) controller = opts_.controller;
-  ring_ = std::make_unique<RingWorker>(
-      rank_, nranks_, std::move(lanes), opts_.ring, opts_.ring_fraction, std::move(controller),
-      [this] { return aggs_.sample(); }, stopping_);
+      aggs_(rank, std::move(engine), failover_->tails(), opts.rejoin),
+      // Without aggregators there is no split to measure.
+      split_(rank, nranks, opts.ring_fraction,
+             aggs_.live() ? opts.controller : std::optional<SplitController>(), &aggs_,
+             std::move(rings.split_next), std::move(rings.split_prev)) {
+  RingLanes lanes{std::move(rings.next), std::move(rings.prev)};
+  ring_ =
+      std::make_unique<RingWorker>(rank_, nranks_, std::move(lanes), opts_.ring, split_, stopping_);
   thread_ = std::thread([this] {
     name_this_thread("cfx-collnet");
     run_completion();
@@ -70,7 +69,8 @@ CollComm::~CollComm() {
   for (CollRequest* r : queue_) delete r;
   ring_.reset();
   magic_ = 0;
-  // Then aggs_ releases the engine, before failover_ goes (member order).
+  // Then the split ring closes and aggs_ releases the engine, before failover_ goes (member
+  // order).
 }
 
 void CollComm::log_small_times() const {
@@ -99,7 +99,7 @@ bool CollComm::submit(CollRequest* r, bool agg_capable) {
   const uint32_t seq = next_seq_.load(std::memory_order_relaxed);
   double fraction = opts_.ring_fraction;
   size_t measured_min = 0;
-  if (!ring_->split_for(*r, seq, agg_ok, &fraction, &measured_min)) return false;
+  if (!split_.fraction_for(*r, seq, agg_ok, &fraction, &measured_min)) return false;
   r->seq = seq;
   next_seq_.store(seq + 1, std::memory_order_relaxed);
   if (r->kind == CollKind::kAllReduce && r->bytes <= SmallAllReduceTimes::kMaxBytes) {

@@ -1,7 +1,8 @@
 // CollComm: one CollNet communicator on one rank. It splits every request between the
-// aggregators and the worker ring (coll_request.h), hands the aggregator share to its
-// AggregatorPath (aggregator_path.h: the client engine) and the ring share to its RingWorker
-// (ring_worker.h), and completes the requests in order on its completion thread. When the
+// aggregators and the worker ring (coll_request.h) as its MeasuredSplit says
+// (measured_split.h), hands the aggregator share to its AggregatorPath (aggregator_path.h: the
+// client engine) and the ring share to its RingWorker (ring_worker.h), in that order, and
+// completes the requests in order on its completion thread. When the
 // aggregators fail it runs the failover protocol of its Failover (failover.h) with the other ranks,
 // then re-stripes over the survivors if there are any.
 //
@@ -54,6 +55,7 @@
 #include "collnet/aggregator_path.h"
 #include "collnet/coll_request.h"
 #include "collnet/failover.h"
+#include "collnet/measured_split.h"
 #include "collnet/ring_run.h"
 #include "collnet/ring_worker.h"
 #include "collnet/split_controller.h"
@@ -87,14 +89,15 @@ struct CollOptions {
 
 // The rings a CollComm owns (each: send to rank + 1, receive from rank - 1): the main ring,
 // one connection per lane (ring shares of consecutive requests run at the same time, one per
-// lane; 1 lane = one at a time), and the split ring, for its RingWorker; the failover ring,
-// for its Failover.
+// lane; 1 lane = one at a time), for its RingWorker; the split ring, for its MeasuredSplit;
+// the failover ring, for its Failover.
 struct CollRings {
   std::vector<std::unique_ptr<net::SendComm>> next;
   std::vector<std::unique_ptr<net::RecvComm>> prev;
   std::unique_ptr<net::SendComm> failover_next;
   std::unique_ptr<net::RecvComm> failover_prev;
-  // The measured split's exchanges (ring thread), so they never wait behind ring shares.
+  // The measured split's exchanges (driven by the ring thread), so they never wait behind
+  // ring shares.
   std::unique_ptr<net::SendComm> split_next;
   std::unique_ptr<net::RecvComm> split_prev;
 };
@@ -186,7 +189,8 @@ class CollComm {
   // Before aggs_: the engine writes result ends into its tails; destroyed after the engine.
   std::unique_ptr<Failover> failover_;
   AggregatorPath aggs_;
-  std::unique_ptr<RingWorker> ring_;  // after everything its probe reads
+  MeasuredSplit split_;               // samples aggs_
+  std::unique_ptr<RingWorker> ring_;  // after the split it drives
   std::thread thread_;
 };
 
