@@ -137,8 +137,9 @@ class CollComm {
   // With mu_ held: whether the oldest request is the completion thread's to complete now (see
   // "Inline completion": one that test() completes only once it has waited long).
   bool has_work_locked() const;
-  // Sets r's split and hands the aggregator share to the engine, then queues r. False (r not
-  // taken) while the measured split for r's sequence number is not decided yet.
+  // Sets r's split (split_), hands the aggregator share to aggs_ and the ring share to ring_,
+  // then queues r. False (r not taken) while the measured split for r's sequence number is
+  // not decided yet.
   bool submit(CollRequest* r, bool agg_capable);
   // The INFO line on small AllReduces' times (SmallAllReduceTimes), at close.
   void log_small_times() const;
@@ -186,7 +187,8 @@ class CollComm {
 
   SmallAllReduceTimes small_times_;  // proxy thread; logged at close
 
-  // Before aggs_: the engine writes result ends into its tails; destroyed after the engine.
+  // Before aggs_, which sizes the result ends it gives the engine by failover_'s tails (and
+  // so destroyed after the engine).
   std::unique_ptr<Failover> failover_;
   AggregatorPath aggs_;
   MeasuredSplit split_;               // samples aggs_
