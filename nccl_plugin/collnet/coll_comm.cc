@@ -13,13 +13,6 @@
 namespace conflux::collnet {
 namespace {
 
-// Longest sleep between checks of a pending aggregator share (failover notice, close). The
-// engine wakes its waiter when a request finishes; the slice only bounds how late a notice or
-// a close is seen, so it is long: a bulk request takes many milliseconds, and each expiry costs
-// a wake-up. After a failover the completion thread also feeds the engine, and new requests
-// wait for it: then the slice is short.
-constexpr std::chrono::microseconds kWaitSlice{20'000};
-constexpr std::chrono::microseconds kFeedSlice{1'000};
 // A request that test() completes (inline completion, coll_comm.h) becomes the completion
 // thread's when it is still the oldest this long after iallreduce: NCCL's proxy thread is not
 // polling it, or a failover holds it back.
@@ -37,32 +30,20 @@ size_t tail_window(const client::Engine* e) {
 
 CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client::Engine> engine,
                    const CollOptions& opts)
-    : rank_(rank), nranks_(nranks), engine_(std::move(engine)), opts_(opts) {
-  if (engine_ != nullptr) {
-    aggs_in_epoch_ = static_cast<uint32_t>(engine_->aggregators().size());
-    engine_live_ = true;
-    for (size_t i = 0; i < engine_->aggregators().size(); ++i) aggs_.push_back(i);
-    // The split of a request must not depend on the engine of the moment (it may be
-    // replaced on one rank before another): what the first engine reduces decides it.
-    for (int d = 0; d < kNumDTypes; ++d) {
-      for (int o = 0; o < kNumOps; ++o) {
-        if (engine_->supports(static_cast<DType>(d), static_cast<Op>(o))) {
-          support_mask_ |= uint64_t{1} << (d * kNumOps + o);
-        }
-      }
-    }
-  }
-  failover_ = std::make_unique<Failover>(rank_, nranks_, std::move(rings.failover_next),
-                                         std::move(rings.failover_prev), opts_.ring,
-                                         tail_window(engine_.get()), stopping_);
-  RingLanes lanes{std::move(rings.next), std::move(rings.prev), std::move(rings.split_next),
-                  std::move(rings.split_prev)};
-  // Without aggregators there is no split to measure.
-  std::optional<SplitController> controller;
-  if (engine_ != nullptr) controller = opts_.controller;
-  ring_ = std::make_unique<RingWorker>(
-      rank_, nranks_, std::move(lanes), opts_.ring, opts_.ring_fraction, std::move(controller),
-      [this] { return sample_aggregators(); }, stopping_);
+    : rank_(rank),
+      nranks_(nranks),
+      opts_(opts),
+      failover_(std::make_unique<Failover>(rank, nranks, std::move(rings.failover_next),
+                                           std::move(rings.failover_prev), opts.ring,
+                                           tail_window(engine.get()), stopping_)),
+      aggs_(rank, std::move(engine), failover_->tails(), opts.rejoin),
+      // Without aggregators there is no split to measure.
+      split_(rank, nranks, opts.ring_fraction,
+             aggs_.live() ? opts.controller : std::optional<SplitController>(), &aggs_,
+             std::move(rings.split_next), std::move(rings.split_prev)) {
+  RingLanes lanes{std::move(rings.next), std::move(rings.prev)};
+  ring_ =
+      std::make_unique<RingWorker>(rank_, nranks_, std::move(lanes), opts_.ring, split_, stopping_);
   thread_ = std::thread([this] {
     name_this_thread("cfx-collnet");
     run_completion();
@@ -80,30 +61,17 @@ CollComm::~CollComm() {
   cv_.notify_all();
   // The engine may hold user buffers of unfinished requests; stop it touching them first.
   // (NCCL closes a communicator only once its requests are done; the queue is then empty.)
-  {
-    std::lock_guard<std::mutex> lk(engine_mu_);
-    if (engine_ && pending) engine_->abort("CollNet communicator closed with requests pending");
-  }
+  // (The completion thread may still swap the engine: abort() takes the path's mutex.)
+  if (pending) aggs_.abort("CollNet communicator closed with requests pending");
   ring_->stop();
   if (thread_.joinable()) thread_.join();
-  if (engine_) {
-    const client::EngineStats st = engine_->stats();
-    CFX_INFO(net::kLogColl,
-             "CollNet rank %d closing: %llu packets sent, %llu retransmitted (%llu fast, %llu "
-             "needless), %llu congestion-window decreases, %llu requests done, %llu failed",
-             rank_, static_cast<unsigned long long>(st.packets_sent),
-             static_cast<unsigned long long>(st.retransmits),
-             static_cast<unsigned long long>(st.fast_retransmits),
-             static_cast<unsigned long long>(st.spurious_retransmits),
-             static_cast<unsigned long long>(st.cwnd_decreases),
-             static_cast<unsigned long long>(st.requests_completed),
-             static_cast<unsigned long long>(st.requests_failed));
-  }
+  aggs_.log_totals();
   log_small_times();
   for (CollRequest* r : queue_) delete r;
   ring_.reset();
-  engine_.reset();
   magic_ = 0;
+  // Then the split ring closes and aggs_ releases the engine, before failover_ goes (member
+  // order).
 }
 
 void CollComm::log_small_times() const {
@@ -124,34 +92,15 @@ void CollComm::log_small_times() const {
            static_cast<unsigned long long>(t.inline_done.load(std::memory_order_relaxed)));
 }
 
-AggregatorSample CollComm::sample_aggregators() {
-  AggregatorSample a;
-  {
-    std::lock_guard<std::mutex> lk(engine_mu_);
-    if (engine_ != nullptr) {
-      const client::EngineStats st = engine_->stats();
-      a.engine = engine_.get();
-      a.bytes_sent = st.bytes_sent;
-      a.busy_ns = st.busy_ns;
-      a.window_full_ns = st.window_full_ns;
-      a.grant_mbps = static_cast<double>(st.grant_mbps);
-    }
-  }
-  a.epoch = epoch_seen_.load(std::memory_order_acquire);
-  a.aggregators = aggs_in_epoch_.load(std::memory_order_acquire);
-  return a;
-}
-
 bool CollComm::submit(CollRequest* r, bool agg_capable) {
   // The split depends only on values every rank shares (count, dtype, op, the fraction and
   // the aggregators' capabilities agreed at connect, or the measured split agreed for this
   // sequence number), so it is identical on every rank.
-  const unsigned bit = static_cast<unsigned>(r->dtype) * kNumOps + static_cast<unsigned>(r->op);
-  const bool agg_ok = agg_capable && ((support_mask_ >> bit) & 1) != 0;
+  const bool agg_ok = agg_capable && aggs_.reduces(r->dtype, r->op);
   const uint32_t seq = next_seq_.load(std::memory_order_relaxed);
   double fraction = opts_.ring_fraction;
   size_t measured_min = 0;
-  if (!ring_->split_for(*r, seq, agg_ok, &fraction, &measured_min)) return false;
+  if (!split_.fraction_for(*r, seq, agg_ok, &fraction, &measured_min)) return false;
   r->seq = seq;
   next_seq_.store(seq + 1, std::memory_order_relaxed);
   if (r->kind == CollKind::kAllReduce && r->bytes <= SmallAllReduceTimes::kMaxBytes) {
@@ -162,18 +111,10 @@ bool CollComm::submit(CollRequest* r, bool agg_capable) {
   r->agg_count = agg_ok ? aggregator_elements(r->count, dtype_size(r->dtype), fraction,
                                               std::max(opts_.ring_min_bytes, measured_min))
                         : 0;
-  bool handed = false;
-  if (r->agg_count > 0) {
-    std::lock_guard<std::mutex> lk(engine_mu_);
-    if (!degraded()) {  // after a failover the completion thread feeds the engine, if any
-      if (r->send == r->recv) {
-        r->staging.assign(r->send, r->send + r->agg_count * dtype_size(r->dtype));
-      }
-      hand_to_engine(*r);
-      handed = true;
-    }
-  }
-  // A test hook may abort the engine from the completion thread at a given request.
+  // After a failover the completion thread feeds the engine, if any (AggregatorPath::feed).
+  const bool handed = r->agg_count > 0 && aggs_.submit(*r);
+  // A test hook may abort the engine from the completion thread at a given request
+  // (aggregator_share()).
   r->inline_ok = opts_.inline_completion && handed && r->kind == CollKind::kAllReduce &&
                  r->agg_count == r->count && !r->split_exchange &&
                  r->bytes <= SmallAllReduceTimes::kMaxBytes && hooks::allowsInline(opts_);
@@ -300,12 +241,8 @@ void CollComm::complete_inline(CollRequest* r) {
     std::lock_guard<std::mutex> lk(mu_);
     if (stop_ || queue_.empty() || queue_.front() != r) return;  // in order only
   }
-  // Still carried by the first engine, through its one engine request.
-  if (!engine_live_ || epoch_ != 0 || r->agg_epoch != 0 || r->agg_handles.size() != 1 ||
-      r->agg_waited != 0) {
-    return;
-  }
-  const client::Status s = engine_->poll_done(r->agg_handles[0]);
+  // Still carried by the first engine, through its one engine request (else kPending).
+  const client::Status s = aggs_.poll_inline(*r);
   if (s == client::Status::kPending) return;
   if (s != client::Status::kDone) {
     // The completion thread reports the engine's error and fails over, at once.
@@ -341,27 +278,22 @@ void CollComm::finish(CollRequest& r, bool ok, const std::string& error) {
 }
 
 bool CollComm::idle_failover_due() {
-  if (!engine_live_) return false;
+  if (!aggs_.live()) return false;
   const bool notice = failover_->notice_arrived();
   // The previous rank closed the failover ring: ranks close their communicators one after
   // the other when a job ends, and with nothing in flight nothing is lost. A request that
   // comes after all the same finds the ring gone and fails with a warning.
   if (failover_->notice_closed()) return false;
-  return notice || !engine_->healthy();
+  return notice || !aggs_.healthy();
 }
 
 bool CollComm::wait_aggregators(CollRequest& r, std::string* why) {
-  // Sleeps in the engine between checks: the engine's progress thread does the I/O, and on
-  // a machine with fewer cores than busy threads a spinning waiter slows everyone down.
-  while (r.agg_waited < r.agg_handles.size()) {
-    const client::Status s =
-        engine_->wait(r.agg_handles[r.agg_waited], epoch_ > 0 ? kFeedSlice : kWaitSlice, why);
-    if (s == client::Status::kDone) {
-      ++r.agg_waited;
-      continue;
-    }
+  for (;;) {
+    const client::Status s = aggs_.wait(r, why);  // sleeps in the engine for a slice at most
+    if (s == client::Status::kDone) return true;
     if (s == client::Status::kError) return false;
-    if (epoch_ > 0) feed_engine();  // requests that arrived meanwhile: keep the pipeline full
+    if (aggs_.epoch() > 0)
+      feed_engine();  // requests that arrived meanwhile: keep the pipeline full
     if (failover_->notice_arrived()) {
       *why = "another rank failed over";
       return false;
@@ -371,7 +303,6 @@ bool CollComm::wait_aggregators(CollRequest& r, std::string* why) {
       return false;
     }
   }
-  return true;
 }
 
 bool CollComm::aggregator_share(CollRequest& r, std::string* error) {
@@ -385,11 +316,11 @@ bool CollComm::aggregator_share(CollRequest& r, std::string* error) {
       *error = r.resolved == 2 ? r.resolve_error : "no aggregator result was handed over";
       return false;
     }
-    if (!engine_live_ || r.seq < engine_from_) break;  // redone over the failover ring
-    if (epoch_ > 0) feed_engine();
-    hooks::atRequest(opts_, epoch_, r.seq, *engine_);
+    if (!aggs_.carries(r.seq)) break;  // redone over the failover ring
+    if (aggs_.epoch() > 0) feed_engine();
+    hooks::atRequest(opts_, aggs_.epoch(), r.seq, aggs_);
     std::string why = "engine unavailable";
-    if (!r.agg_handles.empty() && r.agg_epoch == epoch_) {
+    if (!r.agg_handles.empty() && r.agg_epoch == aggs_.epoch()) {
       if (wait_aggregators(r, &why)) {
         const size_t total = r.agg_count * dtype_size(r.dtype);
         if (r.kind == CollKind::kReduceScatter) {
@@ -411,64 +342,13 @@ bool CollComm::aggregator_share(CollRequest& r, std::string* error) {
 
 void CollComm::feed_engine() {
   std::lock_guard<std::mutex> lk(mu_);
-  for (CollRequest* p : queue_) {
-    if (p->seq < restripe_next_) continue;
-    restripe_next_ = p->seq + 1;
-    if (p->agg_count == 0) continue;
-    hand_to_engine(*p);
-    p->agg_epoch = epoch_;
-  }
-}
-
-void CollComm::hand_to_engine(CollRequest& r) {
-  // In-place AllReduce and every ReduceScatter read their input from the staging copy.
-  const uint8_t* src = r.agg_input();
-  r.agg_handles.clear();
-  r.agg_waited = 0;
-  if (r.kind != CollKind::kReduceScatter) {
-    // The engine also writes the result's end where the failover keeps it (result_tails.h).
-    const size_t total = r.agg_count * dtype_size(r.dtype);
-    const size_t end = failover_->tails().end_bytes(total);
-    if (end > 0 && r.result_end == nullptr) r.result_end.reset(new uint8_t[end]);
-    r.agg_handles.push_back(engine_->allreduce(src, r.recv, r.agg_count, r.dtype, r.op,
-                                               {r.result_end.get(), total - end}));
-    return;
-  }
-  // One Reduce per owner, in rank order on every rank; only this rank's lands in r.recv.
-  // Each piece's striping starts where the previous one's stopped, so the pieces alternate
-  // over the aggregators as one request would: what a rank can miss is then still in the
-  // request's last A x W packets (result_tails.h), which a failover relies on.
-  const size_t esize = dtype_size(r.dtype);
-  const size_t per_packet = std::max<size_t>(1, engine_->payload_bytes() / esize);
-  const auto n_aggs = std::max<uint32_t>(1, static_cast<uint32_t>(engine_->aggregators().size()));
-  uint64_t packets = 0;
-  for (size_t k = 0; k < r.owned.size(); ++k) {
-    const size_t lo = r.owned[k].first, hi = std::min(r.owned[k].second, r.agg_count);
-    if (lo >= hi) continue;
-    uint8_t* dst = k == static_cast<size_t>(rank_) ? r.recv + lo * esize : nullptr;
-    const auto start = static_cast<uint32_t>(packets % n_aggs);
-    r.agg_handles.push_back(engine_->reduce(src + lo * esize, dst, hi - lo, r.dtype, r.op,
-                                            static_cast<uint32_t>(k), start));
-    packets += (hi - lo + per_packet - 1) / per_packet;
-  }
+  for (CollRequest* p : queue_) aggs_.feed(*p);
 }
 
 bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std::string* error) {
-  {
-    std::lock_guard<std::mutex> lk(engine_mu_);  // submit() stops handing requests to engine_
-    degraded_.store(true, std::memory_order_release);
-  }
-  engine_live_ = false;
-  FailoverVote mine{first_incomplete, next_seq_.load(std::memory_order_relaxed), 0};
-  if (engine_ != nullptr) {
-    const int failed = engine_->failed_aggregator();
-    if (failed >= 0 && static_cast<size_t>(failed) < aggs_.size() &&
-        aggs_[static_cast<size_t>(failed)] < 64) {
-      mine.dead_mask = uint64_t{1} << aggs_[static_cast<size_t>(failed)];
-    }
-    // No engine thread may write into a request's buffer once hand-overs start.
-    engine_->abort("failing over to the worker ring");
-  }
+  // submit() stops handing requests to the engine, which is aborted.
+  const uint64_t dead = aggs_.fail_over();
+  const FailoverVote mine{first_incomplete, next_seq_.load(std::memory_order_relaxed), dead};
   CFX_WARN(net::kLogColl,
            "Conflux aggregators failed (%s); the worker ring takes over their share of this "
            "and every later collective of this communicator",
@@ -488,7 +368,7 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
   if (!failover_->hand_over(
           a, [this](uint32_t seq) { return queued(seq); }, error))
     return false;
-  return rejoin_survivors(a.dead | dead_mask_, std::max(a.hi, a.given), error);
+  return rejoin_survivors(a.dead, std::max(a.hi, a.given), error);
 }
 
 CollRequest* CollComm::queued(uint32_t seq) {
@@ -500,26 +380,12 @@ CollRequest* CollComm::queued(uint32_t seq) {
 }
 
 bool CollComm::rejoin_survivors(uint64_t dead, uint32_t from, std::string* error) {
-  const uint64_t newly_dead = dead & ~dead_mask_;
-  dead_mask_ = dead;
-  std::vector<size_t> survivors;
-  for (size_t i : aggs_) {
-    if (i >= 64 || ((dead >> i) & 1) == 0) survivors.push_back(i);
-  }
   // Only when some rank named a failed aggregator of this engine and others are left; the
   // decision uses agreed values only, so every rank takes the same branch.
-  if (!opts_.rejoin || newly_dead == 0 || survivors.empty() || survivors.size() == aggs_.size()) {
-    return true;
-  }
-  std::unique_ptr<client::Engine> old;
-  {
-    std::lock_guard<std::mutex> lk(engine_mu_);
-    old = std::move(engine_);
-  }
-  old.reset();  // leaves the old job, which frees its slots on the survivors
-  ++epoch_;
+  std::vector<size_t> survivors;
+  if (!aggs_.restripe_due(dead, &survivors)) return true;
   std::string why;
-  std::unique_ptr<client::Engine> fresh = opts_.rejoin(survivors, epoch_, &why);
+  std::unique_ptr<client::Engine> fresh = aggs_.rejoin(survivors, &why);
   std::vector<uint32_t> joined;
   if (!failover_->all_say(fresh != nullptr ? 1 : 0, &joined, 2 * opts_.ring.timeout,
                           "re-join agreement", error)) {
@@ -533,19 +399,11 @@ bool CollComm::rejoin_survivors(uint64_t dead, uint32_t from, std::string* error
              i, survivors.size(), i == rank_ ? ": " : "", i == rank_ ? why.c_str() : "");
     return true;
   }
-  {
-    std::lock_guard<std::mutex> lk(engine_mu_);  // the ring thread reads its counters
-    engine_ = std::move(fresh);
-  }
-  aggs_ = std::move(survivors);
-  aggs_in_epoch_.store(static_cast<uint32_t>(aggs_.size()), std::memory_order_release);
-  epoch_seen_.store(epoch_, std::memory_order_release);  // the measured split re-splits
-  engine_live_ = true;
-  engine_from_ = from;
-  restripe_next_ = from;
+  const size_t n = survivors.size();
+  aggs_.adopt(std::move(fresh), std::move(survivors), from);
   CFX_WARN(net::kLogColl,
            "CollNet rank %d: re-striped over %zu surviving aggregator(s) from request #%u on",
-           rank_, aggs_.size(), from);
+           rank_, n, from);
   return true;
 }
 
@@ -567,7 +425,7 @@ bool CollComm::poll_for_request(uint64_t seen) {
 void CollComm::run_completion() {
   {
     std::lock_guard<std::mutex> completer(complete_mu_);
-    if (engine_ != nullptr) failover_->arm_notice();
+    if (aggs_.live()) failover_->arm_notice();
   }
   for (;;) {
     {
@@ -607,7 +465,7 @@ void CollComm::run_completion() {
     if (r == nullptr && !idle_failover_due()) continue;  // test() completed what was queued
     if (r == nullptr) {
       std::string why = "another rank failed over", error;
-      engine_->healthy(&why);
+      aggs_.healthy(&why);
       if (!fail_over(next_unfinished_, why, &error)) {
         CFX_WARN(net::kLogColl, "CollNet failover (idle) failed: %s", error.c_str());
       }

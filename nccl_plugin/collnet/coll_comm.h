@@ -1,9 +1,10 @@
 // CollComm: one CollNet communicator on one rank. It splits every request between the
-// aggregators and the worker ring (coll_request.h), hands the aggregator share to the client
-// engine and the ring share to its RingWorker (ring_worker.h), and completes the requests in
-// order on its completion thread. When the aggregators fail it runs the failover protocol of
-// its Failover (failover.h) with the other ranks, then re-stripes over the survivors if
-// there are any.
+// aggregators and the worker ring (coll_request.h) as its MeasuredSplit says
+// (measured_split.h), hands the aggregator share to its AggregatorPath (aggregator_path.h: the
+// client engine) and the ring share to its RingWorker (ring_worker.h), in that order, and
+// completes the requests in order on its completion thread. When the
+// aggregators fail it runs the failover protocol of its Failover (failover.h) with the other ranks,
+// then re-stripes over the survivors if there are any.
 //
 // agg_count = count * (1 - ring_fraction), rounded down; requests with an (dtype, op) the
 // aggregators do not take, or issued after the aggregators failed, put everything on the ring.
@@ -51,8 +52,10 @@
 #include <thread>
 #include <vector>
 
+#include "collnet/aggregator_path.h"
 #include "collnet/coll_request.h"
 #include "collnet/failover.h"
+#include "collnet/measured_split.h"
 #include "collnet/ring_run.h"
 #include "collnet/ring_worker.h"
 #include "collnet/split_controller.h"
@@ -81,24 +84,22 @@ struct CollOptions {
   // NCCL's proxy thread completes small AllReduces that go wholly through the aggregators
   // inside test() (see "Inline completion"; CONFLUX_CALLER_PROGRESS).
   bool inline_completion = false;
-  // Joins a new job on the aggregators of the original list at `survivors` (indices into it);
-  // `epoch` (1, 2, ...) makes the job distinct from the earlier ones. Blocks up to the join
-  // timeout. Empty: a failover never re-stripes.
-  std::function<std::unique_ptr<client::Engine>(const std::vector<size_t>& survivors,
-                                                uint32_t epoch, std::string* why)>
-      rejoin;
+  // Joins a new job on the surviving aggregators (AggregatorPath::Rejoin). Empty: a failover
+  // never re-stripes.
+  AggregatorPath::Rejoin rejoin;
 };
 
 // The rings a CollComm owns (each: send to rank + 1, receive from rank - 1): the main ring,
 // one connection per lane (ring shares of consecutive requests run at the same time, one per
-// lane; 1 lane = one at a time), and the split ring, for its RingWorker; the failover ring,
-// for its Failover.
+// lane; 1 lane = one at a time), for its RingWorker; the split ring, for its MeasuredSplit;
+// the failover ring, for its Failover.
 struct CollRings {
   std::vector<std::unique_ptr<net::SendComm>> next;
   std::vector<std::unique_ptr<net::RecvComm>> prev;
   std::unique_ptr<net::SendComm> failover_next;
   std::unique_ptr<net::RecvComm> failover_prev;
-  // The measured split's exchanges (ring thread), so they never wait behind ring shares.
+  // The measured split's exchanges (driven by the ring thread), so they never wait behind
+  // ring shares.
   std::unique_ptr<net::SendComm> split_next;
   std::unique_ptr<net::RecvComm> split_prev;
 };
@@ -124,7 +125,6 @@ class CollComm {
   // Non-blocking. On done (or error) the request is released.
   static net::Status test(CollRequest* req, bool* done, size_t* bytes);
 
-  bool degraded() const { return degraded_.load(std::memory_order_acquire); }
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
 
@@ -139,13 +139,12 @@ class CollComm {
   // With mu_ held: whether the oldest request is the completion thread's to complete now (see
   // "Inline completion": one that test() completes only once it has waited long).
   bool has_work_locked() const;
-  // Sets r's split and hands the aggregator share to the engine, then queues r. False (r not
-  // taken) while the measured split for r's sequence number is not decided yet.
+  // Sets r's split (split_), hands the aggregator share to aggs_ and the ring share to ring_,
+  // then queues r. False (r not taken) while the measured split for r's sequence number is
+  // not decided yet.
   bool submit(CollRequest* r, bool agg_capable);
   // The INFO line on small AllReduces' times (SmallAllReduceTimes), at close.
   void log_small_times() const;
-  // What the measured split samples of the aggregator path (RingWorker's probe).
-  AggregatorSample sample_aggregators();
   // ReduceScatter / AllGather: moves the result where NCCL wants it.
   void deliver(CollRequest& r) const;
   // Waits for the request's aggregator part; false if it failed (error in *why).
@@ -159,11 +158,8 @@ class CollComm {
   // any are left, and (when every rank joined) carries aggregator shares from request
   // `from` on through it. False if the failover ring failed.
   bool rejoin_survivors(uint64_t dead_mask, uint32_t from, std::string* error);
-  // Hands every queued request from restripe_next_ on to the re-joined engine, in order.
+  // Hands the queued requests the re-joined engine has not had to it, in order.
   void feed_engine();
-  // Submits r's aggregator share to engine_ (the caller holds engine_mu_ or is the completion
-  // thread after a re-join).
-  void hand_to_engine(CollRequest& r);
   // Idle (no request queued): whether to fail over now, on a notice or a failed engine.
   bool idle_failover_due();
   // The queued request with this sequence number, or nullptr (completed here, or none).
@@ -176,42 +172,29 @@ class CollComm {
 
   uint32_t magic_ = kMagic;
   const int rank_, nranks_;
-  std::unique_ptr<client::Engine> engine_;
   const CollOptions opts_;
-  uint64_t support_mask_ = 0;          // bit dtype * kNumOps + op: the first engine reduces it
   std::atomic<bool> stopping_{false};  // set by the destructor; ends waits on the rings
 
-  std::mutex engine_mu_;  // engine_ swaps (completion thread) against submit() (proxy thread)
   std::mutex mu_;
   std::condition_variable cv_;       // queue_ or stop_ changed: the completion thread
   std::deque<CollRequest*> queue_;   // submission order; popped by the completion thread
   std::atomic<uint64_t> queued_{0};  // requests ever pushed to queue_ (the idle poll watches it)
   bool stop_ = false;
   std::atomic<uint32_t> next_seq_{0};  // written by the proxy thread only
-  std::atomic<bool> degraded_{false};
 
-  // Held by whichever thread completes requests (see "Inline completion"); the fields below
-  // and failover_ belong to its holder.
+  // Held by whichever thread completes requests (see "Inline completion"); next_unfinished_,
+  // failover_ and aggs_ (but for submit() and sample()) belong to its holder.
   std::mutex complete_mu_;
-
-  // The completer only (complete_mu_). The engine carries the aggregator shares of requests from
-  // engine_from_ on while engine_live_; epoch_ counts re-joins. After a re-join the
-  // completion thread submits (restripe_next_: the next request to hand it). aggs_: original
-  // indices of engine_'s aggregators; dead_mask_: original indices seen failing so far.
-  bool engine_live_ = false;
-  uint32_t engine_from_ = 0;
-  uint32_t epoch_ = 0;
-  uint32_t restripe_next_ = 0;
-  std::vector<size_t> aggs_;
-  uint64_t dead_mask_ = 0;
-  uint32_t next_unfinished_ = 0;            // seq of the oldest request not yet completed here
-  std::atomic<uint32_t> epoch_seen_{0};     // epoch_, for the ring thread's samples
-  std::atomic<uint32_t> aggs_in_epoch_{0};  // aggs_.size() of that epoch
+  uint32_t next_unfinished_ = 0;  // seq of the oldest request not yet completed here
 
   SmallAllReduceTimes small_times_;  // proxy thread; logged at close
 
-  std::unique_ptr<Failover> failover_;  // completion thread
-  std::unique_ptr<RingWorker> ring_;    // after everything its probe reads
+  // Before aggs_, which sizes the result ends it gives the engine by failover_'s tails (and
+  // so destroyed after the engine).
+  std::unique_ptr<Failover> failover_;
+  AggregatorPath aggs_;
+  MeasuredSplit split_;               // samples aggs_
+  std::unique_ptr<RingWorker> ring_;  // after the split it drives
   std::thread thread_;
 };
 

@@ -1,8 +1,9 @@
-// CollRequest: one CollNet collective as CollComm and its parts (RingWorker, Failover) see
-// it, and the windows of the CollNetDirect collectives (ReduceScatter, AllGather).
+// CollRequest: one CollNet collective as CollComm and its parts (MeasuredSplit,
+// AggregatorPath, RingWorker, Failover) see it, and the windows of the CollNetDirect
+// collectives (ReduceScatter, AllGather).
 //
 // Each request of `count` elements is split once, identically on every rank:
-//   [0, agg_count)      through the aggregators (client engine), striped over them;
+//   [0, agg_count)      through the aggregators (AggregatorPath's engine), striped over them;
 //   [agg_count, count)  over the worker ring (RingWorker), at the same time.
 #pragma once
 

@@ -8,7 +8,6 @@
 
 #include "collnet/coll_comm.h"
 #include "conflux/client/config.h"
-#include "conflux/client/engine.h"
 #include "core/params.h"
 #include "net/log.h"
 #include "net/status.h"
@@ -45,10 +44,12 @@ inline void abortAt(const plugin::Config& c, int rank, uint32_t connect_requests
 // Whether a request may complete inline (the abort comes from the completion thread).
 inline bool allowsInline(const CollOptions& o) { return o.fault_abort_at == 0; }
 
-// Called as the completion thread reaches request `seq` of the first engine (`epoch` 0).
-inline void atRequest(const CollOptions& o, uint32_t epoch, uint32_t seq, client::Engine& e) {
+// Called as the completion thread reaches request `seq` in epoch `epoch` of `path` (an
+// AggregatorPath): the first engine (epoch 0) is aborted at the request.
+template <typename Path>
+void atRequest(const CollOptions& o, uint32_t epoch, uint32_t seq, Path& path) {
   if (epoch == 0 && o.fault_abort_at != 0 && seq == o.fault_abort_at) {
-    e.abort("fault injection (CONFLUX_FAULT_ABORT_AT)");
+    path.abort("fault injection (CONFLUX_FAULT_ABORT_AT)");
   }
 }
 
@@ -73,7 +74,8 @@ inline void engineFaults(const plugin::Config&, int, client::ClientConfig*) {}
 inline void clearEngineFaults(client::ClientConfig*) {}
 inline void abortAt(const plugin::Config&, int, uint32_t, CollOptions*) {}
 inline constexpr bool allowsInline(const CollOptions&) { return true; }
-inline void atRequest(const CollOptions&, uint32_t, uint32_t, client::Engine&) {}
+template <typename Path>
+void atRequest(const CollOptions&, uint32_t, uint32_t, Path&) {}
 inline net::Status probeVerdict(const plugin::Config&, int, net::Status st, net::Status* told) {
   *told = st;
   return st;

@@ -1,5 +1,6 @@
-// RingWorker and Failover on their own, N ranks as threads over loopback rings: the ring
-// shares of a stream of requests, and the failover protocol's agreement, hand-over and redo.
+// RingWorker (with a fixed split) and Failover on their own, N ranks as threads over loopback
+// rings: the ring shares of a stream of requests, and the failover protocol's agreement, hand-over
+// and redo.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,6 +11,7 @@
 
 #include "collnet/coll_request.h"
 #include "collnet/failover.h"
+#include "collnet/measured_split.h"
 #include "collnet/ring_worker.h"
 #include "loopback_ring.h"
 #include "tests/common/thread_names.h"
@@ -36,6 +38,11 @@ void each_rank(int n, const std::function<void(int)>& body) {
 
 int32_t input(int rank, uint32_t seq, size_t i) {
   return int32_t(rank * 1000003 + seq * 7919 + i * 31) % 100000;
+}
+
+// A split that is not measured: every request gets `fraction`.
+MeasuredSplit fixed_split(int rank, int n, double fraction) {
+  return MeasuredSplit(rank, n, fraction, std::nullopt, nullptr, nullptr, nullptr);
 }
 
 // An int32 sum request over rank's input, its aggregator share [0, agg_count) left alone.
@@ -73,15 +80,14 @@ TEST_P(RingWorkerTest, RingSharesOfARequestStreamAreExactOnEveryLane) {
       mine.next.push_back(std::move(l->next[rank]));
       mine.prev.push_back(std::move(l->prev[rank]));
     }
-    RingWorker worker(
-        rank, n, std::move(mine), small_blocks(), 0.5, std::nullopt,
-        [] { return AggregatorSample{}; }, closing);
-    EXPECT_FALSE(worker.measured());
+    MeasuredSplit split = fixed_split(rank, n, 0.5);
+    RingWorker worker(rank, n, std::move(mine), small_blocks(), split, closing);
+    EXPECT_FALSE(split.measured());
     for (uint32_t seq = 0; seq < shapes.size(); ++seq) {
       auto o = std::make_unique<Owned>(rank, seq, shapes[seq].first, shapes[seq].second);
       double fraction = -1;
       size_t min_ring = 1;
-      ASSERT_TRUE(worker.split_for(o->r, seq, /*agg_ok=*/true, &fraction, &min_ring));
+      ASSERT_TRUE(split.fraction_for(o->r, seq, /*agg_ok=*/true, &fraction, &min_ring));
       EXPECT_EQ(fraction, 0.5);  // not measured: the configured fraction, no floor of its own
       EXPECT_EQ(min_ring, 0u);
       worker.enqueue(&o->r);
@@ -110,9 +116,8 @@ TEST_P(RingWorkerTest, RingSharesOfARequestStreamAreExactOnEveryLane) {
 
 TEST(RingWorker, OneRanksShareIsACopy) {
   std::atomic<bool> closing{false};
-  RingWorker worker(
-      0, 1, RingLanes{}, small_blocks(), 0.25, std::nullopt, [] { return AggregatorSample{}; },
-      closing);
+  MeasuredSplit split = fixed_split(0, 1, 0.25);
+  RingWorker worker(0, 1, RingLanes{}, small_blocks(), split, closing);
   Owned o(0, 0, 1000, 600);
   worker.enqueue(&o.r);
   std::string error;
@@ -123,19 +128,19 @@ TEST(RingWorker, OneRanksShareIsACopy) {
 
 // Rank 0's worker on a ring of two whose rank 1 never runs: a ring share stalls once its
 // first blocks are sent.
-std::unique_ptr<RingWorker> rank0_alone(Ring& ring, const RingSettings& s,
+std::unique_ptr<RingWorker> rank0_alone(Ring& ring, const RingSettings& s, MeasuredSplit& split,
                                         const std::atomic<bool>& closing) {
   RingLanes lanes;
   lanes.next.push_back(std::move(ring.next[0]));
   lanes.prev.push_back(std::move(ring.prev[0]));
-  return std::make_unique<RingWorker>(
-      0, 2, std::move(lanes), s, 0.5, std::nullopt, [] { return AggregatorSample{}; }, closing);
+  return std::make_unique<RingWorker>(0, 2, std::move(lanes), s, split, closing);
 }
 
 TEST(RingWorker, AStalledRingFailsItsShareAndEveryLaterOne) {
   Ring ring(2);
   std::atomic<bool> closing{false};
-  auto worker = rank0_alone(ring, small_blocks(300ms), closing);
+  MeasuredSplit split = fixed_split(0, 2, 0.5);
+  auto worker = rank0_alone(ring, small_blocks(300ms), split, closing);
   Owned first(0, 0, 50000, 0), later(0, 1, 100, 0), aggs_only(0, 2, 100, 100);
   for (Owned* o : {&first, &later, &aggs_only}) worker->enqueue(&o->r);
   std::string error;
@@ -149,7 +154,8 @@ TEST(RingWorker, AStalledRingFailsItsShareAndEveryLaterOne) {
 TEST(RingWorker, ClosingEndsAWaitForAShareThatCannotFinish) {
   Ring ring(2);
   std::atomic<bool> closing{false};
-  auto worker = rank0_alone(ring, small_blocks(), closing);
+  MeasuredSplit split = fixed_split(0, 2, 0.5);
+  auto worker = rank0_alone(ring, small_blocks(), split, closing);
   Owned o(0, 0, 50000, 0);
   worker->enqueue(&o.r);
   std::thread closer([&] {
