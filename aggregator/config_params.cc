@@ -24,9 +24,6 @@ constexpr std::array kDataplanes = {
 #ifdef CONFLUX_HAVE_DPDK_DATAPLANE
     std::string_view("dpdk"),
 #endif
-#ifdef CONFLUX_HAVE_VERBS_DATAPLANE
-    std::string_view("verbs"),
-#endif
 };
 
 constexpr std::array<std::string_view, 3> kMulticastModes = {"auto", "on", "off"};

@@ -9,9 +9,10 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git clang clang-format libclang-rt-14-dev
   # Libraries find_package()/pkg_check_modules() ask for (CMakeLists.txt, cmake/, protocol/):
   # xsimd (common/ kernels), spdlog+fmt, toml++, CLI11, nlohmann-json (JSON in and out),
-  # OpenSSL (data MAC), DPDK and ibverbs (optional dataplanes, built when found).
+  # OpenSSL (data MAC), DPDK (the optional dataplane, built when found; it brings ibverbs for
+  # its mlx drivers).
   libxsimd-dev libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
-  libssl-dev dpdk-dev libdpdk-dev libibverbs-dev
+  libssl-dev dpdk-dev libdpdk-dev
   # Tests and benchmarks: GoogleTest, Google Benchmark (bench/), Gloo and Open MPI (the ring
   # baselines of tests/fabric and bench/fabric), matplotlib (bench/fabric plots).
   libgtest-dev libbenchmark-dev libgloo-dev openmpi-bin libopenmpi-dev python3 python3-matplotlib
