@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <random>
 
 #include "conflux/client/config.h"
 #include "conflux/client/engine.h"
 #include "conflux/common/json_text.h"
+#include "core/net_delegate.h"
 #include "fmt/format.h"
 
 namespace conflux::cli {
@@ -83,10 +85,36 @@ AggregatorCheck check_one(const client::Endpoint& ep, const CheckOptions& o) {
   return c;
 }
 
+// Which net would carry point-to-point traffic: the delegate is loaded (not initialised) as the
+// plugin loads it.
+void describe_p2p(const CheckOptions& o, CheckReport* r) {
+  if (o.net_delegate.empty()) {
+    r->p2p_net =
+        "point-to-point traffic: Conflux's TCP net (on InfiniBand/RoCE set CONFLUX_NET_DELEGATE "
+        "to the cluster's net plugin)";
+    return;
+  }
+  std::string why;
+  const std::unique_ptr<plugin::NetDelegate> d = plugin::NetDelegate::load(o.net_delegate, &why);
+  if (d != nullptr) {
+    r->p2p_net =
+        fmt::format("point-to-point traffic: the delegate net '{}' (ncclNetPlugin_v{} of {})",
+                    d->name(), d->version(), o.net_delegate);
+  } else if (o.net_delegate_fallback) {
+    r->p2p_net = why +
+                 ": point-to-point traffic would use Conflux's TCP net "
+                 "(CONFLUX_NET_DELEGATE_FALLBACK=1)";
+  } else {
+    r->p2p_net = why + ": NCCL's init would fail (CONFLUX_NET_DELEGATE_FALLBACK=0)";
+    r->p2p_ok = false;
+  }
+}
+
 }  // namespace
 
 CheckReport run_check(const CheckOptions& o) {
   CheckReport r;
+  describe_p2p(o, &r);
   std::vector<client::Endpoint> eps;
   std::string err;
   if (o.aggregators.empty()) {
@@ -134,7 +162,7 @@ std::string check_table(const CheckReport& r) {
                        c.payload_bytes, c.data_mac ? "on" : "off",
                        c.multicast ? "multicast" : "unicast", c.rtt_us, c.error);
   }
-  return out + r.verdict + "\n";
+  return out + r.verdict + "\n" + r.p2p_net + "\n";
 }
 
 std::string check_json(const CheckReport& r) {
@@ -152,8 +180,11 @@ std::string check_json(const CheckReport& r) {
                            {"rtt_us", json::fixed(c.rtt_us, 1)},
                            {"error", c.error}});
   }
-  const json::Json out = {
-      {"usable", r.usable}, {"verdict", r.verdict}, {"aggregators", std::move(aggregators)}};
+  const json::Json out = {{"usable", r.usable},
+                          {"verdict", r.verdict},
+                          {"aggregators", std::move(aggregators)},
+                          {"p2p_net", r.p2p_net},
+                          {"p2p_ok", r.p2p_ok}};
   return json::one_line(out) + "\n";
 }
 

@@ -4,7 +4,9 @@
 // round trips through the aggregator's reduction (a one-rank AllReduce returns its input),
 // by multicast when the aggregator grants a group and this host receives its probe;
 // then it says what a job would do: which aggregators it would use, or that the plugin would
-// decline CollNet and run everything on the worker ring, and why.
+// decline CollNet and run everything on the worker ring, and why; and which net carries the
+// job's point-to-point traffic (Conflux's TCP net, or the CONFLUX_NET_DELEGATE plugin, loaded
+// as the plugin would load it).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,8 @@ struct CheckOptions {
   uint32_t payload_bytes = 8192;
   std::string bind_addr = "0.0.0.0";
   int timeout_ms = 5000;
+  std::string net_delegate;            // CONFLUX_NET_DELEGATE
+  bool net_delegate_fallback = false;  // CONFLUX_NET_DELEGATE_FALLBACK
 };
 
 struct AggregatorCheck {
@@ -37,6 +41,8 @@ struct CheckReport {
   std::vector<AggregatorCheck> aggregators;
   bool usable = false;  // a job would run CollNet over every aggregator
   std::string verdict;  // one line for the user
+  std::string p2p_net;  // which net carries point-to-point traffic, or why NCCL's init would fail
+  bool p2p_ok = true;   // false: the delegate cannot be loaded and there is no fallback
 };
 
 CheckReport run_check(const CheckOptions& o);

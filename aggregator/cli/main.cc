@@ -80,6 +80,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(64, 61440));
   check->add_option("--bind", copt.bind_addr, "local IPv4 address of the UDP socket");
   check->add_option("--timeout-ms", copt.timeout_ms, "per step")->check(CLI::Range(100, 60000));
+  check
+      ->add_option("--net-delegate", copt.net_delegate,
+                   "the net plugin that carries point-to-point traffic (loaded as the plugin "
+                   "loads it)")
+      ->envname("CONFLUX_NET_DELEGATE");
+  check
+      ->add_option("--net-delegate-fallback", copt.net_delegate_fallback,
+                   "1: a delegate that cannot be loaded falls back to Conflux's TCP net")
+      ->envname("CONFLUX_NET_DELEGATE_FALLBACK");
   check->add_flag("--json", json, "print JSON instead of a table");
   PlanInput pin;
   CLI::App* plan_cmd = app.add_subcommand(
@@ -133,7 +142,7 @@ int main(int argc, char** argv) {
   if (check->parsed()) {
     const CheckReport r = run_check(copt);
     std::fputs((json ? check_json(r) : check_table(r)).c_str(), stdout);
-    return r.usable ? 0 : 1;
+    return r.usable && r.p2p_ok ? 0 : 1;
   }
   for (CLI::App* a : admin) {
     if (!a->parsed()) continue;

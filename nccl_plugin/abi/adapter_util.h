@@ -6,6 +6,7 @@
 
 #include "abi/nccl_names.h"
 #include "core/net_api.h"
+#include "core/net_props.h"
 #include "net/log.h"
 
 namespace conflux::abi {
@@ -37,32 +38,8 @@ ncclResult_t guard(const char* entry, F&& body) noexcept {
   }
 }
 
-// Copies the fields every properties version shares (v8 has no forceFlush: see callers).
-template <typename P>
-void copyCommonProps(const plugin::NetProperties& in, P* out) {
-  out->name = in.name;
-  out->pciPath = in.pciPath;
-  out->guid = in.guid;
-  out->ptrSupport = in.ptrSupport;
-  out->regIsGlobal = in.regIsGlobal;
-  out->speed = in.speed;
-  out->port = in.port;
-  out->latency = in.latency;
-  out->maxComms = in.maxComms;
-  out->maxRecvs = in.maxRecvs;
-  out->netDeviceType = in.netDeviceType;
-  out->netDeviceVersion = in.netDeviceVersion;
-}
-
-// v9+ fields.
-template <typename P>
-void copyV9Props(const plugin::NetProperties& in, P* out) {
-  copyCommonProps(in, out);
-  out->forceFlush = in.forceFlush;
-  out->vProps = in.vProps;
-  out->maxP2pBytes = in.maxP2pBytes;
-  out->maxCollBytes = in.maxCollBytes;
-}
+using plugin::copyCommonProps;
+using plugin::copyV9Props;
 
 template <typename P>
 ncclResult_t getPropsAs(int dev, P* out, void (*copy)(const plugin::NetProperties&, P*)) {

@@ -11,7 +11,7 @@ ncclResult_t devices(int* ndev) {
   return guard("devices", [&] { return core::netDevices(ndev); });
 }
 ncclResult_t accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_t** recvDevComm) {
-  return guard("accept", [&] { return core::netAccept(listenComm, recvComm); });
+  return guard("accept", [&] { return core::netAccept(listenComm, recvComm, recvDevComm); });
 }
 ncclResult_t regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
   return guard("regMr", [&] { return core::netRegMr(comm, data, size, type, mhandle); });

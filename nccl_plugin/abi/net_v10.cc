@@ -10,8 +10,8 @@ namespace {
 
 namespace core = conflux::plugin;
 
-ncclResult_t init(ncclDebugLogger_t log, ncclProfilerCallback_t) {
-  return guard("init", [&] { return core::netInitLegacy(log); });
+ncclResult_t init(ncclDebugLogger_t log, ncclProfilerCallback_t prof) {
+  return guard("init", [&] { return core::netInitLegacy(log, prof); });
 }
 ncclResult_t getProperties(int dev, ncclNetProperties_v10_t* props) {
   return getPropsAs<ncclNetProperties_v10_t>(
@@ -20,19 +20,24 @@ ncclResult_t getProperties(int dev, ncclNetProperties_v10_t* props) {
 ncclResult_t listen(int dev, void* handle, void** listenComm) {
   return guard("listen", [&] { return core::netListen(nullptr, dev, handle, listenComm); });
 }
-ncclResult_t connect(int dev, ncclNetCommConfig_v10_t*, void* handle, void** sendComm,
-                     ncclNetDeviceHandle_v10_t**) {
-  return guard("connect", [&] { return core::netConnect(nullptr, dev, handle, sendComm); });
+ncclResult_t connect(int dev, ncclNetCommConfig_v10_t* config, void* handle, void** sendComm,
+                     ncclNetDeviceHandle_v10_t** devComm) {
+  return guard("connect", [&] {
+    const int tc = config != nullptr ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
+    return core::netConnect(nullptr, dev, handle, sendComm, devComm, tc);
+  });
 }
-ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void*,
+ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                    void** request) {
-  return guard("isend",
-               [&] { return core::netIsend(sendComm, data, size, tag, mhandle, request); });
+  return guard("isend", [&] {
+    return core::netIsend(sendComm, data, size, tag, mhandle, phandle, request);
+  });
 }
 ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
-                   void**, void** request) {
-  return guard("irecv",
-               [&] { return core::netIrecv(recvComm, n, data, sizes, tags, mhandles, request); });
+                   void** phandles, void** request) {
+  return guard("irecv", [&] {
+    return core::netIrecv(recvComm, n, data, sizes, tags, mhandles, phandles, request);
+  });
 }
 
 }  // namespace

@@ -11,10 +11,10 @@ namespace {
 namespace core = conflux::plugin;
 
 ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
-                  ncclDebugLogger_t log, ncclProfilerCallback_t) {
+                  ncclDebugLogger_t log, ncclProfilerCallback_t prof) {
   return guard("init", [&] {
     int tc = config != nullptr ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
-    return core::netInit(ctx, commId, tc, log);
+    return core::netInit(ctx, commId, tc, log, prof);
   });
 }
 ncclResult_t getProperties(int dev, ncclNetProperties_v11_t* props) {
@@ -27,18 +27,20 @@ ncclResult_t listen(void* ctx, int dev, void* handle, void** listenComm) {
   return guard("listen", [&] { return core::netListen(ctx, dev, handle, listenComm); });
 }
 ncclResult_t connect(void* ctx, int dev, void* handle, void** sendComm,
-                     ncclNetDeviceHandle_v11_t**) {
-  return guard("connect", [&] { return core::netConnect(ctx, dev, handle, sendComm); });
+                     ncclNetDeviceHandle_v11_t** devComm) {
+  return guard("connect", [&] { return core::netConnect(ctx, dev, handle, sendComm, devComm); });
 }
-ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void*,
+ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                    void** request) {
-  return guard("isend",
-               [&] { return core::netIsend(sendComm, data, size, tag, mhandle, request); });
+  return guard("isend", [&] {
+    return core::netIsend(sendComm, data, size, tag, mhandle, phandle, request);
+  });
 }
 ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
-                   void**, void** request) {
-  return guard("irecv",
-               [&] { return core::netIrecv(recvComm, n, data, sizes, tags, mhandles, request); });
+                   void** phandles, void** request) {
+  return guard("irecv", [&] {
+    return core::netIrecv(recvComm, n, data, sizes, tags, mhandles, phandles, request);
+  });
 }
 ncclResult_t finalize(void* ctx) {
   return guard("finalize", [&] { return core::netFinalize(ctx); });

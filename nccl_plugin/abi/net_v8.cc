@@ -21,25 +21,28 @@ ncclResult_t getProperties(int dev, ncclNetProperties_v8_t* props) {
 ncclResult_t listen(int dev, void* handle, void** listenComm) {
   return guard("listen", [&] { return core::netListen(nullptr, dev, handle, listenComm); });
 }
-ncclResult_t connect(int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v8_t**) {
-  return guard("connect", [&] { return core::netConnect(nullptr, dev, handle, sendComm); });
+ncclResult_t connect(int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v8_t** devComm) {
+  return guard("connect",
+               [&] { return core::netConnect(nullptr, dev, handle, sendComm, devComm); });
 }
 ncclResult_t isend(void* sendComm, void* data, int size, int tag, void* mhandle, void** request) {
   return guard("isend", [&] {
     if (size < 0) return net::Status::kInvalidArgument;
-    return core::netIsend(sendComm, data, size_t(size), tag, mhandle, request);
+    return core::netIsend(sendComm, data, size_t(size), tag, mhandle, nullptr, request);
   });
 }
 ncclResult_t irecv(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles,
                    void** request) {
   return guard("irecv", [&] {
-    size_t wide[net::kMaxRecvs];
-    if (sizes == nullptr || n < 1 || n > net::kMaxRecvs) return net::Status::kInvalidArgument;
+    size_t wide[core::kMaxGroupedRecvs];
+    if (sizes == nullptr || n < 1 || n > core::kMaxGroupedRecvs) {
+      return net::Status::kInvalidArgument;
+    }
     for (int i = 0; i < n; ++i) {
       if (sizes[i] < 0) return net::Status::kInvalidArgument;
       wide[i] = size_t(sizes[i]);
     }
-    return core::netIrecv(recvComm, n, data, wide, tags, mhandles, request);
+    return core::netIrecv(recvComm, n, data, wide, tags, mhandles, nullptr, request);
   });
 }
 

@@ -20,18 +20,21 @@ ncclResult_t getProperties(int dev, ncclNetProperties_v9_t* props) {
 ncclResult_t listen(int dev, void* handle, void** listenComm) {
   return guard("listen", [&] { return core::netListen(nullptr, dev, handle, listenComm); });
 }
-ncclResult_t connect(int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v9_t**) {
-  return guard("connect", [&] { return core::netConnect(nullptr, dev, handle, sendComm); });
+ncclResult_t connect(int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v9_t** devComm) {
+  return guard("connect",
+               [&] { return core::netConnect(nullptr, dev, handle, sendComm, devComm); });
 }
 ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
                    void** request) {
-  return guard("isend",
-               [&] { return core::netIsend(sendComm, data, size, tag, mhandle, request); });
+  return guard("isend", [&] {
+    return core::netIsend(sendComm, data, size, tag, mhandle, nullptr, request);
+  });
 }
 ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                    void** request) {
-  return guard("irecv",
-               [&] { return core::netIrecv(recvComm, n, data, sizes, tags, mhandles, request); });
+  return guard("irecv", [&] {
+    return core::netIrecv(recvComm, n, data, sizes, tags, mhandles, nullptr, request);
+  });
 }
 
 }  // namespace

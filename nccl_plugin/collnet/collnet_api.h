@@ -23,6 +23,8 @@ Status collInitLegacy(nccl::ncclDebugLogger_t log);
 // CollNet devices mirror the net devices (same index, same name).
 Status collDevices(int* ndev);
 Status collGetProperties(int dev, NetProperties* props);
+// The TCP device (of Conflux's own net) that CollNet device `dev` uses for its worker ring.
+int collTransportDevice(int dev);
 
 // Listens for the worker ring; the handle carries the ring's connection handle.
 Status collListen(void* ctx, int dev, void* handle, void** listenComm);

@@ -178,9 +178,53 @@ Status collFinalize(void* ctx) {
 
 Status collInitLegacy(nccl::ncclDebugLogger_t log) { return netInitLegacy(log); }
 
-Status collDevices(int* ndev) { return netDevices(ndev); }
+// CollNet's devices. Without a delegate net they are the net's (Conflux's TCP devices). With one
+// (CONFLUX_NET_DELEGATE) they are the delegate's, one for one, because NCCL's topology
+// (graph/topo.cc, ncclTopoPopulateNics; NCCL 2.28 and 2.30) describes CollNet's devices first
+// and the net's after, merging a net device into the CollNet device of the same *name*, keeping
+// the first description's speed, latency, port, guid and gdr, and taking the net's index: a
+// CollNet device named otherwise would be a NIC of its own, which NCCL 2.30 leaves out of the
+// CollNet graph (CollNet then finds no channel and is disabled) and 2.28 may confuse with the
+// net device of the same index. So each CollNet device carries the delegate device's name, PCI
+// path, guid, speed, port and latency, and Conflux's own ptrSupport: host memory only, which
+// makes the merged NIC's gdr 0 — point-to-point traffic over the delegate then stages through
+// host memory on that NIC instead of GPUDirect RDMA (the price of a host-memory CollNet; see
+// nccl_plugin/README.md, "Delegate net"). CollNet's own traffic leaves by the TCP device with
+// the delegate device's PCI path (the same NIC), else by TCP device 0.
+Status collDevices(int* ndev) {
+  if (NetDelegate* d = activeDelegate()) return d->devices(ndev);
+  return netDevices(ndev);
+}
 
-Status collGetProperties(int dev, NetProperties* props) { return netGetProperties(dev, props); }
+Status collGetProperties(int dev, NetProperties* props) {
+  NetDelegate* d = activeDelegate();
+  if (d == nullptr) return netGetProperties(dev, props);
+  if (props == nullptr) return Status::kInvalidArgument;
+  NetProperties theirs;
+  CFX_RETURN_IF_ERROR(d->getProperties(dev, &theirs));
+  CFX_RETURN_IF_ERROR(tcpNetProperties(collTransportDevice(dev), props));
+  props->name = theirs.name;
+  props->pciPath = theirs.pciPath;
+  props->guid = theirs.guid;
+  props->speed = theirs.speed;
+  props->port = theirs.port;
+  props->latency = theirs.latency;
+  return Status::kOk;
+}
+
+int collTransportDevice(int dev) {
+  PluginState* s = PluginState::get();
+  NetDelegate* d = s != nullptr ? s->delegate() : nullptr;
+  if (d == nullptr) return dev;
+  NetProperties theirs;
+  if (d->getProperties(dev, &theirs) == Status::kOk && theirs.pciPath != nullptr &&
+      theirs.pciPath[0] != '\0') {
+    for (int i = 0; i < s->transport().numDevices(); ++i) {
+      if (s->transport().device(i).pciPath == theirs.pciPath) return i;
+    }
+  }
+  return 0;
+}
 
 Status collListen(void* ctx, int dev, void* handle, void** listenComm) {
   if (handle == nullptr || listenComm == nullptr) return Status::kInvalidArgument;
@@ -190,18 +234,19 @@ Status collListen(void* ctx, int dev, void* handle, void** listenComm) {
     CFX_WARN(kLogColl, "CollNet listen called before init");
     return Status::kInvalidUsage;
   }
-  if (!s->transport().validDevice(dev)) {
+  const int tcpDev = collTransportDevice(dev);
+  if (!s->transport().validDevice(tcpDev)) {
     CFX_WARN(kLogColl, "CollNet listen: no device %d", dev);
     return Status::kInvalidArgument;
   }
   auto l = std::make_unique<CollListen>();
-  l->dev = dev;
+  l->dev = tcpDev;
   const auto* context = static_cast<const NetContext*>(ctx);
   if (context != nullptr && context->magic == NetContext::kCollMagic) {
     l->comm_id = context->commId;
   }
   net::ConnectHandle ring{};
-  CFX_RETURN_IF_ERROR(s->transport().listen(dev, &ring, &l->ring));
+  CFX_RETURN_IF_ERROR(s->transport().listen(tcpDev, &ring, &l->ring));
   CollHandle h{kHandleMagic, 1, {}};
   std::memcpy(h.ring, ring.bytes, sizeof h.ring);
   std::memset(handle, 0, nccl::NCCL_NET_HANDLE_MAXSIZE);
@@ -348,7 +393,7 @@ Verdict local_verdict(const Config& cfg, int dev, int rank, int nranks,
   mine.ring_fraction = cfg.ringFraction;
   mine.ring_min_us = cfg.ringMinUs;
   NetProperties props;
-  if (netGetProperties(dev, &props) == Status::kOk) mine.link_mbps = props.speed;
+  if (tcpNetProperties(dev, &props) == Status::kOk) mine.link_mbps = props.speed;
   const double nominal = mine.link_mbps;
   mine.link_mbps = collnet::link_prior_mbps(cfg.linkMbps, nominal, measured_mbps);
   if (cfg.linkMbps <= 0 && mine.link_mbps != nominal) {

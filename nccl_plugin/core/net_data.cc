@@ -2,6 +2,7 @@
 #include <climits>
 
 #include "core/net_api.h"
+#include "core/plugin_state.h"
 #include "net/log.h"
 #include "net/transport.h"
 
@@ -31,6 +32,7 @@ T* commAs(void* p, bool wantSend, const char* fn) {
 }  // namespace
 
 Status netRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  if (NetDelegate* d = activeDelegate()) return d->regMr(comm, data, size, type, mhandle);
   if (mhandle == nullptr) return Status::kInvalidArgument;
   *mhandle = nullptr;
   if (type != nccl::NCCL_PTR_HOST) {
@@ -43,12 +45,16 @@ Status netRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
 
 Status netRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
                       void** mhandle) {
+  if (NetDelegate* d = activeDelegate()) {
+    return d->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle);
+  }
   if (mhandle != nullptr) *mhandle = nullptr;
   CFX_WARN(kLogNet, "regMrDmaBuf refused: Conflux supports host memory only");
   return Status::kInternalError;
 }
 
 Status netDeregMr(void* comm, void* mhandle) {
+  if (NetDelegate* d = activeDelegate()) return d->deregMr(comm, mhandle);
   auto* m = static_cast<MemHandle*>(mhandle);
   if (m == nullptr) return Status::kOk;
   if (m->magic != MemHandle::kMagic) {
@@ -60,7 +66,11 @@ Status netDeregMr(void* comm, void* mhandle) {
   return Status::kOk;
 }
 
-Status netIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) {
+Status netIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+                void** request) {
+  if (NetDelegate* d = activeDelegate()) {
+    return d->isend(sendComm, data, size, tag, mhandle, phandle, request);
+  }
   auto* c = commAs<net::SendComm>(sendComm, true, "isend");
   if (c == nullptr || request == nullptr) return Status::kInvalidArgument;
   net::Request* r = nullptr;
@@ -71,7 +81,10 @@ Status netIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
 }
 
 Status netIrecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-                void** mhandles, void** request) {
+                void** mhandles, void** phandles, void** request) {
+  if (NetDelegate* d = activeDelegate()) {
+    return d->irecv(recvComm, n, data, sizes, tags, mhandles, phandles, request);
+  }
   auto* c = commAs<net::RecvComm>(recvComm, false, "irecv");
   if (c == nullptr || request == nullptr) return Status::kInvalidArgument;
   // NCCL may preset *request to NCCL_NET_OPTIONAL_RECV_COMPLETION: we always complete.
@@ -83,11 +96,14 @@ Status netIrecv(void* recvComm, int n, void** data, const size_t* sizes, const i
 }
 
 Status netIflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) {
+  if (NetDelegate* d = activeDelegate())
+    return d->iflush(recvComm, n, data, sizes, mhandles, request);
   if (request != nullptr) *request = nullptr;  // host memory: nothing to flush
   return Status::kOk;
 }
 
 Status netTest(void* request, int* done, int* sizes) {
+  if (NetDelegate* d = activeDelegate()) return d->test(request, done, sizes);
   if (done == nullptr) return Status::kInvalidArgument;
   *done = 0;
   size_t got[net::kMaxRecvs] = {};
@@ -110,10 +126,14 @@ Status netTest(void* request, int* done, int* sizes) {
 }
 
 Status netGetDeviceMr(void* comm, void* mhandle, void** dptrMhandle) {
+  if (NetDelegate* d = activeDelegate()) return d->getDeviceMr(comm, mhandle, dptrMhandle);
   if (dptrMhandle != nullptr) *dptrMhandle = nullptr;  // no device-side networking
   return Status::kOk;
 }
 
-Status netIrecvConsumed(void* recvComm, int n, void* request) { return Status::kOk; }
+Status netIrecvConsumed(void* recvComm, int n, void* request) {
+  if (NetDelegate* d = activeDelegate()) return d->irecvConsumed(recvComm, n, request);
+  return Status::kOk;
+}
 
 }  // namespace conflux::plugin

@@ -37,6 +37,12 @@ void setPendingConnector(void* handle, net::Connector* c) {
   std::memcpy(b + 8, &c, sizeof c);
 }
 
+// The delegate's context for ours: a v11 context's own, else the process-wide one.
+void* delegateContext(void* ctx) {
+  NetDelegate* d = PluginState::get()->delegate();
+  return d->contextFor(ctx != nullptr ? static_cast<NetContext*>(ctx)->delegateCtx : nullptr);
+}
+
 PluginState* stateOrWarn(const char* fn) {
   PluginState* s = PluginState::get();
   if (s == nullptr) CFX_WARN(kLogNet, "%s called before init (or after the last finalize)", fn);
@@ -45,19 +51,50 @@ PluginState* stateOrWarn(const char* fn) {
 
 }  // namespace
 
-Status netInit(void** ctx, uint64_t commId, int trafficClass, nccl::ncclDebugLogger_t log) {
-  return openContext(ctx, NetContext::kMagic, commId, trafficClass, log);
+Status netInit(void** ctx, uint64_t commId, int trafficClass, nccl::ncclDebugLogger_t log,
+               nccl::ncclProfilerCallback_t prof) {
+  CFX_RETURN_IF_ERROR(openContext(ctx, NetContext::kMagic, commId, trafficClass, log));
+  PluginState* s = PluginState::get();
+  NetDelegate* d = s->delegate();
+  if (d == nullptr) return Status::kOk;
+  auto* c = static_cast<NetContext*>(*ctx);
+  const Status st = d->initContext(&c->delegateCtx, commId, trafficClass, log, prof);
+  if (st == Status::kOk) {
+    s->noteDelegateServes();
+    return Status::kOk;
+  }
+  if (s->fallBackFromDelegate(st)) return Status::kOk;
+  closeContext(*ctx, NetContext::kMagic, "init", kLogNet);
+  *ctx = nullptr;
+  return st;
 }
 
-Status netFinalize(void* ctx) { return closeContext(ctx, NetContext::kMagic, "finalize", kLogNet); }
+Status netFinalize(void* ctx) {
+  auto* c = static_cast<NetContext*>(ctx);
+  PluginState* s = PluginState::get();
+  if (c != nullptr && c->magic == NetContext::kMagic && s != nullptr && s->delegate() != nullptr) {
+    s->delegate()->finalizeContext(c->delegateCtx);
+  }
+  return closeContext(ctx, NetContext::kMagic, "finalize", kLogNet);
+}
 
-Status netInitLegacy(nccl::ncclDebugLogger_t log) {
+Status netInitLegacy(nccl::ncclDebugLogger_t log, nccl::ncclProfilerCallback_t prof) {
   static std::mutex mu;
   static bool held = false;  // the permanent reference of the v8..v10 ABIs
   installNcclLogger(log);
   std::lock_guard<std::mutex> lock(mu);
   if (held) return Status::kOk;
   CFX_RETURN_IF_ERROR(PluginState::acquire(log));
+  PluginState* s = PluginState::get();
+  if (NetDelegate* d = s->delegate()) {
+    const Status st = d->initProcess(log, prof);
+    if (st == Status::kOk) {
+      s->noteDelegateServes();
+    } else if (!s->fallBackFromDelegate(st)) {
+      PluginState::release();
+      return st;
+    }
+  }
   held = true;
   return Status::kOk;
 }
@@ -65,11 +102,19 @@ Status netInitLegacy(nccl::ncclDebugLogger_t log) {
 Status netDevices(int* ndev) {
   PluginState* s = stateOrWarn("devices");
   if (s == nullptr || ndev == nullptr) return Status::kInvalidUsage;
+  if (NetDelegate* d = s->delegate()) return d->devices(ndev);
   *ndev = s->transport().numDevices();
   return Status::kOk;
 }
 
 Status netGetProperties(int dev, NetProperties* p) {
+  PluginState* s = stateOrWarn("getProperties");
+  if (s == nullptr || p == nullptr) return Status::kInvalidUsage;
+  if (NetDelegate* d = s->delegate()) return d->getProperties(dev, p);
+  return tcpNetProperties(dev, p);
+}
+
+Status tcpNetProperties(int dev, NetProperties* p) {
   PluginState* s = stateOrWarn("getProperties");
   if (s == nullptr || p == nullptr) return Status::kInvalidUsage;
   if (!s->transport().validDevice(dev)) {
@@ -99,6 +144,8 @@ Status netGetProperties(int dev, NetProperties* p) {
 Status netListen(void* ctx, int dev, void* handle, void** listenComm) {
   PluginState* s = stateOrWarn("listen");
   if (s == nullptr || handle == nullptr || listenComm == nullptr) return Status::kInvalidUsage;
+  if (NetDelegate* d = s->delegate())
+    return d->listen(delegateContext(ctx), dev, handle, listenComm);
   *listenComm = nullptr;
   std::memset(handle, 0, nccl::NCCL_NET_HANDLE_MAXSIZE);
   net::ConnectHandle h;
@@ -109,9 +156,14 @@ Status netListen(void* ctx, int dev, void* handle, void** listenComm) {
   return Status::kOk;
 }
 
-Status netConnect(void* ctx, int dev, void* handle, void** sendComm) {
+Status netConnect(void* ctx, int dev, void* handle, void** sendComm,
+                  nccl::ncclNetDeviceHandle_t** devComm, int trafficClass) {
   PluginState* s = stateOrWarn("connect");
   if (s == nullptr || handle == nullptr || sendComm == nullptr) return Status::kInvalidUsage;
+  if (NetDelegate* d = s->delegate()) {
+    if (ctx != nullptr) trafficClass = static_cast<NetContext*>(ctx)->trafficClass;
+    return d->connect(delegateContext(ctx), dev, trafficClass, handle, sendComm, devComm);
+  }
   *sendComm = nullptr;
   net::Connector* c = pendingConnector(handle);
   if (c == nullptr) {
@@ -135,9 +187,12 @@ Status netConnect(void* ctx, int dev, void* handle, void** sendComm) {
   return st;
 }
 
-Status netAccept(void* listenComm, void** recvComm) {
-  auto* l = static_cast<net::ListenComm*>(listenComm);
+Status netAccept(void* listenComm, void** recvComm, nccl::ncclNetDeviceHandle_t** devComm) {
   PluginState* s = stateOrWarn("accept");
+  if (s != nullptr) {
+    if (NetDelegate* d = s->delegate()) return d->accept(listenComm, recvComm, devComm);
+  }
+  auto* l = static_cast<net::ListenComm*>(listenComm);
   if (s == nullptr || l == nullptr || !l->valid() || recvComm == nullptr) {
     return Status::kInvalidUsage;
   }
@@ -165,10 +220,17 @@ Status closeComm(void* p, const char* fn) {
 }
 }  // namespace
 
-Status netCloseSend(void* sendComm) { return closeComm<net::SendComm>(sendComm, "closeSend"); }
-Status netCloseRecv(void* recvComm) { return closeComm<net::RecvComm>(recvComm, "closeRecv"); }
+Status netCloseSend(void* sendComm) {
+  if (NetDelegate* d = activeDelegate()) return d->closeSend(sendComm);
+  return closeComm<net::SendComm>(sendComm, "closeSend");
+}
+Status netCloseRecv(void* recvComm) {
+  if (NetDelegate* d = activeDelegate()) return d->closeRecv(recvComm);
+  return closeComm<net::RecvComm>(recvComm, "closeRecv");
+}
 
 Status netCloseListen(void* listenComm) {
+  if (NetDelegate* d = activeDelegate()) return d->closeListen(listenComm);
   auto* l = static_cast<net::ListenComm*>(listenComm);
   if (l == nullptr || !l->valid()) {
     CFX_WARN(kLogNet, "closeListen called with an invalid comm");

@@ -19,7 +19,7 @@ constexpr size_t kTestHookParams = 6;
 constexpr size_t kTestHookParams = 0;
 #endif
 
-const std::array<ParamSpec, 32 + kTestHookParams> kParams{{
+const std::array<ParamSpec, 34 + kTestHookParams> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -43,6 +43,15 @@ const std::array<ParamSpec, 32 + kTestHookParams> kParams{{
      "small message crosses no helper thread; the helper threads move the bulk data and take "
      "over when the caller is not polling. 0: only the helper threads do socket I/O.",
      &Config::netCallerProgress},
+    {"CONFLUX_NET_DELEGATE", ParamType::kString, "", 0, 0,
+     "Another NCCL net plugin (a path, or a name the loader resolves, e.g. "
+     "libnccl-net-ofi.so) that carries every point-to-point byte, its devices and properties "
+     "unchanged, while CollNet stays Conflux's. Empty: Conflux's TCP net.",
+     &Config::netDelegate},
+    {"CONFLUX_NET_DELEGATE_FALLBACK", ParamType::kBool, "0", 0, 0,
+     "When the delegate cannot be loaded, exports no known version or fails its first init: "
+     "1, warn and use Conflux's TCP net; 0, fail NCCL's init with the reason.",
+     &Config::netDelegateFallback},
     {"CONFLUX_AGGREGATORS", ParamType::kString, "", 0, 0,
      "Aggregator control endpoints host:port,host:port; each AllReduce is striped over all. "
      "In a reduction tree a rank names its leaves; deeper than 2, each with its chain up, "

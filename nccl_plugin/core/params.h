@@ -32,6 +32,8 @@ struct Config {
   size_t inlineBytes = 0;
   size_t socketBufBytes = 0;
   bool netCallerProgress = true;  // net::CommOptions::callerProgress
+  std::string netDelegate;        // core/net_delegate.h; empty: Conflux's TCP net
+  bool netDelegateFallback = false;
   // CollNet: aggregators, overflow ring and failover.
   std::string aggregators;
   bool requireAggregators = false;

@@ -46,6 +46,7 @@ Status PluginState::acquire(nccl::ncclDebugLogger_t logger) {
   }
   st = net::TcpTransport::create(s->config_.transportConfig(), &s->transport_);
   if (st != Status::kOk) return st;
+  CFX_RETURN_IF_ERROR(s->loadDelegate());
   g_owner = std::move(s);
   g_state.store(g_owner.get(), std::memory_order_release);
   g_refs = 1;
@@ -77,6 +78,54 @@ Status closeContext(void* ctx, uint32_t magic, const char* fn, unsigned long log
   delete c;
   PluginState::release();
   return Status::kOk;
+}
+
+Status PluginState::loadDelegate() {
+  const std::string& lib = config_.netDelegate;
+#ifdef CONFLUX_NO_NET_DELEGATE
+  // tests/plugin_net/delegate: this build is the delegate a test names; it carries the bytes.
+  if (!lib.empty()) return Status::kOk;
+#endif
+  if (lib.empty()) return Status::kOk;
+  std::string why;
+  delegate_ = NetDelegate::load(lib, &why);
+  if (delegate_ == nullptr) {
+    if (config_.netDelegateFallback) {
+      CFX_WARN(net::kLogInit | net::kLogNet,
+               "%s; point-to-point traffic uses Conflux's TCP net instead "
+               "(CONFLUX_NET_DELEGATE_FALLBACK=1)",
+               why.c_str());
+      return Status::kOk;
+    }
+    CFX_WARN(net::kLogInit | net::kLogNet,
+             "%s (set CONFLUX_NET_DELEGATE_FALLBACK=1 to use Conflux's TCP net instead)",
+             why.c_str());
+    return Status::kSystemError;
+  }
+  CFX_INFO(net::kLogInit | net::kLogNet,
+           "point-to-point traffic goes over the delegate net '%s' (ncclNetPlugin_v%d of %s); "
+           "CollNet stays Conflux's",
+           delegate_->name(), delegate_->version(), lib.c_str());
+  delegateActive_.store(delegate_.get(), std::memory_order_release);
+  return Status::kOk;
+}
+
+bool PluginState::fallBackFromDelegate(Status initStatus) {
+  NetDelegate* d = delegate();
+  if (d == nullptr || !config_.netDelegateFallback ||
+      delegateServed_.load(std::memory_order_acquire)) {
+    if (d != nullptr) {
+      CFX_WARN(net::kLogInit | net::kLogNet, "the delegate net '%s' (%s) failed to initialise: %s",
+               d->name(), d->library().c_str(), net::toString(initStatus));
+    }
+    return false;
+  }
+  CFX_WARN(net::kLogInit | net::kLogNet,
+           "the delegate net '%s' (%s) failed to initialise (%s); point-to-point traffic uses "
+           "Conflux's TCP net instead (CONFLUX_NET_DELEGATE_FALLBACK=1)",
+           d->name(), d->library().c_str(), net::toString(initStatus));
+  delegateActive_.store(nullptr, std::memory_order_release);  // delegate_ stays loaded
+  return true;
 }
 
 void PluginState::release() {

@@ -7,12 +7,14 @@
 // CollNet holds references the same way from its own init/finalize (openContext).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <unordered_set>
 #include <vector>
 
+#include "core/net_delegate.h"
 #include "core/params.h"
 #include "nccl/nccl_types.h"
 #include "net/transport.h"
@@ -32,6 +34,14 @@ class PluginState {
 
   const Config& config() const { return config_; }
   const net::TcpTransport& transport() const { return *transport_; }
+  // The delegate net (CONFLUX_NET_DELEGATE), or nullptr: Conflux's own TCP net. Lock-free.
+  NetDelegate* delegate() const { return delegateActive_.load(std::memory_order_acquire); }
+  // An init of the delegate succeeded: from now on it may hold comms.
+  void noteDelegateServes() { delegateServed_.store(true, std::memory_order_release); }
+  // An init of the delegate failed (one warning): with CONFLUX_NET_DELEGATE_FALLBACK=1, and
+  // before any init of it succeeded (so no delegate comm exists), Conflux's own net takes over
+  // (true); else the failure stands (false).
+  bool fallBackFromDelegate(Status initStatus);
 
   // Live connection registry (any thread).
   void addComm(net::CommCore* c);
@@ -46,13 +56,25 @@ class PluginState {
   PluginState() = default;
   void stopLeftoverComms();
 
+  // Loads CONFLUX_NET_DELEGATE, if set. Fails (NCCL's init fails) unless the fallback is on.
+  Status loadDelegate();
+
   Config config_;
   std::unique_ptr<net::TcpTransport> transport_;
+  std::unique_ptr<NetDelegate> delegate_;  // loaded at the first acquire; freed last
+  std::atomic<NetDelegate*> delegateActive_{nullptr};
+  std::atomic<bool> delegateServed_{false};  // an init of the delegate succeeded
   std::mutex commsMu_;
   std::unordered_set<net::CommCore*> comms_;
   std::mutex latencyMu_;
   std::vector<float> latencyUs_;  // per device; negative: not measured yet
 };
+
+// The delegate net of the process state, if any (nullptr before init or without one).
+inline NetDelegate* activeDelegate() {
+  PluginState* s = PluginState::get();
+  return s != nullptr ? s->delegate() : nullptr;
+}
 
 // Per-communicator context handed to NCCL by v11 init (and used with default values for the
 // older ABIs, which have no context). The net's and the CollNet's differ only in `magic`.
@@ -62,6 +84,7 @@ struct NetContext {
   uint32_t magic = kMagic;
   uint64_t commId = 0;
   int trafficClass = nccl::NCCL_NET_TRAFFIC_CLASS_UNDEF;
+  void* delegateCtx = nullptr;  // the delegate's context for this one (a v11 delegate's)
 };
 
 // v11 init / finalize of a context of kind `magic`: each holds one reference on the process

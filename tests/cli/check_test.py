@@ -3,8 +3,11 @@
 right secret (JSON: joined, round trip exact, granted payload less the MAC trailer, a round-trip
 time, unicast) and exits 0; one with a multicast range passes with results by multicast; with a wrong secret, a daemon that drops every datagram (fault injection: the
 control port answers, UDP does not), a closed port and no aggregators at all it exits 1 and says
-the plugin would fall back to the ring, and why.
-Usage: check_test.py CONFLUX CONFLUXD"""
+the plugin would fall back to the ring, and why. It names the net that carries point-to-point
+traffic: Conflux's TCP net without CONFLUX_NET_DELEGATE, the delegate's name and ABI version with
+one, and for a delegate that cannot be loaded the reason and what NCCL would do (exit 1 without
+the fallback).
+Usage: check_test.py CONFLUX CONFLUXD DELEGATE_SO"""
 import json
 import os
 import subprocess
@@ -22,7 +25,7 @@ def conflux_check(cli, *args):
 
 
 def main():
-    cli, confluxd = sys.argv[1:3]
+    cli, confluxd, delegate = sys.argv[1:4]
     good = Daemon(confluxd, "--secret", "s3", "--data-mac=true")
     deaf = Daemon(confluxd, "--fault-drop", "1")
     mcast = Daemon(confluxd, "--multicast-range", "239.77.0.0/16")
@@ -35,6 +38,21 @@ def main():
         check(a["payload_bytes"] == 8192 - 32 and a["granted_slots"] > 0, a)
         check(a["rtt_us"] > 0 and "signed" in doc["verdict"], doc)
         check(not a["multicast"] and a["group"] == "", a)  # no multicast range there
+        check(doc["p2p_ok"] and "Conflux's TCP net" in doc["p2p_net"], doc)
+
+        # Which net carries point-to-point traffic with CONFLUX_NET_DELEGATE.
+        rc, doc = conflux_check(cli, "--aggregators", ok, "--secret", "s3",
+                                "--net-delegate", delegate)
+        check(rc == 0 and doc["p2p_ok"], doc)
+        check("'TestDelegate11' (ncclNetPlugin_v11 of " in doc["p2p_net"], doc)
+        missing = delegate + ".missing"
+        rc, doc = conflux_check(cli, "--aggregators", ok, "--secret", "s3",
+                                "--net-delegate", missing)
+        check(rc == 1 and not doc["p2p_ok"] and doc["usable"], doc)
+        check("cannot load it" in doc["p2p_net"] and "init would fail" in doc["p2p_net"], doc)
+        rc, doc = conflux_check(cli, "--aggregators", ok, "--secret", "s3",
+                                "--net-delegate", missing, "--net-delegate-fallback", "1")
+        check(rc == 0 and doc["p2p_ok"] and "would use Conflux's TCP net" in doc["p2p_net"], doc)
 
         # A daemon with a multicast range: the probe reaches this host (loopback), results by
         # multicast.
