@@ -19,7 +19,9 @@ using namespace ::conflux::nccl;  // NOLINT(google-build-using-namespace): NCCL'
 
 Status st(ncclResult_t r) { return Status(int(r)); }
 
-// v8 sizes are int: a larger request cannot be expressed to a v8 delegate.
+// v8 sizes are int: a larger request cannot be expressed to a v8 delegate, and v8 devices
+// advertise at most this much per message.
+constexpr size_t kV8MaxBytes = size_t{1} << 30;
 bool fitsInt(size_t n) { return n <= size_t(INT_MAX); }
 
 // The calls every version makes the same way; `Net` is the delegate's ncclNet_vN_t and `V` its
@@ -35,10 +37,19 @@ class DelegateOf final : public NetDelegate {
   Status getProperties(int dev, NetProperties* props) override {
     if (props == nullptr) return Status::kInvalidArgument;
     *props = NetProperties{};
+    // What an older version lacks is filled as NCCL fills it for a plugin of that version:
+    // v8, one physical device per index and messages of at most 1 GiB (its sizes are int: the
+    // largest power of two below INT_MAX); before v11, one request per multi-request.
+    props->maxMultiRequestSize = 1;
     if constexpr (V == 8) {
       ncclNetProperties_v8_t p{};
       Status s = st(n_.getProperties(dev, &p));
-      if (s == Status::kOk) copyCommonProps(p, props);
+      if (s != Status::kOk) return s;
+      copyCommonProps(p, props);
+      props->vProps.ndevs = 1;
+      props->vProps.devs[0] = dev;
+      props->maxP2pBytes = kV8MaxBytes;
+      props->maxCollBytes = kV8MaxBytes;
       return s;
     } else {
       std::remove_pointer_t<decltype(propsType())> p{};
