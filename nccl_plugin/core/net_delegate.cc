@@ -31,6 +31,7 @@ class DelegateOf final : public NetDelegate {
  public:
   DelegateOf(void* dl, std::string lib, const Net* net)
       : NetDelegate(dl, std::move(lib), V, net->name), n_(*net) {}
+  ~DelegateOf() override { finalizeProcess(); }
 
   Status devices(int* ndev) override { return st(n_.devices(ndev)); }
 
@@ -241,6 +242,12 @@ Status NetDelegate::finalizeContext(void* ctx) {
   if (!perContext() || ctx == nullptr) return Status::kOk;
   std::lock_guard<std::mutex> lock(initMu_);
   return callFinalize(ctx);
+}
+
+void NetDelegate::finalizeProcess() {
+  std::lock_guard<std::mutex> lock(initMu_);
+  if (processCtx_ != nullptr) callFinalize(processCtx_);
+  processCtx_ = nullptr;
 }
 
 Status NetDelegate::initProcess(nccl::ncclDebugLogger_t log, nccl::ncclProfilerCallback_t prof) {

@@ -49,7 +49,7 @@ class NetDelegate {
                      nccl::ncclProfilerCallback_t prof);
   Status finalizeContext(void* ctx);
   // Our v8..v10 init (once per process, no context): the delegate is initialised once; a v11
-  // delegate gets one process-wide context that lives as long as the library.
+  // delegate gets one process-wide context, finalised when this object goes.
   Status initProcess(nccl::ncclDebugLogger_t log, nccl::ncclProfilerCallback_t prof);
   // The delegate's context for our context `ctx` (null: the process-wide one).
   void* contextFor(void* delegateCtx) const {
@@ -88,6 +88,8 @@ class NetDelegate {
                           nccl::ncclDebugLogger_t log, nccl::ncclProfilerCallback_t prof) = 0;
   virtual Status callFinalize(void* ctx) = 0;
   virtual bool perContext() const = 0;  // v11: init/finalize per context
+  // The process-wide context's finalize (each version's destructor: it calls callFinalize).
+  void finalizeProcess();
 
  private:
   void* dl_;
