@@ -37,10 +37,9 @@ void setPendingConnector(void* handle, net::Connector* c) {
   std::memcpy(b + 8, &c, sizeof c);
 }
 
-// The delegate's context for ours: a v11 context's own, else the process-wide one.
-void* delegateContext(void* ctx) {
-  NetDelegate* d = PluginState::get()->delegate();
-  return d->contextFor(ctx != nullptr ? static_cast<NetContext*>(ctx)->delegateCtx : nullptr);
+// d's context for ours: a v11 context's own, else the process-wide one.
+void* delegateContext(const NetDelegate& d, void* ctx) {
+  return d.contextFor(ctx != nullptr ? static_cast<NetContext*>(ctx)->delegateCtx : nullptr);
 }
 
 PluginState* stateOrWarn(const char* fn) {
@@ -145,7 +144,7 @@ Status netListen(void* ctx, int dev, void* handle, void** listenComm) {
   PluginState* s = stateOrWarn("listen");
   if (s == nullptr || handle == nullptr || listenComm == nullptr) return Status::kInvalidUsage;
   if (NetDelegate* d = s->delegate())
-    return d->listen(delegateContext(ctx), dev, handle, listenComm);
+    return d->listen(delegateContext(*d, ctx), dev, handle, listenComm);
   *listenComm = nullptr;
   std::memset(handle, 0, nccl::NCCL_NET_HANDLE_MAXSIZE);
   net::ConnectHandle h;
@@ -162,7 +161,7 @@ Status netConnect(void* ctx, int dev, void* handle, void** sendComm,
   if (s == nullptr || handle == nullptr || sendComm == nullptr) return Status::kInvalidUsage;
   if (NetDelegate* d = s->delegate()) {
     if (ctx != nullptr) trafficClass = static_cast<NetContext*>(ctx)->trafficClass;
-    return d->connect(delegateContext(ctx), dev, trafficClass, handle, sendComm, devComm);
+    return d->connect(delegateContext(*d, ctx), dev, trafficClass, handle, sendComm, devComm);
   }
   *sendComm = nullptr;
   net::Connector* c = pendingConnector(handle);
