@@ -191,18 +191,32 @@ Status collInitLegacy(nccl::ncclDebugLogger_t log) { return netInitLegacy(log); 
 // host memory on that NIC instead of GPUDirect RDMA (the price of a host-memory CollNet; see
 // nccl_plugin/README.md, "Delegate net"). CollNet's own traffic leaves by the TCP device with
 // the delegate device's PCI path (the same NIC), else by TCP device 0.
+namespace {
+
+// The TCP device on the NIC with PCI path `pciPath` (the same NIC as a delegate device), else 0.
+int tcpDeviceAt(const PluginState& s, const char* pciPath) {
+  if (pciPath == nullptr || pciPath[0] == '\0') return 0;
+  for (int i = 0; i < s.transport().numDevices(); ++i) {
+    if (s.transport().device(i).pciPath == pciPath) return i;
+  }
+  return 0;
+}
+
+}  // namespace
+
 Status collDevices(int* ndev) {
   if (NetDelegate* d = activeDelegate()) return d->devices(ndev);
   return netDevices(ndev);
 }
 
 Status collGetProperties(int dev, NetProperties* props) {
-  NetDelegate* d = activeDelegate();
+  PluginState* s = PluginState::get();
+  NetDelegate* d = s != nullptr ? s->delegate() : nullptr;
   if (d == nullptr) return netGetProperties(dev, props);
   if (props == nullptr) return Status::kInvalidArgument;
   NetProperties theirs;
   CFX_RETURN_IF_ERROR(d->getProperties(dev, &theirs));
-  CFX_RETURN_IF_ERROR(tcpNetProperties(collTransportDevice(dev), props));
+  CFX_RETURN_IF_ERROR(tcpNetProperties(tcpDeviceAt(*s, theirs.pciPath), props));
   props->name = theirs.name;
   props->pciPath = theirs.pciPath;
   props->guid = theirs.guid;
@@ -217,13 +231,7 @@ int collTransportDevice(int dev) {
   NetDelegate* d = s != nullptr ? s->delegate() : nullptr;
   if (d == nullptr) return dev;
   NetProperties theirs;
-  if (d->getProperties(dev, &theirs) == Status::kOk && theirs.pciPath != nullptr &&
-      theirs.pciPath[0] != '\0') {
-    for (int i = 0; i < s->transport().numDevices(); ++i) {
-      if (s->transport().device(i).pciPath == theirs.pciPath) return i;
-    }
-  }
-  return 0;
+  return d->getProperties(dev, &theirs) == Status::kOk ? tcpDeviceAt(*s, theirs.pciPath) : 0;
 }
 
 Status collListen(void* ctx, int dev, void* handle, void** listenComm) {

@@ -24,6 +24,14 @@ Status st(ncclResult_t r) { return Status(int(r)); }
 constexpr size_t kV8MaxBytes = size_t{1} << 30;
 bool fitsInt(size_t n) { return n <= size_t(INT_MAX); }
 
+// The properties struct a getProperties entry of an ABI table fills.
+template <typename Fn>
+struct PropsOf;
+template <typename P>
+struct PropsOf<ncclResult_t (*)(int, P*)> {
+  using type = P;
+};
+
 // The calls every version makes the same way; `Net` is the delegate's ncclNet_vN_t and `V` its
 // number. Where versions differ, `if constexpr` on V.
 template <typename Net, int V>
@@ -41,25 +49,21 @@ class DelegateOf final : public NetDelegate {
     // What an older version lacks is filled as NCCL fills it for a plugin of that version:
     // v8, one physical device per index and messages of at most 1 GiB (its sizes are int: the
     // largest power of two below INT_MAX); before v11, one request per multi-request.
+    typename PropsOf<decltype(n_.getProperties)>::type p{};
+    const Status s = st(n_.getProperties(dev, &p));
+    if (s != Status::kOk) return s;
     props->maxMultiRequestSize = 1;
     if constexpr (V == 8) {
-      ncclNetProperties_v8_t p{};
-      Status s = st(n_.getProperties(dev, &p));
-      if (s != Status::kOk) return s;
       copyCommonProps(p, props);
       props->vProps.ndevs = 1;
       props->vProps.devs[0] = dev;
       props->maxP2pBytes = kV8MaxBytes;
       props->maxCollBytes = kV8MaxBytes;
-      return s;
     } else {
-      std::remove_pointer_t<decltype(propsType())> p{};
-      Status s = st(n_.getProperties(dev, &p));
-      if (s != Status::kOk) return s;
       copyV9Props(p, props);
       if constexpr (V >= 11) props->maxMultiRequestSize = p.maxMultiRequestSize;
-      return s;
     }
+    return s;
   }
 
   Status listen(void* ctx, int dev, void* handle, void** listenComm) override {
@@ -178,17 +182,6 @@ class DelegateOf final : public NetDelegate {
   bool perContext() const override { return V >= 11; }
 
  private:
-  // The properties struct of version V (for decltype only).
-  static auto propsType() {
-    if constexpr (V == 9) {
-      return static_cast<ncclNetProperties_v9_t*>(nullptr);
-    } else if constexpr (V == 10) {
-      return static_cast<ncclNetProperties_v10_t*>(nullptr);
-    } else {
-      return static_cast<ncclNetProperties_v11_t*>(nullptr);
-    }
-  }
-
   const Net n_;  // a copy: the table cannot change under us
 };
 
