@@ -3,7 +3,7 @@
 #   conflux-aggregator   bin/confluxd, bin/conflux (the operator CLI), the systemd unit
 #                        (lib/systemd/system/confluxd.service), /etc/conflux/confluxd.toml
 #                        (from deploy/confluxd.example.toml; a conffile) and the docs
-#                        (share/doc/conflux: README.md, confluxd.example.toml, dpdk.md,
+#                        (share/doc/conflux: README.md, confluxd.example.toml, dpdk.md, dpu.md,
 #                        grafana-dashboard.json)
 #   conflux-nccl-plugin  ${CMAKE_INSTALL_LIBDIR}/libnccl-net-conflux.so. NCCL dlopen()s
 #                        "libnccl-net-conflux.so" for NCCL_NET_PLUGIN=conflux: the packages put
@@ -26,7 +26,7 @@ if(TARGET nccl-net-conflux)
   install(TARGETS nccl-net-conflux LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
           COMPONENT nccl-plugin)
 endif()
-install(FILES README.md deploy/confluxd.example.toml deploy/dpdk.md
+install(FILES README.md deploy/confluxd.example.toml deploy/dpdk.md deploy/dpu.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT aggregator)
 if(EXISTS ${PROJECT_SOURCE_DIR}/deploy/grafana-dashboard.json)
   install(FILES deploy/grafana-dashboard.json DESTINATION ${CMAKE_INSTALL_DOCDIR}
@@ -50,7 +50,15 @@ set(CPACK_INSTALL_PREFIX /usr)  # the prefix of the staging install under CPACK_
 set(CPACK_SET_DESTDIR ON)
 set(CPACK_PACKAGE_DIRECTORY ${PROJECT_BINARY_DIR}/packages)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
-set(CPACK_COMPONENTS_ALL aggregator nccl-plugin)
+# A build that packages only part (the arm64 cross build of scripts/cross_aarch64.sh: the
+# aggregator, for DPUs) names the components it builds.
+set(CONFLUX_PACKAGE_COMPONENTS "aggregator;nccl-plugin" CACHE STRING
+    "Components CPack packages (aggregator, nccl-plugin)")
+set(CPACK_COMPONENTS_ALL ${CONFLUX_PACKAGE_COMPONENTS})
+# CPack asks dpkg for the architecture, which is the host's; a cross build says its own.
+if(CMAKE_CROSSCOMPILING AND CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
+  set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE arm64)
+endif()
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)

@@ -27,7 +27,11 @@ done
 ((${#bins[@]})) || { echo "FAILED: no binary found in $*"; exit 1; }
 bad=0
 for b in "${bins[@]}"; do
-  mapfile -t hits < <({ strings -a "$b"; nm -C "$b" 2>/dev/null || true; } |
+  nm="nm"  # the host's binutils do not read AArch64 objects (scripts/cross_aarch64.sh packages)
+  if head -c 20 "$b" | od -An -tx1 | tr -d ' \n' | grep -q '^7f454c46.*b700$'; then
+    nm=aarch64-linux-gnu-nm
+  fi
+  mapfile -t hits < <({ strings -a "$b"; "$nm" -C "$b" 2>/dev/null || true; } |
     grep -Eio "[^ ]*($PATTERN)[^ ]*" | sort -u | head -n 20 || true)
   if ((${#hits[@]})); then
     echo "FAILED: $(basename "$b") carries test hooks:"

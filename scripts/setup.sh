@@ -22,6 +22,12 @@ PACKAGES=(
   # systemd, promtool from prometheus, python3-yaml), the package test (file, dpkg-dev).
   iproute2 nftables procps curl iperf3
   ethtool shellcheck systemd prometheus python3-yaml file dpkg-dev
+  # The AArch64 cross build and its runs under qemu (scripts/cross_aarch64.sh, tests/aarch64):
+  # Debian's cross compiler, qemu-user, and the arm64 development packages of what the
+  # aggregator side links or includes (multiarch: dpkg --add-architecture arm64, below).
+  g++-aarch64-linux-gnu qemu-user
+  libxsimd-dev:arm64 libspdlog-dev:arm64 libfmt-dev:arm64 libtomlplusplus-dev:arm64
+  libssl-dev:arm64 libgtest-dev:arm64
 )
 
 missing=()
@@ -32,6 +38,9 @@ if ((${#missing[@]})); then
   SUDO=""
   [[ $(id -u) -eq 0 ]] || SUDO="sudo"
   echo "setup: installing ${missing[*]}"
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $SUDO dpkg --add-architecture arm64
+  fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi

@@ -3,9 +3,10 @@
 #   scripts/test.sh              release-ish build in build/, every test
 #   scripts/test.sh --sanitize   ASan+UBSan build in build-asan/: every test but the "large"
 #                                ones, the namespace harnesses (fabric: shaped netns runs;
-#                                dpdk: built without DPDK here) and the package tests (a .deb of
+#                                dpdk: built without DPDK here), the package tests (a .deb of
 #                                a sanitizer build is no product: its plugin needs the ASan
-#                                runtime preloaded), which the plain run covers
+#                                runtime preloaded) and the AArch64 cross build under qemu
+#                                (aarch64), which the plain run covers
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -14,7 +15,7 @@ if [[ "${1:-}" == "--sanitize" ]]; then
   export CONFLUX_BUILD_DIR=build-asan CONFLUX_BUILD_TYPE=RelWithDebInfo
   scripts/build.sh -DCONFLUX_SANITIZE=ON -DCONFLUX_BUILD_BENCH=OFF -DCONFLUX_WITH_DPDK=OFF
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  ctest --test-dir build-asan --output-on-failure -LE "large|fabric|dpdk|package" --timeout 600
+  ctest --test-dir build-asan --output-on-failure -LE "large|fabric|dpdk|package|aarch64" --timeout 600
 else
   scripts/build.sh
   ctest --test-dir "${CONFLUX_BUILD_DIR:-build}" --output-on-failure --timeout 600

@@ -187,7 +187,8 @@ size_t parse_size(const char* s) {
 void usage() {
   std::printf(
       "usage: bench_reduce [--bytes N[K|M|G]] [--cache-bytes N] [--iters N] [--json FILE]\n"
-      "                    [--isa scalar|sse2|avx2|avx512bw] [--dtype T] [--op OP] [--quick]\n");
+      "                    [--isa scalar|sse2|avx2|avx512bw|neon] [--dtype T] [--op OP] "
+      "[--quick]\n");
 }
 
 bool parse(int argc, char** argv, Options& o) {

@@ -11,7 +11,7 @@
 
 namespace conflux::reduce::detail {
 
-enum class Isa { kScalar, kSse2, kAvx2, kAvx512bw };
+enum class Isa { kScalar, kSse2, kAvx2, kAvx512bw, kNeon };
 
 // Kernel signatures; same contracts as the functions of the same name in reduce.h,
 // with dtype and op already bound. `reduce_n` needs no scratch and requires k >= 1.
@@ -30,12 +30,14 @@ struct KernelTable {
   ReduceNFn reduce_n[kNumDTypes][kNumOps];
 };
 
-// Tables as compiled. The x86 ones return nullptr when not built for this target;
-// calling one on a CPU without the instruction set is undefined (illegal instruction).
+// Tables as compiled. Each returns nullptr when not built for this target (the x86 ones
+// on AArch64, neon64 on x86); calling one on a CPU without the instruction set is
+// undefined (illegal instruction).
 const KernelTable* scalar_table();
 const KernelTable* sse2_table();
 const KernelTable* avx2_table();      // AVX2 + FMA + F16C
 const KernelTable* avx512bw_table();  // AVX-512 F/CD/DQ/BW/VL + F16C
+const KernelTable* neon64_table();    // AArch64 Advanced SIMD + fp16 conversions
 
 std::string_view isa_name(Isa isa);
 
@@ -46,7 +48,7 @@ const KernelTable* table_for(Isa isa);
 std::span<const Isa> usable_isas();
 
 // The table used by reduce.h: the best usable ISA, or the one named by the
-// environment variable CONFLUX_REDUCE_ISA ("scalar", "sse2", "avx2", "avx512bw") when
+// environment variable CONFLUX_REDUCE_ISA ("scalar", "sse2", "avx2", "avx512bw", "neon") when
 // it is set and usable. Chosen once, on first use; thread-safe.
 const KernelTable& active_table();
 

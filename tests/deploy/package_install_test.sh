@@ -11,6 +11,7 @@ fail() { echo "FAILED: $*"; exit 1; }
 for f in /usr/bin/confluxd /usr/bin/conflux /usr/lib/libnccl-net-conflux.so \
   /usr/lib/systemd/system/confluxd.service /etc/conflux/confluxd.toml \
   /usr/share/doc/conflux/README.md /usr/share/doc/conflux/confluxd.example.toml \
+  /usr/share/doc/conflux/dpdk.md /usr/share/doc/conflux/dpu.md \
   /usr/share/doc/conflux/grafana-dashboard.json; do
   [ -f "$root$f" ] || fail "$f not installed"
 done

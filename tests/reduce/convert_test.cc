@@ -154,12 +154,21 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, ConvertIsa, ::testing::ValuesIn(all_isas()),
                            return std::string(detail::isa_name(i.param));
                          });
 
-#if defined(__FLT16_MAX__)
-// Independent oracle for the fp16 reference: the compiler's _Float16 conversions.
+// Independent oracle for the fp16 reference: the compiler's half-precision conversions
+// (_Float16; on AArch64, where GCC 12 has it only in C, the ACLE's __fp16).
+#if defined(__aarch64__)
+#define CONFLUX_HAVE_COMPILER_HALF 1
+using CompilerHalf = __fp16;
+#elif defined(__FLT16_MAX__)
+#define CONFLUX_HAVE_COMPILER_HALF 1
+using CompilerHalf = _Float16;
+#endif
+
+#if defined(CONFLUX_HAVE_COMPILER_HALF)
 TEST(ConvertOracle, HalfReferenceMatchesCompilerFloat16) {
   for (uint32_t v = 0; v < 65536; ++v) {
     const uint16_t h = static_cast<uint16_t>(v);
-    _Float16 x;
+    CompilerHalf x;
     std::memcpy(&x, &h, 2);
     const float want = static_cast<float>(x);
     if (std::isnan(want)) {
@@ -169,7 +178,7 @@ TEST(ConvertOracle, HalfReferenceMatchesCompilerFloat16) {
     }
   }
   for (float f : narrowing_inputs(DType::kFloat16)) {
-    const _Float16 x = static_cast<_Float16>(f);
+    const CompilerHalf x = static_cast<CompilerHalf>(f);
     uint16_t want;
     std::memcpy(&want, &x, 2);
     if (std::isnan(f)) {

@@ -5,6 +5,11 @@
 #include <cstdlib>
 #include <iostream>
 
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
 #include "conflux/common/reduce.h"
 #include "reduce_test_util.h"
 
@@ -41,6 +46,21 @@ TEST(Dispatch, DetectionAgreesWithCompilerRuntime) {
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd");
   EXPECT_EQ(has(Isa::kAvx512bw), avx512);
   if (!avx512) std::cout << "[ INFO     ] no AVX-512 here: its kernels are built, not run\n";
+}
+#endif
+
+#if defined(__aarch64__)
+// Advanced SIMD is part of ARMv8-A: every AArch64 Linux CPU has it, and then the NEON table is
+// compiled in, usable and chosen.
+TEST(Dispatch, NeonIsTheActiveIsaOnAarch64) {
+  ASSERT_NE(getauxval(AT_HWCAP) & HWCAP_ASIMD, 0u) << "no Advanced SIMD reported by the kernel";
+  const auto usable = usable_isas();
+  EXPECT_NE(std::find(usable.begin(), usable.end(), Isa::kNeon), usable.end());
+  EXPECT_EQ(detail::table_for(Isa::kSse2), nullptr);
+  const char* env = std::getenv("CONFLUX_REDUCE_ISA");
+  if (env == nullptr || *env == '\0') {
+    EXPECT_EQ(active_isa(), "neon");
+  }
 }
 #endif
 

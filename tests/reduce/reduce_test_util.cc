@@ -127,7 +127,9 @@ std::vector<Isa> usable_isas() {
   return {s.begin(), s.end()};
 }
 
-std::vector<Isa> all_isas() { return {Isa::kScalar, Isa::kSse2, Isa::kAvx2, Isa::kAvx512bw}; }
+std::vector<Isa> all_isas() {
+  return {Isa::kScalar, Isa::kSse2, Isa::kAvx2, Isa::kAvx512bw, Isa::kNeon};
+}
 
 const KernelTable& table(Isa isa) {
   const KernelTable* t = detail::table_for(isa);

@@ -5,19 +5,25 @@
 // Prims<A>: the few operations xsimd 8.1 lacks or does slowly, with raw intrinsics:
 // zero-extending loads of 8/16-bit lanes into 32-bit lanes, the matching truncating
 // stores, wrapping integer multiplication for 8/32/64-bit lanes, 64-bit min/max on
-// AVX2, and F16C conversions.
+// AVX2, and hardware fp16 conversions (F16C on x86, FCVTL/FCVTN on AArch64).
 #pragma once
-
-#include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
 #include <xsimd/xsimd.hpp>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
 namespace {
 
 template <class A>
 struct Prims;
+
+#if defined(__x86_64__)
 
 // ---------------------------------------------------------------- SSE2 (baseline)
 template <>
@@ -180,5 +186,86 @@ struct Prims<xsimd::avx512bw> {
   static __m512i mul64(__m512i a, __m512i b) { return _mm512_mullo_epi64(a, b); }
 };
 #endif
+#endif  // __x86_64__
+
+#if defined(__aarch64__)
+// ---------------------------------------------------------------- AArch64 NEON (baseline)
+// Advanced SIMD and the half-precision conversions (FCVTL/FCVTN) are part of ARMv8-A, so
+// this needs no flags. The conversions round to nearest-even (FPCR's default, which Linux
+// leaves alone), keep subnormals (FZ/FZ16 off) and quiet a NaN keeping its top payload
+// bits: the same results as F16C and the reference.
+template <>
+struct Prims<xsimd::neon64> {
+  using A = xsimd::neon64;
+  using I = xsimd::batch<int32_t, A>;
+  using F = xsimd::batch<float, A>;
+  static constexpr bool kF16C = true;
+  static constexpr bool kMinMax64 = false;  // xsimd compares 64-bit lanes natively (CMGT)
+
+  static uint8x8_t load4_u8(const uint8_t* p) {
+    uint32_t w;
+    std::memcpy(&w, p, 4);
+    return vreinterpret_u8_u32(vdup_n_u32(w));
+  }
+  static uint16x4_t load4_u16(const uint8_t* p) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    return vreinterpret_u16_u64(vdup_n_u64(w));
+  }
+  static void store8(uint8_t* p, uint64x1_t v) {
+    const uint64_t w = vget_lane_u64(v, 0);
+    std::memcpy(p, &w, 8);
+  }
+
+  static I load_u8(const uint8_t* p) {
+    return I(vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(load4_u8(p))))));
+  }
+  static I load_u16(const uint8_t* p) { return I(vreinterpretq_s32_u32(vmovl_u16(load4_u16(p)))); }
+  static I load_u16_hi(const uint8_t* p) {  // lane = u16 << 16
+    return I(vreinterpretq_s32_u32(vshll_n_u16(load4_u16(p), 16)));
+  }
+  static void store_u8(uint8_t* p, I v) {  // lanes in [0, 255]
+    const uint16x4_t h = vmovn_u32(vreinterpretq_u32_s32(v));
+    const uint8x8_t b = vmovn_u16(vcombine_u16(h, h));
+    const uint32_t w = vget_lane_u32(vreinterpret_u32_u8(b), 0);
+    std::memcpy(p, &w, 4);
+  }
+  static void store_u16(uint8_t* p, I v) {  // lanes in [0, 65535]
+    store8(p, vreinterpret_u64_u16(vmovn_u32(vreinterpretq_u32_s32(v))));
+  }
+  static F load_half(const uint8_t* p) {
+    return F(vcvt_f32_f16(vreinterpret_f16_u16(load4_u16(p))));
+  }
+  static void store_half(uint8_t* p, F v) { store8(p, vreinterpret_u64_f16(vcvt_f16_f32(v))); }
+  static F load_e5m2(const uint8_t* p) {  // e5m2 is the top byte of an fp16
+    const uint16x4_t h = vget_low_u16(vshll_n_u8(load4_u8(p), 8));
+    return F(vcvt_f32_f16(vreinterpret_f16_u16(h)));
+  }
+  // Wrapping products: NEON multiplies 8- and 32-bit lanes natively (MUL); 64-bit lanes
+  // from three 32x32->64 products (UMULL/UMLAL), as SSE2 does.
+  template <class V>
+  static V mul8(V a, V b) {
+    using U = xsimd::batch<uint8_t, A>;
+    const U r(vmulq_u8(xsimd::bitwise_cast<U>(a), xsimd::bitwise_cast<U>(b)));
+    return xsimd::bitwise_cast<V>(r);
+  }
+  template <class V>
+  static V mul32(V a, V b) {
+    using U = xsimd::batch<uint32_t, A>;
+    const U r(vmulq_u32(xsimd::bitwise_cast<U>(a), xsimd::bitwise_cast<U>(b)));
+    return xsimd::bitwise_cast<V>(r);
+  }
+  template <class V>
+  static V mul64(V a, V b) {
+    using U = xsimd::batch<uint64_t, A>;
+    const uint64x2_t x = xsimd::bitwise_cast<U>(a), y = xsimd::bitwise_cast<U>(b);
+    const uint32x2_t xl = vmovn_u64(x), yl = vmovn_u64(y);
+    const uint32x2_t xh = vshrn_n_u64(x, 32), yh = vshrn_n_u64(y, 32);
+    const uint64x2_t cross = vmlal_u32(vmull_u32(xl, yh), xh, yl);
+    const U r(vaddq_u64(vmull_u32(xl, yl), vshlq_n_u64(cross, 32)));
+    return xsimd::bitwise_cast<V>(r);
+  }
+};
+#endif  // __aarch64__
 
 }  // namespace
