@@ -98,10 +98,14 @@ const std::array kRows = {
          1, kMsMax},
         &Config::control_join_timeout_ms},
     Row{{"max_control_connections", ParamType::kInt,
-         "control connections open at once; more are accepted and closed at once", 1, 1 << 20},
+         "control connections open at once (fewer if RLIMIT_NOFILE leaves less room); a new one "
+         "evicts the oldest without a Join, and is closed at once only if all have joined",
+         1, 1 << 20},
         &Config::max_control_connections},
     Row{{"max_control_connections_per_addr", ParamType::kInt,
-         "control connections open at once from one IPv4 address", 1, 1 << 20},
+         "control connections open at once from one IPv4 address; a new one evicts that "
+         "address's oldest without a Join, and is closed at once only if all have joined",
+         1, 1 << 20},
         &Config::max_control_connections_per_addr},
     Row{{"log_level", ParamType::kString, "trace, debug, info, warn, error or off", 0, 0,
          kLogLevels},

@@ -41,6 +41,9 @@ struct Connection {
   uint32_t job_id = 0;
   bool wants_capacity = false;  // its Join set kJoinFlagCapacity
   bool left = false;            // sent Leave (not lost)
+  // Sent a Join that authenticated: never evicted to make room for a new connection (a
+  // connection without one may be: ControlPlane::make_room).
+  bool joined = false;
 };
 
 }  // namespace conflux::agg

@@ -22,9 +22,10 @@ enum class ControlErrorReason : uint8_t {
 std::string_view control_error_name(ControlErrorReason r);
 inline constexpr int kNumJoinStatuses = 12;
 
-// Why a control connection was closed at accept, before any message (label `reason`).
+// Why a control connection was closed at accept, before any message, or why an older one that
+// had not joined was closed to make room for it (label `reason`).
 enum class RefuseReason : uint8_t {
-  kTotalLimit = 0,  // max_control_connections open
+  kTotalLimit = 0,  // max_control_connections open (as far as RLIMIT_NOFILE allows)
   kAddrLimit,       // max_control_connections_per_addr open from the peer's address
   kNoFds,           // the process is out of file descriptors (EMFILE/ENFILE)
   kCount
@@ -40,6 +41,8 @@ struct ControlCounters {
   Counter worker_timeouts;       // connections closed for silence
   Counter join_deadline_closes;  // connections closed without a Join by control_join_timeout_ms
   Counter refused[static_cast<int>(RefuseReason::kCount)];  // closed at accept, by reason
+  // Connections without a Join closed to make room for a new one, by the limit that needed it.
+  Counter evicted[static_cast<int>(RefuseReason::kCount)];
   Counter loop_stalls;  // control loop gaps >= max(worker_timeout_ms / 2, 250 ms)
   Counter jobs_created;
   Counter jobs_deleted;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <thread>
 
 #include "aggregator/control/control_ids.h"
@@ -26,6 +28,12 @@ constexpr auto kHttpTimeout = std::chrono::seconds(5);
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 constexpr int kWaitMs = 50;  // longest epoll_wait of one turn of the control loop
 constexpr auto kMinStall = std::chrono::milliseconds(250);
+
+// True when the listener's accept queue holds a connection.
+bool connection_waiting(int listen_fd) {
+  pollfd p{listen_fd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;
+}
 
 void epoll_add(int epfd, int fd, ConnId id, uint32_t events) {
   epoll_event ev{};
@@ -133,6 +141,15 @@ void ControlPlane::accept_all(int listen_fd, Connection::Kind kind) {
       const int err = errno;
       if (err == EINTR || err == ECONNABORTED) continue;
       if (err == EAGAIN || err == EWOULDBLOCK) return;
+      // accept() takes a descriptor before it looks for a connection: out of descriptors, it
+      // fails so with none waiting too. Then there is nothing to make room for.
+      if ((err == EMFILE || err == ENFILE) && !connection_waiting(listen_fd)) return;
+      // Out of descriptors: a control connection takes the place of the oldest one that has
+      // not joined, closed now, and is accepted again. (A metrics request evicts nobody.)
+      if ((err == EMFILE || err == ENFILE) && kind == Connection::Kind::kControl &&
+          evict_oldest(RefuseReason::kNoFds, nullptr)) {
+        continue;
+      }
       if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
         if (!out_of_fds(listen_fd, err)) return;
         continue;  // one waiting connection shed: the next may be waiting too
@@ -142,7 +159,7 @@ void ControlPlane::accept_all(int listen_fd, Connection::Kind kind) {
       }
       return;
     }
-    if (kind == Connection::Kind::kControl && !admit(peer)) {
+    if (kind == Connection::Kind::kControl && !make_room(peer)) {
       close(fd);  // refused before any byte: no ServerHello, no state
       continue;
     }
@@ -158,8 +175,7 @@ void ControlPlane::accept_all(int listen_fd, Connection::Kind kind) {
     if (kind == Connection::Kind::kMetrics) continue;
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    counters_.connections_total.inc();
-    counters_.connections_open.inc();
+    count_in(c);
     char addr[INET_ADDRSTRLEN] = {};
     inet_ntop(AF_INET, &peer.sin_addr, addr, sizeof(addr));
     spdlog::debug("control connection {} from {}:{}", id, addr, ntohs(peer.sin_port));
@@ -174,29 +190,89 @@ void ControlPlane::accept_all(int listen_fd, Connection::Kind kind) {
   }
 }
 
-bool ControlPlane::admit(const sockaddr_in& peer) {
+bool ControlPlane::make_room(const sockaddr_in& peer) {
+  // Oldest first: a rank's connection joins within a round trip of its ServerHello, so it
+  // survives unless as many newer connections as the limit arrive first (the plugin then
+  // connects again); a flood of connections opened before it is evicted, not the rank.
+  const uint32_t addr = peer.sin_addr.s_addr;
   RefuseReason why = RefuseReason::kCount;
-  auto it = conns_per_addr_.find(peer.sin_addr.s_addr);
-  const uint64_t from_addr = it == conns_per_addr_.end() ? 0 : it->second;
-  if (counters_.connections_open.get() >= static_cast<uint64_t>(cfg_.max_control_connections)) {
-    why = RefuseReason::kTotalLimit;
-  } else if (from_addr >= static_cast<uint64_t>(cfg_.max_control_connections_per_addr)) {
-    why = RefuseReason::kAddrLimit;
-  } else {
-    ++conns_per_addr_[peer.sin_addr.s_addr];
-    return true;
+  uint64_t open = 0;
+  if (auto it = conns_per_addr_.find(addr);
+      it != conns_per_addr_.end() &&
+      it->second.open >= static_cast<uint64_t>(cfg_.max_control_connections_per_addr)) {
+    open = it->second.open;
+    if (!evict_oldest(RefuseReason::kAddrLimit, &addr)) why = RefuseReason::kAddrLimit;
   }
+  if (why == RefuseReason::kCount &&
+      counters_.connections_open.get() >= static_cast<uint64_t>(max_conns_)) {
+    open = counters_.connections_open.get();
+    if (!evict_oldest(RefuseReason::kTotalLimit, nullptr)) why = RefuseReason::kTotalLimit;
+  }
+  if (why == RefuseReason::kCount) return true;
   counters_.refused[static_cast<int>(why)].inc();
   if (uint64_t s = 0; may_log(LogKind::kRefused, &s)) {
-    char addr[INET_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET, &peer.sin_addr, addr, sizeof(addr));
-    spdlog::warn("control connection from {} refused: {} open{} ({} similar suppressed)", addr,
-                 why == RefuseReason::kTotalLimit ? counters_.connections_open.get() : from_addr,
-                 why == RefuseReason::kTotalLimit ? " (max_control_connections)"
-                                                  : " from it (max_control_connections_per_addr)",
-                 s);
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &peer.sin_addr, text, sizeof(text));
+    spdlog::warn(
+        "control connection from {} refused: {} open{}, every one joined ({} similar suppressed)",
+        text, open,
+        why == RefuseReason::kTotalLimit
+            ? fmt::format(" (max_control_connections: {})", max_conns_)
+            : fmt::format(" from it (max_control_connections_per_addr: {})",
+                          cfg_.max_control_connections_per_addr),
+        s);
   }
   return false;
+}
+
+bool ControlPlane::evict_oldest(RefuseReason why, const uint32_t* addr) {
+  const std::set<ConnId>* from = &pre_join_;
+  if (addr != nullptr) {
+    auto a = conns_per_addr_.find(*addr);
+    if (a == conns_per_addr_.end()) return false;
+    from = &a->second.pre_join;
+  }
+  if (from->empty()) return false;
+  auto it = conns_.find(*from->begin());
+  if (it == conns_.end()) return false;  // cannot happen: destroy() keeps the sets in step
+  const Connection& c = it->second;
+  if (!c.dead) {  // a dead one was closing anyway: reaped early, not counted
+    counters_.evicted[static_cast<int>(why)].inc();
+    if (uint64_t s = 0; may_log(LogKind::kRefused, &s)) {
+      char text[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &c.peer.sin_addr, text, sizeof(text));
+      const auto age =
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - c.accepted);
+      spdlog::warn(
+          "control connection {} from {} closed without a Join after {} ms to make room for a "
+          "new one ({}) ({} similar suppressed)",
+          c.id, text, age.count(),
+          why == RefuseReason::kTotalLimit  ? fmt::format("max_control_connections: {}", max_conns_)
+          : why == RefuseReason::kAddrLimit ? fmt::format("max_control_connections_per_addr: {}",
+                                                          cfg_.max_control_connections_per_addr)
+                                            : std::string("out of file descriptors"),
+          s);
+    }
+  }
+  destroy(it);
+  return true;
+}
+
+void ControlPlane::count_in(const Connection& c) {
+  counters_.connections_total.inc();
+  counters_.connections_open.inc();
+  AddrConns& a = conns_per_addr_[c.peer.sin_addr.s_addr];
+  ++a.open;
+  a.pre_join.insert(c.id);
+  pre_join_.insert(c.id);
+}
+
+void ControlPlane::mark_joined(Connection& c) {
+  c.joined = true;
+  pre_join_.erase(c.id);
+  if (auto a = conns_per_addr_.find(c.peer.sin_addr.s_addr); a != conns_per_addr_.end()) {
+    a->second.pre_join.erase(c.id);
+  }
 }
 
 bool ControlPlane::out_of_fds(int listen_fd, int err) {
@@ -306,20 +382,26 @@ void ControlPlane::close_later(Connection& c) {
 
 void ControlPlane::reap() {
   for (auto it = conns_.begin(); it != conns_.end();) {
-    Connection& c = it->second;
-    if (!c.dead) {
-      ++it;
-      continue;
-    }
-    epoll_ctl(epfd_, EPOLL_CTL_DEL, c.fd, nullptr);
-    close(c.fd);
-    if (c.kind == Connection::Kind::kControl) {
-      counters_.connections_open.set(counters_.connections_open.get() - 1);
-      auto per = conns_per_addr_.find(c.peer.sin_addr.s_addr);
-      if (per != conns_per_addr_.end() && --per->second == 0) conns_per_addr_.erase(per);
-    }
-    it = conns_.erase(it);
+    auto next = std::next(it);
+    if (it->second.dead) destroy(it);
+    it = next;
   }
+}
+
+void ControlPlane::destroy(std::unordered_map<ConnId, Connection>::iterator it) {
+  Connection& c = it->second;
+  epoll_ctl(epfd_, EPOLL_CTL_DEL, c.fd, nullptr);
+  close(c.fd);
+  if (c.kind == Connection::Kind::kControl) {
+    counters_.connections_open.set(counters_.connections_open.get() - 1);
+    pre_join_.erase(c.id);
+    auto per = conns_per_addr_.find(c.peer.sin_addr.s_addr);
+    if (per != conns_per_addr_.end()) {
+      per->second.pre_join.erase(c.id);
+      if (--per->second.open == 0) conns_per_addr_.erase(per);
+    }
+  }
+  conns_.erase(it);
 }
 
 void ControlPlane::tick(Clock::time_point now) {

@@ -157,6 +157,7 @@ void ControlPlane::handle_join(Connection& c, const proto::Join& j) {
     return;
   }
   c.state = Connection::State::kPending;
+  mark_joined(c);
   manager_.on_join(c.id, j, *tenant, c.peer, Clock::now(), *this);
 }
 

@@ -3,11 +3,13 @@
 // ServerHello on accept, Join (with authentication) into the JobManager, Heartbeat/Ack,
 // Leave, silence timeouts, Error + close on malformed frames, and at stop Shutdown{0} to every
 // connection. Hardened against clients that do not join: a Join deadline that Heartbeats do not
-// move, limits on connections in total and per address, no spinning when out of descriptors,
-// and every warning rate-limited. A gap in its own loop (the process was stopped or starved)
-// restarts the workers' silence timers instead of blaming them. Created and started by the Daemon;
-// request_stop() may be called from any thread (it only writes an eventfd) and run() returns within
-// ~0.3 s.
+// move, limits on connections in total (no more than RLIMIT_NOFILE leaves room for) and per
+// address where a new connection evicts the oldest one that has not joined (one that joined
+// is never evicted), the same eviction when accept() runs out of descriptors, no spinning
+// when none can be freed, and every warning rate-limited. A gap in its own loop (the process
+// was stopped or starved) restarts the workers' silence timers instead of blaming them.
+// Created and started by the Daemon; request_stop() may be called from any thread (it only
+// writes an eventfd) and run() returns within ~0.3 s.
 #pragma once
 
 #include <sys/epoll.h>
@@ -15,6 +17,7 @@
 #include <array>
 #include <atomic>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -38,6 +41,9 @@ class ControlPlane final : private JoinOutbox {
   uint16_t control_port() const { return control_port_; }
   int metrics_port() const { return metrics_port_; }  // -1 when disabled
   const ControlCounters& counters() const { return counters_; }
+  // Control connections open at once: max_control_connections, or less where RLIMIT_NOFILE
+  // leaves room for fewer (fd_budget.h).
+  int64_t max_control_connections() const { return max_conns_; }
 
   // Thread body: serves until request_stop(), then says Shutdown to everyone and returns.
   void run();
@@ -60,11 +66,24 @@ class ControlPlane final : private JoinOutbox {
     kCount
   };
 
+  // control_setup.cc: max_conns_ from max_control_connections and RLIMIT_NOFILE, logged once.
+  void limit_connections();
+
   // control_loop.cc: sockets and event loop
   void handle_events(const epoll_event* evs, int n);
   void accept_all(int listen_fd, Connection::Kind kind);
-  bool admit(const sockaddr_in& peer);      // control connection limits; counts a refusal
+  // Control connection limits for a new connection from `peer`: at a limit, evicts the oldest
+  // connection (of the peer's address, for its limit) that has not joined. False (counted,
+  // logged) when every connection that holds the place has joined: the new one is refused.
+  bool make_room(const sockaddr_in& peer);
+  // Closes the oldest control connection without a Join (from `addr` when given) now, its
+  // descriptor included; false when there is none.
+  bool evict_oldest(RefuseReason why, const uint32_t* addr);
   bool out_of_fds(int listen_fd, int err);  // true: one waiting connection was shed
+  void count_in(const Connection& c);       // a control connection was accepted
+  void mark_joined(Connection& c);          // its Join authenticated: no longer evictable
+  // Closes and forgets the connection at once (reap(), evict_oldest()).
+  void destroy(std::unordered_map<ConnId, Connection>::iterator it);
   void pause_listeners(bool pause);
   void on_stall(Clock::duration gap, Clock::time_point now);
   // True when a line of `kind` may be logged now; *suppressed = lines held back since the last.
@@ -126,7 +145,15 @@ class ControlPlane final : private JoinOutbox {
   proto::Capacity capacity_;
   int64_t egress_cap_mbps_ = 0;  // what apply_egress_cap() last gave the dataplane
   std::unordered_map<ConnId, Connection> conns_;
-  std::unordered_map<uint32_t, uint32_t> conns_per_addr_;  // open control connections by peer
+  // Open control connections of one peer address, and those of them without a Join (ids in
+  // accept order: the oldest first).
+  struct AddrConns {
+    uint32_t open = 0;
+    std::set<ConnId> pre_join;
+  };
+  std::unordered_map<uint32_t, AddrConns> conns_per_addr_;
+  std::set<ConnId> pre_join_;  // every open control connection without a Join, oldest first
+  int64_t max_conns_ = 0;      // effective max_control_connections (control_setup.cc)
   std::array<RateLimiter, static_cast<size_t>(LogKind::kCount)> log_limits_;
   int reserve_fd_ = -1;  // spare descriptor, given up to accept-and-close when out of fds
   bool listeners_paused_ = false;

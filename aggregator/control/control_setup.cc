@@ -14,6 +14,7 @@
 
 #include "aggregator/control/control_ids.h"
 #include "aggregator/control/control_plane.h"
+#include "aggregator/control/fd_budget.h"
 #include "aggregator/util/ipv4.h"
 #include "aggregator/util/link_speed.h"
 #include "fmt/format.h"
@@ -140,7 +141,27 @@ std::unique_ptr<ControlPlane> ControlPlane::create(const Config& cfg, JobTable& 
     }
     add_listener(cp->epfd_, cp->uplink_->event_fd(), kUplinkEvent);
   }
+  cp->limit_connections();
   return cp;
+}
+
+void ControlPlane::limit_connections() {
+  // Every descriptor the daemon needs besides control connections is open by now (dataplane
+  // sockets, listeners, logs) but for those of spare_fds(); the rest is the control plane's.
+  const FdBudget b = read_fd_budget(spare_fds(cfg_));
+  max_conns_ = control_connection_limit(cfg_.max_control_connections, b);
+  if (max_conns_ < cfg_.max_control_connections) {
+    spdlog::warn(
+        "max_control_connections = {} is more than RLIMIT_NOFILE allows (soft limit {}, {} "
+        "descriptors open, {} kept spare): at most {} control connections (raise the limit "
+        "with ulimit -n or LimitNOFILE= for more)",
+        cfg_.max_control_connections, b.soft_nofile, b.in_use, b.spare, max_conns_);
+  }
+  spdlog::info(
+      "control connections: at most {}, {} per address (RLIMIT_NOFILE {}); at a limit the "
+      "oldest connection without a Join makes room for a new one",
+      max_conns_, cfg_.max_control_connections_per_addr,
+      b.soft_nofile == 0 ? std::string("unlimited") : std::to_string(b.soft_nofile));
 }
 
 ControlPlane::~ControlPlane() {

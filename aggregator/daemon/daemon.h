@@ -33,6 +33,8 @@ class Daemon {
   std::vector<uint16_t> data_ports() const { return dataplane_->ports(); }
   const Dataplane& dataplane() const { return *dataplane_; }
   const ControlCounters& control_counters() const { return control_->counters(); }
+  // Effective max_control_connections (lowered to what RLIMIT_NOFILE allows).
+  int64_t max_control_connections() const { return control_->max_control_connections(); }
 
  private:
   explicit Daemon(const Config& cfg);

@@ -245,6 +245,14 @@ void control_metrics(Writer& w, const ControlCounters& cc) {
              fmt::format("reason=\"{}\"", refuse_reason_name(static_cast<RefuseReason>(r))),
              cc.refused[r].get());
   }
+  w.family("conflux_control_evicted_total", "counter",
+           "Control connections without a Join closed to make room for a new one, by the limit "
+           "that needed the room.");
+  for (int r = 0; r < static_cast<int>(RefuseReason::kCount); ++r) {
+    w.sample("conflux_control_evicted_total",
+             fmt::format("reason=\"{}\"", refuse_reason_name(static_cast<RefuseReason>(r))),
+             cc.evicted[r].get());
+  }
   one("conflux_control_loop_stalls_total", "counter",
       "Gaps of the control loop of at least max(worker_timeout_ms / 2, 250 ms) (timers restarted).",
       cc.loop_stalls);

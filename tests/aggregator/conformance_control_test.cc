@@ -584,42 +584,116 @@ TEST_P(ControlPlane, PreJoinConnectionIsClosedAtTheDeadlineDespiteHeartbeats) {
   EXPECT_EQ(metric_sum(metrics(), "conflux_jobs_active"), 1u);
 }
 
-// Connections beyond max_control_connections, or beyond max_control_connections_per_addr
-// from one address, are closed at accept (no ServerHello) and counted; a freed place is
-// taken again.
-TEST_P(ControlPlane, ConnectionLimitsHold) {
+// True when `w`'s control connection is open and served: a Heartbeat is answered.
+bool answers(Worker& w) {
+  if (!w.ctl.send(proto::Heartbeat{7})) return false;
+  const auto m = w.ctl.recv_skip_heartbeats(2000);
+  return m && std::holds_alternative<proto::HeartbeatAck>(*m);
+}
+
+// At max_control_connections a new connection takes the place of the oldest one that has not
+// joined, which is closed and counted; connections that joined are never evicted, so once
+// every place is held by one, a new connection is closed at accept (no ServerHello).
+TEST_P(ControlPlane, AtTheLimitTheOldestConnectionWithoutJoinMakesRoom) {
   Config cfg = base_config();
   cfg.max_control_connections = 3;
   start(cfg);
-  std::vector<std::unique_ptr<ControlClient>> c;
+  EXPECT_EQ(daemon().max_control_connections(), 3);
+  std::vector<std::unique_ptr<ControlClient>> idle;
   for (int i = 0; i < 3; ++i) {
-    c.push_back(std::make_unique<ControlClient>());
-    ASSERT_TRUE(c.back()->connect(daemon().control_port())) << i;
+    idle.push_back(std::make_unique<ControlClient>());
+    ASSERT_TRUE(idle.back()->connect(daemon().control_port())) << i;
   }
+  // A worker that joins takes the oldest idle connection's place; the others stay.
+  JoinSpec spec;
+  spec.job_key = 73;
+  auto a = join_job(spec, 1);
+  EXPECT_TRUE(idle[0]->wait_closed(2000));
+  EXPECT_FALSE(idle[1]->wait_closed(50));
+  EXPECT_FALSE(idle[2]->wait_closed(50));
+  spec.job_key = 74;
+  auto b = join_job(spec, 1);
+  spec.job_key = 75;
+  auto c = join_job(spec, 1);
+  EXPECT_TRUE(idle[1]->wait_closed(2000));
+  EXPECT_TRUE(idle[2]->wait_closed(2000));
+  // Every place is held by a member now: the next connection is refused, nobody is evicted.
   for (int i = 0; i < 2; ++i) {
     ControlClient extra;
     EXPECT_FALSE(extra.connect(daemon().control_port()));
   }
-  EXPECT_EQ(metric_sum(metrics(), "conflux_control_refused_total", {{"reason", "total_limit"}}),
-            2u);
-  c.pop_back();
+  for (Worker* w : {a[0].get(), b[0].get(), c[0].get()}) EXPECT_TRUE(answers(*w));
+  const std::string m = metrics();
+  EXPECT_EQ(metric_sum(m, "conflux_control_evicted_total", {{"reason", "total_limit"}}), 3u);
+  EXPECT_EQ(metric_sum(m, "conflux_control_evicted_total"), 3u);
+  EXPECT_EQ(metric_sum(m, "conflux_control_refused_total", {{"reason", "total_limit"}}), 2u);
+  EXPECT_EQ(metric_sum(m, "conflux_control_connections"), 3u);
+  EXPECT_EQ(metric_sum(m, "conflux_jobs_active"), 3u);
+  // A member that leaves frees a place for a connection that joins.
+  a.clear();
   EXPECT_EQ(wait_metric("conflux_control_connections", 2), 2u);
-  JoinSpec spec;
-  spec.job_key = 73;
-  auto w = join_job(spec, 1);  // the freed place serves a real job
-  EXPECT_EQ(w[0]->ack.status, Status::kOk);
+  spec.job_key = 76;
+  auto d = join_job(spec, 1);
+  EXPECT_EQ(d[0]->ack.status, Status::kOk);
+}
 
+// A rank that joined and waits in the rendezvous holds its place however many connections
+// without a Join come after it: they evict one another, oldest first, and the job forms.
+TEST_P(ControlPlane, AJoinedRankWaitingForTheOthersIsNeverEvicted) {
+  Config cfg = base_config();
+  cfg.max_control_connections = 2;
+  start(cfg);
+  JoinSpec two;
+  two.job_key = 77;
+  two.n_workers = 2;
+  Worker first;
+  ASSERT_TRUE(first.start_join(daemon().control_port(), two));
+  ASSERT_TRUE(answers(first));  // its Join is handled (the answer comes after it)
+  std::vector<std::unique_ptr<ControlClient>> idle;
+  for (int i = 0; i < 5; ++i) {
+    idle.push_back(std::make_unique<ControlClient>());
+    ASSERT_TRUE(idle.back()->connect(daemon().control_port())) << i;
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(idle[i]->wait_closed(2000)) << i;
+  EXPECT_FALSE(idle[4]->wait_closed(50));
+  Worker second;  // evicts idle[4] and completes the job
+  two.rank = 1;
+  ASSERT_TRUE(second.start_join(daemon().control_port(), two));
+  EXPECT_EQ(first.finish_join(3000), Status::kOk);
+  EXPECT_EQ(second.finish_join(3000), Status::kOk);
+  EXPECT_TRUE(idle[4]->wait_closed(2000));
+  EXPECT_EQ(metric_sum(metrics(), "conflux_control_evicted_total", {{"reason", "total_limit"}}),
+            5u);
+  EXPECT_EQ(metric_sum(metrics(), "conflux_control_refused_total"), 0u);
+}
+
+// At max_control_connections_per_addr the new connection evicts the oldest without a Join of
+// its own address; with every connection of the address joined, it is refused.
+TEST_P(ControlPlane, PerAddressLimitEvictsWithinTheAddress) {
+  Config cfg = base_config();
   cfg.max_control_connections = 100;
   cfg.max_control_connections_per_addr = 2;
   start(cfg);
-  c.clear();
+  std::vector<std::unique_ptr<ControlClient>> idle;
   for (int i = 0; i < 2; ++i) {
-    c.push_back(std::make_unique<ControlClient>());
-    ASSERT_TRUE(c.back()->connect(daemon().control_port())) << i;
+    idle.push_back(std::make_unique<ControlClient>());
+    ASSERT_TRUE(idle.back()->connect(daemon().control_port())) << i;
   }
+  JoinSpec spec;
+  spec.job_key = 78;
+  auto a = join_job(spec, 1);
+  EXPECT_TRUE(idle[0]->wait_closed(2000));
+  EXPECT_FALSE(idle[1]->wait_closed(50));
+  spec.job_key = 79;
+  auto b = join_job(spec, 1);
+  EXPECT_TRUE(idle[1]->wait_closed(2000));
   ControlClient third;
   EXPECT_FALSE(third.connect(daemon().control_port()));
+  EXPECT_TRUE(answers(*a[0]));
+  EXPECT_TRUE(answers(*b[0]));
   const std::string m = metrics();
+  EXPECT_EQ(metric_sum(m, "conflux_control_evicted_total", {{"reason", "addr_limit"}}), 2u);
+  EXPECT_EQ(metric_sum(m, "conflux_control_evicted_total", {{"reason", "total_limit"}}), 0u);
   EXPECT_EQ(metric_sum(m, "conflux_control_refused_total", {{"reason", "addr_limit"}}), 1u);
   EXPECT_EQ(metric_sum(m, "conflux_control_refused_total", {{"reason", "total_limit"}}), 0u);
   EXPECT_EQ(metric_sum(m, "conflux_control_connections"), 2u);
