@@ -22,10 +22,16 @@ namespace {
 
 constexpr uint32_t kJobId = 7;
 
+// Binds 127.0.0.1:*port (0: ephemeral) and stores the port bound.
 int bind_socket(int type, uint16_t* port) {
   const int fd = ::socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  if (type == SOCK_STREAM) {  // a fixed port taken again (UDP: never, see SO_REUSEADDR)
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
+  a.sin_port = htons(*port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
   socklen_t len = sizeof a;
@@ -73,6 +79,7 @@ struct FakeAggregator::State {
 };
 
 FakeAggregator::FakeAggregator(FakeOptions opt) : opt_(std::move(opt)), st_(new State) {
+  control_port_ = opt_.control_port;
   st_->listen_fd = bind_socket(SOCK_STREAM, &control_port_);
   ::listen(st_->listen_fd, 64);
   for (uint32_t i = 0; i < opt_.n_ports; ++i) {
@@ -140,8 +147,14 @@ void FakeAggregator::run() {
     }
     ::sendto(fd, d.data(), d.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to);
   };
+  uint32_t joins_seen = 0;
   auto on_control = [&](Conn& c, const proto::ControlMsg& m) {
     if (const auto* j = std::get_if<proto::Join>(&m)) {
+      if (joins_seen++ < opt_.close_on_join) {
+        ::close(c.fd);
+        c.fd = -1;
+        return;
+      }
       if (opt_.auth_required && proto::join_mac(opt_.secret, c.nonce, *j) != j->auth_mac) {
         proto::JoinAck nak;
         nak.status = proto::Status::kAuthFailed;
@@ -307,6 +320,16 @@ void FakeAggregator::run() {
     if (fds[0].revents & POLLIN) {
       Conn c;
       c.fd = ::accept4(s.listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (connections_++ < opt_.close_before_hello) {
+        ::close(c.fd);
+        continue;
+      }
+      if (opt_.hello_error) {
+        send_frame(c.fd, *opt_.hello_error);
+        ::shutdown(c.fd, SHUT_WR);
+        s.conns.push_back(std::move(c));  // closed once the worker closes
+        continue;
+      }
       c.nonce = 0x1122334455667788ull + s.conns.size();
       proto::ServerHello h;
       h.nonce = c.nonce;

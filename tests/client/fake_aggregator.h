@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -35,6 +36,14 @@ struct FakeOptions {
   // A bottleneck in front of the workers: results leave one after another at this many bytes
   // per second, queued in arrival order (0: at once).
   uint64_t result_bytes_per_s = 0;
+  // A busy aggregator shedding connections (issue 42): the first `close_before_hello`
+  // connections are closed at accept, before the ServerHello; the first `close_on_join`
+  // Joins are answered by closing the connection (shed before it read the Join).
+  uint32_t close_before_hello = 0;
+  uint32_t close_on_join = 0;
+  // An aggregator that says no at once: this Error instead of the ServerHello, then a close.
+  std::optional<proto::Error> hello_error;
+  uint16_t control_port = 0;  // 0: an ephemeral port
 };
 
 class FakeAggregator {
@@ -62,6 +71,7 @@ class FakeAggregator {
   uint64_t results_resent() const { return resent_; }
   uint64_t leaves() const { return leaves_; }
   uint64_t refused_joins() const { return refused_joins_; }  // predates_multicast refusals
+  uint64_t connections() const { return connections_; }      // control connections accepted
 
  private:
   struct State;
@@ -74,7 +84,7 @@ class FakeAggregator {
   std::atomic<uint64_t> grant_{0};
   std::atomic<proto::CapacityReason> grant_why_{proto::CapacityReason::kJobJoined};
   std::atomic<uint64_t> contributions_{0}, retransmitted_{0}, duplicates_{0}, resent_{0},
-      leaves_{0}, refused_joins_{0};
+      leaves_{0}, refused_joins_{0}, connections_{0};
   std::thread thread_;
 };
 

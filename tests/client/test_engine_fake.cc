@@ -672,6 +672,7 @@ TEST(EngineFake, NoAggregatorFailsQuicklyWithAClearMessage) {
   ClientConfig c;
   c.aggregators = {{"127.0.0.1", port}};
   c.n_workers = 1;
+  c.connect_timeout = 200ms;  // refused connects are tried again for this long (test_join_retry)
   std::string err;
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(Engine::create(c, &err), nullptr);

@@ -60,8 +60,11 @@ void ControlChannel::close() {
   fd_ = -1;
 }
 
-std::string ControlChannel::connect(const Endpoint& ep, int64_t deadline_ns) {
+std::string ControlChannel::connect(const Endpoint& ep, int64_t deadline_ns, int* error) {
   close();
+  int ignored = 0;
+  int& code = error != nullptr ? *error : ignored;
+  code = 0;
   std::string err = resolve(ep.host, &peer_);
   if (!err.empty()) {
     return err;
@@ -73,13 +76,15 @@ std::string ControlChannel::connect(const Endpoint& ep, int64_t deadline_ns) {
 
   fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) {
-    return std::string("socket: ") + errno_text(errno);
+    code = errno;
+    return std::string("socket: ") + errno_text(code);
   }
   const int one = 1;
   ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   if (::connect(fd_, reinterpret_cast<sockaddr*>(&peer_), sizeof peer_) != 0) {
     if (errno != EINPROGRESS) {
-      return errno_text(errno);
+      code = errno;
+      return errno_text(code);
     }
     pollfd p{fd_, POLLOUT, 0};
     int r;
@@ -87,12 +92,14 @@ std::string ControlChannel::connect(const Endpoint& ep, int64_t deadline_ns) {
       r = ::poll(&p, 1, ms_until(deadline_ns));
     } while (r < 0 && errno == EINTR);
     if (r == 0) {
+      code = ETIMEDOUT;
       return "connect timed out";
     }
     int soerr = 0;
     socklen_t len = sizeof soerr;
     ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &soerr, &len);
     if (soerr != 0) {
+      code = soerr;
       return errno_text(soerr);
     }
   }
@@ -154,14 +161,16 @@ ControlChannel::Rx ControlChannel::poll_message(proto::ControlMsg* msg, std::str
   }
 }
 
-std::string ControlChannel::recv_blocking(proto::ControlMsg* msg, int64_t deadline_ns) {
+std::string ControlChannel::recv_blocking(proto::ControlMsg* msg, int64_t deadline_ns, Rx* how) {
+  Rx ignored = Rx::kNone;
+  Rx& out = how != nullptr ? *how : ignored;
   for (;;) {
     std::string err;
-    const Rx rx = poll_message(msg, &err);
-    if (rx == Rx::kMessage) {
+    out = poll_message(msg, &err);
+    if (out == Rx::kMessage) {
       return "";
     }
-    if (rx != Rx::kNone) {
+    if (out != Rx::kNone) {
       return err;
     }
     const int wait = ms_until(deadline_ns);

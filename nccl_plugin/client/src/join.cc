@@ -1,9 +1,14 @@
 #include "join.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <poll.h>
 
+#include <cstdint>
+#include <thread>
 #include <variant>
+
+#include "connect_retry.h"
 
 namespace conflux::client {
 namespace {
@@ -22,18 +27,40 @@ std::string error_text(const proto::Error& e) {
   return s;
 }
 
-// Connect and read ServerHello.
-std::string hello(const ClientConfig& cfg, size_t i, JoinedAggregator* ja, proto::ServerHello* h) {
+// The join's retries of one aggregator's control connection (connect_retry.h): its backoff and
+// whether the first retry was logged.
+struct Retry {
+  ConnectBackoff backoff;
+  int64_t start_ns;
+  bool told = false;
+};
+
+// One attempt: connect and read ServerHello. *failure says whether another may help.
+std::string hello_once(const ClientConfig& cfg, size_t i, JoinedAggregator* ja,
+                       proto::ServerHello* h, ConnectFailure* failure) {
+  *failure = ConnectFailure::kFinal;
   const int64_t connect_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.connect_timeout).count();
   ja->ctl = std::make_unique<ControlChannel>();
-  std::string err = ja->ctl->connect(cfg.aggregators[i], now_ns() + connect_ns);
+  int code = 0;
+  std::string err = ja->ctl->connect(cfg.aggregators[i], now_ns() + connect_ns, &code);
   if (!err.empty()) {
+    if (code == ECONNREFUSED) {
+      *failure = ConnectFailure::kRefused;
+    } else if (code == ECONNRESET || code == ECONNABORTED || code == EPIPE) {
+      *failure = ConnectFailure::kDropped;
+    }
     return name(cfg, i) + ": cannot connect: " + err;
   }
   ControlMsg m;
-  err = ja->ctl->recv_blocking(&m, now_ns() + connect_ns);
+  ControlChannel::Rx how = ControlChannel::Rx::kNone;
+  err = ja->ctl->recv_blocking(&m, now_ns() + connect_ns, &how);
   if (!err.empty()) {
+    // Closed or reset before a word: shed by a busy aggregator. A timeout or a frame that does
+    // not parse (another protocol version) is final.
+    if (how == ControlChannel::Rx::kClosed) {
+      *failure = ConnectFailure::kDropped;
+    }
     return name(cfg, i) + ": no ServerHello: " + err;
   }
   if (const auto* e = std::get_if<proto::Error>(&m)) {
@@ -49,6 +76,53 @@ std::string hello(const ClientConfig& cfg, size_t i, JoinedAggregator* ja, proto
   }
   *h = *sh;
   return "";
+}
+
+// After an attempt that failed with `err`: waits out the backoff and returns "" when another
+// attempt may start, else the final error (with the attempts made). Logs the first retry of
+// each aggregator once, as a warning.
+std::string back_off(const ClientConfig& cfg, size_t i, ConnectFailure f, const std::string& err,
+                     Retry* r) {
+  const int64_t now = now_ns();
+  const int64_t at = r->backoff.next_attempt(f, now);
+  if (at < 0) {
+    if (r->backoff.failures() <= 1) {
+      return err;
+    }
+    return err + " (after " + std::to_string(r->backoff.failures()) + " attempts in " +
+           std::to_string((now - r->start_ns) / 1'000'000) + " ms)";
+  }
+  if (!r->told && cfg.log) {
+    r->told = true;
+    cfg.log(LogLevel::kWarn,
+            err + "; connecting again with backoff (10 ms doubling to 500 ms) until " +
+                (f == ConnectFailure::kRefused
+                     ? "connect_timeout (" + std::to_string(cfg.connect_timeout.count()) + " ms)"
+                     : "the join timeout (" + std::to_string(cfg.join_timeout.count()) + " ms)"));
+  }
+  std::this_thread::sleep_for(std::chrono::nanoseconds(at - now));
+  return "";
+}
+
+// Connects and reads ServerHello, connecting again while the aggregator refuses or drops the
+// connection (connect_retry.h).
+std::string hello(const ClientConfig& cfg, size_t i, JoinedAggregator* ja, proto::ServerHello* h,
+                  Retry* r) {
+  for (;;) {
+    ConnectFailure f = ConnectFailure::kFinal;
+    const std::string err = hello_once(cfg, i, ja, h, &f);
+    if (err.empty()) {
+      if (r->told && cfg.log) {
+        cfg.log(LogLevel::kInfo, name(cfg, i) + ": connected after " +
+                                     std::to_string(r->backoff.failures() + 1) + " attempts in " +
+                                     std::to_string((now_ns() - r->start_ns) / 1'000'000) + " ms");
+      }
+      return "";
+    }
+    if (std::string final_err = back_off(cfg, i, f, err, r); !final_err.empty()) {
+      return final_err;
+    }
+  }
 }
 
 // multicast: ask for a group (SPEC §8); false for an aggregator that predates it.
@@ -123,11 +197,11 @@ std::string accept_ack(const ClientConfig& cfg, size_t i, const proto::JoinAck& 
   return "";
 }
 
-// Connects to aggregator i again and sends its Join.
+// Connects to aggregator i (again) and sends its Join.
 std::string send_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, bool multicast,
-                      JoinedAggregator* ja) {
+                      JoinedAggregator* ja, Retry* r) {
   proto::ServerHello h;
-  std::string err = hello(cfg, i, ja, &h);
+  std::string err = hello(cfg, i, ja, &h, r);
   if (!err.empty()) {
     return err;
   }
@@ -147,8 +221,23 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
   const size_t n = cfg.aggregators.size();
   out->clear();
   out->resize(n);
+  // Every rank's JoinAck (and the Capacity that follows it when asked for) within the join
+  // timeout, connections tried again included; the aggregator answers join_timeout itself, we
+  // allow 1 s more.
+  const int64_t start = now_ns();
+  const int64_t deadline =
+      start + std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.join_timeout).count() +
+      1'000'000'000;
+  const int64_t refused_budget =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.connect_timeout).count();
+  std::vector<Retry> retry;
   for (size_t i = 0; i < n; ++i) {
-    std::string err = send_join(cfg, i, udp_port, true, &(*out)[i]);
+    const uint64_t seed = (uint64_t{cfg.rank} << 32) ^ (uint64_t{i} << 20) ^
+                          static_cast<uint64_t>(start) ^ reinterpret_cast<uintptr_t>(out);
+    retry.push_back(Retry{ConnectBackoff(start, deadline, refused_budget, seed), start});
+  }
+  for (size_t i = 0; i < n; ++i) {
+    std::string err = send_join(cfg, i, udp_port, true, &(*out)[i], &retry[i]);
     if (!err.empty()) {
       return err;
     }
@@ -156,11 +245,7 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
   // An aggregator older than multicast (SPEC §8) answers the multicast Join flags with
   // Error{bad_message}; in auto mode such an aggregator is joined again without them.
   std::vector<bool> retried(n, cfg.multicast != MulticastMode::kAuto);
-  // Wait for every JoinAck (and the Capacity that follows it when asked for); the aggregator
-  // answers join_timeout itself, we allow 1 s more.
-  const int64_t deadline =
-      now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.join_timeout).count() +
-      1'000'000'000;
+  std::vector<bool> unicast(n, false);  // joined again without the multicast flags
   std::vector<bool> acked(n, false), got_ack(n, false);
   size_t left = n;
   while (left > 0) {
@@ -172,6 +257,19 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
         const ControlChannel::Rx rx = ja.ctl->poll_message(&m, &err);
         if (rx == ControlChannel::Rx::kNone) {
           break;
+        }
+        if (rx == ControlChannel::Rx::kClosed && !got_ack[i]) {
+          // Closed or reset with no answer to the Join: the aggregator shed the connection
+          // before it read the Join (its limits evicted it). Join again on a new one.
+          err = back_off(cfg, i, ConnectFailure::kDropped, name(cfg, i) + " during Join: " + err,
+                         &retry[i]);
+          if (err.empty()) {
+            err = send_join(cfg, i, udp_port, !unicast[i], &ja, &retry[i]);
+          }
+          if (!err.empty()) {
+            return err;
+          }
+          continue;
         }
         if (rx != ControlChannel::Rx::kMessage) {
           return name(cfg, i) + " during Join: " + err;
@@ -195,7 +293,8 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
               cfg.log(LogLevel::kInfo, name(cfg, i) + " does not know multicast (" +
                                            error_text(*e) + "): joining it again for unicast");
             }
-            err = send_join(cfg, i, udp_port, false, &ja);
+            unicast[i] = true;
+            err = send_join(cfg, i, udp_port, false, &ja, &retry[i]);
             if (!err.empty()) {
               return err;
             }

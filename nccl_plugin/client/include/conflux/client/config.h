@@ -106,8 +106,10 @@ struct ClientConfig {
   std::chrono::milliseconds stall_timeout{0};
   // Control-channel heartbeat period; the engine uses at most aggregator_timeout / 2.
   std::chrono::milliseconds heartbeat_interval{1000};
-  std::chrono::milliseconds join_timeout{30000};    // waiting for all ranks to join
-  std::chrono::milliseconds connect_timeout{5000};  // TCP connect + ServerHello, each
+  std::chrono::milliseconds join_timeout{30000};  // waiting for all ranks to join
+  // TCP connect + ServerHello, each; also how long refused connects are tried again (a
+  // connection dropped before an answer is tried again until the join timeout).
+  std::chrono::milliseconds connect_timeout{5000};
 
   std::string bind_addr = "0.0.0.0";  // local IPv4 address of the UDP socket
   uint32_t spin_us = 50;              // busy-poll this long after the last activity
