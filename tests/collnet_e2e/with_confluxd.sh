@@ -3,8 +3,8 @@
 #   with_confluxd.sh CONFLUXD EXPECT REGEX [--kill-after S] [--daemons N] [--no-daemon]
 #                    [--daemon-arg ARG]... [--max-out-ratio R] [--min-out-ratio R]
 #                    [--tree N,N,...] [--tree-mid M] [--tree-mid-levels K] [--kill-daemon I]
-#                    [--forbid REGEX] [--kill-at-slots N] [--tree-direct]
-#                    -- CMD ARGS...
+#                    [--forbid REGEX] [--kill-at-slots N] [--tree-direct] [--nofile N]
+#                    [--idle-connections N] -- CMD ARGS...
 # EXPECT is zero|nonzero (the command's exit code); REGEX (several may be joined by " && ")
 # must each match a line of its output; --forbid REGEX must match none.
 # CONFLUX_AGGREGATORS is set to the daemons, comma-separated (or to a port nobody listens on
@@ -25,6 +25,12 @@
 # --tree-direct gives the root a multicast range (to send) and each leaf one of its own and
 # tree_results = direct (SPEC.md §7, results straight down), and checks that the root sent
 # results straight to the leaves' groups (conflux_dataplane_direct_results_total > 0).
+# --nofile N starts every daemon under `ulimit -n N` (soft and hard RLIMIT_NOFILE).
+# --idle-connections N opens N TCP connections from 127.0.0.1 to the first daemon's control
+# port that never send a byte (a flood of clients that do not join), just before the command
+# starts, and holds them until it exits; then a line of the output (for REGEX) says how many
+# connections the first daemon evicted and refused ("confluxd 1 closed E connections without a
+# Join to make room and refused R at accept").
 # After the command, the first daemon's dataplane bytes in and out are printed (with --tree,
 # every other daemon's bytes in too, and none may be 0); with
 # --max-out-ratio R (--min-out-ratio R) the test fails if it sent more (less) than R times
@@ -33,7 +39,7 @@ set -uo pipefail
 confluxd=$1 expect=$2 regex=$3
 shift 3
 kill_after="" kill_at_slots="" no_daemon=0 daemon_args=() n_daemons=1 max_out_ratio="" min_out_ratio=""
-tree="" tree_mid=0 mid_levels=1 kill_daemon="" forbid="" tree_direct=0
+tree="" tree_mid=0 mid_levels=1 kill_daemon="" forbid="" tree_direct=0 nofile="" idle=0
 while [[ $# -gt 0 && $1 != "--" ]]; do
   case $1 in
     --kill-after) kill_after=$2; shift 2 ;;
@@ -49,13 +55,17 @@ while [[ $# -gt 0 && $1 != "--" ]]; do
     --kill-daemon) kill_daemon=$2; shift 2 ;;
     --forbid) forbid=$2; shift 2 ;;
     --tree-direct) tree_direct=1; shift ;;
+    --nofile) nofile=$2; shift 2 ;;
+    --idle-connections) idle=$2; shift 2 ;;
     *) echo "with_confluxd: unknown option $1" >&2; exit 2 ;;
   esac
 done
 shift  # --
 work=$(mktemp -d)
 daemon_pids=()
+idle_pid=""
 cleanup() {
+  [[ -n $idle_pid ]] && kill -KILL "$idle_pid" 2>/dev/null
   for p in "${daemon_pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
   rm -rf "$work"
 }
@@ -87,9 +97,11 @@ else
     if [[ $tree_direct -eq 1 && $i -ge $first_leaf ]]; then
       extra+=(--multicast-range "239.77.$((i - first_leaf)).0/24" --tree-results direct)
     fi
-    "$confluxd" --listen 127.0.0.1 --control-port 0 --data-port 0 --metrics-port 0 \
-      --ready-file "$work/ready$i" --log-level warn "${daemon_args[@]}" "${extra[@]}" \
-      >"$work/daemon$i.log" 2>&1 &
+    (
+      if [[ -n $nofile ]]; then ulimit -n "$nofile" || exit 1; fi
+      exec "$confluxd" --listen 127.0.0.1 --control-port 0 --data-port 0 --metrics-port 0 \
+        --ready-file "$work/ready$i" --log-level warn "${daemon_args[@]}" "${extra[@]}"
+    ) >"$work/daemon$i.log" 2>&1 &
     daemon_pids+=($!)
     for _ in $(seq 1 100); do [[ -s $work/ready$i ]] && break; sleep 0.05; done
     if [[ ! -s $work/ready$i ]]; then
@@ -118,6 +130,27 @@ metric_total() {
     awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $2 } END { printf "%.0f", s }'
 }
 
+if [[ $idle -gt 0 && $no_daemon -eq 0 ]]; then
+  # Connects every socket (the kernel completes each handshake into the daemon's accept queue),
+  # says so, then holds them all until killed.
+  python3 -c '
+import socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+held = []
+for _ in range(n):
+    s = socket.socket()
+    s.connect(("127.0.0.1", port))
+    held.append(s)
+print("with_confluxd: %d idle connections open" % n, flush=True)
+time.sleep(3600)
+' "$(sed -n 's/^control_port=//p' "$work/ready1")" "$idle" >"$work/idle" 2>&1 &
+  idle_pid=$!
+  for _ in $(seq 1 200); do [[ -s $work/idle ]] && break; sleep 0.01; done
+  if ! grep -q "idle connections open" "$work/idle"; then
+    echo "with_confluxd: could not open $idle idle connections"; cat "$work/idle"; exit 1
+  fi
+fi
+
 "$@" >"$work/out" 2>&1 &
 cmd_pid=$!
 if [[ (-n $kill_after || -n $kill_at_slots) && ${#daemon_pids[@]} -gt 0 ]]; then
@@ -140,6 +173,12 @@ if [[ (-n $kill_after || -n $kill_at_slots) && ${#daemon_pids[@]} -gt 0 ]]; then
 fi
 wait "$cmd_pid"
 rc=$?
+if [[ -n $idle_pid ]]; then
+  kill -KILL "$idle_pid" 2>/dev/null
+  wait "$idle_pid" 2>/dev/null
+  cat "$work/idle" >>"$work/out"
+  idle_pid=""
+fi
 # After the command's output: a line appended while it ran would be overwritten by it.
 [[ -n ${killed:-} ]] && echo "$killed" >>"$work/out"
 cat "$work/out"
@@ -173,6 +212,11 @@ if [[ $no_daemon -eq 0 && -z $kill_after ]]; then
       echo "with_confluxd: confluxd $i dataplane bytes in $b"
       if [[ ${b:-0} -eq 0 ]]; then echo "FAIL: confluxd $i of the tree received nothing"; exit 1; fi
     done
+  fi
+  if [[ $idle -gt 0 ]]; then  # into the output, for REGEX
+    echo "with_confluxd: confluxd 1 closed $(metric_total 1 conflux_control_evicted_total)" \
+         "connections without a Join to make room and refused" \
+         "$(metric_total 1 conflux_control_refused_total) at accept" | tee -a "$work/out"
   fi
   if [[ $tree_direct -eq 1 ]]; then
     direct=$(metric_total 1 conflux_dataplane_direct_results_total)
