@@ -40,6 +40,20 @@ int64_t control_connection_limit(int64_t configured, const FdBudget& b) {
   return std::max<int64_t>(1, std::min(configured, allowed));
 }
 
+uint64_t raise_nofile_soft_limit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return 0;
+  const rlim_t want = lim.rlim_max == RLIM_INFINITY
+                          ? static_cast<rlim_t>(kMaxSoftNofile)
+                          : std::min<rlim_t>(lim.rlim_max, kMaxSoftNofile);
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < want) {
+    rlimit raised = lim;
+    raised.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
+  return lim.rlim_cur == RLIM_INFINITY ? 0 : lim.rlim_cur;
+}
+
 FdBudget read_fd_budget(uint64_t spare) {
   FdBudget b;
   rlimit lim{};

@@ -29,4 +29,11 @@ int64_t control_connection_limit(int64_t configured, const FdBudget& b);
 // getrlimit(RLIMIT_NOFILE) and the descriptors open now (/proc/self/fd).
 FdBudget read_fd_budget(uint64_t spare);
 
+// Raises the soft RLIMIT_NOFILE to the hard limit (at most kMaxSoftNofile), as many daemons
+// and systemd's LimitNOFILE= do: a login shell's soft 1024 would otherwise cap the control
+// connections far below what the hard limit allows. confluxd calls it once at start. Returns
+// the soft limit in force afterwards (0: unlimited or unknown).
+inline constexpr uint64_t kMaxSoftNofile = 1 << 20;
+uint64_t raise_nofile_soft_limit();
+
 }  // namespace conflux::agg

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "aggregator/config.h"
+#include "aggregator/control/fd_budget.h"
 #include "aggregator/daemon/daemon.h"
 #include "spdlog/spdlog.h"
 
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
       break;
   }
   setup_logging(cfg.log_level);
+  // Before anything opens a descriptor: the control plane sizes its limits from it.
+  raise_nofile_soft_limit();
 
   // Every thread inherits this mask; the main thread takes the signals with sigwait().
   sigset_t stop_signals;

@@ -5,6 +5,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "aggregator/config.h"
 #include "gtest/gtest.h"
 
@@ -45,6 +47,25 @@ TEST(FdBudget, ReadsTheSoftLimitAndCountsOpenDescriptors) {
   ASSERT_GE(fd, 0);
   EXPECT_EQ(read_fd_budget(7).in_use, before.in_use + 1);
   close(fd);
+}
+
+TEST(FdBudget, TheSoftDescriptorLimitIsRaisedToTheHardOne) {
+  rlimit before{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &before), 0);
+  // Start from a low soft limit under the same hard one, as a login shell would leave it.
+  rlimit low = before;
+  low.rlim_cur = 256;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  const uint64_t soft = raise_nofile_soft_limit();
+  rlimit now{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &now), 0);
+  const uint64_t want = before.rlim_max == RLIM_INFINITY
+                            ? kMaxSoftNofile
+                            : std::min<uint64_t>(before.rlim_max, kMaxSoftNofile);
+  EXPECT_EQ(now.rlim_cur, want);
+  EXPECT_EQ(soft, want);
+  EXPECT_EQ(now.rlim_max, before.rlim_max);  // the hard limit is left alone
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &before), 0);
 }
 
 }  // namespace
