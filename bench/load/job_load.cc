@@ -10,7 +10,7 @@
 // after each round of phase 1 and after phase 2, each once the daemon is idle again. Reports the
 // join latency (Engine::create: the control loop's Join → JoinAck round, both ranks joining
 // together) as percentiles. Exits 1 on a wrong element, a failed job, or a leak: fds, threads,
-// jobs, slots, groups or connections not back to the warm-up figures, or RSS after the second round
+// jobs, slots, groups or connections above the warm-up figures, or RSS after the second round
 // or the cycles more than `--max-rss-growth` above its level after the first round.
 #include <unistd.h>
 
@@ -101,39 +101,30 @@ uint64_t count_wrong_t(const std::vector<uint8_t>& buf, const Shape& s, uint64_t
   return wrong;
 }
 
-void fill(std::vector<uint8_t>& buf, const Shape& s, uint64_t job, int rank) {
-  buf.assign(s.count * dtype_size(s.dtype), 0);
-  switch (s.dtype) {
+// Calls f(T{}) with the C++ type of a dtype this program uses.
+template <class F>
+auto with_type(DType t, F&& f) {
+  switch (t) {
     case DType::kInt8:
-      return fill_t<int8_t>(buf, s, job, rank);
+      return f(int8_t{});
     case DType::kInt32:
-      return fill_t<int32_t>(buf, s, job, rank);
+      return f(int32_t{});
     case DType::kUint64:
-      return fill_t<uint64_t>(buf, s, job, rank);
+      return f(uint64_t{});
     case DType::kFloat32:
-      return fill_t<float>(buf, s, job, rank);
-    case DType::kFloat64:
-      return fill_t<double>(buf, s, job, rank);
+      return f(float{});
     default:
-      break;
+      return f(double{});  // kShapes uses no other dtype
   }
 }
 
+void fill(std::vector<uint8_t>& buf, const Shape& s, uint64_t job, int rank) {
+  buf.assign(s.count * dtype_size(s.dtype), 0);
+  with_type(s.dtype, [&](auto z) { fill_t<decltype(z)>(buf, s, job, rank); });
+}
+
 uint64_t count_wrong(const std::vector<uint8_t>& buf, const Shape& s, uint64_t job, int ranks) {
-  switch (s.dtype) {
-    case DType::kInt8:
-      return count_wrong_t<int8_t>(buf, s, job, ranks);
-    case DType::kInt32:
-      return count_wrong_t<int32_t>(buf, s, job, ranks);
-    case DType::kUint64:
-      return count_wrong_t<uint64_t>(buf, s, job, ranks);
-    case DType::kFloat32:
-      return count_wrong_t<float>(buf, s, job, ranks);
-    case DType::kFloat64:
-      return count_wrong_t<double>(buf, s, job, ranks);
-    default:
-      return s.count;
-  }
+  return with_type(s.dtype, [&](auto z) { return count_wrong_t<decltype(z)>(buf, s, job, ranks); });
 }
 
 struct Totals {
@@ -238,10 +229,15 @@ Sample sample(pid_t pid, uint16_t metrics_port) {
   return s;
 }
 
-// Waits (up to 10 s) for the daemon to forget every job, then samples it.
-Sample idle_sample(pid_t pid, uint16_t metrics_port) {
+// Waits (up to 10 s) for the daemon to forget every job and close every control connection,
+// then samples it.
+// want_fds >= 0: also for its open descriptors to come down to that many (a metrics request
+// of the previous sample may not be closed yet on a loaded host); a leak stays after 10 s.
+Sample idle_sample(pid_t pid, uint16_t metrics_port, long want_fds = -1) {
   Sample s = sample(pid, metrics_port);
-  for (int i = 0; i < 100 && (s.jobs != 0 || s.slots > 0 || s.connections != 0); ++i) {
+  for (int i = 0; i < 100 && (s.jobs != 0 || s.slots > 0 || s.connections != 0 ||
+                              (want_fds >= 0 && s.fds > want_fds));
+       ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     s = sample(pid, metrics_port);
   }
@@ -290,11 +286,11 @@ int run(const Options& o) {
   const auto ta = Clock::now();
   run_jobs(d.control_port, next_job, o.jobs, o.ranks, o.iters, &many);
   next_job += static_cast<uint64_t>(o.jobs);
-  const Sample s1a = idle_sample(d.pid, d.metrics_port);
+  const Sample s1a = idle_sample(d.pid, d.metrics_port, s0.fds);
   run_jobs(d.control_port, next_job, o.jobs, o.ranks, o.iters, &many);
   next_job += static_cast<uint64_t>(o.jobs);
   const double many_s = std::chrono::duration<double>(Clock::now() - ta).count();
-  const Sample s1 = idle_sample(d.pid, d.metrics_port);
+  const Sample s1 = idle_sample(d.pid, d.metrics_port, s0.fds);
 
   Totals cyc;
   const auto tb = Clock::now();
@@ -310,7 +306,7 @@ int run(const Options& o) {
   }
   for (auto& th : lanes) th.join();
   const double cyc_s = std::chrono::duration<double>(Clock::now() - tb).count();
-  const Sample s2 = idle_sample(d.pid, d.metrics_port);
+  const Sample s2 = idle_sample(d.pid, d.metrics_port, s0.fds);
   const long daemon_alive = kill(d.pid, 0) == 0;
   kill(d.pid, SIGTERM);
   int status = 0;
@@ -339,8 +335,10 @@ int run(const Options& o) {
     const char* when = s == &s1a  ? "after the first round of concurrent jobs"
                        : s == &s1 ? "after the second round of concurrent jobs"
                                   : "after the cycles";
+    // At most the warm-up's figure (one fewer fd is a metrics request that was still open
+    // when the warm-up was sampled), none of what belongs to a job.
     auto check = [&](const char* what, double got, double want) {
-      if (got != want) {
+      if (got > want) {
         problems.push_back(std::string(what) + " " + when + ": " + std::to_string(got) +
                            " (after warm-up: " + std::to_string(want) + ")");
       }
