@@ -301,6 +301,14 @@ TEST_P(Process, FloodOfIdleConnectionsNeitherSpinsNorFloodsTheLogNorLocksOutAJob
 // last descriptors), the oldest control connection without a Join is closed and the accept
 // retried: the new connection joins. A metrics request evicts nobody (it is shed as before).
 TEST_P(Process, OutOfDescriptorsAConnectionWithoutJoinMakesRoom) {
+#if defined(__SANITIZE_ADDRESS__)
+  // UBSan's vptr check reads the vtable through a pipe() (sanitizer_common's
+  // IsAccessibleMemoryRange), which fails with EMFILE: out of descriptors, every checked virtual
+  // call (the JoinAck's delivery here) is reported as "invalid vptr" and the daemon aborts
+  // (-fno-sanitize-recover). The plain build runs this test; README.md lists the skip.
+  GTEST_SKIP() << "a sanitizer build cannot run a daemon out of descriptors (UBSan's vptr check "
+                  "needs a pipe)";
+#endif
   const std::string ready = dir_ + "/ready";
   const pid_t pid = spawn(local_confluxd(ready, GetParam(), {"--control-join-timeout-ms", "60000"}),
                           dir_ + "/stderr", /*nofile=*/64);
