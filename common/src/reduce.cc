@@ -54,6 +54,10 @@ void reduce_n(DType t, Op op, void* dst, const void* const* srcs, size_t k, size
   detail::active_table().reduce_n[ti(t)][oi(op)](dst, srcs, k, n);
 }
 
+uint64_t sum_u32_words(const void* p, size_t n_words) {
+  return n_words == 0 ? 0 : detail::active_table().sum_u32_words(p, n_words);
+}
+
 std::string_view active_isa() { return detail::active_table().name; }
 
 }  // namespace conflux::reduce

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string_view>
 
@@ -19,6 +20,7 @@ using InitFn = void (*)(void* acc, const void* src, size_t n);
 using FinishFn = void (*)(void* dst, const void* acc, size_t n);
 using BinaryFn = void (*)(void* acc_or_dst, const void* src, size_t n);
 using ReduceNFn = void (*)(void* dst, const void* const* srcs, size_t k, size_t n);
+using SumWordsFn = uint64_t (*)(const void* p, size_t n_words);
 
 struct KernelTable {
   Isa isa;
@@ -28,6 +30,7 @@ struct KernelTable {
   BinaryFn accumulate[kNumDTypes][kNumOps];
   BinaryFn reduce_inplace[kNumDTypes][kNumOps];
   ReduceNFn reduce_n[kNumDTypes][kNumOps];
+  SumWordsFn sum_u32_words;  // reduce.h's sum_u32_words (Internet checksums)
 };
 
 // Tables as compiled. Each returns nullptr when not built for this target (the x86 ones

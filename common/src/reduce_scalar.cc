@@ -1,6 +1,7 @@
 // The scalar kernel table: the ref:: implementation behind the KernelTable interface.
 // Used where no SIMD table is usable (non-x86 builds, CONFLUX_REDUCE_ISA=scalar).
 #include <cstdint>
+#include <cstring>
 
 #include "conflux/common/reduce.h"
 #include "reduce_dispatch.h"
@@ -31,6 +32,17 @@ struct ScalarKernels {
       ref::accumulate(T, O, tmp, s + off * kSrc, m);
       ref::finish(T, d + off * kSrc, tmp, m);
     }
+  }
+
+  static uint64_t sum_u32_words(const void* p, size_t n_words) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    uint64_t s = 0;
+    for (size_t i = 0; i < n_words; ++i) {
+      uint32_t w;
+      std::memcpy(&w, b + 4 * i, 4);
+      s += w;
+    }
+    return s;
   }
 
   static void reduce_n(void* dst, const void* const* srcs, size_t k, size_t n) {

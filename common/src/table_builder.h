@@ -1,6 +1,7 @@
 // Internal: fills a KernelTable from a class template K<DType, Op> that provides the
 // static kernels `init`, `finish`, `accumulate`, `reduce_inplace` and `reduce_n`
-// (init/finish are taken from K<t, Op::kSum>). In an anonymous namespace: the per-ISA
+// (init/finish are taken from K<t, Op::kSum>), and `sum_u32_words` (any K: it does not depend
+// on the type or the operator). In an anonymous namespace: the per-ISA
 // translation units each instantiate it, and their copies must never be merged.
 #pragma once
 
@@ -35,6 +36,7 @@ KernelTable make_table(Isa isa) {
   t.isa = isa;
   t.name = isa_name(isa);
   fill_table<K>(t, std::make_index_sequence<static_cast<size_t>(kNumDTypes) * kNumOps>{});
+  t.sum_u32_words = &K<DType::kFloat32, Op::kSum>::sum_u32_words;
   return t;
 }
 

@@ -1,6 +1,9 @@
 #include "aggregator/dataplane/dpdk/frame.h"
 
 #include <bit>
+#include <cstring>
+
+#include "conflux/common/reduce.h"
 
 namespace conflux::agg::dpdk {
 namespace {
@@ -114,14 +117,10 @@ std::string_view frame_drop_name(FrameDrop d) {
 
 uint32_t csum_add(const uint8_t* p, size_t n, uint32_t sum) {
   // One's complement sums do not depend on byte order (RFC 1071 §2(B)): add native 32-bit
-  // words into 64 bits (the compiler vectorizes this), fold, then swap into network order.
-  uint64_t s = 0;
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    uint32_t w;
-    std::memcpy(&w, p + i, 4);
-    s += w;
-  }
+  // words into 64 bits (SIMD, the reduction engine's instruction set), fold, then swap into
+  // network order.
+  uint64_t s = reduce::sum_u32_words(p, n / 4);
+  size_t i = n / 4 * 4;
   while (s >> 16) s = (s & 0xffff) + (s >> 16);
   if constexpr (std::endian::native == std::endian::little) s = ((s & 0xff) << 8) | (s >> 8);
   uint64_t t = uint64_t{sum} + s;

@@ -129,6 +129,42 @@ struct SimdKernels {
 
   // Register-resident: every source is read once, dst written once; k >= 1. dst may
   // be one of the sources (each block is fully read before it is written).
+  // reduce.h's sum_u32_words: each 64-bit lane adds the low and the high 32-bit word of
+  // every 8 bytes into two accumulators (no carries to handle below 2^32 words); two
+  // independent pairs hide the add latency. The tail (under one vector) is added word by word.
+  static uint64_t sum_u32_words(const void* p, size_t n_words) {
+    using W = xsimd::batch<uint64_t, A>;
+    constexpr size_t kStep = W::size * 8;  // bytes per vector
+    const auto* b = static_cast<const uint8_t*>(p);
+    const size_t n = n_words * 4;
+    const W mask(uint64_t{0xffffffffu});
+    W lo0(uint64_t{0}), hi0(uint64_t{0}), lo1(uint64_t{0}), hi1(uint64_t{0});
+    size_t i = 0;
+    for (; i + 2 * kStep <= n; i += 2 * kStep) {
+      const W v0 = W::load_unaligned(reinterpret_cast<const uint64_t*>(b + i));
+      const W v1 = W::load_unaligned(reinterpret_cast<const uint64_t*>(b + i + kStep));
+      lo0 += v0 & mask;
+      hi0 += v0 >> 32;
+      lo1 += v1 & mask;
+      hi1 += v1 >> 32;
+    }
+    for (; i + kStep <= n; i += kStep) {
+      const W v = W::load_unaligned(reinterpret_cast<const uint64_t*>(b + i));
+      lo0 += v & mask;
+      hi0 += v >> 32;
+    }
+    alignas(64) uint64_t lanes[W::size];
+    ((lo0 + hi0) + (lo1 + hi1)).store_aligned(lanes);
+    uint64_t s = 0;
+    for (uint64_t x : lanes) s += x;
+    for (; i < n; i += 4) {
+      uint32_t w;
+      std::memcpy(&w, b + i, 4);
+      s += w;
+    }
+    return s;
+  }
+
   static void reduce_n(void* dst, const void* const* srcs, size_t k, size_t n) {
     if (k == 0) {
       return;

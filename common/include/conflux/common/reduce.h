@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include "conflux/common/dtype.h"
@@ -41,6 +42,11 @@ void reduce_inplace(DType t, Op op, void* dst, const void* src, size_t n);
 // n * accum_size(t) bytes (may be nullptr for wide types). Deterministic.
 void reduce_n(DType t, Op op, void* dst, const void* const* srcs, size_t k, size_t n,
               void* scratch);
+
+// The sum of `n_words` native-endian 32-bit words at p (any alignment), as a 64-bit integer:
+// exact for fewer than 2^32 words. The bulk of an Internet checksum (RFC 1071 §2(B): a one's
+// complement sum does not depend on byte order, so the caller folds it to 16 bits and swaps).
+uint64_t sum_u32_words(const void* p, size_t n_words);
 
 // Scalar reference implementations with exactly the documented semantics; the vector
 // paths are tested against these. Not for the hot path.
