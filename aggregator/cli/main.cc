@@ -4,7 +4,8 @@
 //   conflux drain|undrain HOST[:METRICS_PORT]... [--secret S | CONFLUX_SECRET] [--json]
 //   conflux throttle HOST[:METRICS_PORT]... --max-mbps N [--secret S] [--json]
 //   conflux check [--aggregators LIST | CONFLUX_AGGREGATORS] [--secret S] [--payload B] [--json]
-//   conflux plan --workers N --worker-gbit R --agg-gbit A [--agg-cores C] ... [--json]
+//   conflux plan --workers N --worker-gbit R [--agg-gbit A] [--dataplane udp|dpdk] [--agg-cores C]
+//   ... [--json]
 // check exits 0 when a job would use every aggregator, 1 when the plugin would fall back.
 #include <cstdio>
 #include <string>
@@ -103,16 +104,26 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--worker-gbit", pin.worker_gbit, "each worker's link, Gbit/s")
       ->required()
       ->check(CLI::PositiveNumber);
-  plan_cmd->add_option("--agg-gbit", pin.agg_gbit, "each aggregator's link, Gbit/s")
-      ->required()
+  plan_cmd
+      ->add_option("--agg-gbit", pin.agg_gbit,
+                   "each aggregator's link, Gbit/s (default: a worker's, --worker-gbit)")
       ->check(CLI::PositiveNumber);
   plan_cmd->add_option("--root-gbit", pin.root_gbit, "a tree root's link (default --agg-gbit)")
       ->check(CLI::PositiveNumber);
-  plan_cmd->add_option("--agg-cores", pin.agg_cores, "dataplane threads per aggregator")
+  plan_cmd
+      ->add_option("--agg-cores", pin.agg_cores,
+                   "dataplane threads per aggregator (default: as many as each layout needs, "
+                   "shown as cores/host)")
       ->check(CLI::Range(1, 64));
   plan_cmd
+      ->add_option("--dataplane", pin.dataplane,
+                   "udp or dpdk: the dataplane whose measured Gbit/s per core (bench/capacity) "
+                   "--core-gbit defaults to")
+      ->check(CLI::IsMember({"udp", "dpdk"}));
+  plan_cmd
       ->add_option("--core-gbit", pin.core_gbit,
-                   "contribution Gbit/s one dataplane thread reduces (measure: bench/allreduce)")
+                   "contribution Gbit/s one dataplane thread reduces (default: --dataplane's "
+                   "measure; measure yours: bench/capacity/capacity.py)")
       ->check(CLI::PositiveNumber);
   plan_cmd->add_option("--max-aggregators", pin.max_aggregators, "list layouts up to this many")
       ->check(CLI::Range(1, 1024));

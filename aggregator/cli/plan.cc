@@ -8,7 +8,21 @@
 #include "fmt/ranges.h"
 
 namespace conflux::cli {
+
+double measured_core_gbit(const std::string& dataplane) {
+  // bench/capacity/capacity.py on a 2-vCPU AMD EPYC VM (TSC 2.6 GHz), 2026-11-28: the DPDK
+  // lcore's busy cycles per 8 KiB contribution, and confluxd's CPU-s per GB on loopback with
+  // unicast fan-out to 4 workers (the kernel's copies in and out are most of it).
+  return dataplane == "dpdk" ? 30 : 20;
+}
+
 namespace {
+
+double agg_gbit(const PlanInput& in) { return in.agg_gbit > 0 ? in.agg_gbit : in.worker_gbit; }
+
+double core_gbit(const PlanInput& in) {
+  return in.core_gbit > 0 ? in.core_gbit : measured_core_gbit(in.dataplane);
+}
 
 // The smallest of the candidate rates, and the name of the one that binds.
 struct Bound {
@@ -22,8 +36,18 @@ struct Bound {
   }
 };
 
-PlanRow row(const PlanInput& in, std::string layout, int aggs, const Bound& b, double ring) {
-  return {std::move(layout), aggs, b.gbit, b.gbit / in.worker_gbit, b.gbit / ring, b.limit};
+// `streams`: the most contribution streams one aggregator host of the layout reduces.
+PlanRow row(const PlanInput& in, std::string layout, int aggs, const Bound& b, double ring,
+            double streams) {
+  const int cores =
+      streams > 0 ? static_cast<int>(std::ceil(streams * b.gbit / core_gbit(in) - 1e-9)) : 0;
+  return {std::move(layout),
+          aggs,
+          b.gbit,
+          b.gbit / in.worker_gbit,
+          b.gbit / ring,
+          b.limit,
+          std::max(cores, streams > 0 ? 1 : 0)};
 }
 
 // The ring, then for each number of aggregator hosts the `top` fastest layouts that need it
@@ -44,14 +68,17 @@ std::vector<PlanRow> best_per_host_count(std::vector<PlanRow> rows, size_t top) 
 
 }  // namespace
 
-std::vector<PlanRow> plan(const PlanInput& in) {
+std::vector<PlanRow> plan(const PlanInput& given) {
+  PlanInput in = given;
+  in.agg_gbit = agg_gbit(given);
   const double n = in.workers;
-  const double cpu = in.agg_cores * in.core_gbit;  // contribution Gbit/s one aggregator takes
+  // Contribution Gbit/s one aggregator's cores take; without a core count, no limit.
+  const double cpu = in.agg_cores > 0 ? in.agg_cores * core_gbit(in) : 1e300;
   std::vector<PlanRow> rows;
   // Ring (reduce-scatter + all-gather): every worker link carries 2(N-1)/N of the data.
   Bound ring;
   ring.cap(n > 1 ? in.worker_gbit * n / (2 * (n - 1)) : in.worker_gbit, "worker link");
-  rows.push_back(row(in, "ring", 0, ring, ring.gbit));
+  rows.push_back(row(in, "ring", 0, ring, ring.gbit, 0));
   // One level, k aggregators striped: each takes 1/k of every worker's stream, so its link
   // carries N/k streams each way and its threads reduce N/k streams.
   for (int k = 1; k <= in.max_aggregators; k *= 2) {
@@ -60,7 +87,7 @@ std::vector<PlanRow> plan(const PlanInput& in) {
     b.cap(k * in.agg_gbit / n, "aggregator link");
     b.cap(k * cpu / n, "aggregator cores");
     rows.push_back(
-        row(in, k == 1 ? "1 aggregator" : fmt::format("{} striped", k), k, b, ring.gbit));
+        row(in, k == 1 ? "1 aggregator" : fmt::format("{} striped", k), k, b, ring.gbit, n / k));
   }
   // Trees, described by their fan-outs from the root down: the root has fanout[0] children,
   // each of those fanout[1], and so on; the last level's nodes are the leaves, ceil(N/L)
@@ -95,7 +122,9 @@ std::vector<PlanRow> plan(const PlanInput& in) {
       }
       name += fmt::format(" + {} mid", fmt::join(mid, " + "));
     }
-    rows.push_back(row(in, name + " + root", nodes, b, ring.gbit));
+    double busiest = std::max<double>(per_leaf, fanout[0]);
+    for (size_t i = 1; i < fanout.size(); ++i) busiest = std::max<double>(busiest, fanout[i]);
+    rows.push_back(row(in, name + " + root", nodes, b, ring.gbit, busiest));
   };
   // Every fan-out vector of each depth (each fan-out >= 2, fewer leaves than workers, at most
   // max_aggregators hosts), shallow trees first, each depth in lexicographic order.
@@ -117,16 +146,20 @@ std::vector<PlanRow> plan(const PlanInput& in) {
 }
 
 std::string plan_table(const PlanInput& in, const std::vector<PlanRow>& rows) {
+  const std::string cores =
+      in.agg_cores > 0 ? fmt::format("{} cores", in.agg_cores) : std::string("cores as needed");
   std::string out = fmt::format(
-      "# {} workers @ {:g} Gbit/s; aggregators @ {:g} Gbit/s (tree root @ {:g}), {} cores x {:g} "
-      "Gbit/s{}\n",
-      in.workers, in.worker_gbit, in.agg_gbit, in.root_gbit > 0 ? in.root_gbit : in.agg_gbit,
-      in.agg_cores, in.core_gbit, in.direct_results ? "; tree results straight down" : "");
-  out += fmt::format("{:<36} {:>5} {:>12} {:>8} {:>8}  {}\n", "layout", "aggs", "algbw Gbit/s",
-                     "of link", "vs ring", "limited by");
+      "# {} workers @ {:g} Gbit/s; aggregators @ {:g} Gbit/s (tree root @ {:g}), {} x {:g} "
+      "Gbit/s ({}{}){}\n",
+      in.workers, in.worker_gbit, agg_gbit(in), in.root_gbit > 0 ? in.root_gbit : agg_gbit(in),
+      cores, core_gbit(in), in.dataplane, in.core_gbit > 0 ? ", given" : ", measured",
+      in.direct_results ? "; tree results straight down" : "");
+  out += fmt::format("{:<36} {:>5} {:>12} {:>8} {:>8} {:>10}  {}\n", "layout", "aggs",
+                     "algbw Gbit/s", "of link", "vs ring", "cores/host", "limited by");
   for (const PlanRow& r : rows) {
-    out += fmt::format("{:<36} {:>5} {:>12.3f} {:>8.2f} {:>8.2f}  {}\n", r.layout, r.aggregators,
-                       r.algbw_gbit, r.of_link, r.vs_ring, r.limit);
+    out += fmt::format("{:<36} {:>5} {:>12.3f} {:>8.2f} {:>8.2f} {:>10}  {}\n", r.layout,
+                       r.aggregators, r.algbw_gbit, r.of_link, r.vs_ring,
+                       r.cores > 0 ? std::to_string(r.cores) : "-", r.limit);
   }
   return out;
 }
@@ -139,15 +172,17 @@ std::string plan_json(const PlanInput& in, const std::vector<PlanRow>& rows) {
                        {"algbw_gbit", json::shortest(r.algbw_gbit)},
                        {"of_link", json::shortest(r.of_link)},
                        {"vs_ring", json::shortest(r.vs_ring)},
-                       {"limit", r.limit}});
+                       {"limit", r.limit},
+                       {"cores", r.cores}});
   }
   const json::Json out = {
       {"workers", in.workers},
       {"worker_gbit", json::shortest(in.worker_gbit)},
-      {"agg_gbit", json::shortest(in.agg_gbit)},
-      {"root_gbit", json::shortest(in.root_gbit > 0 ? in.root_gbit : in.agg_gbit)},
+      {"agg_gbit", json::shortest(agg_gbit(in))},
+      {"root_gbit", json::shortest(in.root_gbit > 0 ? in.root_gbit : agg_gbit(in))},
       {"agg_cores", in.agg_cores},
-      {"core_gbit", json::shortest(in.core_gbit)},
+      {"core_gbit", json::shortest(core_gbit(in))},
+      {"dataplane", in.dataplane},
       {"tree_results", in.direct_results ? "direct" : "leaf"},
       {"layouts", std::move(layouts)}};
   return json::one_line(out) + "\n";

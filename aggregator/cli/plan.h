@@ -4,7 +4,8 @@
 // max_depth > 2, L leaves under levels of middle aggregators under one root (protocol/SPEC.md
 // §7, every fan-out up to max_aggregators hosts),
 // next to the ring's ceiling. A bandwidth model (every byte of every
-// link, each direction on its own) plus a CPU term per aggregator; no measurement.
+// link, each direction on its own) plus a CPU term per aggregator, and the dataplane cores the
+// busiest aggregator host of each layout needs (from bench/capacity's measured Gbit/s per core).
 #pragma once
 
 #include <string>
@@ -15,13 +16,14 @@ namespace conflux::cli {
 struct PlanInput {
   int workers = 8;
   double worker_gbit = 100;  // each worker's link, Gbit/s
-  double agg_gbit = 100;     // each aggregator host's link, Gbit/s
+  double agg_gbit = 0;       // each aggregator host's link, Gbit/s (0: worker_gbit)
   double root_gbit = 0;      // a tree root's link (0 = agg_gbit)
-  int agg_cores = 8;         // dataplane threads per aggregator
-  double core_gbit = 10;     // contribution bytes one thread reduces per second, Gbit/s
-  int max_aggregators = 16;  // layouts using more hosts are not listed
-  int max_depth = 2;         // aggregator levels of the deepest tree listed (2..9)
-  int top = 0;               // per number of aggregator hosts, only the best this many (0: all)
+  int agg_cores = 0;         // dataplane threads per aggregator (0: as many as it needs)
+  double core_gbit = 0;      // contribution Gbit/s one thread reduces (0: the dataplane's measure)
+  std::string dataplane = "udp";  // "udp" or "dpdk": whose measured core_gbit is the default
+  int max_aggregators = 16;       // layouts using more hosts are not listed
+  int max_depth = 2;              // aggregator levels of the deepest tree listed (2..9)
+  int top = 0;  // per number of aggregator hosts, only the best this many (0: all)
   // The leaves' tree_results = "direct" (protocol/SPEC.md §7): their parent multicasts their
   // members' results straight to the members, so a leaf's link carries no results (for at
   // most kMaxDirectChildren leaves per parent, as confluxd does).
@@ -37,7 +39,12 @@ struct PlanRow {
   double of_link = 0;  // algbw / worker link
   double vs_ring = 0;  // algbw / the ring's algbw
   std::string limit;   // what binds: "worker link", "aggregator link", "leaf link", ...
+  int cores = 0;       // dataplane cores the busiest aggregator host needs at algbw (ring: 0)
 };
+
+// Contribution Gbit/s one dataplane core reduces, as bench/capacity measured it (8 KiB float
+// sums; bench/capacity/README.md has the runs): what `--core-gbit` defaults to.
+double measured_core_gbit(const std::string& dataplane);
 
 // Every layout that fits max_aggregators, ring first, in order of hosts needed; with in.top,
 // of the layouts that need the same number of hosts only the in.top fastest (stable: of equal

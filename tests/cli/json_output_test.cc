@@ -127,34 +127,44 @@ TEST(CliJson, CheckAsBefore) {
       "\n");
 }
 
+// The model as it was before cores per host and measured defaults: 100 Gbit/s aggregators
+// with 8 cores of 10 Gbit/s.
+inline PlanInput fixed_cores_plan_input() {
+  PlanInput in;
+  in.agg_gbit = 100;
+  in.agg_cores = 8;
+  in.core_gbit = 10;
+  return in;
+}
+
 TEST(CliJson, PlanAsBefore) {
   EXPECT_EQ(
-      plan_json(PlanInput{}, plan(PlanInput{})),
-      R"j({"workers": 8, "worker_gbit": 100, "agg_gbit": 100, "root_gbit": 100, "agg_cores": 8, "core_gbit": 10, "tree_results": "leaf", "layouts": [{"layout": "ring", "aggregators": 0, "algbw_gbit": 57.142857142857146, "of_link": 0.5714285714285715, "vs_ring": 1, "limit": "worker link"}, )j"
-      R"j({"layout": "1 aggregator", "aggregators": 1, "algbw_gbit": 10, "of_link": 0.1, "vs_ring": 0.175, "limit": "aggregator cores"}, )j"
-      R"j({"layout": "2 striped", "aggregators": 2, "algbw_gbit": 20, "of_link": 0.2, "vs_ring": 0.35, "limit": "aggregator cores"}, )j"
-      R"j({"layout": "4 striped", "aggregators": 4, "algbw_gbit": 40, "of_link": 0.4, "vs_ring": 0.7, "limit": "aggregator cores"}, )j"
-      R"j({"layout": "8 striped", "aggregators": 8, "algbw_gbit": 80, "of_link": 0.8, "vs_ring": 1.4, "limit": "aggregator cores"}, )j"
-      R"j({"layout": "16 striped", "aggregators": 16, "algbw_gbit": 100, "of_link": 1, "vs_ring": 1.75, "limit": "worker link"}, )j"
-      R"j({"layout": "tree 2 leaves + root", "aggregators": 3, "algbw_gbit": 20, "of_link": 0.2, "vs_ring": 0.35, "limit": "leaf link"}, )j"
-      R"j({"layout": "tree 3 leaves + root", "aggregators": 4, "algbw_gbit": 25, "of_link": 0.25, "vs_ring": 0.4375, "limit": "leaf link"}, )j"
-      R"j({"layout": "tree 4 leaves + root", "aggregators": 5, "algbw_gbit": 20, "of_link": 0.2, "vs_ring": 0.35, "limit": "root cores"}, )j"
-      R"j({"layout": "tree 5 leaves + root", "aggregators": 6, "algbw_gbit": 16, "of_link": 0.16, "vs_ring": 0.27999999999999997, "limit": "root cores"}, )j"
-      R"j({"layout": "tree 6 leaves + root", "aggregators": 7, "algbw_gbit": 13.333333333333334, "of_link": 0.13333333333333333, "vs_ring": 0.23333333333333334, "limit": "root cores"}, )j"
-      R"j({"layout": "tree 7 leaves + root", "aggregators": 8, "algbw_gbit": 11.428571428571429, "of_link": 0.11428571428571428, "vs_ring": 0.19999999999999998, "limit": "root cores"}]})j"
+      plan_json(fixed_cores_plan_input(), plan(fixed_cores_plan_input())),
+      R"j({"workers": 8, "worker_gbit": 100, "agg_gbit": 100, "root_gbit": 100, "agg_cores": 8, "core_gbit": 10, "dataplane": "udp", "tree_results": "leaf", "layouts": [{"layout": "ring", "aggregators": 0, "algbw_gbit": 57.142857142857146, "of_link": 0.5714285714285715, "vs_ring": 1, "limit": "worker link", "cores": 0}, )j"
+      R"j({"layout": "1 aggregator", "aggregators": 1, "algbw_gbit": 10, "of_link": 0.1, "vs_ring": 0.175, "limit": "aggregator cores", "cores": 8}, )j"
+      R"j({"layout": "2 striped", "aggregators": 2, "algbw_gbit": 20, "of_link": 0.2, "vs_ring": 0.35, "limit": "aggregator cores", "cores": 8}, )j"
+      R"j({"layout": "4 striped", "aggregators": 4, "algbw_gbit": 40, "of_link": 0.4, "vs_ring": 0.7, "limit": "aggregator cores", "cores": 8}, )j"
+      R"j({"layout": "8 striped", "aggregators": 8, "algbw_gbit": 80, "of_link": 0.8, "vs_ring": 1.4, "limit": "aggregator cores", "cores": 8}, )j"
+      R"j({"layout": "16 striped", "aggregators": 16, "algbw_gbit": 100, "of_link": 1, "vs_ring": 1.75, "limit": "worker link", "cores": 5}, )j"
+      R"j({"layout": "tree 2 leaves + root", "aggregators": 3, "algbw_gbit": 20, "of_link": 0.2, "vs_ring": 0.35, "limit": "leaf link", "cores": 8}, )j"
+      R"j({"layout": "tree 3 leaves + root", "aggregators": 4, "algbw_gbit": 25, "of_link": 0.25, "vs_ring": 0.4375, "limit": "leaf link", "cores": 8}, )j"
+      R"j({"layout": "tree 4 leaves + root", "aggregators": 5, "algbw_gbit": 20, "of_link": 0.2, "vs_ring": 0.35, "limit": "root cores", "cores": 8}, )j"
+      R"j({"layout": "tree 5 leaves + root", "aggregators": 6, "algbw_gbit": 16, "of_link": 0.16, "vs_ring": 0.27999999999999997, "limit": "root cores", "cores": 8}, )j"
+      R"j({"layout": "tree 6 leaves + root", "aggregators": 7, "algbw_gbit": 13.333333333333334, "of_link": 0.13333333333333333, "vs_ring": 0.23333333333333334, "limit": "root cores", "cores": 8}, )j"
+      R"j({"layout": "tree 7 leaves + root", "aggregators": 8, "algbw_gbit": 11.428571428571429, "of_link": 0.11428571428571428, "vs_ring": 0.19999999999999998, "limit": "root cores", "cores": 8}]})j"
       "\n");
   EXPECT_EQ(
       plan_json(golden_plan_input(), plan(golden_plan_input())),
-      R"j({"workers": 6, "worker_gbit": 25, "agg_gbit": 40, "root_gbit": 100, "agg_cores": 3, "core_gbit": 7.5, "tree_results": "direct", "layouts": [{"layout": "ring", "aggregators": 0, "algbw_gbit": 15, "of_link": 0.6, "vs_ring": 1, "limit": "worker link"}, )j"
-      R"j({"layout": "1 aggregator", "aggregators": 1, "algbw_gbit": 3.75, "of_link": 0.15, "vs_ring": 0.25, "limit": "aggregator cores"}, )j"
-      R"j({"layout": "2 striped", "aggregators": 2, "algbw_gbit": 7.5, "of_link": 0.3, "vs_ring": 0.5, "limit": "aggregator cores"}, )j"
-      R"j({"layout": "4 striped", "aggregators": 4, "algbw_gbit": 15, "of_link": 0.6, "vs_ring": 1, "limit": "aggregator cores"}, )j"
-      R"j({"layout": "8 striped", "aggregators": 8, "algbw_gbit": 25, "of_link": 1, "vs_ring": 1.6666666666666667, "limit": "worker link"}, )j"
-      R"j({"layout": "tree 2 leaves + root", "aggregators": 3, "algbw_gbit": 7.5, "of_link": 0.3, "vs_ring": 0.5, "limit": "leaf cores"}, )j"
-      R"j({"layout": "tree 3 leaves + root", "aggregators": 4, "algbw_gbit": 7.5, "of_link": 0.3, "vs_ring": 0.5, "limit": "root cores"}, )j"
-      R"j({"layout": "tree 4 leaves + root", "aggregators": 5, "algbw_gbit": 5.625, "of_link": 0.225, "vs_ring": 0.375, "limit": "root cores"}, )j"
-      R"j({"layout": "tree 5 leaves + root", "aggregators": 6, "algbw_gbit": 4.5, "of_link": 0.18, "vs_ring": 0.3, "limit": "root cores"}, )j"
-      R"j({"layout": "tree 4 leaves + 2 mid + root", "aggregators": 7, "algbw_gbit": 11.25, "of_link": 0.45, "vs_ring": 0.75, "limit": "leaf cores"}]})j"
+      R"j({"workers": 6, "worker_gbit": 25, "agg_gbit": 40, "root_gbit": 100, "agg_cores": 3, "core_gbit": 7.5, "dataplane": "udp", "tree_results": "direct", "layouts": [{"layout": "ring", "aggregators": 0, "algbw_gbit": 15, "of_link": 0.6, "vs_ring": 1, "limit": "worker link", "cores": 0}, )j"
+      R"j({"layout": "1 aggregator", "aggregators": 1, "algbw_gbit": 3.75, "of_link": 0.15, "vs_ring": 0.25, "limit": "aggregator cores", "cores": 3}, )j"
+      R"j({"layout": "2 striped", "aggregators": 2, "algbw_gbit": 7.5, "of_link": 0.3, "vs_ring": 0.5, "limit": "aggregator cores", "cores": 3}, )j"
+      R"j({"layout": "4 striped", "aggregators": 4, "algbw_gbit": 15, "of_link": 0.6, "vs_ring": 1, "limit": "aggregator cores", "cores": 3}, )j"
+      R"j({"layout": "8 striped", "aggregators": 8, "algbw_gbit": 25, "of_link": 1, "vs_ring": 1.6666666666666667, "limit": "worker link", "cores": 3}, )j"
+      R"j({"layout": "tree 2 leaves + root", "aggregators": 3, "algbw_gbit": 7.5, "of_link": 0.3, "vs_ring": 0.5, "limit": "leaf cores", "cores": 3}, )j"
+      R"j({"layout": "tree 3 leaves + root", "aggregators": 4, "algbw_gbit": 7.5, "of_link": 0.3, "vs_ring": 0.5, "limit": "root cores", "cores": 3}, )j"
+      R"j({"layout": "tree 4 leaves + root", "aggregators": 5, "algbw_gbit": 5.625, "of_link": 0.225, "vs_ring": 0.375, "limit": "root cores", "cores": 3}, )j"
+      R"j({"layout": "tree 5 leaves + root", "aggregators": 6, "algbw_gbit": 4.5, "of_link": 0.18, "vs_ring": 0.3, "limit": "root cores", "cores": 3}, )j"
+      R"j({"layout": "tree 4 leaves + 2 mid + root", "aggregators": 7, "algbw_gbit": 11.25, "of_link": 0.45, "vs_ring": 0.75, "limit": "leaf cores", "cores": 3}]})j"
       "\n");
 }
 

@@ -68,6 +68,44 @@ def main():
     check(f"cores bind: {one}", one["limit"] == "aggregator cores" and
           abs(one["algbw_gbit"] - 0.025) < 1e-9)
 
+    # Cores per aggregator host (issue 41): 4 workers at 100 Gbit/s, aggregators at the
+    # workers' speed (the default). One aggregator: its link carries 4 streams, 25 Gbit/s each;
+    # it reduces 100 Gbit/s of contributions: 4 DPDK lcores of 30 (bench/capacity), 5 kernel-UDP
+    # cores of 20, 2 of a given 50; 4 striped reach the workers' link: each aggregator takes a
+    # quarter of 4 streams at 100 Gbit/s, again 100 Gbit/s, again 4 lcores.
+    def rows_of(*args):
+        r = plan(conflux, "--workers", "4", "--worker-gbit", "100", "--max-aggregators", "4",
+                 "--json", *args)
+        check(f"plan {args}: exit {r.returncode} {r.stderr}", r.returncode == 0)
+        out = json.loads(r.stdout) if r.returncode == 0 else {"layouts": []}
+        return out, {x["layout"]: x for x in out["layouts"]}
+    out, rows = rows_of("--dataplane", "dpdk")
+    one = rows.get("1 aggregator", {})
+    check(f"dpdk default: {out.get('core_gbit')}", out.get("core_gbit") == 30 and
+          out.get("dataplane") == "dpdk" and out.get("agg_gbit") == 100)
+    check(f"1 aggregator, dpdk: {one}", one.get("cores") == 4 and
+          abs(one.get("algbw_gbit", 0) - 25) < 1e-9 and one.get("limit") == "aggregator link")
+    check(f"4 striped: {rows.get('4 striped')}", rows.get("4 striped", {}).get("cores") == 4 and
+          rows.get("4 striped", {}).get("limit") == "worker link")
+    check("the ring needs no aggregator core", rows.get("ring", {}).get("cores") == 0)
+    out, rows = rows_of()
+    check(f"udp by default: {out.get('core_gbit')} {rows.get('1 aggregator')}",
+          out.get("dataplane") == "udp" and out.get("core_gbit") == 20 and
+          rows.get("1 aggregator", {}).get("cores") == 5)
+    _, rows = rows_of("--core-gbit", "50")
+    check(f"given core speed: {rows.get('1 aggregator')}",
+          rows.get("1 aggregator", {}).get("cores") == 2)
+    # With a core count, cores bind below it and the row needs no more than it has.
+    _, rows = rows_of("--agg-cores", "2")
+    one = rows.get("1 aggregator", {})
+    check(f"2 udp cores: {one}", one.get("limit") == "aggregator cores" and
+          abs(one.get("algbw_gbit", 0) - 10) < 1e-9 and one.get("cores") == 2)
+    r = plan(conflux, "--workers", "4", "--worker-gbit", "100")
+    check(f"table has cores/host: {r.stdout[:300]}", "cores/host" in r.stdout and
+          "cores as needed x 20 Gbit/s (udp, measured)" in r.stdout)
+    r = plan(conflux, "--workers", "4", "--worker-gbit", "100", "--dataplane", "verbs")
+    check(f"a bad --dataplane is a usage error: {r.returncode}", r.returncode == 2)
+
     # Depth 3 only when asked for: 16 workers, 4 leaves (4 workers each) under 2 middle
     # aggregators under a root. A leaf's link carries 4 + 1 streams (0.4 / 5), a middle one's
     # 2 + 1 (0.4 / 3), the root's 2 (0.2 / 2 or 0.15 / 2).
