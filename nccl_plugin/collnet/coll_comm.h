@@ -127,6 +127,12 @@ class CollComm {
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
+  // Connect, after its probes and before any other request (MeasuredSplit::take_connect_probe):
+  // the measured split starts from what the aggregators delivered in the bulk probe when that
+  // is under half of the capacity it assumed. True if it did; *fraction: the split from here.
+  bool take_connect_probe(double delivered_bps, double* fraction) {
+    return split_.take_connect_probe(delivered_bps, fraction);
+  }
 
   static constexpr uint32_t kMagic = 0x43434f4d;
   bool valid() const { return magic_ == kMagic; }

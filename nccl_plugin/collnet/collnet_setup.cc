@@ -67,6 +67,9 @@ struct Verdict {
   double grant_mbps = 0;     // sum of its aggregators' grants (Capacity share_mbps) now
   double hop_us = 0;         // one hop of the worker ring, as this rank measured it at connect
   double measured_mbps = 0;  // what its link to rank+1 delivered at connect (0: not measured)
+  // CONFLUX_AGGREGATOR_MBPS here (rank 0's is used): an operator's figure for the aggregators
+  // wins over the connect's probe, as CONFLUX_LINK_MBPS wins over the link's.
+  double aggregator_mbps = 0;
 };
 
 // The smallest value of a Verdict field over every rank.
@@ -400,6 +403,7 @@ Verdict local_verdict(const Config& cfg, int dev, int rank, int nranks,
   std::snprintf(mine.reason, sizeof mine.reason, "%s", why.c_str());
   mine.ring_fraction = cfg.ringFraction;
   mine.ring_min_us = cfg.ringMinUs;
+  mine.aggregator_mbps = cfg.aggregatorMbps;
   NetProperties props;
   if (tcpNetProperties(dev, &props) == Status::kOk) mine.link_mbps = props.speed;
   const double nominal = mine.link_mbps;
@@ -676,7 +680,9 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
              "under %zu bytes go through the aggregators; ring hop %.0f us, link %.0f Mbit/s, "
              "measured %.0f)%s",
              nranks, engine->aggregators().size(), opts.ring_fraction,
-             opts.controller ? " (auto: from the advertised capacity, then measured)" : "",
+             opts.controller
+                 ? " (auto: from the advertised capacity, then the probe's, then measured)"
+                 : "",
              std::max(opts.ring_min_bytes,
                       opts.controller ? opts.controller->min_ring_bytes() : size_t{0}),
              largest_hop_us(all), smallest(all, &Verdict::link_mbps),
@@ -704,23 +710,27 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
     if (st != Status::kOk) return st;
   }
   // What the aggregators delivered in the bulk probe corrects the advertised capacity in the
-  // tuner's model, by the link's rule (split.h): a daemon reports its NIC's speed, not a
-  // bottleneck behind it. n ranks sent the aggregators' share of the probe each.
+  // tuner's model and the measured split's start, by the link's rule (split.h): a daemon
+  // reports its NIC's speed, not a bottleneck behind it; CONFLUX_AGGREGATOR_MBPS (rank 0's)
+  // wins over both, as CONFLUX_LINK_MBPS does for the link. n ranks sent the aggregators'
+  // share of the probe each.
   const double advertised = model.capacity_Bps;
   double delivered = 0;
+  bool split_from_probe = false;
   if (nranks > 1) {
     const double agg_bytes =
         4.0 * static_cast<double>(collnet::aggregator_elements(
                   kBulkProbeFloats, 4, opts.ring_fraction, opts.ring_min_bytes));
     const double busy = times.bulk_s - model.collnet_s;
     if (agg_bytes > 0 && busy > 0) delivered = nranks * agg_bytes / busy;
-    model.capacity_Bps = collnet::link_prior_mbps(0, advertised, delivered);
-    // The auto split starts from the advertised figures and measures its way to the split
-    // these imply; the tuner, which cannot follow it later, prices CollNet at that split.
-    if (opts.controller && model.capacity_Bps != advertised) {
-      model.ring_fraction =
-          collnet::auto_ring_fraction(nranks, model.link_Bps * 8e-6, model.capacity_Bps * 8e-6);
-    }
+    const double probed = all[0].aggregator_mbps > 0 ? 0 : delivered;  // 0: the operator's
+    model.capacity_Bps = collnet::link_prior_mbps(0, advertised, probed);
+    // The measured split takes the same figure by the same rule (identical on every rank:
+    // the probe times were agreed above) and starts every later request from the split it
+    // implies; the tuner, which cannot follow the split later, prices CollNet at that start.
+    double start = model.ring_fraction;
+    split_from_probe = opts.controller && comm->take_connect_probe(probed, &start);
+    if (split_from_probe) model.ring_fraction = start;
   }
   if (rank == 0) {
     CFX_INFO(
@@ -728,10 +738,10 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
         "CollNet path: a 4 B AllReduce takes %.0f us through %zu aggregator(s) (the "
         "slowest rank's median), against %.0f us for %d ring hops; 1 MiB took %.0f us, "
         "the aggregators delivered %.0f Mbit/s (advertised %.0f): the tuner's model takes %.0f "
-        "and ring fraction %.3f",
+        "and ring fraction %.3f%s",
         model.collnet_s * 1e6, naggregators, model.ring_latency_s() * 1e6, 2 * (nranks - 1),
         times.bulk_s * 1e6, delivered * 8e-6, advertised * 8e-6, model.capacity_Bps * 8e-6,
-        model.ring_fraction);
+        model.ring_fraction, split_from_probe ? " (the measured split starts there too)" : "");
   }
   if (l->comm_id.has_value()) collnet::publish_model(*l->comm_id, comm.get(), model);
   *collComm = comm.release();

@@ -55,10 +55,24 @@ bool MeasuredSplit::fraction_for(CollRequest& r, uint32_t seq, bool agg_ok, doub
   period_bytes_ += r.bytes;
   if (period_bytes_ >= kPeriodBytes || ++period_requests_ >= kPeriodRequests) {
     r.split_exchange = true;
+    ++periods_ended_;
     pending_.push_back(seq);
     period_bytes_ = 0;
     period_requests_ = 0;
   }
+  return true;
+}
+
+bool MeasuredSplit::take_connect_probe(double delivered_bps, double* fraction) {
+  std::lock_guard<std::mutex> lk(mu_);
+  *fraction = now_;
+  // After a period's end the controller is the ring thread's (and the probe too old to count).
+  // Whether one ended depends only on the requests' sizes: the same on every rank.
+  if (!controller_ || periods_ended_ > 0) return false;
+  if (!controller_->take_connect_probe(delivered_bps)) return false;
+  now_ = controller_->ring_fraction();
+  min_now_ = controller_->min_ring_bytes();
+  *fraction = now_;
   return true;
 }
 

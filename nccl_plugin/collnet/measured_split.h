@@ -55,6 +55,13 @@ class MeasuredSplit {
   bool fraction_for(CollRequest& r, uint32_t seq, bool agg_ok, double* fraction,
                     size_t* min_ring_bytes);
 
+  // Submitting thread, at connect, before any period has ended (so no exchange has started
+  // and the ring thread leaves the controller alone): what the aggregators delivered in the
+  // connect's bulk probe (bytes/s, agreed by every rank), taken by the controller's rule
+  // (SplitController::take_connect_probe); every later request gets the split that follows.
+  // True if it replaced the capacity prior; *fraction: the ring fraction from now on.
+  bool take_connect_probe(double delivered_bps, double* fraction);
+
   // Ring thread, from here on (measured only, but for ring_carried()).
   // A period's exchange is running (the next one starts only after it).
   bool exchanging() const { return running_; }
@@ -90,6 +97,7 @@ class MeasuredSplit {
   std::deque<uint32_t> pending_;  // mu_: marks not decided
   uint64_t period_bytes_ = 0;     // mu_
   uint32_t period_requests_ = 0;  // mu_
+  uint32_t periods_ended_ = 0;    // mu_: requests marked as a period's end so far
 
   std::optional<SplitController> controller_;  // ring thread (set once)
   std::unique_ptr<AsyncRingAllgather> round_;  // ring thread

@@ -36,8 +36,9 @@ double aggregator_capacity_mbps(int nranks, double link_mbps, double agg_mbps,
 // `measured` at connect (0: none) is under half of it. A NIC reports its own speed, not that of
 // a slower bottleneck behind it; a measure near or above the nominal speed is no better
 // evidence than the interface's own claim (a short probe, cores shared with other ranks).
-// The same rule, in any unit, corrects the aggregators' advertised capacity in the tuner's
-// model by what they delivered in the connect's bulk probe.
+// The same rule, in any unit, corrects the aggregators' advertised capacity by what they
+// delivered in the connect's bulk probe, in the tuner's model and in the measured split's start
+// (SplitController::take_connect_probe).
 double link_prior_mbps(double configured, double nominal, double measured);
 
 // c = 2(n-1)/n: the link bytes a ring AllReduce moves per byte reduced, over n ranks.

@@ -48,6 +48,16 @@ SplitController::SplitController(int nranks, double link_bps, double capacity_bp
       agg_share_(target()),
       prior_capacity_(capacity_) {}
 
+bool SplitController::take_connect_probe(double delivered_bps) {
+  if (!first_period_) return false;  // connect's figure, before any period
+  const double r = link_prior_mbps(0, capacity_, delivered_bps);
+  if (r == capacity_) return false;
+  capacity_ = r;
+  capacity_known_ = true;  // measured: prior_capacity_ stays the advertised figure
+  agg_share_ = target();
+  return true;
+}
+
 void SplitController::scale_capacity(double factor) {
   capacity_ *= factor;
   prior_capacity_ *= factor;

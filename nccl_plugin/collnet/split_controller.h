@@ -39,7 +39,9 @@
 // share of the link it ran beside held its rate down, for good). Priors: L
 // from the interface's speed (or CONFLUX_LINK_MBPS), R from the capacity the aggregators
 // advertise (or CONFLUX_AGGREGATOR_MBPS). A re-stripe scales R to the survivors; a grant update
-// scales R by the new grant over the old (a new prior).
+// scales R by the new grant over the old (a new prior). What the aggregators delivered in
+// connect's bulk probe replaces the advertised R before the first period when it is under half
+// of it (take_connect_probe), as the link measured at connect replaces the interface's speed.
 #pragma once
 
 #include <cstdint>
@@ -99,6 +101,14 @@ class SplitController {
   // One hop of the worker ring in seconds, agreed at connect (the slowest any rank measured);
   // 0 = not used.
   void set_hop(double hop_s) { hop_s_ = hop_s; }
+  // What the aggregators delivered in connect's bulk probe (bytes/s of input from all ranks,
+  // agreed by every rank; 0: not measured), before any period. By the link prior's rule
+  // (split.h link_prior_mbps), the one the tuner's model uses too: under half the capacity
+  // prior it replaces it, as a measured limit, and the starting split moves to it; otherwise
+  // nothing changes. Like any measured limit it is dropped for the advertised prior once the
+  // aggregator share has gone kKeptUpPeriods periods without waiting for the window (a probe
+  // in the congestion window's slow start, a fluke). True if it replaced the prior.
+  bool take_connect_probe(double delivered_bps);
   // The smallest ring share worth its latency: one the link carries in the time the ring's
   // 2(n-1) hops take, i.e. n·hop·L bytes (c = 2(n-1)/n link bytes per byte). A smaller share
   // would be decided by the hops, not by bandwidth. 0 until a period has seen the ring as the

@@ -65,7 +65,8 @@ const std::array<ParamSpec, 34 + kTestHookParams> kParams{{
     {"CONFLUX_RING_FRACTION", ParamType::kFraction, "auto", 0, 0,
      "Share (0..1) of every AllReduce sent over the worker ring at the same time as the rest "
      "goes through the aggregators. auto: starts from the aggregators' grants and capacity "
-     "(CONFLUX_AGGREGATOR_MBPS, else what they advertise) against the workers' link, then "
+     "(CONFLUX_AGGREGATOR_MBPS, else what they advertise, or what they delivered in the "
+     "connect's probe where that is under half of it) against the workers' link, then "
      "follows what both paths deliver, measured and agreed by all ranks while the job runs; a "
      "ring share the link would carry in less time than the ring's 2(n-1) hops take (hop "
      "measured at connect) goes through the aggregators. A number: fixed.",
@@ -77,8 +78,10 @@ const std::array<ParamSpec, 34 + kTestHookParams> kParams{{
      "auto too: no floor from the ring's hop latency).",
      &Config::ringMinUs},
     {"CONFLUX_AGGREGATOR_MBPS", ParamType::kInt, "0", 0, 100000000,
-     "Line rate of each aggregator for the auto split's start. 0: the rate each advertises "
-     "(its Capacity), else unknown: taken to keep up with every worker.",
+     "Line rate of each aggregator for the auto split's start and the tuner's model. 0: the "
+     "rate each advertises (its Capacity), else unknown: taken to keep up with every worker; "
+     "what the aggregators delivered in the connect's 1 MiB probe replaces it where that is "
+     "under half of it. Set, it wins over the probe.",
      &Config::aggregatorMbps},
     {"CONFLUX_LINK_MBPS", ParamType::kInt, "0", 0, 100000000,
      "This worker's link rate, Mbit/s, for the auto split's start and the small-share "

@@ -114,6 +114,55 @@ TEST(SplitController, StartsFromTheAdvertisedCapacity) {
   EXPECT_EQ(prior(f, f.link, 0).ring_fraction(), 1.0 / 64);
 }
 
+TEST(SplitController, TheConnectProbeMovesTheStartOnlyWellBelowTheAdvertisedCapacity) {
+  Fabric f;  // the aggregators really take 1 Gbit/s: the model's third of each request
+  const double advertised = 4 * kGbit;
+  const double start = prior(f, f.link, advertised).ring_fraction();
+  ASSERT_EQ(start, 1.0 / 64) << "4 Gbit/s advertised keeps up with all four workers";
+  // The probe saw a quarter of the advertised rate: the start moves to the model's split for
+  // what was measured, the one a controller with the true capacity as its prior starts from.
+  SplitController slow = prior(f, f.link, advertised);
+  EXPECT_TRUE(slow.take_connect_probe(f.capacity));
+  EXPECT_NEAR(slow.ring_fraction(), 2.0 / 3.0, 1.0 / 1024);
+  EXPECT_EQ(slow.ring_fraction(), prior(f, f.link, f.capacity).ring_fraction());
+  EXPECT_EQ(slow.capacity_bps(), f.capacity);
+  // At or above half of it (a short probe, cores shared with other ranks), or not measured:
+  // the advertised figure stands, and so does the start.
+  for (const double seen : {0.0, 0.5 * advertised, 0.9 * advertised, 2 * advertised}) {
+    SplitController ctl = prior(f, f.link, advertised);
+    EXPECT_FALSE(ctl.take_connect_probe(seen)) << seen;
+    EXPECT_EQ(ctl.ring_fraction(), start) << seen;
+    EXPECT_EQ(ctl.capacity_bps(), advertised) << seen;
+  }
+  // Only before the first period: later, the periods' own measurements rule.
+  SplitController late = prior(f, f.link, advertised);
+  run(late, f, 3);
+  const double after = late.ring_fraction();
+  EXPECT_FALSE(late.take_connect_probe(0.01 * advertised));
+  EXPECT_EQ(late.ring_fraction(), after);
+  // From the probe's start the periods keep the split where both paths finish together.
+  const auto shares = run(slow, f, 8);
+  EXPECT_LE(period_time(f, shares.back()), best_time(f) * 1.08);
+}
+
+TEST(SplitController, AConnectProbeThatUndersoldTheAggregatorsIsDroppedOnceTheyKeepUp) {
+  Fabric f;
+  f.capacity = 4 * kGbit;  // as advertised; the probe (slow start, a fluke) saw 1 Gbit/s
+  SplitController ctl = prior(f, f.link, f.capacity);
+  ASSERT_TRUE(ctl.take_connect_probe(1 * kGbit));
+  ASSERT_GT(ctl.ring_fraction(), 0.5);
+  std::vector<std::string> why;
+  for (int p = 0; p < 8; ++p) {
+    std::vector<PathSample> all(static_cast<size_t>(f.n), simulate(f, 1 - ctl.ring_fraction()));
+    for (PathSample& s : all) s.agg_window_full_s = 0;  // the aggregators take all they get
+    const SplitDecision d = ctl.update(all);
+    if (d.changed) why.push_back(d.reason);
+  }
+  EXPECT_GE(1 - ctl.ring_fraction(), 0.95);
+  ASSERT_FALSE(why.empty());
+  EXPECT_NE(why.back().find("keep up again"), std::string::npos) << why.back();
+}
+
 TEST(SplitController, ConvergesFromAnyPriorToWhereBothFinishTogether) {
   for (const double cap_gbit : {0.25, 1.0, 2.0, 4.0, 8.0}) {
     Fabric f;
