@@ -20,10 +20,23 @@
 
 namespace conflux::agg {
 
+// Where a ResultBatch's datagrams are written: by default an arena of the batch's own. A backend
+// that transmits from buffers of its own (DPDK: an mbuf's data room) hands them out instead, so a
+// result is written once, straight into what the NIC reads. `take` returns a buffer of at
+// least max_datagram bytes and its handle (nullptr: none left); `give_back` returns one that
+// was taken but never committed. A committed entry's handle belongs to whoever transmits it.
+struct DatagramSpace {
+  void* ctx = nullptr;
+  uint8_t* (*take)(void* ctx, void** handle) = nullptr;
+  void (*give_back)(void* ctx, void* handle) = nullptr;
+};
+
 class ResultBatch final {
  public:
   static constexpr int32_t kAllRanks = -1;
   static constexpr int32_t kParent = -2;  // the job's parent aggregator (SPEC.md §7)
+
+  using Space = DatagramSpace;
 
   struct Entry {
     const uint8_t* data;
@@ -35,6 +48,7 @@ class ResultBatch final {
     bool direct;     // rank is a child aggregator whose results go to its members' group
     // With kAllRanks: children that have their own (direct) entry for this result; -1 unused.
     std::array<int32_t, Job::kMaxDirectChildren> skip;
+    void* handle;  // the Space's handle of `data`; nullptr with the batch's own arena
 
     // Calls f(const sockaddr_in&) with the address of every destination of the entry. The
     // references stay valid as long as the job.
@@ -59,22 +73,36 @@ class ResultBatch final {
     }
   };
 
-  // Room for `max_results` datagrams of up to `max_datagram` bytes each.
-  ResultBatch(size_t max_results, size_t max_datagram)
+  // Room for `max_results` datagrams of up to `max_datagram` bytes each, in the batch's own
+  // arena, or (with a Space) in the backend's buffers.
+  ResultBatch(size_t max_results, size_t max_datagram, Space space = {})
       : max_datagram_(max_datagram),
-        arena_(std::make_unique<uint8_t[]>(max_results * max_datagram)) {
+        space_(space),
+        arena_(space.take == nullptr ? std::make_unique<uint8_t[]>(max_results * max_datagram)
+                                     : nullptr) {
     entries_.reserve(max_results);
     capacity_ = max_results;
   }
+  ~ResultBatch() {
+    if (pending_ != nullptr) space_.give_back(space_.ctx, pending_handle_);
+  }
+  ResultBatch(const ResultBatch&) = delete;
+  ResultBatch& operator=(const ResultBatch&) = delete;
 
-  // Space for the next datagram (max_datagram bytes), or nullptr when the batch is full.
+  // Space for the next datagram (max_datagram bytes), or nullptr when the batch is full (or
+  // the Space has none). Until the next commit() it is the same space.
   uint8_t* reserve() {
-    return entries_.size() < capacity_ ? arena_.get() + entries_.size() * max_datagram_ : nullptr;
+    if (entries_.size() >= capacity_) return nullptr;
+    if (space_.take == nullptr) return arena_.get() + entries_.size() * max_datagram_;
+    if (pending_ == nullptr) pending_ = space_.take(space_.ctx, &pending_handle_);
+    return pending_;
   }
   // Appends the datagram written at the last reserve().
   void commit(uint32_t len, Job* job, uint32_t slot, int32_t rank, int32_t except = -1,
               bool direct = false) {
-    entries_.push_back({reserve(), len, rank, job, except, slot, direct, kNoSkip});
+    entries_.push_back({reserve(), len, rank, job, except, slot, direct, kNoSkip, pending_handle_});
+    pending_ = nullptr;
+    pending_handle_ = nullptr;
   }
   // The last entry (kAllRanks) leaves out these ranks: they have direct entries of their own.
   void skip_in_last(const std::array<int32_t, Job::kMaxDirectChildren>& ranks) {
@@ -95,7 +123,10 @@ class ResultBatch final {
  private:
   size_t max_datagram_;
   size_t capacity_ = 0;
+  Space space_;
   std::unique_ptr<uint8_t[]> arena_;
+  uint8_t* pending_ = nullptr;  // with a Space: taken by reserve(), not yet committed
+  void* pending_handle_ = nullptr;
   std::vector<Entry> entries_;
 };
 

@@ -120,6 +120,78 @@ TEST_F(SlotEngineTest, SumsEveryContributorOnceAndFansOut) {
   EXPECT_EQ(jobs_.find(id_)->counters(0).drops.get(), 1u);  // the duplicate, counted per job
 }
 
+// A backend's own buffers (ResultBatch::Space, as the DPDK dataplane's mbufs): the engine
+// writes each result straight into one, the entry names it, a space taken and never
+// committed is reused for the next result and given back with the batch, and a space that
+// has none left makes the result a send error (the worker asks again) instead of a crash.
+struct CountingSpace {
+  std::vector<std::unique_ptr<uint8_t[]>> buffers;
+  size_t left = 1000, given_back = 0;
+
+  static uint8_t* take(void* ctx, void** handle) {
+    auto* s = static_cast<CountingSpace*>(ctx);
+    if (s->left == 0) return nullptr;
+    --s->left;
+    s->buffers.push_back(std::make_unique<uint8_t[]>(48 + 8192));
+    *handle = s->buffers.back().get();
+    return s->buffers.back().get();
+  }
+  static void give_back(void* ctx, void* handle) {
+    auto* s = static_cast<CountingSpace*>(ctx);
+    EXPECT_EQ(handle, s->buffers.back().get());
+    ++s->given_back;
+  }
+  ResultBatch::Space space() { return {this, &take, &give_back}; }
+};
+
+TEST_F(SlotEngineTest, ResultsAreWrittenIntoTheBackendsSpace) {
+  make_job(2, 4);
+  CountingSpace cs;
+  {
+    ResultBatch out(16, 48 + 8192, cs.space());
+    auto send = [&](uint16_t c, uint32_t slot, std::vector<int32_t> v) {
+      return engine_.on_contrib(hdr(c, slot, 0), reinterpret_cast<const uint8_t*>(v.data()),
+                                src_of(c), out);
+    };
+    EXPECT_EQ(send(0, 0, {1, 2, 3, 4}), DropReason::kOk);
+    EXPECT_EQ(send(1, 0, {10, 20, 30, 40}), DropReason::kOk);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(cs.buffers.size(), 1u);
+    EXPECT_EQ(out[0].data, cs.buffers[0].get());
+    EXPECT_EQ(out[0].handle, cs.buffers[0].get());
+    std::vector<int32_t> got(4);
+    std::memcpy(got.data(), out[0].data + proto::kDataHeaderSize, 16);
+    EXPECT_EQ(got, (std::vector<int32_t>{11, 22, 33, 44}));
+    // The next result takes a new space; a reserve() without a commit keeps its space for
+    // the next one, and the batch gives it back when it goes.
+    EXPECT_EQ(send(0, 2, {1, 1, 1, 1}), DropReason::kOk);
+    EXPECT_EQ(send(1, 2, {2, 2, 2, 2}), DropReason::kOk);
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[1].handle, cs.buffers[1].get());
+    uint8_t* pending = out.reserve();
+    EXPECT_EQ(pending, cs.buffers[2].get());
+    EXPECT_EQ(out.reserve(), pending);
+    EXPECT_EQ(cs.buffers.size(), 3u);
+    out.clear();  // transmitted: the committed spaces now belong to the backend
+    EXPECT_EQ(cs.given_back, 0u);
+  }
+  EXPECT_EQ(cs.given_back, 1u);
+  EXPECT_EQ(cs.buffers.size(), 3u);
+
+  cs.left = 0;  // the pool is empty
+  ResultBatch dry(16, 48 + 8192, cs.space());
+  const uint64_t errors = counters_.send_errors.get();
+  std::vector<int32_t> v{5, 5, 5, 5};
+  EXPECT_EQ(
+      engine_.on_contrib(hdr(0, 0, 1), reinterpret_cast<const uint8_t*>(v.data()), src_of(0), dry),
+      DropReason::kOk);
+  EXPECT_EQ(
+      engine_.on_contrib(hdr(1, 0, 1), reinterpret_cast<const uint8_t*>(v.data()), src_of(1), dry),
+      DropReason::kOk);
+  EXPECT_TRUE(dry.empty());
+  EXPECT_EQ(counters_.send_errors.get(), errors + 1);
+}
+
 TEST_F(SlotEngineTest, GatherTimeIsFromTheFirstContributionToTheLast) {
   // Two generations of slot 2 (queue 0's): the second rank comes 20 ms after the first in each, so
   // the job's gather time is at least 40 ms over 2 completed generations (a lower bound: sleeps

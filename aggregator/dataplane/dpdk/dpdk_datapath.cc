@@ -52,6 +52,18 @@ uint16_t pseudo_header_sum(uint32_t src, uint32_t dst, uint32_t udp_len) {
   return static_cast<uint16_t>(s);
 }
 
+// ResultBatch::Space over the pkt pool: the handle is the mbuf, the space its data room
+// (sized for the largest frame, so it holds the largest datagram).
+uint8_t* take_result_mbuf(void* pool, void** handle) {
+  rte_mbuf* m = rte_pktmbuf_alloc(static_cast<rte_mempool*>(pool));
+  *handle = m;
+  return m != nullptr ? rte_pktmbuf_mtod(m, uint8_t*) : nullptr;
+}
+
+void give_back_result_mbuf(void*, void* handle) {
+  rte_pktmbuf_free(static_cast<rte_mbuf*>(handle));
+}
+
 }  // namespace
 
 DpdkQueue::DpdkQueue(const QueueSetup& s, JobTable& jobs, const Config& cfg)
@@ -59,8 +71,10 @@ DpdkQueue::DpdkQueue(const QueueSetup& s, JobTable& jobs, const Config& cfg)
       jobs_(jobs),
       engine_(jobs, s.queue, s.n_queues, static_cast<uint32_t>(cfg.max_payload_bytes), counters_),
       pipeline_(engine_, make_fault_injector(cfg, s.queue)),
+      // The engine writes each RESULT straight into a pkt mbuf (no copy before the send).
       results_(size_t{kBurst} * RxPipeline::kMaxResultsPerDatagram + 1,
-               proto::kDataHeaderSize + static_cast<size_t>(cfg.max_payload_bytes)),
+               proto::kDataHeaderSize + static_cast<size_t>(cfg.max_payload_bytes),
+               ResultBatch::Space{s.pkt_pool, &take_result_mbuf, &give_back_result_mbuf}),
       tx_(kTxBuffer),
       tx_bytes_(kTxBuffer),
       tx_jobs_(kTxBuffer),
@@ -71,6 +85,8 @@ DpdkQueue::DpdkQueue(const QueueSetup& s, JobTable& jobs, const Config& cfg)
 }
 
 DpdkQueue::~DpdkQueue() {
+  for (size_t i = 0; i < results_.size(); ++i)
+    rte_pktmbuf_free(static_cast<rte_mbuf*>(results_[i].handle));
   for (uint32_t i = 0; i < tx_n_; ++i) rte_pktmbuf_free(tx_[i]);
   deferred_.clear([](Deferred& d) { rte_pktmbuf_free(d.m); });
 }
@@ -191,16 +207,14 @@ void DpdkQueue::handle(rte_mbuf* m, bool from_peer) {
 void DpdkQueue::transmit_results() {
   for (size_t i = 0; i < results_.size(); ++i) {
     const ResultBatch::Entry& e = results_[i];
-    // The RESULT datagram is built once into one mbuf; every worker gets a header mbuf
-    // chained to an indirect clone of it (or, without multi-segment TX, a full copy).
-    rte_mbuf* payload = rte_pktmbuf_alloc(s_.pkt_pool);
-    char* p = payload != nullptr ? rte_pktmbuf_append(payload, uint16_t(e.len)) : nullptr;
-    if (p == nullptr) {
-      if (payload != nullptr) rte_pktmbuf_free(payload);
+    // The engine wrote the RESULT datagram into this mbuf's data room; every worker gets a
+    // header mbuf chained to an indirect clone of it (or, without multi-segment TX, a copy).
+    auto* payload = static_cast<rte_mbuf*>(e.handle);
+    if (rte_pktmbuf_append(payload, uint16_t(e.len)) == nullptr) {  // cannot happen: sized
+      rte_pktmbuf_free(payload);
       counters_.send_errors.inc();
       continue;
     }
-    std::memcpy(p, e.data, e.len);
     const uint32_t psum = s_.tx_udp_csum ? 0 : csum_add(e.data, e.len, 0);
     e.for_each_destination([&](const sockaddr_in& to) { send_result(payload, psum, to, e.job); });
     rte_pktmbuf_free(payload);  // drops our reference; the clones keep the data alive
