@@ -170,6 +170,23 @@ TEST(Options, TreeLeavesAndCloseStagger) {
   EXPECT_NE(st.message().find("--tree-leaves"), std::string::npos) << st.message();
 }
 
+TEST(Options, ServiceCollNetOnlyWithCollNetAllReduceModes) {
+  const char* argv[] = {"d", "--modes", "collnet,hybrid", "--service-collnet", "3"};
+  Options o;
+  ASSERT_TRUE(parse_options(5, const_cast<char**>(argv), &o).ok());
+  EXPECT_EQ(o.service_collnet, 3);
+  for (const char* mode : {"ring", "reducescatter", "pxn"}) {
+    const char* other[] = {"d", "--modes", mode, "--service-collnet", "1"};
+    Options o2;
+    const Status st = parse_options(5, const_cast<char**>(other), &o2);
+    EXPECT_FALSE(st.ok()) << mode;
+    EXPECT_NE(st.message().find("--service-collnet"), std::string::npos) << st.message();
+  }
+  const char* many[] = {"d", "--service-collnet", "17"};
+  Options o3;
+  EXPECT_FALSE(parse_options(3, const_cast<char**>(many), &o3).ok());
+}
+
 // The requests of one AllReduce cover it in order, without gap or overlap, for every way
 // the end can fall: uniform, and --mixed-chunks (small, big, small, ...) ending on an exact
 // period, inside a small request, inside a big one.

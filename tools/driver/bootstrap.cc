@@ -55,6 +55,7 @@ Status Bootstrap::init(int rank, int nranks, const Endpoint& root, int listen_fd
   rank_ = rank;
   nranks_ = nranks;
   dl_ = dl;
+  root_ = root;
   if (rank == 0) {
     int lfd = listen_fd;
     if (lfd < 0) DRV_TRY(tcp_listen(root, &lfd, nullptr));
@@ -131,6 +132,50 @@ Status Bootstrap::allgather(const std::string& mine, std::vector<std::string>* a
 Status Bootstrap::barrier() {
   std::vector<std::string> ignored;
   return allgather(std::string(), &ignored);
+}
+
+Status Bootstrap::open_channel(Bootstrap* channel) {
+  channel->rank_ = rank_;
+  channel->nranks_ = nranks_;
+  channel->dl_ = dl_;
+  channel->root_ = root_;
+  if (nranks_ == 1) return Status::Ok();
+  int lfd = -1;
+  uint16_t port = 0;
+  if (rank_ == 0) DRV_TRY(tcp_listen(Endpoint{root_.host, 0}, &lfd, &port));
+  std::vector<std::string> all;
+  Status st = allgather(std::to_string(port), &all);
+  if (rank_ == 0) {
+    if (st.ok()) {
+      channel->data_fds_.assign(nranks_, -1);
+      for (int got = 1; got < nranks_ && st.ok(); ++got) {
+        int fd = -1;
+        st = tcp_accept(lfd, *dl_, &fd);
+        uint32_t hello[4] = {};
+        if (st.ok()) st = recv_all(fd, hello, sizeof hello, *dl_, "a rank's channel");
+        const uint32_t r = ntohl(hello[1]);
+        if (st.ok() && (ntohl(hello[0]) != kMagic || ntohl(hello[3]) != kKindData || r == 0 ||
+                        r >= static_cast<uint32_t>(nranks_) || channel->data_fds_[r] >= 0)) {
+          st = Status::Error("bootstrap: bad hello on a second channel");
+        }
+        if (st.ok())
+          channel->data_fds_[r] = fd;
+        else if (fd >= 0)
+          ::close(fd);
+      }
+    }
+    ::close(lfd);
+    DRV_TRY(st);
+    return channel->barrier();
+  }
+  DRV_TRY(st);
+  channel->data_fds_.assign(1, -1);
+  const Endpoint ep{root_.host, static_cast<uint16_t>(std::stoul(all[0]))};
+  DRV_TRY(tcp_connect(ep, *dl_, &channel->data_fds_[0]));
+  uint32_t hello[4] = {htonl(kMagic), htonl(static_cast<uint32_t>(rank_)),
+                       htonl(static_cast<uint32_t>(nranks_)), htonl(kKindData)};
+  DRV_TRY(send_all(channel->data_fds_[0], hello, sizeof hello, *dl_, peer_name(0)));
+  return channel->barrier();
 }
 
 Status Bootstrap::finish() {

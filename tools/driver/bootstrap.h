@@ -33,6 +33,12 @@ class Bootstrap {
   // Orderly end of the run: a final barrier, after which peers may exit freely.
   Status finish();
 
+  // Collective: *channel becomes a second star through rank 0 over connections of its own
+  // (data only: the liveness watch stays with this bootstrap), for another thread of the rank
+  // to exchange on while this one's thread uses this (service_collnet.h). Rank 0 listens on
+  // the root's host, any free port, and tells the others over this bootstrap.
+  Status open_channel(Bootstrap* channel);
+
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
 
@@ -41,6 +47,7 @@ class Bootstrap {
 
   int rank_ = -1;
   int nranks_ = 0;
+  Endpoint root_;
   const Deadline* dl_ = nullptr;
   std::vector<int> data_fds_;  // rank 0: index = peer rank; others: [0] = connection to rank 0
   LivenessWatch watch_;

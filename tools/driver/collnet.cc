@@ -42,7 +42,8 @@ Status CollNetSession::agree(bool ok_here, const std::string& why_here,
 }
 
 Status CollNetSession::open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id, Bootstrap* bs,
-                            HostBuffers* bufs, const Deadline* dl) {
+                            HostBuffers* bufs, const Deadline* dl,
+                            std::optional<void*> shared_ctx) {
   cn_ = cn;
   bs_ = bs;
   bufs_ = bufs;
@@ -57,9 +58,14 @@ Status CollNetSession::open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id,
 
   // Phase 1: local setup up to listen; then every rank learns every outcome.
   bool ok = true;
-  int rc = cn_->init(&ctx_, comm_id, driver_logger);
-  if (rc != 0) ok = failed("collnet.init", rc);
-  inited_ = (rc == 0);
+  int rc = 0;
+  if (shared_ctx.has_value()) {
+    ctx_ = *shared_ctx;  // its owner finalizes it
+  } else {
+    rc = cn_->init(&ctx_, comm_id, driver_logger);
+    if (rc != 0) ok = failed("collnet.init", rc);
+    inited_ = (rc == 0);
+  }
   int ndev = 0;
   if (ok && (rc = cn_->devices(&ndev)) != 0) ok = failed("collnet.devices", rc);
   if (ok && ndev <= 0) {
@@ -175,6 +181,7 @@ Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight, 
       void* req = nullptr;
       DRV_TRY(post(posted, &req));
       if (req == nullptr) break;  // "try again later"
+      posted_.fetch_add(1, std::memory_order_relaxed);
       reqs[posted % window] = req;
       ++posted;
       progress = true;
@@ -277,6 +284,7 @@ Status CollNetSession::allreduce_regions(void* send, void* recv, size_t count, D
                           static_cast<nccl::ncclDataType_t>(t), static_cast<nccl::ncclRedOp_t>(op),
                           stage_mh_[2 * ch], stage_mh_[2 * ch + 1], &req));
       if (req == nullptr) break;  // "try again later"
+      posted_.fetch_add(1, std::memory_order_relaxed);
       x.reqs[x.posted % window] = req;
       ++x.posted;
       ++next;

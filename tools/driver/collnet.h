@@ -30,11 +30,14 @@
 //          each group issuing its own steps, up to `inflight`, round-robin with the others.
 //          The user's bytes are copied in before and out after each request, as NCCL's GPU
 //          kernels do; only they are checked.
-// All calls come from the rank's main thread (NCCL's proxy thread).
+// All calls come from the rank's main thread (NCCL's proxy thread); those of a --service-collnet
+// comm from the service thread (service_collnet.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,9 +59,16 @@ class CollNetSession {
 
   // Ok with available()==false when CollNet is unavailable or declined (reason() says why,
   // identically on every rank). An error Status only for failures NCCL would abort on.
+  // shared_ctx: a further CollNet comm of the communicator whose CollNet context that is (NCCL's
+  // service thread connecting one at run time, service_collnet.h): init and finalize are left
+  // to that context's owner, and comm_id is not used.
   Status open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id, Bootstrap* bs, HostBuffers* bufs,
-              const Deadline* dl);
+              const Deadline* dl, std::optional<void*> shared_ctx = std::nullopt);
   bool available() const { return coll_comm_ != nullptr; }
+  void* context() const { return ctx_; }
+  // Requests posted so far (any thread may read it: --service-collnet counts those posted
+  // while its thread connected).
+  uint64_t posted() const { return posted_.load(std::memory_order_relaxed); }
   const std::string& reason() const { return reason_; }
   const std::string& device_name() const { return dev_name_; }
   bool supported(DType t, Op op) const {
@@ -120,6 +130,7 @@ class CollNetSession {
   std::vector<void*> stage_mh_;  // per channel: send-direction handle, recv-direction handle
   std::string reason_;
   std::string dev_name_;
+  std::atomic<uint64_t> posted_{0};
   bool usable_[kNumDTypes][kNumOps] = {};
 };
 

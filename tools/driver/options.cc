@@ -177,6 +177,11 @@ Status apply(const std::string& flag, const std::string& val, Options* o) {
     (flag == "--service-conns" ? o->service_conns : o->hold_conns) = static_cast<int>(n);
     return Status::Ok();
   }
+  if (flag == "--service-collnet") {
+    if (!parse_int(val, 0, 16, &n)) return bad(flag, val, "expected 0..16");
+    o->service_collnet = static_cast<int>(n);
+    return Status::Ok();
+  }
   if (flag == "--nccl-regions") {
     if (!parse_bytes(val, &bytes) || bytes == 0 || bytes % 64 != 0 || bytes > (size_t{64} << 20))
       return bad(flag, val, "expected a multiple of 64 bytes up to 64M");
@@ -311,6 +316,14 @@ Status parse_options(int argc, char** argv, Options* o) {
   if (o->service_conns > 0 && o->hold_conns > 0) {
     return Status::Error("--service-conns and --hold-conns exclude each other");
   }
+  if (o->service_collnet > 0) {
+    for (Mode m : o->modes) {
+      if (m != Mode::kCollNet && m != Mode::kHybrid) {
+        return Status::Error(std::string("--service-collnet applies to the collnet and hybrid ") +
+                             "modes only, not " + mode_name(m));
+      }
+    }
+  }
   for (Mode m : o->modes) {
     if (is_direct(m) && o->inplace) {
       return Status::Error(std::string("--inplace applies to AllReduce modes only, not ") +
@@ -354,6 +367,10 @@ void print_usage(const char* argv0) {
       "                         service thread beside its progress thread)\n"
       "  --hold-conns K         as --service-conns, but the K connections stay open for the\n"
       "                         mode's life; rank 0 reports threads and fds per rank\n"
+      "  --service-collnet K    collnet, hybrid: a service thread connects K more CollNet\n"
+      "                         comms over the same ranks, one after the other, registers,\n"
+      "                         runs verified AllReduces, deregisters and closes each, while\n"
+      "                         the mode's own CollNet comm streams\n"
       "  --nccl-regions B       collnet, hybrid: each iallreduce is a whole B-byte region of\n"
       "                         one shared staging area whatever the user's size, its tail\n"
       "                         stale (0xff), as NCCL's CollNet proxy issues them\n"

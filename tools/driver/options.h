@@ -55,6 +55,7 @@ struct Options {
   int net_abi = 11;                   // --net-abi: the ncclNetPlugin_vN driven (8..11)
   int service_conns = 0;              // --service-conns: connections made by a service thread
   int hold_conns = 0;                 // --hold-conns: ... and kept open; resources reported
+  int service_collnet = 0;            // --service-collnet: CollNet comms a service thread makes
   int nccl_channels = 1;              // --nccl-channels: channels of the regions (8 per group)
   size_t nccl_region_bytes = 0;       // --nccl-regions: CollNet AllReduce requests (0: off)
   int pxn_senders = 2;                // --pxn-senders: senders sharing a connection (pxn mode)

@@ -20,6 +20,7 @@
 #include "driver/bootstrap.h"
 #include "driver/buffers.h"
 #include "driver/collnet.h"
+#include "driver/data.h"
 #include "driver/idle.h"
 #include "driver/net_compat.h"
 #include "driver/net_ring.h"
@@ -27,6 +28,7 @@
 #include "driver/pxn.h"
 #include "driver/rank_setup.h"
 #include "driver/report.h"
+#include "driver/service_collnet.h"
 #include "driver/tuner_check.h"
 
 namespace conflux::driver {
@@ -208,13 +210,64 @@ struct RankRun {
       m.supported = [](DType, Op) { return true; };  // bytes are moved, not reduced
       what = "CollNetDirect iallgather, size = nranks blocks" + how;
     }
-    if (rank == 0) print_table_header(mode, what);
-    DRV_TRY(run_mode(o, m, &bs, &bufs, &rows, &notes));
+    // --service-collnet: the service thread connects, uses and closes more CollNet comms while
+    // this one streams. Left running (leaked) if the mode fails: the rank exits at once, and
+    // joining could wait for a collective connect that the other ranks never finish.
+    auto* svc = new ServiceCollNet;
+    Status st = [&]() -> Status {
+      DRV_TRY(svc->start(plugin.collnet, &cs, id, &bs, o.service_collnet, o.seed, &dl));
+      if (rank == 0) print_table_header(mode, what);
+      DRV_TRY(run_mode(o, m, &bs, &bufs, &rows, &notes));
+      if (!svc->running()) return Status::Ok();
+      int rounds = 0;
+      DRV_TRY(stream_while_service(&cs, *svc, &rounds));
+      DRV_TRY(svc->join());
+      note(std::string(mode_name(mode)) + ": service thread: " + std::to_string(svc->comms()) +
+           " more CollNet comms listened, connected, registered, used (" +
+           std::to_string(svc->allreduces()) +
+           " verified AllReduces in all), deregistered and closed while this comm streamed (" +
+           std::to_string(svc->posted_during_connects()) +
+           " requests posted on it while they connected, on rank 0; " + std::to_string(rounds) +
+           " verified AllReduces after its table waited for them)");
+      return Status::Ok();
+    }();
+    if (!st.ok()) {
+      if (!svc->running() || svc->done()) delete svc;
+      return st;
+    }
+    delete svc;
     if (o.close_stagger_ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(int64_t{rank} * o.close_stagger_ms));
     }
     DRV_TRY(cs.close());
     return close_comm(&ring);
+  }
+
+  // --service-collnet: verified 1 MiB AllReduces (or the buffer's size) on the mode's comm
+  // until every rank's service thread is done; whether to run one more is agreed over the
+  // bootstrap each time, so every rank runs as many.
+  Status stream_while_service(CollNetSession* cs, const ServiceCollNet& svc, int* rounds) {
+    const size_t n = std::clamp<size_t>(bufs.bytes / sizeof(float), 1, size_t{256} << 10);
+    for (;;) {
+      std::vector<std::string> all;
+      DRV_TRY(bs.allgather(svc.done() ? "1" : "0", &all));
+      if (std::all_of(all.begin(), all.end(), [](const std::string& a) { return a == "1"; })) {
+        return Status::Ok();
+      }
+      if (dl.passed()) return Status::Error("--timeout reached waiting for the service thread");
+      const InputSpec spec{DType::kFloat32, Op::kSum, nranks,
+                           o.seed + 104729 * static_cast<uint64_t>(*rounds + 1), InputKind::kExact};
+      fill_input(spec, rank, 0, n, bufs.send);
+      poison(DType::kFloat32, bufs.recv, n);
+      DRV_TRY(cs->allreduce(bufs.send, bufs.recv, n, DType::kFloat32, Op::kSum, o.chunk_bytes,
+                            o.inflight));
+      const uint64_t wrong = count_wrong(spec, bufs.recv, n);
+      if (wrong != 0) {
+        return Status::Error(std::to_string(wrong) + " wrong elements in an AllReduce of " +
+                             std::to_string(n) + " floats beside the service thread");
+      }
+      ++*rounds;
+    }
   }
 
   Status run_ring_mode(uint64_t id) {
