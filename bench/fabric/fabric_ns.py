@@ -78,10 +78,14 @@ class Host:
 class Fabric:
     """workers: count; worker_mbit: their line rate; aggs: list of (role, mbit) such as
     [("a0", 2000), ("a1", 500)]; loss_pct: random loss at every receiver (0 = none);
+    lossy_workers: {worker index: loss percent} at those workers' hosts only (the others and
+    the aggregators lose nothing unless loss_pct says so; a worker's own entry wins);
+    loss_from: a host's role (e.g. "a0"): the loss rules drop only what comes from that host
+    (its path to the others), not the rest (default: everything arriving);
     deaf_workers: indices of workers whose hosts drop all IPv4 multicast at input."""
 
     def __init__(self, prefix, workers, worker_mbit, aggs, loss_pct=0.0, mtu=9000,
-                 deaf_workers=(), igmp_snooping=False):
+                 deaf_workers=(), igmp_snooping=False, lossy_workers=None, loss_from=None):
         if not NS_RE.match(prefix + "-"):
             raise FabricError(f"prefix {prefix!r} must look like cfx<pid>")
         self.prefix, self.mtu, self.loss_pct = prefix, mtu, loss_pct
@@ -93,6 +97,12 @@ class Fabric:
         self.aggs = {role: Host(role, f"{prefix}-{role}", f"{SUBNET}.{AGG_BASE + j}", mbit)
                      for j, (role, mbit) in enumerate(aggs)}
         self.created = []
+        self.loss_from = loss_from
+        # role -> loss percent at that host's input (nftables table cfxloss)
+        self.loss = {h.role: loss_pct for h in self.hosts() if loss_pct > 0}
+        for i, pct in (lossy_workers or {}).items():
+            if pct > 0:
+                self.loss[self.workers[i].role] = pct
 
     def hosts(self):
         return self.workers + list(self.aggs.values())
@@ -112,13 +122,16 @@ class Fabric:
         sh(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit",
             "burst", str(burst), "limit", str(limit)])
 
-    def _add_loss(self, ns):
-        thresh = int(round(self.loss_pct * 100))  # numgen mod 10000: hundredths of a percent
+    def _add_loss(self, ns, pct):
+        thresh = int(round(pct * 100))  # numgen mod 10000: hundredths of a percent
+        src = ([] if self.loss_from is None else
+               ["ip", "saddr", {h.role: h.ip for h in self.hosts()}[self.loss_from]])
         sh(["ip", "netns", "exec", ns, "nft", "add", "table", "inet", "cfxloss"])
         sh(["ip", "netns", "exec", ns, "nft", "add", "chain", "inet", "cfxloss", "in",
             "{ type filter hook input priority 0; policy accept; }"])
         sh(["ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "cfxloss", "in", "iifname",
-            "eth0", "numgen", "random", "mod", "10000", "<", str(thresh), "counter", "drop"])
+            "eth0"] + src + ["numgen", "random", "mod", "10000", "<", str(thresh), "counter",
+                             "drop"])
 
     def _add_deaf(self, ns):
         """Drops every IPv4 multicast datagram arriving on eth0 (the group's results and
@@ -130,11 +143,11 @@ class Fabric:
             "eth0", "ip", "daddr", "224.0.0.0/4", "counter", "drop"])
 
     def loss_counts(self):
-        """{role: packets dropped by the loss rule} (empty without loss)."""
+        """{role: packets dropped by the loss rule} of every lossy host (empty without loss)."""
         out = {}
-        if self.loss_pct <= 0:
-            return out
         for h in self.hosts():
+            if h.role not in self.loss:
+                continue
             text = sh(["ip", "netns", "exec", h.ns, "nft", "list", "chain", "inet", "cfxloss",
                        "in"], check=False)
             m = re.search(r"counter packets (\d+)", text)
@@ -167,8 +180,8 @@ class Fabric:
                 "master", "br0", "up"])
             self._shape(h.ns, "eth0", h.mbit)           # host -> switch
             self._shape(self.switch, h.role, h.mbit)    # switch -> host
-            if self.loss_pct > 0:
-                self._add_loss(h.ns)
+            if h.role in self.loss:
+                self._add_loss(h.ns, self.loss[h.role])
         for i in self.deaf_workers:
             self._add_deaf(self.workers[i].ns)
         self._wait_reachable()
@@ -222,7 +235,13 @@ class Fabric:
     def describe(self):
         lines = [f"# fabric {self.prefix}: switch {self.switch} (bridge br0), MTU {self.mtu}, "
                  f"tbf both directions, loss {self.loss_pct}% at every receiver" +
+                 ("; more at the hosts so marked"
+                  if any(v != self.loss_pct for v in self.loss.values()) else "") +
                  (", IGMP snooping with a querier" if self.igmp_snooping else "")]
         for h in self.hosts():
-            lines.append(f"#   {h.role:4s} {h.ns:16s} {h.ip:12s} {h.mbit} Mbit/s")
+            lines.append(f"#   {h.role:4s} {h.ns:16s} {h.ip:12s} {h.mbit} Mbit/s" +
+                         (f", loss {self.loss[h.role]}% at input"
+                          if self.loss.get(h.role, self.loss_pct) != self.loss_pct else "") +
+                         (f" of what comes from {self.loss_from}"
+                          if self.loss_from and h.role in self.loss else ""))
         return "\n".join(lines)

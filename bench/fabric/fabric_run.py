@@ -102,6 +102,14 @@ def preflight(name, a):
             "conflux": a.conflux or os.path.join(a.build, "aggregator/cli/conflux")}
 
 
+def scrape(host, port=9470, timeout=2):
+    """The /metrics text of the confluxd on `host` (curl inside its namespace; the root
+    namespace has no route to the fabric); '' when it does not answer."""
+    return subprocess.run(["ip", "netns", "exec", host.ns, "curl", "-s", "-m", str(timeout),
+                           f"http://{host.ip}:{port}/metrics"], capture_output=True,
+                          text=True).stdout
+
+
 # ---- conflux-nccl-driver --timeline files -------------------------------------------------
 def read_timeline(path):
     """[(start, end, bytes)] in seconds since the epoch, in order."""
@@ -257,19 +265,18 @@ class Runner:
         {role: {counter: value}} of the dataplane counters summed over threads."""
         stats = {}
         for h, p in self.agg_procs:
-            r = subprocess.run(["ip", "netns", "exec", h.ns, "curl", "-s", "-m", "3",
-                                f"http://{h.ip}:9470/metrics"], capture_output=True, text=True)
+            text = scrape(h, timeout=3)
             with open(self._out(f"metrics-{h.role}"), "w") as f:
-                f.write(r.stdout)
+                f.write(text)
             c = {}
-            for line in r.stdout.splitlines():
+            for line in text.splitlines():
                 m = METRIC_RE.match(line)
                 if m:
                     key = m.group(1) + (f"[{m.group(3)}]" if m.group(3) else "")
                     c[key] = c.get(key, 0) + float(m.group(4))
             for mode in ("multicast", "unicast"):  # per job and aggregator (SPEC section 8)
                 m = re.search(rf'^conflux_multicast_decisions_total\{{mode="{mode}"\}} (\d+)',
-                              r.stdout, re.M)
+                              text, re.M)
                 c[f"{mode}_jobs"] = float(m.group(1)) if m else 0
             c["cpu_seconds"] = process_cpu_seconds(p.pid)  # `ip netns exec` execs confluxd
             t = subprocess.run(["tc", "-s", "-n", h.ns, "qdisc", "show", "dev", "eth0"],

@@ -24,7 +24,6 @@ import argparse
 import os
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -88,10 +87,8 @@ def job_verified(ranks):
 
 
 def sample(agg):
-    r = subprocess.run(["ip", "netns", "exec", agg.ns, "curl", "-s", "-m", "2",
-                        f"http://{agg.ip}:9470/metrics"], capture_output=True, text=True)
     got = {}
-    for kind, job, v in SAMPLE_RE.findall(r.stdout):
+    for kind, job, v in SAMPLE_RE.findall(fabric_run.scrape(agg)):
         got.setdefault(int(job), {})[kind] = float(v)
     return got
 

@@ -92,9 +92,7 @@ class Scenario:
         return r.stdout.strip()
 
     def packets(self):
-        r = subprocess.run(["ip", "netns", "exec", self.agg.ns, "curl", "-s", "-m", "2",
-                            f"http://{self.agg.ip}:9470/metrics"], capture_output=True, text=True)
-        return sum(int(v) for v in PACKETS_RE.findall(r.stdout))
+        return sum(int(v) for v in PACKETS_RE.findall(fabric_run.scrape(self.agg)))
 
     def run(self, name, iters, cap_mbps, events):
         """One job of `iters` AllReduces against a fresh daemon started with --max-mbps
