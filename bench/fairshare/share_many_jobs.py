@@ -423,6 +423,7 @@ def main():
                        "samples": [[round(t, 2), {k: [v.get("grant_mbps", 0), v.get("result_mbps", 0)]
                                                   for k, v in m.items()}] for t, m in samples],
                        "worst_ratio": worst, "total_mbps": total,
+                       "join_s": [round(t, 2) for t in joins],
                        "sample_gaps_over_1_s": [round(g, 2) for g in gaps]}, f, indent=1)
     if not ok:
         print("FAILED: a job's results were not all verified; logs in " + work)
