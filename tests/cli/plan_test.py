@@ -70,9 +70,9 @@ def main():
 
     # Cores per aggregator host (issue 41): 4 workers at 100 Gbit/s, aggregators at the
     # workers' speed (the default). One aggregator: its link carries 4 streams, 25 Gbit/s each;
-    # it reduces 100 Gbit/s of contributions: 3 DPDK lcores of 36 (bench/capacity), 5 kernel-UDP
+    # it reduces 100 Gbit/s of contributions: 4 DPDK lcores of 28 (bench/capacity), 5 kernel-UDP
     # cores of 22, 2 of a given 50; 4 striped reach the workers' link: each aggregator takes a
-    # quarter of 4 streams at 100 Gbit/s, again 100 Gbit/s, again 3 lcores.
+    # quarter of 4 streams at 100 Gbit/s, again 100 Gbit/s, again 4 lcores.
     def rows_of(*args):
         r = plan(conflux, "--workers", "4", "--worker-gbit", "100", "--max-aggregators", "4",
                  "--json", *args)
@@ -81,11 +81,11 @@ def main():
         return out, {x["layout"]: x for x in out["layouts"]}
     out, rows = rows_of("--dataplane", "dpdk")
     one = rows.get("1 aggregator", {})
-    check(f"dpdk default: {out.get('core_gbit')}", out.get("core_gbit") == 36 and
+    check(f"dpdk default: {out.get('core_gbit')}", out.get("core_gbit") == 28 and
           out.get("dataplane") == "dpdk" and out.get("agg_gbit") == 100)
-    check(f"1 aggregator, dpdk: {one}", one.get("cores") == 3 and
+    check(f"1 aggregator, dpdk: {one}", one.get("cores") == 4 and
           abs(one.get("algbw_gbit", 0) - 25) < 1e-9 and one.get("limit") == "aggregator link")
-    check(f"4 striped: {rows.get('4 striped')}", rows.get("4 striped", {}).get("cores") == 3 and
+    check(f"4 striped: {rows.get('4 striped')}", rows.get("4 striped", {}).get("cores") == 4 and
           rows.get("4 striped", {}).get("limit") == "worker link")
     check("the ring needs no aggregator core", rows.get("ring", {}).get("cores") == 0)
     out, rows = rows_of()
