@@ -1,12 +1,13 @@
-// Exports ncclCollNetPlugin_v11 (NCCL 2.28-2.29).
+// Exports ncclCollNetPlugin_v11 (NCCL 2.28-2.29). Its entry points serve v12 too
+// (abi/collnet_v12.cc).
 #include "abi/adapter_util.h"
 #include "abi/collnet_entries.h"
 #include "abi/export.h"
+#include "abi/net_v11_entries.h"
 #include "collnet/collnet_api.h"
 #include "nccl/net_v11.h"
 
-namespace conflux::abi {
-namespace {
+namespace conflux::abi::collnet_v11 {
 
 namespace core = conflux::plugin;
 namespace e = collnet_entries;
@@ -27,10 +28,10 @@ ncclResult_t finalize(void* ctx) {
   return guard("collnet finalize", [&] { return core::collFinalize(ctx); });
 }
 
-}  // namespace
-}  // namespace conflux::abi
+}  // namespace conflux::abi::collnet_v11
 
 using namespace conflux::abi;
+using namespace conflux::abi::collnet_v11;
 
 extern "C" {
 CONFLUX_EXPORT ncclCollNet_v11_t ncclCollNetPlugin_v11 = {

@@ -1,12 +1,12 @@
-// Exports ncclNetPlugin_v11 (NCCL 2.28-2.29).
+// Exports ncclNetPlugin_v11 (NCCL 2.28-2.29). Its entry points serve v12 too (abi/net_v12.cc).
 #include "nccl/net_v11.h"
 
 #include "abi/adapter_util.h"
 #include "abi/export.h"
 #include "abi/net_entries.h"
+#include "abi/net_v11_entries.h"
 
-namespace conflux::abi {
-namespace {
+namespace conflux::abi::v11 {
 
 namespace core = conflux::plugin;
 
@@ -46,10 +46,10 @@ ncclResult_t finalize(void* ctx) {
   return guard("finalize", [&] { return core::netFinalize(ctx); });
 }
 
-}  // namespace
-}  // namespace conflux::abi
+}  // namespace conflux::abi::v11
 
 using namespace conflux::abi;
+using namespace conflux::abi::v11;
 
 // makeVDevice and setNetAttr are optional (NULL): NCCL then uses the physical devices and
 // sends no traffic hints.

@@ -1,107 +1,16 @@
-// Exports ncclTunerPlugin_v5 (NCCL 2.28): NCCL finds it in the net plugin library when
-// NCCL_TUNER_PLUGIN is unset. Policy: tuner/tuner.h.
+// Exports ncclTunerPlugin_v5 (NCCL 2.28-2.29): NCCL finds it in the net plugin library when
+// NCCL_TUNER_PLUGIN is unset. Policy: tuner/tuner.h; entry points: abi/tuner_entries.cc.
 #include "nccl/tuner_v5.h"
 
-#include <algorithm>
-#include <optional>
-#include <string>
-#include <vector>
-
-#include "abi/adapter_util.h"
 #include "abi/export.h"
-#include "collnet/path_model.h"
-#include "core/params.h"
-#include "core/plugin_state.h"
-#include "tuner/tuner.h"
+#include "abi/tuner_entries.h"
 
 namespace conflux::abi {
 namespace {
 
-struct TunerContext {
-  static constexpr uint32_t kMagic = 0x54554e45;
-  uint32_t magic = kMagic;
-  tuner::TunerPolicy policy;
-  // The communicator's CollNet models, agreed at connect (collnet/path_model.h), fixed here.
-  // Only with one rank per node: that rank is then the CollNet head of every channel, so
-  // every rank holds every model; a rank that heads none would hold none and choose apart.
-  std::vector<collnet::PathModel> models;
-
-  std::optional<bool> measured(size_t bytes) const {
-    if (models.empty()) return std::nullopt;
-    return std::all_of(models.begin(), models.end(),
-                       [bytes](const collnet::PathModel& m) { return m.collnet_wins(bytes); });
-  }
-};
-
 ncclResult_t init(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, ncclDebugLogger_t log,
                   ncclNvlDomainInfo_v5_t*, ncclTunerConstants_v5_t*) {
-  return guard("tuner init", [&] {
-    if (ctx == nullptr) return net::Status::kInvalidArgument;
-    *ctx = nullptr;
-    plugin::installNcclLogger(log);
-    plugin::Config cfg;
-    std::string error;
-    if (plugin::loadConfig(&cfg, &error) != net::Status::kOk) {
-      // An init error would fail NCCL's communicator (init.cc): tune nothing instead.
-      CFX_WARN(net::kLogEnv, "tuner: %s; NCCL's own algorithm choices stand for this communicator",
-               error.c_str());
-      auto* c = new TunerContext;
-      c->policy.leave_all = true;
-      *ctx = c;
-      return net::Status::kOk;
-    }
-    auto* c = new TunerContext;
-    c->policy.min_bytes = cfg.tunerCollnetMinBytes;
-    c->policy.max_bytes = cfg.tunerCollnetMaxBytes;
-    c->policy.nnodes = nNodes;
-    c->policy.ring_only = cfg.ringFraction == 1.0;
-    // NCCL connects CollNet before it initialises the tuner (ncclCollNetSetup comes first in
-    // its transport setup), so this communicator's models, if any, are published by now.
-    if (nRanks == nNodes) {
-      c->models = collnet::published_models(commId, static_cast<int>(nNodes));
-      std::erase_if(c->models, [](const collnet::PathModel& m) { return !m.complete(); });
-    }
-    std::string how;
-    if (c->policy.fixed()) {
-      how = "CONFLUX_TUNER_COLLNET_MIN_BYTES/_MAX_BYTES: ";
-    } else if (!c->models.empty()) {
-      how = "measured at connect (" + std::to_string(c->models.size()) + " CollNet comm(s)): ";
-    } else {
-      how = nRanks == nNodes ? "no CollNet model: " : "several ranks per node, fixed: ";
-    }
-    how += tuner::describe([c](size_t bytes) {
-      return tuner::decide(c->policy, kNcclFuncAllReduce, bytes, true, c->measured(bytes)) ==
-             tuner::Choice::kCollNet;
-    });
-    CFX_INFO(net::kLogInit,
-             "tuner: %zu ranks on %zu nodes; AllReduce, where NCCL offers CollNet, by %s", nRanks,
-             nNodes, how.c_str());
-    *ctx = c;
-    return net::Status::kOk;
-  });
-}
-
-ncclResult_t getCollInfo(void* ctx, int collType, size_t nBytes, int, float** collCostTable,
-                         int numAlgo, int numProto, int, int*) {
-  return guard("tuner getCollInfo", [&] {
-    auto* c = static_cast<TunerContext*>(ctx);
-    if (c == nullptr || c->magic != TunerContext::kMagic) return net::Status::kInvalidArgument;
-    const bool offered = tuner::collnet_offered(collCostTable, numAlgo, numProto, c->policy.nnodes);
-    const tuner::Choice choice =
-        tuner::decide(c->policy, collType, nBytes, offered, c->measured(nBytes));
-    tuner::apply(choice, collCostTable, numAlgo, numProto, c->policy.nnodes);
-    return net::Status::kOk;
-  });
-}
-
-ncclResult_t finalize(void* ctx) {
-  return guard("tuner finalize", [&] {
-    auto* c = static_cast<TunerContext*>(ctx);
-    if (c == nullptr || c->magic != TunerContext::kMagic) return net::Status::kInvalidArgument;
-    c->magic = 0;
-    delete c;
-    return net::Status::kOk;
-  });
+  return tuner_entries::init(5, ctx, commId, nRanks, nNodes, log);
 }
 
 }  // namespace
@@ -113,7 +22,7 @@ extern "C" {
 CONFLUX_EXPORT ncclTuner_v5_t ncclTunerPlugin_v5 = {
     "Conflux",
     init,
-    getCollInfo,
-    finalize,
+    tuner_entries::getCollInfo,
+    tuner_entries::finalize,
 };
 }  // extern "C"

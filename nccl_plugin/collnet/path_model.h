@@ -41,7 +41,8 @@ struct PathModel {
   // The smallest request NCCL issues for an AllReduce: CollNetChain posts whole staging
   // regions, its subs x chunk size whatever the user's count (transport/coll_net.cc; chunks
   // of 32-256 KiB, enqueue.cc), so a 4 B AllReduce moves at least this much through CollNet.
-  // 0: requests as large as the AllReduce (the driver without --nccl-regions).
+  // 0: requests as large as the AllReduce (the driver without --nccl-regions). Tuner v6
+  // lowers it to 512 B: its getChunkSize trims a small AllReduce's chunk (tuner/tuner.h).
   size_t min_request_bytes = 0;
 
   // Every figure the model needs is known (a 1-rank job or a failed measure has none).

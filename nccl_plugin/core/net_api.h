@@ -35,6 +35,11 @@ struct NetProperties {
   size_t maxP2pBytes = 0;
   size_t maxCollBytes = 0;
   int maxMultiRequestSize = 0;
+  // v12: the NIC's rail and plane, -1 (NCCL_NET_ID_UNDEF) when unknown, as for TCP: NCCL then
+  // pairs NICs as it does for every older version (the same NIC in and out of a node unless
+  // it may cross NICs; any two NICs may be connected).
+  int16_t railId = -1;
+  int16_t planeId = -1;
 };
 
 // The most parts of one grouped irecv an adapter passes on (NCCL posts at most a device's

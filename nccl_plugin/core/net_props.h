@@ -22,12 +22,16 @@ void copyCommonProps(const In& in, Out* out) {
   out->netDeviceVersion = in.netDeviceVersion;
 }
 
-// The v9+ fields (v9, v10 and v11).
+// The v9+ fields (v9 to v12). A virtual device holds up to 4 NICs before v12, 8 from v12: the
+// devices are copied one by one, as many as the destination holds.
 template <typename In, typename Out>
 void copyV9Props(const In& in, Out* out) {
   copyCommonProps(in, out);
   out->forceFlush = in.forceFlush;
-  out->vProps = in.vProps;
+  constexpr int cap = int(sizeof(out->vProps.devs) / sizeof(out->vProps.devs[0]));
+  const int n = in.vProps.ndevs < 0 ? 0 : in.vProps.ndevs < cap ? in.vProps.ndevs : cap;
+  out->vProps.ndevs = n;
+  for (int i = 0; i < n; ++i) out->vProps.devs[i] = in.vProps.devs[i];
   out->maxP2pBytes = in.maxP2pBytes;
   out->maxCollBytes = in.maxCollBytes;
 }

@@ -1,6 +1,6 @@
 #include "tuner/tuner.h"
 
-#include "nccl/tuner_v5.h"
+#include "nccl/tuner_v6.h"
 
 namespace conflux::tuner {
 
@@ -49,6 +49,21 @@ bool collnet_offered(float** cost_table, int num_algo, int num_proto, size_t nno
     }
   }
   return false;
+}
+
+size_t chunk_size(const TunerPolicy& p, int coll_type, size_t nbytes, int algo, int proto,
+                  int nchannels, size_t nccl_chunk) {
+  const bool collnet = algo == nccl::kNcclAlgoCollNetChain || algo == nccl::kNcclAlgoCollNetDirect;
+  if (p.leave_all || coll_type != nccl::kNcclFuncAllReduce || !collnet ||
+      proto != nccl::kNcclProtoSimple || nchannels < 1 || nbytes == 0) {
+    return nccl_chunk;
+  }
+  constexpr size_t grain = nccl::kNcclProtoSimpleGrainBytes;
+  const size_t n = static_cast<size_t>(nchannels);
+  const size_t share = nbytes / n + (nbytes % n != 0 ? 1 : 0);
+  if (share >= nccl_chunk) return nccl_chunk;  // a loop or more: NCCL's pipeline stands
+  const size_t trimmed = share / grain * grain + (share % grain != 0 ? grain : 0);
+  return trimmed < nccl_chunk ? trimmed : nccl_chunk;
 }
 
 void apply(Choice c, float** cost_table, int num_algo, int num_proto, size_t nnodes) {

@@ -64,6 +64,18 @@ bool through_aggregators(int algo, size_t nnodes);
 // Whether NCCL's cost table (float[numAlgo][numProto]) offers such an entry.
 bool collnet_offered(float** cost_table, int num_algo, int num_proto, size_t nnodes);
 
+// The chunk size for NCCL's getChunkSize (tuner v6), given the one NCCL computed.
+// CollNetChain and CollNetDirect AllReduce (Simple, the only protocol NCCL runs them with): NCCL
+// posts one CollNet request per step of the whole staging region, its channels x the chunk, so
+// an AllReduce smaller than one loop (nchannels x nccl_chunk) would make the aggregators
+// reduce up to nchannels x 32..512 KiB of padding. There the chunk becomes the AllReduce's
+// share per channel, rounded up to NCCL's 512 B grain: still one loop, the same steps, the
+// request no larger than the AllReduce plus that rounding. Everything else, and a setting that
+// does not parse (leave_all), keeps NCCL's chunk. Depends only on the arguments, which are the
+// same on every rank, as the chunk must be.
+size_t chunk_size(const TunerPolicy& p, int coll_type, size_t nbytes, int algo, int proto,
+                  int nchannels, size_t nccl_chunk);
+
 // Applies the decision to NCCL's cost table. kNotCollNet leaves the aggregators' entries alone
 // when nothing else is available (NCCL_ALGO forcing one of them), so NCCL never finds no
 // algorithm; the table is the same on every rank, so is that exception.

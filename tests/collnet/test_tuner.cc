@@ -1,10 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "nccl/tuner_v5.h"
+#include "nccl/tuner_v6.h"
 #include "tuner/tuner.h"
 
 namespace conflux::tuner {
@@ -132,6 +133,53 @@ TEST(Tuner, CollNetDirectAndNvlsFollowTheSameChoice) {
   Table one = t;
   one.t[nccl::kNcclAlgoCollNetDirect][nccl::kNcclProtoSimple] = -1.0f;
   EXPECT_FALSE(collnet_offered(one.ptr(), kAlgos, kProtos, 1));
+}
+
+// getChunkSize (tuner v6): a CollNet AllReduce smaller than one loop (channels x NCCL's chunk)
+// gets its share per channel, rounded up to the 512 B grain; nothing else changes.
+TEST(TunerChunk, SmallCollNetAllReduceGetsItsShareRoundedToTheGrain) {
+  const TunerPolicy p{0, 0, 4};
+  constexpr int kChain = nccl::kNcclAlgoCollNetChain, kDirect = nccl::kNcclAlgoCollNetDirect;
+  constexpr int kSimple = nccl::kNcclProtoSimple;
+  constexpr size_t k32K = 32 * 1024, k256K = 256 * 1024;
+  // A 4 B AllReduce: 512 B, not NCCL's 32 KiB (one channel) nor 256 KiB.
+  EXPECT_EQ(chunk_size(p, kAllReduce, 4, kChain, kSimple, 1, k32K), 512u);
+  EXPECT_EQ(chunk_size(p, kAllReduce, 4, kChain, kSimple, 2, k256K), 512u);
+  EXPECT_EQ(chunk_size(p, kAllReduce, 4, kDirect, kSimple, 4, k32K), 512u);
+  // 10000 B over 2 channels: 5000 B each, rounded up to 5120.
+  EXPECT_EQ(chunk_size(p, kAllReduce, 10000, kChain, kSimple, 2, k32K), 5120u);
+  EXPECT_EQ(chunk_size(p, kAllReduce, 1024, kChain, kSimple, 2, k32K), 512u);
+  EXPECT_EQ(chunk_size(p, kAllReduce, 1025, kChain, kSimple, 2, k32K), 1024u);
+  // The result always covers the AllReduce in one loop, and is a multiple of the grain.
+  for (size_t bytes = 1; bytes <= 3 * k32K; bytes = bytes * 3 + 1) {
+    for (int ch : {1, 2, 3, 8}) {
+      const size_t c = chunk_size(p, kAllReduce, bytes, kChain, kSimple, ch, k32K);
+      EXPECT_EQ(c % 512, 0u) << bytes << " B, " << ch << " channels";
+      EXPECT_LE(c, k32K);
+      EXPECT_GE(c * static_cast<size_t>(ch), std::min(bytes, k32K * static_cast<size_t>(ch)));
+    }
+  }
+}
+
+TEST(TunerChunk, LeavesNcclsChunkOtherwise) {
+  const TunerPolicy p{0, 0, 4};
+  constexpr int kChain = nccl::kNcclAlgoCollNetChain, kSimple = nccl::kNcclProtoSimple;
+  constexpr size_t k32K = 32 * 1024, k128K = 128 * 1024;
+  // One loop or more: NCCL's chunk (its own halving already matched it to the size).
+  EXPECT_EQ(chunk_size(p, kAllReduce, 2 * k32K, kChain, kSimple, 2, k32K), k32K);
+  EXPECT_EQ(chunk_size(p, kAllReduce, size_t{1} << 30, kChain, kSimple, 2, k128K), k128K);
+  EXPECT_EQ(chunk_size(p, kAllReduce, k32K - 100, kChain, kSimple, 1, k32K), k32K);
+  // Not a CollNet algorithm, not Simple, not AllReduce, no channels, 0 bytes.
+  EXPECT_EQ(chunk_size(p, kAllReduce, 4, nccl::kNcclAlgoRing, kSimple, 1, k32K), k32K);
+  EXPECT_EQ(chunk_size(p, kAllReduce, 4, nccl::kNcclAlgoNvls, kSimple, 1, k32K), k32K);
+  EXPECT_EQ(chunk_size(p, kAllReduce, 4, kChain, 0, 1, k32K), k32K);
+  EXPECT_EQ(chunk_size(p, 2 /* AllGather */, 4, kChain, kSimple, 1, k32K), k32K);
+  EXPECT_EQ(chunk_size(p, kAllReduce, 4, kChain, kSimple, 0, k32K), k32K);
+  EXPECT_EQ(chunk_size(p, kAllReduce, 0, kChain, kSimple, 1, k32K), k32K);
+  // Settings that do not parse: NCCL's choices stand, the chunk too.
+  TunerPolicy bad;
+  bad.leave_all = true;
+  EXPECT_EQ(chunk_size(bad, kAllReduce, 4, kChain, kSimple, 1, k32K), k32K);
 }
 
 }  // namespace

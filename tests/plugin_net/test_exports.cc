@@ -38,11 +38,13 @@ TEST(PluginExports, DynamicSymbolTableHoldsOnlyPluginSymbols) {
   std::set<std::string> got = definedDynamicSymbols();
   ASSERT_FALSE(got.empty()) << "nm -D produced nothing for " << CONFLUX_PLUGIN_PATH;
   const std::set<std::string> required = {"ncclNetPlugin_v8", "ncclNetPlugin_v9",
-                                          "ncclNetPlugin_v10", "ncclNetPlugin_v11"};
+                                          "ncclNetPlugin_v10", "ncclNetPlugin_v11",
+                                          "ncclNetPlugin_v12"};
   const std::set<std::string> allowed = {
       "ncclNetPlugin_v8",      "ncclNetPlugin_v9",      "ncclNetPlugin_v10",
-      "ncclNetPlugin_v11",     "ncclCollNetPlugin_v8",  "ncclCollNetPlugin_v9",
-      "ncclCollNetPlugin_v10", "ncclCollNetPlugin_v11", "ncclTunerPlugin_v5"};
+      "ncclNetPlugin_v11",     "ncclNetPlugin_v12",     "ncclCollNetPlugin_v8",
+      "ncclCollNetPlugin_v9",  "ncclCollNetPlugin_v10", "ncclCollNetPlugin_v11",
+      "ncclCollNetPlugin_v12", "ncclTunerPlugin_v5",    "ncclTunerPlugin_v6"};
   for (const std::string& s : required) EXPECT_TRUE(got.count(s)) << "missing export " << s;
   for (const std::string& s : got) EXPECT_TRUE(allowed.count(s)) << "unexpected export " << s;
 }
