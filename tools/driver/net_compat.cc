@@ -5,8 +5,11 @@
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
+#include "core/net_props.h"
 #include "nccl/net_v10.h"
+#include "nccl/net_v12.h"
 #include "nccl/net_v8.h"
 #include "nccl/net_v9.h"
 
@@ -264,6 +267,68 @@ struct CollAdapter : Forward<Coll, Props, V> {
   }
 };
 
+// v12 (NCCL 2.30): v11's calls, so its table is v11's but for getProperties, whose struct
+// gains railId / planeId and holds up to 8 NICs per virtual device. NCCL writes the ids into
+// its topology (a rail: NICs a channel may enter and leave a node by; a plane: NICs never
+// connected to another plane's), so the adapter refuses what NCCL could not use: an id below
+// -1 (NCCL_NET_ID_UNDEF), a virtual device of more NICs than v11 holds (ours has 1).
+template <class Table>
+struct V12 {
+  static inline const Table* n = nullptr;
+
+  static ncclResult_t getProperties(int dev, nccl::ncclNetProperties_v11_t* p) {
+    nccl::ncclNetProperties_v12_t q{};
+    const ncclResult_t r = n->getProperties(dev, &q);
+    if (r != nccl::ncclSuccess) return r;
+    if (q.railId < nccl::NCCL_NET_ID_UNDEF || q.planeId < nccl::NCCL_NET_ID_UNDEF ||
+        q.vProps.ndevs < 0 || q.vProps.ndevs > nccl::NCCL_NET_MAX_DEVS_PER_NIC) {
+      return nccl::ncclInternalError;
+    }
+    *p = nccl::ncclNetProperties_v11_t{};
+    plugin::copyV9Props(q, p);
+    p->maxMultiRequestSize = q.maxMultiRequestSize;
+    return nccl::ncclSuccess;
+  }
+
+  // Every other member is v11's, field for field.
+  template <class V11>
+  static const V11* table(const void* sym) {
+    n = static_cast<const Table*>(sym);
+    static V11 t{};
+    t.name = n->name;
+    t.init = n->init;
+    t.devices = n->devices;
+    t.getProperties = getProperties;
+    t.listen = n->listen;
+    t.connect = n->connect;
+    t.regMr = n->regMr;
+    t.regMrDmaBuf = n->regMrDmaBuf;
+    t.deregMr = n->deregMr;
+    t.iflush = n->iflush;
+    t.test = n->test;
+    t.closeListen = n->closeListen;
+    t.makeVDevice = nullptr;  // as for the older versions: NCCL then uses physical devices
+    t.finalize = n->finalize;
+    if constexpr (std::is_same_v<Table, nccl::ncclNet_v12_t>) {
+      t.accept = n->accept;
+      t.isend = n->isend;
+      t.irecv = n->irecv;
+      t.closeSend = n->closeSend;
+      t.closeRecv = n->closeRecv;
+      t.getDeviceMr = n->getDeviceMr;
+      t.irecvConsumed = n->irecvConsumed;
+      t.setNetAttr = n->setNetAttr;
+    } else {
+      t.reduceSupport = n->reduceSupport;
+      t.iallreduce = n->iallreduce;
+      t.iallgather = n->iallgather;
+      t.ireducescatter = n->ireducescatter;
+      t.closeColl = n->closeColl;
+    }
+    return &t;
+  }
+};
+
 }  // namespace
 
 Status adapt_net(int version, LoadedPlugin* p) {
@@ -283,8 +348,11 @@ Status adapt_net(int version, LoadedPlugin* p) {
     case 10:
       p->net = Adapter<nccl::ncclNet_v10_t, nccl::ncclNetProperties_v10_t, 10>::table(sym);
       break;
+    case 12:
+      p->net = V12<nccl::ncclNet_v12_t>::table<nccl::ncclNet_v11_t>(sym);
+      break;
     default:
-      return Status::Error("--net-abi: expected 8, 9, 10 or 11");
+      return Status::Error("--net-abi: expected 8, 9, 10, 11 or 12");
   }
   p->net_symbol = name + " (through the driver's v11 adapter)";
   p->tuner = nullptr;
@@ -299,9 +367,11 @@ Status adapt_net(int version, LoadedPlugin* p) {
     } else if (version == 9) {
       p->collnet = CollAdapter<nccl::ncclCollNet_v9_t, nccl::ncclNetProperties_v9_t,
                                nccl::ncclNetSGE_v9_t, 9>::table(csym);
-    } else {
+    } else if (version == 10) {
       p->collnet = CollAdapter<nccl::ncclCollNet_v10_t, nccl::ncclNetProperties_v10_t,
                                nccl::ncclNetSGE_v10_t, 10>::table(csym);
+    } else {
+      p->collnet = V12<nccl::ncclCollNet_v12_t>::table<nccl::ncclCollNet_v11_t>(csym);
     }
     p->collnet_symbol = cname + " (through the driver's v11 adapter)";
   }

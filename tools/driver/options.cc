@@ -163,7 +163,7 @@ Status apply(const std::string& flag, const std::string& val, Options* o) {
   if (flag == "--op" || flag == "-o") return parse_ops(val, &o->ops);
   if (flag == "--modes") return parse_modes(val, &o->modes);
   if (flag == "--net-abi") {
-    if (!parse_int(val, 8, 11, &n)) return bad(flag, val, "expected 8, 9, 10 or 11");
+    if (!parse_int(val, 8, 12, &n)) return bad(flag, val, "expected 8, 9, 10, 11 or 12");
     o->net_abi = static_cast<int>(n);
     return Status::Ok();
   }
@@ -357,9 +357,10 @@ void print_usage(const char* argv0) {
       "                         reducescatter,allgather (CollNetDirect pattern; size = total),\n"
       "                         pxn (senders sharing a connection, grouped irecvs; size =\n"
       "                         bytes per message)\n"
-      "  --net-abi N            drive ncclNetPlugin_vN (8, 9, 10) through a v11 adapter, as\n"
-      "                         NCCL 2.28 presents an older plugin (default 11), with the\n"
-      "                         CollNet of the same version; the tuner is left out\n"
+      "  --net-abi N            drive ncclNetPlugin_vN (8, 9, 10, 12) through a v11 adapter,\n"
+      "                         as NCCL 2.28 presents an older plugin (default 11; 12: NCCL\n"
+      "                         2.30's, properties converted), with the CollNet of the same\n"
+      "                         version; the tuner is left out\n"
       "  --nccl-channels C      with --nccl-regions: C channels, in groups of 8 issued\n"
       "                         round-robin, the area registered per channel (default 1)\n"
       "  --service-conns K      a service thread connects, registers and closes K more\n"

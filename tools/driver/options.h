@@ -52,7 +52,7 @@ struct Options {
   int inject_exit_rank = -1;          // test hook: this rank exits abruptly after setup
   int close_stagger_ms = 0;           // rank r closes its CollNet comm r * this ms after the others
   std::vector<uint32_t> tree_leaves;  // --tree-leaves: ranks per leaf (deterministic reference)
-  int net_abi = 11;                   // --net-abi: the ncclNetPlugin_vN driven (8..11)
+  int net_abi = 11;                   // --net-abi: the ncclNetPlugin_vN driven (8..12)
   int service_conns = 0;              // --service-conns: connections made by a service thread
   int hold_conns = 0;                 // --hold-conns: ... and kept open; resources reported
   int service_collnet = 0;            // --service-collnet: CollNet comms a service thread makes

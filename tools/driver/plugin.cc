@@ -130,19 +130,21 @@ Status load_plugin(const std::string& name_in, LoadedPlugin* out) {
   }
   if (out->lib == nullptr) return Status::Error("cannot load the net plugin:" + errors);
 
-  static const char* kVersions[] = {"v11", "v10", "v9", "v8", "v7", "v6"};
+  // v12 is listed but never chosen: NCCL 2.28 does not know it (--net-abi 12 drives it).
+  static const char* kVersions[] = {"v12", "v11", "v10", "v9", "v8", "v7", "v6"};
+  const auto known = [](const char* v) { return std::strcmp(v, "v12") != 0; };
   for (const char* v : kVersions) {
     std::string sym = std::string("ncclNetPlugin_") + v;
     if (dlsym(out->lib, sym.c_str()) != nullptr) {
       out->net_versions.push_back(sym);
-      if (out->net_symbol.empty()) out->net_symbol = sym;
+      if (out->net_symbol.empty() && known(v)) out->net_symbol = sym;
     }
   }
   for (const char* v : kVersions) {
     std::string sym = std::string("ncclCollNetPlugin_") + v;
     if (dlsym(out->lib, sym.c_str()) != nullptr) {
       out->collnet_versions.push_back(sym);
-      if (out->collnet_symbol.empty()) out->collnet_symbol = sym;
+      if (out->collnet_symbol.empty() && known(v)) out->collnet_symbol = sym;
     }
   }
   Dl_info info{};

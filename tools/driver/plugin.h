@@ -28,9 +28,10 @@ struct LoadedPlugin {
 // dlopen(RTLD_NOW | RTLD_LOCAL) by NCCL_NET_PLUGIN rules: `name` as given, then (if it is a
 // bare name, not a path nor lib*.so) "libnccl-net-<name>.so"; an empty name means
 // "libnccl-net.so". Looks up ncclNetPlugin_v11, v10 ... v6 (NCCL's order, first wins) and
-// only then ncclCollNetPlugin_v11 ... v6. Errors: not found / not loadable, no Net symbol
-// (NCCL rejects such a library even if it has CollNet), or a first Net symbol other than v11
-// (this driver calls v11 only). CollNet symbols other than v11 leave `collnet` null. NCCL
+// only then ncclCollNetPlugin_v11 ... v6; a v12 symbol (NCCL 2.30+) is listed in the
+// *_versions, never chosen (adapt_net, --net-abi 12, drives it). Errors: not found / not loadable,
+// no Net symbol (NCCL rejects such a library even if it has CollNet), or a first Net symbol other
+// than v11 (this driver calls v11 only). CollNet symbols other than v11 leave `collnet` null. NCCL
 // also takes ncclTunerPlugin_v5 from the net plugin's library when NCCL_TUNER_PLUGIN is unset.
 Status load_plugin(const std::string& name, LoadedPlugin* out);
 void unload_plugin(LoadedPlugin* p);
