@@ -2,6 +2,7 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -151,9 +152,126 @@ client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, in
   return cfg;
 }
 
+// What each rank tells the others once every aggregator of its list answered its Join or was
+// given up (ClientConfig::join_agree): the entries it joined, and why not the others.
+struct JoinOutcome {
+  uint64_t joined = 0;  // bit i: entry i of CONFLUX_AGGREGATORS (stripe i)
+  char why[184] = {};
+};
+
+// The agreement on the aggregators a job keeps, over connect's own ring: every rank keeps the
+// entries every rank joined (the AND of the JoinOutcomes), so a striped job goes on without an
+// aggregator that refused it (a draining daemon). While its joins wait, a rank looks at rank-1's
+// outcome (the allgather's first step, received early): an entry rank-1 did not join will be
+// left out anyway, so the join stops waiting for it. That carries a refusal around the ring in
+// one hop per rank, instead of every rank waiting for the join timeout of an aggregator whose
+// job can no longer form (a tree whose other leaf refused the job: the leaf's Join at the root
+// waits for a subtree that never comes).
+class JoinExchange {
+ public:
+  JoinExchange(net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
+               std::chrono::milliseconds timeout)
+      : next_(next),
+        prev_(prev),
+        rank_(rank),
+        nranks_(nranks),
+        timeout_(timeout),
+        all_(static_cast<size_t>(nranks)) {}
+
+  // ClientConfig::join_peers.
+  bool peek(uint64_t* alive) {
+    if (nranks_ < 2 || ran_ || failed_) return false;
+    bool arrived = false;
+    if (collnet::ring_allgather_post_first(prev_, rank_, nranks_, all_.data(), sizeof(JoinOutcome),
+                                           &early_) != Status::kOk ||
+        collnet::ring_allgather_test_first(&early_, &arrived) != Status::kOk) {
+      failed_ = true;  // the allgather below reports it
+      return false;
+    }
+    if (!arrived) return false;
+    *alive = all_[static_cast<size_t>((rank_ + nranks_ - 1) % nranks_)].joined;
+    return true;
+  }
+
+  // ClientConfig::join_agree; also run with joined = 0 by a rank whose engine failed before it
+  // joined anything, so that every rank takes part exactly once.
+  std::string agree(uint64_t joined, const std::string& why, uint64_t* agreed) {
+    ran_ = true;
+    JoinOutcome mine;
+    mine.joined = joined;
+    std::snprintf(mine.why, sizeof mine.why, "%s", why.c_str());
+    *agreed = joined;
+    if (nranks_ > 1) {
+      // Ranks come here up to one join timeout apart, as to the verdicts.
+      const Status st =
+          collnet::ring_allgather(next_, prev_, rank_, nranks_, &mine, all_.data(),
+                                  sizeof(JoinOutcome), 2 * timeout_, failed_ ? nullptr : &early_);
+      if (st != Status::kOk) {
+        return "agreeing on the aggregators joined failed (" + std::string(net::toString(st)) + ")";
+      }
+      for (const JoinOutcome& o : all_) *agreed &= o.joined;
+    } else {
+      all_[0] = mine;
+    }
+    agreed_ = *agreed;
+    if (*agreed == 0) {
+      // The first rank that says why (a rank that gave up only because another one could not
+      // join says so too, but later in its text).
+      for (int r = 0; r < nranks_; ++r) {
+        const JoinOutcome& o = all_[static_cast<size_t>(r)];
+        if (o.why[0] != '\0' && std::strstr(o.why, "another rank could not") == nullptr) {
+          return "no aggregator joined on every rank (rank " + std::to_string(r) + ": " + o.why +
+                 ")";
+        }
+      }
+      return "no aggregator joined on every rank" + (why.empty() ? "" : " (" + why + ")");
+    }
+    return "";
+  }
+
+  bool ran() const { return ran_; }
+
+  // Rank 0: one line per entry of its list left out on every rank, with the first reason a rank
+  // gave (an aggregator that refused: a draining daemon, no capacity; or one not reached).
+  void log_left_out(const Config& cfg) const {
+    if (rank_ != 0 || agreed_ == 0) return;
+    std::vector<client::Endpoint> eps;
+    std::string unused;
+    if (!client::parse_endpoints(cfg.aggregators, &eps, &unused)) return;
+    const int kept = std::popcount(agreed_);
+    for (size_t i = 0; i < eps.size() && i < 64; ++i) {
+      if ((agreed_ >> i) & 1) continue;
+      std::string why = "not joined by every rank";
+      for (int r = 0; r < nranks_; ++r) {
+        const JoinOutcome& o = all_[static_cast<size_t>(r)];
+        if (((o.joined >> i) & 1) == 0 && o.why[0] != '\0' &&
+            std::strstr(o.why, "another rank could not") == nullptr) {
+          why = "rank " + std::to_string(r) + ": " + o.why;
+          break;
+        }
+      }
+      CFX_WARN(kLogColl | kLogInit,
+               "CollNet connect: aggregator %s (entry %zu of CONFLUX_AGGREGATORS) left out on "
+               "every rank (%s); the job is striped over the other %d",
+               eps[i].to_string().c_str(), i, why.c_str(), kept);
+    }
+  }
+
+ private:
+  net::SendComm* next_;
+  net::RecvComm* prev_;
+  int rank_, nranks_;
+  std::chrono::milliseconds timeout_;
+  std::vector<JoinOutcome> all_;
+  collnet::EarlyFirstRecv early_;
+  bool failed_ = false;
+  bool ran_ = false;
+  uint64_t agreed_ = 0;
+};
+
 std::unique_ptr<client::Engine> join_aggregators(const Config& c, uint64_t key, int nranks,
                                                  int rank, const collnet::TreeCounts& tree,
-                                                 std::string* why) {
+                                                 JoinExchange* exchange, std::string* why) {
   if (c.aggregators.empty()) {
     *why = "CONFLUX_AGGREGATORS is not set";
     return nullptr;
@@ -164,6 +282,10 @@ std::unique_ptr<client::Engine> join_aggregators(const Config& c, uint64_t key, 
     *why = error;
     return nullptr;
   }
+  cfg.join_agree = [exchange](uint64_t joined, const std::string& w, uint64_t* agreed) {
+    return exchange->agree(joined, w, agreed);
+  };
+  cfg.join_peers = [exchange](uint64_t* alive) { return exchange->peek(alive); };
   auto engine = client::Engine::create(cfg, &error);
   if (!engine) *why = error;
   return engine;
@@ -494,6 +616,21 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
   std::string unused;
   client::ClientConfig base = engine_config(cfg, key, nranks, rank, tree, &unused);
   collnet::hooks::clearEngineFaults(&base);
+  // The entries the engine kept at connect (an aggregator that refused the job is left out on
+  // every rank): the re-join's survivors are positions in this list, as in the engine's.
+  {
+    client::ClientConfig all = base;
+    base.aggregators.clear();
+    base.served_ranks.clear();
+    base.served_up_ranks.clear();
+    for (const client::AggregatorInfo& a : engine.aggregators()) {
+      base.aggregators.push_back(all.aggregators.at(a.stripe));
+      if (!all.served_ranks.empty()) base.served_ranks.push_back(all.served_ranks.at(a.stripe));
+      if (!all.served_up_ranks.empty()) {
+        base.served_up_ranks.push_back(all.served_up_ranks.at(a.stripe));
+      }
+    }
+  }
   opts.rejoin = [base](const std::vector<size_t>& survivors, uint32_t epoch,
                        std::string* why) -> std::unique_ptr<client::Engine> {
     client::ClientConfig c = base;
@@ -667,7 +804,14 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   const double link_mbps = cfg.linkMbps > 0 ? 0 : measure_link_mbps(next, prev, nranks, timeout);
   std::string why;
   const uint64_t key = job_key(handles, nranks);
-  auto engine = join_aggregators(cfg, key, nranks, rank, tree, &why);
+  JoinExchange exchange(next, prev, rank, nranks, timeout);
+  auto engine = join_aggregators(cfg, key, nranks, rank, tree, &exchange, &why);
+  if (!exchange.ran()) {
+    uint64_t unused = 0;  // failed before it joined: the others still hear from this rank
+    exchange.agree(0, why, &unused);
+  } else if (engine != nullptr) {
+    exchange.log_left_out(cfg);
+  }
   Verdict mine = local_verdict(cfg, l->dev, rank, nranks, engine.get(), why, link_mbps);
   mine.hop_us = hop_us;
 

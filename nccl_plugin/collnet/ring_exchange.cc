@@ -11,9 +11,30 @@ constexpr int kShiftTag = 0x3ffffff2;
 
 }  // namespace
 
+net::Status ring_allgather_post_first(net::RecvComm* prev, int rank, int nranks, void* all,
+                                      size_t bytes, EarlyFirstRecv* early) {
+  if (nranks < 2 || early->req != nullptr || early->done) return net::Status::kOk;
+  const int recv_from = ((rank - 1) % nranks + nranks) % nranks;
+  void* dst = static_cast<uint8_t*>(all) + static_cast<size_t>(recv_from) * bytes;
+  const int tag = kAgreementTag;
+  early->size = bytes;
+  CFX_RETURN_IF_ERROR(prev->irecv(1, &dst, &early->size, &tag, &early->req));
+  return early->req == nullptr ? net::Status::kInternalError : net::Status::kOk;
+}
+
+net::Status ring_allgather_test_first(EarlyFirstRecv* early, bool* arrived) {
+  if (early->req != nullptr) {
+    size_t size = 0;
+    CFX_RETURN_IF_ERROR(net::test(early->req, &early->done, &size));
+    if (early->done) early->req = nullptr;
+  }
+  *arrived = early->done;
+  return net::Status::kOk;
+}
+
 net::Status ring_allgather(net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
                            const void* mine, void* all, size_t bytes,
-                           std::chrono::milliseconds timeout) {
+                           std::chrono::milliseconds timeout, EarlyFirstRecv* early) {
   auto* out = static_cast<uint8_t*>(all);
   std::memcpy(out + static_cast<size_t>(rank) * bytes, mine, bytes);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -27,10 +48,18 @@ net::Status ring_allgather(net::SendComm* next, net::RecvComm* prev, int rank, i
     const int tag = kAgreementTag;
     CFX_RETURN_IF_ERROR(
         next->isend(out + static_cast<size_t>(send_from) * bytes, bytes, tag, &sreq));
-    CFX_RETURN_IF_ERROR(prev->irecv(1, &dst, &bytes, &tag, &rreq));
-    if (sreq == nullptr || rreq == nullptr) return net::Status::kInternalError;  // fresh comms
+    const bool posted = s == 0 && early != nullptr && (early->req != nullptr || early->done);
+    if (posted) {
+      rreq = early->req;
+      early->req = nullptr;
+      early->done = true;
+    } else {
+      CFX_RETURN_IF_ERROR(prev->irecv(1, &dst, &bytes, &tag, &rreq));
+      if (rreq == nullptr) return net::Status::kInternalError;  // fresh comms
+    }
+    if (sreq == nullptr) return net::Status::kInternalError;
     CFX_RETURN_IF_ERROR(net::waitRequest(sreq, deadline));
-    CFX_RETURN_IF_ERROR(net::waitRequest(rreq, deadline));
+    if (rreq != nullptr) CFX_RETURN_IF_ERROR(net::waitRequest(rreq, deadline));
   }
   return net::Status::kOk;
 }

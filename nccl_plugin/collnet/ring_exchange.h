@@ -12,11 +12,27 @@
 
 namespace conflux::collnet {
 
+// The receive of an allgather's first step (rank-1's own record), posted before this rank
+// has its own record, so that it can look at rank-1's while it waits (CollNet connect's join).
+struct EarlyFirstRecv {
+  net::Request* req = nullptr;  // posted, not yet seen complete
+  bool done = false;            // complete: rank-1's record is in `all`
+  size_t size = 0;              // the receive's size (read by the transport)
+};
+
+// Posts the first step's receive into all[(rank-1) * bytes] (nranks > 1), to be passed to
+// ring_allgather with the same `all` and `bytes`; then ring_allgather_test_first tells whether
+// it arrived.
+net::Status ring_allgather_post_first(net::RecvComm* prev, int rank, int nranks, void* all,
+                                      size_t bytes, EarlyFirstRecv* early);
+net::Status ring_allgather_test_first(EarlyFirstRecv* early, bool* arrived);
+
 // Every rank contributes `bytes` at `mine`; on return all[i*bytes ...] holds rank i's.
 // n-1 steps around the ring; fails with kRemoteError after `timeout` without completion.
+// early: the first step's receive, already posted by ring_allgather_post_first (or null).
 net::Status ring_allgather(net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
                            const void* mine, void* all, size_t bytes,
-                           std::chrono::milliseconds timeout);
+                           std::chrono::milliseconds timeout, EarlyFirstRecv* early = nullptr);
 
 // Every rank sends `bytes` from `send` to rank+1 while it receives as many from rank-1 into
 // `recv`: one step of a ring's traffic, for timing the links at connect.

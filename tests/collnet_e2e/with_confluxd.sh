@@ -4,7 +4,7 @@
 #                    [--daemon-arg ARG]... [--max-out-ratio R] [--min-out-ratio R]
 #                    [--tree N,N,...] [--tree-mid M] [--tree-mid-levels K] [--kill-daemon I]
 #                    [--forbid REGEX] [--kill-at-slots N] [--tree-direct] [--nofile N]
-#                    [--idle-connections N] -- CMD ARGS...
+#                    [--idle-connections N] [--drain-daemon I]... -- CMD ARGS...
 # EXPECT is zero|nonzero (the command's exit code); REGEX (several may be joined by " && ")
 # must each match a line of its output; --forbid REGEX must match none.
 # CONFLUX_AGGREGATORS is set to the daemons, comma-separated (or to a port nobody listens on
@@ -31,6 +31,8 @@
 # starts, and holds them until it exits; then a line of the output (for REGEX) says how many
 # connections the first daemon evicted and refused ("confluxd 1 closed E connections without a
 # Join to make room and refused R at accept").
+# --drain-daemon I drains daemon I (POST /admin/drain on its metrics port, as `conflux drain`
+# does) before the command starts: it refuses every Join with shutting_down (may be repeated).
 # After the command, the first daemon's dataplane bytes in and out are printed (with --tree,
 # every other daemon's bytes in too, and none may be 0); with
 # --max-out-ratio R (--min-out-ratio R) the test fails if it sent more (less) than R times
@@ -40,6 +42,7 @@ confluxd=$1 expect=$2 regex=$3
 shift 3
 kill_after="" kill_at_slots="" no_daemon=0 daemon_args=() n_daemons=1 max_out_ratio="" min_out_ratio=""
 tree="" tree_mid=0 mid_levels=1 kill_daemon="" forbid="" tree_direct=0 nofile="" idle=0
+drain=()
 while [[ $# -gt 0 && $1 != "--" ]]; do
   case $1 in
     --kill-after) kill_after=$2; shift 2 ;;
@@ -57,6 +60,7 @@ while [[ $# -gt 0 && $1 != "--" ]]; do
     --tree-direct) tree_direct=1; shift ;;
     --nofile) nofile=$2; shift 2 ;;
     --idle-connections) idle=$2; shift 2 ;;
+    --drain-daemon) drain+=("$2"); shift 2 ;;
     *) echo "with_confluxd: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -129,6 +133,14 @@ metric_total() {
   curl -s "http://127.0.0.1:$(sed -n 's/^metrics_port=//p' "$work/ready$1")/metrics" |
     awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $2 } END { printf "%.0f", s }'
 }
+
+for d in "${drain[@]}"; do
+  if ! curl -sf -X POST "http://127.0.0.1:$(sed -n 's/^metrics_port=//p' "$work/ready$d")/admin/drain" \
+      >"$work/drain$d"; then
+    echo "with_confluxd: could not drain confluxd $d"; exit 1
+  fi
+  echo "with_confluxd: confluxd $d drained: $(cat "$work/drain$d")"
+done
 
 if [[ $idle -gt 0 && $no_daemon -eq 0 ]]; then
   # Connects every socket (the kernel completes each handshake into the daemon's accept queue),
@@ -206,7 +218,7 @@ if [[ $no_daemon -eq 0 && -z $kill_after ]]; then
   }
   check_ratio max "$max_out_ratio"
   check_ratio min "$min_out_ratio"
-  if [[ -n $tree ]]; then  # every level of the tree carried the job
+  if [[ -n $tree && ${#drain[@]} -eq 0 ]]; then  # every level carried the job (none drained)
     for i in $(seq 2 "$n_daemons"); do
       read -r b _ < <(dataplane_bytes "$i")
       echo "with_confluxd: confluxd $i dataplane bytes in $b"

@@ -120,7 +120,32 @@ std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string
     arm_faults(impl->udp, cfg);
 
     std::vector<JoinedAggregator> joined;
-    err = join_all(cfg, impl->udp.port(), &joined);
+    std::string refused;
+    err = join_all(cfg, impl->udp.port(), &joined, &refused);
+    if (err.empty() && cfg.join_agree) {
+      // Keep the aggregators every rank joined (ClientConfig::join_agree); closing the others'
+      // control connections ends this rank's part of their jobs.
+      uint64_t mine = 0;
+      for (size_t i = 0; i < joined.size(); ++i) {
+        if (joined[i].ctl) {
+          mine |= uint64_t{1} << i;
+        }
+      }
+      uint64_t agreed = 0;
+      err = cfg.join_agree(mine, refused, &agreed);
+      if (err.empty()) {
+        std::vector<JoinedAggregator> kept;
+        for (size_t i = 0; i < joined.size(); ++i) {
+          if (((agreed & mine) >> i) & 1) {
+            kept.push_back(std::move(joined[i]));
+          }
+        }
+        joined = std::move(kept);
+        if (joined.empty()) {
+          err = "no aggregator joined on every rank" + (refused.empty() ? "" : ": " + refused);
+        }
+      }
+    }
     if (err.empty()) {
       err = agree_multicast(cfg, &impl->sh.ctr, &joined);
     }

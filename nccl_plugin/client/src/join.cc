@@ -206,6 +206,7 @@ std::string send_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, bool
     return err;
   }
   ja->info.endpoint = cfg.aggregators[i];
+  ja->info.stripe = i;
   ja->info.address = ja->ctl->peer_address();
   ja->info.support_mask = h.support_mask;
   if (!ja->ctl->send(make_join(cfg, i, udp_port, h.nonce, multicast), &err)) {
@@ -216,11 +217,29 @@ std::string send_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, bool
 
 }  // namespace
 
-std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
-                     std::vector<JoinedAggregator>* out) {
+std::string join_all(const ClientConfig& cfg, uint16_t udp_port, std::vector<JoinedAggregator>* out,
+                     std::string* refused) {
   const size_t n = cfg.aggregators.size();
   out->clear();
   out->resize(n);
+  refused->clear();
+  // With cfg.join_agree an aggregator that fails is given up (its connection closed) instead
+  // of failing the join; settled: answered or given up.
+  const bool partial = static_cast<bool>(cfg.join_agree);
+  std::vector<bool> settled(n, false);
+  size_t left = n;
+  auto give_up = [&](size_t i, const std::string& err) {
+    if (!partial) {
+      return false;
+    }
+    (*out)[i].ctl.reset();
+    if (!settled[i]) {
+      settled[i] = true;
+      --left;
+      *refused += (refused->empty() ? "" : "; ") + err;
+    }
+    return true;
+  };
   // Every rank's JoinAck (and the Capacity that follows it when asked for) within the join
   // timeout, connections tried again included; the aggregator answers join_timeout itself, we
   // allow 1 s more.
@@ -238,7 +257,7 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
   }
   for (size_t i = 0; i < n; ++i) {
     std::string err = send_join(cfg, i, udp_port, true, &(*out)[i], &retry[i]);
-    if (!err.empty()) {
+    if (!err.empty() && !give_up(i, err)) {
       return err;
     }
   }
@@ -246,12 +265,11 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
   // Error{bad_message}; in auto mode such an aggregator is joined again without them.
   std::vector<bool> retried(n, cfg.multicast != MulticastMode::kAuto);
   std::vector<bool> unicast(n, false);  // joined again without the multicast flags
-  std::vector<bool> acked(n, false), got_ack(n, false);
-  size_t left = n;
+  std::vector<bool> got_ack(n, false);
   while (left > 0) {
     for (size_t i = 0; i < n; ++i) {
       JoinedAggregator& ja = (*out)[i];
-      while (!acked[i]) {  // drain every buffered frame before sleeping in poll()
+      while (!settled[i]) {  // drain every buffered frame before sleeping in poll()
         ControlMsg m;
         std::string err;
         const ControlChannel::Rx rx = ja.ctl->poll_message(&m, &err);
@@ -267,17 +285,27 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
             err = send_join(cfg, i, udp_port, !unicast[i], &ja, &retry[i]);
           }
           if (!err.empty()) {
-            return err;
+            if (!give_up(i, err)) {
+              return err;
+            }
+            break;
           }
           continue;
         }
         if (rx != ControlChannel::Rx::kMessage) {
-          return name(cfg, i) + " during Join: " + err;
+          err = name(cfg, i) + " during Join: " + err;
+          if (!give_up(i, err)) {
+            return err;
+          }
+          break;
         }
         if (const auto* a = std::get_if<proto::JoinAck>(&m)) {
           err = accept_ack(cfg, i, *a, &ja);
           if (!err.empty()) {
-            return err;
+            if (!give_up(i, err)) {
+              return err;
+            }
+            break;
           }
           got_ack[i] = true;
         } else if (const auto* c = std::get_if<proto::Capacity>(&m); c && got_ack[i]) {
@@ -296,22 +324,44 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
             unicast[i] = true;
             err = send_join(cfg, i, udp_port, false, &ja, &retry[i]);
             if (!err.empty()) {
-              return err;
+              if (!give_up(i, err)) {
+                return err;
+              }
+              break;
             }
             continue;
           }
-          return name(cfg, i) + " refused Join: " + error_text(*e);
+          err = name(cfg, i) + " refused Join: " + error_text(*e);
         } else if (const auto* hb = std::get_if<proto::Heartbeat>(&m)) {
-          ja.ctl->send(proto::HeartbeatAck{hb->time_ns}, &err);
+          std::string unused;  // a failed send shows as the connection closing next
+          ja.ctl->send(proto::HeartbeatAck{hb->time_ns}, &unused);
         } else if (const auto* s = std::get_if<proto::Shutdown>(&m)) {
-          return name(cfg, i) + " is shutting down (reason " + std::to_string(s->reason) + ")";
+          err = name(cfg, i) + " is shutting down (reason " + std::to_string(s->reason) + ")";
         } else if (!std::holds_alternative<proto::HeartbeatAck>(m)) {
-          return name(cfg, i) + ": unexpected " +
-                 std::string(proto::msg_type_name(proto::msg_type(m))) + " during Join";
+          err = name(cfg, i) + ": unexpected " +
+                std::string(proto::msg_type_name(proto::msg_type(m))) + " during Join";
+        } else {
+          err.clear();
+        }
+        if (!err.empty()) {
+          if (!give_up(i, err)) {
+            return err;
+          }
+          break;
         }
         if (got_ack[i] && (ja.info.capacity_known || !cfg.capacity)) {
-          acked[i] = true;
+          settled[i] = true;
           --left;
+        }
+      }
+    }
+    // Another rank's outcome: an aggregator it could not join is left out on every rank, so
+    // waiting for its JoinAck here (which may never come) is pointless.
+    uint64_t alive = 0;
+    if (left > 0 && cfg.join_peers && cfg.join_peers(&alive)) {
+      for (size_t i = 0; i < n; ++i) {
+        if (!settled[i] && (i >= 64 || ((alive >> i) & 1) == 0)) {
+          give_up(i, name(cfg, i) + ": given up, another rank could not join it");
         }
       }
     }
@@ -321,15 +371,20 @@ std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
     const int64_t wait_ns = deadline - now_ns();
     if (wait_ns <= 0) {
       for (size_t i = 0; i < n; ++i) {
-        if (!acked[i]) {
-          return name(cfg, i) + ": no JoinAck within " + std::to_string(cfg.join_timeout.count()) +
-                 " ms (not every rank joined?)";
+        if (!settled[i]) {
+          const std::string err = name(cfg, i) + ": no JoinAck within " +
+                                  std::to_string(cfg.join_timeout.count()) +
+                                  " ms (not every rank joined?)";
+          if (!give_up(i, err)) {
+            return err;
+          }
         }
       }
+      break;
     }
     std::vector<pollfd> fds;
     for (size_t i = 0; i < n; ++i) {
-      if (!acked[i]) {
+      if (!settled[i]) {
         fds.push_back({(*out)[i].ctl->fd(), POLLIN, 0});
       }
     }

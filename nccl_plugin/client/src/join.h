@@ -35,8 +35,10 @@ struct JoinedAggregator {
 
 // Returns "" and fills *out (one entry per cfg.aggregators, same order), or a message
 // naming the aggregator that failed and why. udp_port: where this worker gets results.
-std::string join_all(const ClientConfig& cfg, uint16_t udp_port,
-                     std::vector<JoinedAggregator>* out);
+// With cfg.join_agree an aggregator that fails (or that cfg.join_peers says another rank could
+// not join) is given up instead: its entry's ctl is null and *refused says why ("; "-joined).
+std::string join_all(const ClientConfig& cfg, uint16_t udp_port, std::vector<JoinedAggregator>* out,
+                     std::string* refused);
 
 // multicast_join.cc: for every aggregator whose JoinAck granted a group, joins it, answers
 // the probe and waits for the aggregator's MulticastMode (SPEC §8); keeps the group's socket

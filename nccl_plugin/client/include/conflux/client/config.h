@@ -138,6 +138,22 @@ struct ClientConfig {
   // per send and per receive. The wire format is the same either way.
   bool udp_offload = true;
   MulticastMode multicast = MulticastMode::kAuto;
+  // A job striped over several aggregators may go on without those that refuse it (a draining
+  // daemon, one without capacity, one that cannot be reached), provided every rank keeps the
+  // same ones. With join_agree set, the join does not fail at the first aggregator that says
+  // no: it waits for every answer (or gives an aggregator up, below), then calls join_agree
+  // with the aggregators this rank joined (bit i: aggregators[i]) and, for those it did not,
+  // why ("; "-joined). join_agree tells the other ranks and returns "" with the set every rank
+  // keeps in *agreed (a subset of `joined`), or what failed. The engine then runs on that set
+  // (AggregatorInfo::stripe says which entry each is); an empty set fails the engine. Empty:
+  // any refusal fails the engine (the re-join after a failover, conflux check).
+  std::function<std::string(uint64_t joined, const std::string& why, uint64_t* agreed)> join_agree;
+  // Polled (every 100 ms at most) while this rank waits for JoinAcks, when join_agree is set:
+  // true once another rank's outcome is known, with *alive the aggregators that can still be
+  // kept on every rank; the join stops waiting for the others (they would be left out anyway),
+  // so a rank whose aggregator waits for ranks that were refused elsewhere (a tree whose other
+  // leaf is draining) does not wait for the join timeout. May be empty.
+  std::function<bool(uint64_t* alive)> join_peers;
 #ifdef CONFLUX_TEST_HOOKS
   FaultInjection faults;  // test builds only
 #endif

@@ -49,6 +49,7 @@ enum class Status : uint8_t { kPending = 0, kDone = 1, kError = 2 };
 // What one aggregator granted this job (its JoinAck) and where it is.
 struct AggregatorInfo {
   Endpoint endpoint;    // as configured
+  size_t stripe = 0;    // its entry in ClientConfig::aggregators
   std::string address;  // resolved control address "ip:port"
   uint32_t job_id = 0;
   uint32_t granted_slots = 0;  // window W on this aggregator
