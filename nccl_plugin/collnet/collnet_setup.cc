@@ -215,14 +215,10 @@ class JoinExchange {
     }
     agreed_ = *agreed;
     if (*agreed == 0) {
-      // The first rank that says why (a rank that gave up only because another one could not
-      // join says so too, but later in its text).
-      for (int r = 0; r < nranks_; ++r) {
-        const JoinOutcome& o = all_[static_cast<size_t>(r)];
-        if (o.why[0] != '\0' && std::strstr(o.why, "another rank could not") == nullptr) {
-          return "no aggregator joined on every rank (rank " + std::to_string(r) + ": " + o.why +
-                 ")";
-        }
+      const int r = cause(~uint64_t{0});
+      if (r >= 0) {
+        return "no aggregator joined on every rank (rank " + std::to_string(r) + ": " +
+               all_[static_cast<size_t>(r)].why + ")";
       }
       return "no aggregator joined on every rank" + (why.empty() ? "" : " (" + why + ")");
     }
@@ -241,15 +237,10 @@ class JoinExchange {
     const int kept = std::popcount(agreed_);
     for (size_t i = 0; i < eps.size() && i < 64; ++i) {
       if ((agreed_ >> i) & 1) continue;
-      std::string why = "not joined by every rank";
-      for (int r = 0; r < nranks_; ++r) {
-        const JoinOutcome& o = all_[static_cast<size_t>(r)];
-        if (((o.joined >> i) & 1) == 0 && o.why[0] != '\0' &&
-            std::strstr(o.why, "another rank could not") == nullptr) {
-          why = "rank " + std::to_string(r) + ": " + o.why;
-          break;
-        }
-      }
+      const int r = cause(uint64_t{1} << i);
+      const std::string why =
+          r < 0 ? "not joined by every rank"
+                : "rank " + std::to_string(r) + ": " + all_[static_cast<size_t>(r)].why;
       CFX_WARN(kLogColl | kLogInit,
                "CollNet connect: aggregator %s (entry %zu of CONFLUX_AGGREGATORS) left out on "
                "every rank (%s); the job is striped over the other %d",
@@ -258,6 +249,28 @@ class JoinExchange {
   }
 
  private:
+  // The rank whose reason best explains why an entry of `entries` was left out: first a rank
+  // refused outright (e.g. shutting_down, no_capacity), then one whose rendezvous ended
+  // (join_timeout: its aggregator gave up when a rank that had given up left), never one that
+  // only gave up because another rank could not join; -1: none said why.
+  int cause(uint64_t entries) const {
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int r = 0; r < nranks_; ++r) {
+        const JoinOutcome& o = all_[static_cast<size_t>(r)];
+        if ((~o.joined & entries) == 0 || o.why[0] == '\0' ||
+            std::strstr(o.why, "another rank could not") != nullptr) {
+          continue;
+        }
+        if (pass == 0 && (std::strstr(o.why, "join_timeout") != nullptr ||
+                          std::strstr(o.why, "no JoinAck within") != nullptr)) {
+          continue;
+        }
+        return r;
+      }
+    }
+    return -1;
+  }
+
   net::SendComm* next_;
   net::RecvComm* prev_;
   int rank_, nranks_;
