@@ -42,6 +42,7 @@ import time
 import urllib.request
 
 PAYLOAD = 8192  # bytes per contribution in dpdk_datapath_bench
+FIFO = False  # the DPDK bench runs under chrt -f 50 (set in main)
 
 # Where busy time goes: the first group whose pattern matches a symbol takes its samples.
 GROUPS = [
@@ -88,9 +89,16 @@ def spread(xs):
 
 # ---------------------------------------------------------------------------------------- DPDK
 
+def can_run_fifo():
+    """Whether this process may start SCHED_FIFO children (root, and not denied by a container)."""
+    if os.geteuid() != 0 or not shutil.which("chrt"):
+        return False
+    return subprocess.run(["chrt", "-f", "50", "true"], capture_output=True).returncode == 0
+
+
 def dpdk_run(bench, workers, packets, perf_data=None):
     cmd = [bench, str(workers), str(packets)]
-    if os.geteuid() == 0 and shutil.which("chrt"):
+    if FIFO:
         cmd = ["chrt", "-f", "50"] + cmd
     if perf_data:
         cmd = ["perf", "record", "-q", "-F", "4000", "-o", perf_data] + cmd
@@ -131,10 +139,17 @@ def measure_dpdk(a, work):
 # ----------------------------------------------------------------------------------------- UDP
 
 def cpu_seconds(pid):
-    """utime + stime of every thread of pid, seconds (children not included)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """Time on CPU of every live thread of pid, seconds: the scheduler's nanosecond count
+    (/proc/PID/task/*/schedstat), not the tick-sampled utime + stime, which a short run can
+    see as 0. Threads that exited are not counted (confluxd's dataplane threads live on)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # the thread ended meanwhile
+    return total / 1e9
 
 
 def metric_sum(port, name):
@@ -213,6 +228,8 @@ def udp_run(a, work, perf_data=None):
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=20)
     gb_in = (bytes1 - bytes0) / 1e9
+    if gb_in <= 0 or cpu1 <= cpu0:
+        raise RuntimeError(f"nothing measured: {gb_in} GB in, {cpu1 - cpu0} daemon CPU-s")
     # Each worker AllReduces its own size x (iters + warmup) bytes.
     gb_allreduced = a.workers * size_bytes(a.size) * (a.iters + 2) / 1e9
     worker_cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
@@ -264,6 +281,11 @@ def main():
     p.add_argument("--json", default=None)
     a = p.parse_args()
     a.perf = a.perf and os.geteuid() == 0 and shutil.which("perf") is not None
+    global FIFO
+    FIFO = can_run_fifo()
+    if not FIFO:
+        print("# note: not under SCHED_FIFO (not root, or not allowed): the DPDK lcore's busy "
+              "cycles include whatever preempts it")
     work = tempfile.mkdtemp(prefix="cfx-capacity-")
     report = {"host": os.uname().nodename, "cpus": os.cpu_count(), "workers": a.workers}
     planes = a.dataplanes.split(",")
