@@ -39,7 +39,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "deploy"))
+import procs  # noqa: E402  (confluxd on loopback, /metrics sums: shared with the deploy tests)
 
 PAYLOAD = 8192  # bytes per contribution in dpdk_datapath_bench
 FIFO = False  # the DPDK bench runs under chrt -f 50 (set in main)
@@ -152,31 +155,6 @@ def cpu_seconds(pid):
     return total / 1e9
 
 
-def metric_sum(port, name):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    return sum(float(v) for v in re.findall(r"^%s(?:\{[^}]*\})? (\S+)$" % name, text, re.M))
-
-
-def start_confluxd(build, work):
-    ready = os.path.join(work, "ready")
-    if os.path.exists(ready):
-        os.unlink(ready)  # the last run's
-    log = open(os.path.join(work, "confluxd.log"), "w")
-    proc = subprocess.Popen(
-        [os.path.join(build, "aggregator/confluxd"), "--listen", "127.0.0.1", "--control-port",
-         "0", "--data-port", "0", "--metrics-port", "0", "--threads", "1", "--ready-file", ready,
-         "--log-level", "warn"], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 20
-    while not (os.path.exists(ready) and os.path.getsize(ready) > 0):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"confluxd did not start: see {log.name}")
-        time.sleep(0.05)
-    keys = dict(line.strip().split("=", 1) for line in open(ready) if "=" in line)
-    return proc, int(keys["control_port"]), int(keys["metrics_port"])
-
-
 def size_bytes(text):
     m = re.fullmatch(r"(\d+)([KMG]?)", text)
     if not m:
@@ -184,25 +162,25 @@ def size_bytes(text):
     return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
 
 
-def udp_run(a, work, perf_data=None):
+def udp_run(a, perf_data=None):
     """One run; the workers' CPU time from the kernel's accounting of the reaped children
     (the daemon is still running then, so it is not in it)."""
-    daemon, control, mport = start_confluxd(a.build, work)
+    daemon = procs.Daemon(os.path.join(a.build, "aggregator/confluxd"), "--threads", "1")
     perf = None
     try:
         worker = os.path.join(a.build, "tools/conflux-allreduce-worker")
 
         def cmd(rank):
-            return [worker, "--aggregators", f"127.0.0.1:{control}", "--nranks", str(a.workers),
-                    "--rank", str(rank), "--dtype", "float", "--op", "sum", "--sizes", a.size,
-                    "--iters", str(a.iters), "--warmup", "2", "--no-check"]
+            return [worker, "--aggregators", f"127.0.0.1:{daemon.control_port}", "--nranks",
+                    str(a.workers), "--rank", str(rank), "--dtype", "float", "--op", "sum",
+                    "--sizes", a.size, "--iters", str(a.iters), "--warmup", "2", "--no-check"]
         if perf_data:
             perf = subprocess.Popen(["perf", "record", "-q", "-F", "4000", "-o", perf_data, "-p",
-                                     str(daemon.pid)], stdout=subprocess.DEVNULL,
+                                     str(daemon.proc.pid)], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
             time.sleep(0.5)
-        bytes0 = metric_sum(mport, "conflux_dataplane_bytes_in_total")
-        cpu0 = cpu_seconds(daemon.pid)
+        bytes0 = procs.metric(daemon.metrics(), "conflux_dataplane_bytes_in_total")
+        cpu0 = cpu_seconds(daemon.proc.pid)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
         ranks = [subprocess.Popen(cmd(r), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -219,14 +197,14 @@ def udp_run(a, work, perf_data=None):
         if perf_data:
             wperf.wait(timeout=60)  # ends with its process
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        bytes1 = metric_sum(mport, "conflux_dataplane_bytes_in_total")
-        cpu1 = cpu_seconds(daemon.pid)
+        bytes1 = procs.metric(daemon.metrics(), "conflux_dataplane_bytes_in_total")
+        cpu1 = cpu_seconds(daemon.proc.pid)
     finally:
         if perf is not None:
             perf.send_signal(signal.SIGINT)
             perf.wait(timeout=60)
-        daemon.send_signal(signal.SIGTERM)
-        daemon.wait(timeout=20)
+        daemon.stop()
+        shutil.rmtree(daemon.dir, ignore_errors=True)
     gb_in = (bytes1 - bytes0) / 1e9
     if gb_in <= 0 or cpu1 <= cpu0:
         raise RuntimeError(f"nothing measured: {gb_in} GB in, {cpu1 - cpu0} daemon CPU-s")
@@ -241,7 +219,7 @@ def udp_run(a, work, perf_data=None):
 
 
 def measure_udp(a, work):
-    runs = [udp_run(a, work) for _ in range(a.runs)]
+    runs = [udp_run(a) for _ in range(a.runs)]
     out = {"runs": runs,
            "gbit_per_core": statistics.median(r["gbit_per_core"] for r in runs),
            "daemon_cpu_s_per_gb": statistics.median(r["daemon_cpu_s_per_gb"] for r in runs),
@@ -249,7 +227,7 @@ def measure_udp(a, work):
            "gbit_in_per_s": statistics.median(r["gbit_in_per_s"] for r in runs)}
     if a.perf:
         data = os.path.join(work, "udp.perf")
-        udp_run(a, work, data)
+        udp_run(a, data)
         shares = perf_shares(data, r"^cfx|^confluxd")
         shares.pop("poll / idle", None)
         total = sum(shares.values())

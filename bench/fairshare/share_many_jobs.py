@@ -47,14 +47,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 CHURN_GAP = 4.0  # seconds between one churning job's exit and the next one's start
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "bench", "fabric"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "deploy"))
 import fabric_ns  # noqa: E402
 import fabric_run  # noqa: E402
+import procs  # noqa: E402  (confluxd on loopback: shared with the deploy tests)
 
 
 def driver_args(iters):
@@ -88,29 +89,18 @@ class Loopback:
         self.build, self.work = a.build, work
         self.capacity = a.cap
         self.idle = [] if a.idle_sleep_us is None else ["--idle-sleep-us", str(a.idle_sleep_us)]
-        args = [os.path.join(a.build, "aggregator/confluxd"), "--listen", "127.0.0.1",
-                "--control-port", "0", "--data-port", "0", "--metrics-port", "0",
-                "--threads", "1", "--max-mbps", str(a.cap), "--max-jobs", "64",
-                "--ready-file", os.path.join(work, "ready"), "--log-level", "warn"]
+        args = ["--threads", "1", "--max-mbps", str(a.cap), "--max-jobs", "64"]
         if tenants:
             args += ["--config", write_tenants(work, tenants)]
-        self.log = open(os.path.join(work, "confluxd.log"), "w")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
-        ready = os.path.join(work, "ready")
-        for _ in range(200):
-            if os.path.exists(ready) and os.path.getsize(ready) > 0:
-                break
-            if self.proc.poll() is not None:
-                sys.exit("confluxd exited: see " + self.log.name)
-            time.sleep(0.05)
-        keys = dict(line.strip().split("=", 1) for line in open(ready) if "=" in line)
-        self.control, self.metrics_port = int(keys["control_port"]), int(keys["metrics_port"])
+        try:
+            self.daemon = procs.Daemon(os.path.join(a.build, "aggregator/confluxd"), *args)
+        except RuntimeError as e:
+            sys.exit(str(e))
+        self.control = self.daemon.control_port
         self.procs = []
 
     def metrics(self):
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
-                                    timeout=2) as r:
-            return parse_metrics(r.read().decode())
+        return parse_metrics(self.daemon.metrics())
 
     def start(self, job):
         """Starts `job`; returns [(process, log path)]."""
@@ -130,11 +120,10 @@ class Loopback:
         for p in self.procs:
             if p.poll() is None:
                 p.kill()
-        self.proc.send_signal(signal.SIGTERM)
         try:
-            self.proc.wait(timeout=10)
+            self.daemon.stop()
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            self.daemon.proc.kill()
         return True
 
 
