@@ -19,7 +19,7 @@ constexpr size_t kTestHookParams = 6;
 constexpr size_t kTestHookParams = 0;
 #endif
 
-const std::array<ParamSpec, 34 + kTestHookParams> kParams{{
+const std::array<ParamSpec, 35 + kTestHookParams> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -43,6 +43,12 @@ const std::array<ParamSpec, 34 + kTestHookParams> kParams{{
      "small message crosses no helper thread; the helper threads move the bulk data and take "
      "over when the caller is not polling. 0: only the helper threads do socket I/O.",
      &Config::netCallerProgress},
+    {"CONFLUX_NET_STALL_WARN_S", ParamType::kInt, "60", 0, 86400,
+     "A send or receive of the p2p net still pending after this many seconds logs its "
+     "connection's state once, as a warning (queues, what each side waits for, the bytes in "
+     "the kernel's buffers): for hang reports. A peer that is merely late (a rank still "
+     "computing) looks the same. 0: never.",
+     &Config::netStallWarnS},
     {"CONFLUX_NET_DELEGATE", ParamType::kString, "", 0, 0,
      "Another NCCL net plugin (a path, or a name the loader resolves, e.g. "
      "libnccl-net-ofi.so) that carries every point-to-point byte, its devices and properties "
@@ -354,6 +360,7 @@ net::TransportConfig Config::transportConfig() const {
   t.inlineBytes = inlineBytes;
   t.socketBufBytes = int(socketBufBytes);
   t.callerProgress = netCallerProgress;
+  t.stallWarnMs = netStallWarnS * 1000;
   return t;
 }
 

@@ -32,6 +32,7 @@ struct Config {
   size_t inlineBytes = 0;
   size_t socketBufBytes = 0;
   bool netCallerProgress = true;  // net::CommOptions::callerProgress
+  int netStallWarnS = 60;         // net::CommOptions::stallWarnMs, in seconds
   std::string netDelegate;        // core/net_delegate.h; empty: Conflux's TCP net
   bool netDelegateFallback = false;
   // CollNet: aggregators, overflow ring and failover.

@@ -1,23 +1,49 @@
 #include "net/comm.h"
 
+#include <linux/sockios.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "conflux/common/thread_name.h"
 #include "net/log.h"
 
 namespace conflux::net {
 
-CommCore::CommCore(Direction dir, Fd ctrl, std::vector<Fd> data, int nthreads, bool callerProgress,
+namespace {
+
+int64_t coarseNowNs() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Bytes waiting in a socket's kernel buffer: unread (receive side) or unsent (send side);
+// -1 when the kernel does not say.
+long queuedBytes(int fd, bool send) {
+  int n = 0;
+  return ::ioctl(fd, send ? SIOCOUTQ : SIOCINQ, &n) == 0 ? long(n) : -1L;
+}
+
+}  // namespace
+
+CommCore::CommCore(Direction dir, Fd ctrl, std::vector<Fd> data, const CommOptions& opts,
                    std::string peer)
-    : ctrl_(std::move(ctrl)), dir_(dir), callerProgress_(callerProgress), peer_(std::move(peer)) {
+    : ctrl_(std::move(ctrl)),
+      dir_(dir),
+      callerProgress_(opts.callerProgress),
+      peer_(std::move(peer)),
+      stallWarnNs_(int64_t(opts.stallWarnMs) * 1'000'000) {
   for (Fd& f : data) data_.push_back(std::make_unique<DataSocket>(std::move(f)));
+  const int nthreads = opts.nthreads;
   int nw = nthreads < 1 ? 1 : (nthreads > int(data_.size()) ? int(data_.size()) : nthreads);
   for (int w = 0; w < nw; ++w) workers_.push_back(std::make_unique<Worker>());
   for (int i = 0; i < int(data_.size()); ++i) workers_[ownerOf(i)]->sockets.push_back(i);
@@ -133,7 +159,74 @@ Status CommCore::test(Request* req, bool* done, size_t* sizes) {
     callerStep();
     if (req->remaining.load(std::memory_order_acquire) == 0) return test(req, done, sizes);
   }
+  // NCCL polls test() in a loop: look at the clock once in a while only.
+  if ((++req->polls & 1023) == 0 && stallWarnNs_ > 0 && !stallReported_) checkStall(req);
   return error();
+}
+
+void CommCore::stamp(Request* r) {
+  r->postedNs = coarseNowNs();
+  r->polls = 0;
+}
+
+void CommCore::checkStall(const Request* req) {
+  const int64_t waited = coarseNowNs() - req->postedNs;
+  if (waited < stallWarnNs_ || failed()) return;
+  stallReported_ = true;
+  // A peer that is merely late (a rank still computing) looks the same: hence once, and the
+  // state, so that a hang report says which side holds what.
+  CFX_WARN(kLogNet, "%s comm with %s: a request has been pending for %.1f s: %s",
+           isSend() ? "send" : "recv", peer_.c_str(), double(waited) / 1e9,
+           stallReport(req).c_str());
+}
+
+std::string CommCore::stallReport(const Request* req) {
+  std::string out;
+  char buf[256];
+  if (req != nullptr) {
+    if (isSend()) {
+      std::snprintf(buf, sizeof buf,
+                    "isend of message #%u (%zu bytes, tag %d), %lld unit(s) left; ", req->seq,
+                    req->parts[0].posted, req->parts[0].tag,
+                    static_cast<long long>(req->remaining.load(std::memory_order_acquire)));
+    } else {
+      std::snprintf(buf, sizeof buf,
+                    "irecv of %d part(s) (first: up to %zu bytes, tag %d), %lld unit(s) left; ",
+                    req->n, req->parts[0].posted, req->parts[0].tag,
+                    static_cast<long long>(req->remaining.load(std::memory_order_acquire)));
+    }
+    out += buf;
+  }
+  // Thread 0 holds ctrlMu_ only for short stretches; a lock held for long is news itself.
+  std::unique_lock<std::mutex> lk(ctrlMu_, std::defer_lock);
+  for (int i = 0; i < 1000 && !lk.try_lock(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (lk.owns_lock()) {
+    out += describeControl();
+    std::snprintf(buf, sizeof buf, "; thread 0 polls the control socket for %#x",
+                  unsigned(polledCtrl_));
+    out += buf;
+    lk.unlock();
+  } else {
+    out += "control lock held for over 1 s";
+  }
+  std::snprintf(buf, sizeof buf, "; control socket %ld bytes %s",
+                queuedBytes(ctrl_.get(), isSend()), isSend() ? "unsent" : "unread");
+  out += buf;
+  for (int i = 0; i < int(data_.size()); ++i) {
+    // Only what another thread may read: the task queue's length and the kernel's count
+    // (the current task belongs to the socket's helper thread).
+    const DataSocket& s = *data_[i];
+    std::snprintf(buf, sizeof buf, "; data %d: %zu task(s) queued, %ld bytes in the kernel", i,
+                  s.queue.size(), queuedBytes(s.fd.get(), isSend()));
+    out += buf;
+  }
+  for (int w = 0; w < int(workers_.size()); ++w) {
+    std::snprintf(buf, sizeof buf, "; thread %d %s", w,
+                  workers_[w]->sleeping.load(std::memory_order_relaxed) ? "asleep" : "awake");
+    out += buf;
+  }
+  return out;
 }
 
 // Moves bytes of the current task of one socket; returns true if anything progressed.

@@ -42,6 +42,8 @@ struct CommOptions {
   // The caller also moves the control socket's bytes (headers, inline messages) in
   // isend/irecv/test, as NCCL's socket transport does its I/O in test(): see CommCore.
   bool callerProgress = true;
+  // A request still pending this long logs the connection's state once (stallReport); 0: never.
+  int stallWarnMs = 60'000;
 };
 
 class CommCore {
@@ -68,6 +70,11 @@ class CommCore {
   void warnFailure();
   const std::string& peerName() const { return peer_; }
 
+  // The state of this connection, one line: the request, both ends' queues, what thread 0
+  // waits for, each data socket's task and the bytes in the kernel's buffers. For hang reports
+  // (test() logs it once when a request has been pending CommOptions::stallWarnMs).
+  std::string stallReport(const Request* req);
+
   static constexpr uint32_t kMagic = 0x434f4d4d;  // sanity check for pointers from NCCL
   bool valid() const { return magic_ == kMagic; }
   bool isSend() const { return dir_ == Direction::kSend; }
@@ -75,8 +82,7 @@ class CommCore {
  protected:
   enum class Direction { kSend, kRecv };
 
-  CommCore(Direction dir, Fd ctrl, std::vector<Fd> data, int nthreads, bool callerProgress,
-           std::string peer);
+  CommCore(Direction dir, Fd ctrl, std::vector<Fd> data, const CommOptions& opts, std::string peer);
 
   // Starts the helper threads; called once by the derived factory after construction.
   Status start();
@@ -97,6 +103,10 @@ class CommCore {
   // receive posted, an inline message arriving). When not, the caller leaves the lock alone,
   // so a caller polling test() in a loop does not keep thread 0 from its work.
   virtual bool callerHasWork() = 0;
+  // The direction's own control state for stallReport (under ctrlMu_).
+  virtual std::string describeControl() const = 0;
+  // Stamps a request just allocated by isend/irecv (for the stall report).
+  static void stamp(Request* r);
 
   // Hands `t` to data socket `socket`; producer-side of that socket's ring.
   bool pushTask(int socket, const Task& t);
@@ -135,6 +145,7 @@ class CommCore {
   };
 
   void run(int w);
+  void checkStall(const Request* req);
   bool pumpSocket(DataSocket& s, int index);
   bool workQueued(const Worker& me) const;
   void sleep(int w);
@@ -145,6 +156,8 @@ class CommCore {
   // onControlEvents, controlQueued): thread 0, or a caller in callerStep().
   std::mutex ctrlMu_;
   short polledCtrl_ = 0;  // the control events thread 0 sleeps on (under ctrlMu_)
+  const int64_t stallWarnNs_;
+  bool stallReported_ = false;  // caller thread
 
  protected:
   bool inCallerStep_ = false;  // pumpControl runs on a caller's thread (under ctrlMu_)

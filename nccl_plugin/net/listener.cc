@@ -104,8 +104,8 @@ Status ListenComm::accept(std::unique_ptr<RecvComm>* out) {
     groups_.erase(groups_.begin() + long(i));
     CFX_RETURN_IF_ERROR(configureDataSocket(done.ctrl.get(), opts_.socketBufBytes));
     for (Fd& f : done.data) CFX_RETURN_IF_ERROR(configureDataSocket(f.get(), opts_.socketBufBytes));
-    CFX_RETURN_IF_ERROR(RecvComm::create(std::move(done.ctrl), std::move(done.data), opts_.nthreads,
-                                         opts_.callerProgress, done.minChunk, done.peer, out));
+    CFX_RETURN_IF_ERROR(RecvComm::create(std::move(done.ctrl), std::move(done.data), opts_,
+                                         done.minChunk, done.peer, out));
     CFX_INFO(kLogNet | kLogInit, "accepted connection from %s with %d data sockets, %d threads",
              done.peer.c_str(), (*out)->numDataSockets(), (*out)->numThreads());
     return Status::kOk;

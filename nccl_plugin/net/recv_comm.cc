@@ -4,25 +4,26 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "net/log.h"
 
 namespace conflux::net {
 
-RecvComm::RecvComm(Fd ctrl, std::vector<Fd> data, int nthreads, bool callerProgress,
-                   size_t senderMinChunk, std::string peer)
-    : CommCore(Direction::kRecv, std::move(ctrl), std::move(data), nthreads, callerProgress,
-               std::move(peer)),
+RecvComm::RecvComm(Fd ctrl, std::vector<Fd> data, const CommOptions& opts, size_t senderMinChunk,
+                   std::string peer)
+    : CommCore(Direction::kRecv, std::move(ctrl), std::move(data), opts, std::move(peer)),
       minChunk_(senderMinChunk) {}
 
 RecvComm::~RecvComm() { shutdown(); }
 
-Status RecvComm::create(Fd ctrl, std::vector<Fd> data, int nthreads, bool callerProgress,
+Status RecvComm::create(Fd ctrl, std::vector<Fd> data, const CommOptions& opts,
                         size_t senderMinChunk, std::string peer, std::unique_ptr<RecvComm>* out) {
-  std::unique_ptr<RecvComm> c(new RecvComm(std::move(ctrl), std::move(data), nthreads,
-                                           callerProgress, senderMinChunk, std::move(peer)));
+  std::unique_ptr<RecvComm> c(
+      new RecvComm(std::move(ctrl), std::move(data), opts, senderMinChunk, std::move(peer)));
   CFX_RETURN_IF_ERROR(c->start());
   *out = std::move(c);
   return Status::kOk;
@@ -44,6 +45,7 @@ Status RecvComm::irecv(int n, void* const* data, const size_t* sizes, const int*
   }
   Request* r = pool_.allocate();
   if (r == nullptr) return Status::kOk;  // full: NCCL retries
+  stamp(r);
   r->n = n;
   for (int i = 0; i < n; ++i) {
     r->parts[i] = Request::Part{static_cast<char*>(data[i]), sizes[i], 0, tags[i], false};
@@ -281,6 +283,43 @@ bool RecvComm::pumpControl() {
          pending_.size());
   }
   return progress;
+}
+
+std::string RecvComm::describeControl() const {
+  char buf[200];
+  std::string header = "its header not yet read";
+  if (hdrValid_) {
+    std::snprintf(buf, sizeof buf,
+                  "its header read (waiting for an irecv with its tag: %d, %llu bytes%s)", hdr_.tag,
+                  static_cast<unsigned long long>(hdr_.size),
+                  (hdr_.flags & wire::kMsgInline) != 0 ? ", inline" : "");
+    header = buf;
+  } else if (inlineReq_ != nullptr) {
+    std::snprintf(buf, sizeof buf, "its inline payload being read (%zu bytes to come)",
+                  inlineLeft_);
+    header = buf;
+  } else if (hdrGot_ > 0) {
+    header = "its header partly read";
+  }
+  char head[600];
+  std::snprintf(head, sizeof head,
+                "%zu irecv(s) posted but not yet seen, %zu waiting for messages; next message #%u, "
+                "%s; %zu unexpected message(s) buffered (%zu bytes, %d matched)%s",
+                posted_.size(), pending_.size(), expectSeq_, header.c_str(), unexpected_.size(),
+                unexpectedBytes_, copiesWaiting_.load(std::memory_order_relaxed),
+                ctrlEof_ ? "; the peer closed the control socket" : "");
+  std::string out = head;
+  for (const Request* r : pending_) {  // the tags each waiting irecv still needs
+    out += " [";
+    for (int i = 0; i < r->n; ++i) {
+      if (r->parts[i].matched) continue;
+      std::snprintf(buf, sizeof buf, "%stag %d", out.back() == '[' ? "" : ", ", r->parts[i].tag);
+      out += buf;
+    }
+    out += "]";
+    if (out.size() > 2000) break;
+  }
+  return out;
 }
 
 short RecvComm::controlEvents() {

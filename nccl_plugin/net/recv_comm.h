@@ -32,7 +32,7 @@ class RecvComm final : public CommCore {
  public:
   // Builds the comm over established sockets and starts its helper threads. `senderMinChunk`
   // comes from the sender's hello. Called by ListenComm::accept(); not meant for other callers.
-  static Status create(Fd ctrl, std::vector<Fd> data, int nthreads, bool callerProgress,
+  static Status create(Fd ctrl, std::vector<Fd> data, const CommOptions& opts,
                        size_t senderMinChunk, std::string peer, std::unique_ptr<RecvComm>* out);
   ~RecvComm() override;
 
@@ -44,7 +44,7 @@ class RecvComm final : public CommCore {
   Status irecv(int n, void* const* data, const size_t* sizes, const int* tags, Request** req);
 
  private:
-  RecvComm(Fd ctrl, std::vector<Fd> data, int nthreads, bool callerProgress, size_t senderMinChunk,
+  RecvComm(Fd ctrl, std::vector<Fd> data, const CommOptions& opts, size_t senderMinChunk,
            std::string peer);
 
   bool pumpControl() override;
@@ -70,6 +70,7 @@ class RecvComm final : public CommCore {
     return callerPeeked_ || !posted_.empty();
   }
   void onControlEvents(short) override {}
+  std::string describeControl() const override;
 
   // Reads (part of) the next header; returns false when it would block (or, in a caller's
   // step, when the next message is not the caller's: callerTakesNext).

@@ -34,6 +34,8 @@ struct Request {
   Part parts[kMaxRecvs];
   std::atomic<int64_t> remaining{0};  // outstanding units (headers + chunks); 0 = done
   uint32_t seq = 0;                   // send: message sequence number
+  int64_t postedNs = 0;               // CLOCK_MONOTONIC_COARSE at isend/irecv (caller)
+  uint32_t polls = 0;                 // test() calls that found it pending (caller)
   int poolIndex = -1;
   bool inUse = false;
 };

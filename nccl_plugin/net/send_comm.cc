@@ -4,15 +4,16 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "net/log.h"
 
 namespace conflux::net {
 
 SendComm::SendComm(Fd ctrl, std::vector<Fd> data, const CommOptions& opts, std::string peer)
-    : CommCore(Direction::kSend, std::move(ctrl), std::move(data), opts.nthreads,
-               opts.callerProgress, std::move(peer)),
+    : CommCore(Direction::kSend, std::move(ctrl), std::move(data), opts, std::move(peer)),
       opts_(opts) {}
 
 SendComm::~SendComm() { shutdown(); }
@@ -35,6 +36,7 @@ Status SendComm::isend(const void* data, size_t size, int tag, Request** req) {
   }
   Request* r = pool_.allocate();
   if (r == nullptr) return Status::kOk;  // full: NCCL retries
+  stamp(r);
   r->n = 1;
   r->parts[0] = Request::Part{static_cast<char*>(const_cast<void*>(data)), size, size, tag, true};
   r->seq = nextSeq_++;
@@ -128,7 +130,25 @@ short SendComm::controlEvents() {
 }
 
 void SendComm::onControlEvents(short revents) {
-  if (cur_ == nullptr) ctrlClosed_ = true;
+  // Only an end of stream closes: thread 0 may have polled for POLLOUT (a message half sent)
+  // and a caller's step finished that message before this runs, so cur_ alone cannot tell.
+  if (cur_ == nullptr && (revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+    ctrlClosed_ = true;
+  }
+}
+
+std::string SendComm::describeControl() const {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%zu header(s) queued, %s; next message #%u%s", ctrlQueue_.size(),
+                cur_ == nullptr ? "none being sent" : "one being sent", nextSeq_,
+                ctrlClosed_ ? "; the peer closed the control socket" : "");
+  std::string out = buf;
+  if (cur_ != nullptr) {
+    std::snprintf(buf, sizeof buf, " (#%u: %zu of %zu bytes written)", cur_->seq, off_,
+                  wire::kMsgHeaderBytes + inline_);
+    out += buf;
+  }
+  return out;
 }
 
 }  // namespace conflux::net

@@ -34,6 +34,7 @@ class SendComm final : public CommCore {
   // A header half sent is thread 0's (it polls for POLLOUT): only new ones are the caller's.
   bool callerHasWork() override { return !ctrlQueue_.empty(); }
   void onControlEvents(short revents) override;
+  std::string describeControl() const override;
 
   const CommOptions opts_;
   SpscRing<Request*> ctrlQueue_{kMaxRequests};  // caller -> thread 0: headers to send

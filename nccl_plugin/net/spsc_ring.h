@@ -46,6 +46,11 @@ class SpscRing {
     return true;
   }
 
+  // Anyone (a hint; exact on the consumer's thread when the producer is idle).
+  size_t size() const {
+    return tail_.load(std::memory_order_acquire) - head_.load(std::memory_order_acquire);
+  }
+
   // Consumer thread (exact) or anyone (a hint).
   bool empty() const {
     return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire);

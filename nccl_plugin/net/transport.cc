@@ -62,6 +62,7 @@ CommOptions TcpTransport::optionsFor(int dev) const {
   o.inlineBytes = config_.inlineBytes;
   o.socketBufBytes = config_.socketBufBytes;
   o.callerProgress = config_.callerProgress;
+  o.stallWarnMs = config_.stallWarnMs;
   return o;
 }
 

@@ -50,6 +50,7 @@ struct TransportConfig {
   size_t inlineBytes = 64 * 1024;  // messages up to this size ride on the control socket
   int socketBufBytes = 0;          // SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
   bool callerProgress = true;      // CommOptions::callerProgress
+  int stallWarnMs = 60'000;        // CommOptions::stallWarnMs
 };
 
 class TcpTransport {

@@ -5,11 +5,14 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <mutex>
 #include <ostream>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "net/log.h"
 #include "net/transport.h"
 
 namespace conflux::net {
@@ -332,6 +335,105 @@ INSTANTIATE_TEST_SUITE_P(CallerProgress, TransportModes,
                          });
 
 // A stranger that connects and sends garbage is dropped; a real peer still gets through.
+// The stall report names what each side of a connection waits for: a receive for a tag that
+// never comes, and a bulk message whose receive was never posted (its header read and held,
+// its bytes in the kernel's buffers). test() logs it once, as a warning, after stallWarnMs.
+std::mutex gStallLogMu;
+std::vector<std::string> gStallLog;
+void captureWarnings(LogLevel level, unsigned long, const char*, int, const char* message) {
+  if (level != LogLevel::kWarn) return;
+  std::lock_guard<std::mutex> lk(gStallLogMu);
+  gStallLog.emplace_back(message);
+}
+
+TEST(TransportApi, StallReportSaysWhatEachSideWaitsFor) {
+  TransportConfig cfg;
+  cfg.ifname = "lo";
+  cfg.nthreads = 1;
+  cfg.nsocksPerThread = 2;
+  cfg.inlineBytes = 4096;
+  cfg.stallWarnMs = 200;
+  cfg.socketBufBytes = 64 * 1024;  // the kernel buffers less than the message
+  std::unique_ptr<TcpTransport> t;
+  ASSERT_EQ(TcpTransport::create(cfg, &t), Status::kOk);
+  // Connection a: a receive for tag 5 that no message answers.
+  Connected a = connectPair(*t);
+  ASSERT_TRUE(a.send && a.recv);
+  std::vector<unsigned char> in(100);
+  void* d[1] = {in.data()};
+  size_t sz[1] = {in.size()};
+  int tag[1] = {5};
+  Request* rr = nullptr;
+  ASSERT_EQ(a.recv->irecv(1, d, sz, tag, &rr), Status::kOk);
+  ASSERT_NE(rr, nullptr);
+  // Connection c: a 16 MiB message with tag 6 and no receive posted, so the receiver holds
+  // its header and the bytes stay in the kernel's (small) buffers.
+  Connected c = connectPair(*t);
+  ASSERT_TRUE(c.send && c.recv);
+  std::vector<unsigned char> out(size_t{16} << 20, 0x11);
+  Request* sr = nullptr;
+  ASSERT_EQ(c.send->isend(out.data(), out.size(), 6, &sr), Status::kOk);
+  ASSERT_NE(sr, nullptr);
+
+  setLogSink(captureWarnings);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  bool sendDone = false, recvDone = false;
+  size_t n[kMaxRecvs] = {};
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lk(gStallLogMu);
+      if (gStallLog.size() >= 2 || std::chrono::steady_clock::now() > deadline) break;
+    }
+    ASSERT_EQ(test(sr, &sendDone, n), Status::kOk);
+    ASSERT_EQ(test(rr, &recvDone, n), Status::kOk);
+    ASSERT_FALSE(sendDone || recvDone);
+  }
+  // Once per comm: more polling adds nothing.
+  for (int i = 0; i < 5000; ++i) {
+    ASSERT_EQ(test(sr, &sendDone, n), Status::kOk);
+    ASSERT_EQ(test(rr, &recvDone, n), Status::kOk);
+  }
+  setLogSink(nullptr);
+  std::vector<std::string> log;
+  {
+    std::lock_guard<std::mutex> lk(gStallLogMu);
+    log = gStallLog;
+  }
+  ASSERT_EQ(log.size(), 2u);
+  const bool sendFirst = log[0].rfind("send comm", 0) == 0;
+  const std::string& sendLine = sendFirst ? log[0] : log[1];
+  const std::string& recvLine = sendFirst ? log[1] : log[0];
+  EXPECT_NE(sendLine.find("has been pending for"), std::string::npos) << sendLine;
+  EXPECT_NE(sendLine.find("isend of message #0 (16777216 bytes, tag 6)"), std::string::npos)
+      << sendLine;
+  EXPECT_EQ(sendLine.find("data 0: 0 task(s) queued, 0 bytes"), std::string::npos) << sendLine;
+  EXPECT_NE(recvLine.find("irecv of 1 part(s) (first: up to 100 bytes, tag 5)"), std::string::npos)
+      << recvLine;
+  EXPECT_NE(recvLine.find("0 irecv(s) posted but not yet seen, 1 waiting for messages"),
+            std::string::npos)
+      << recvLine;
+  EXPECT_NE(recvLine.find("its header not yet read"), std::string::npos) << recvLine;
+  EXPECT_NE(recvLine.find("[tag 5]"), std::string::npos) << recvLine;
+  // c's receiving side holds the header of the message nobody asked for.
+  const std::string held = c.recv->stallReport(nullptr);
+  EXPECT_NE(held.find("next message #0, its header read (waiting for an irecv with its tag: 6, "
+                      "16777216 bytes)"),
+            std::string::npos)
+      << held;
+
+  // Now the receive for it: both complete, intact.
+  std::vector<unsigned char> big(out.size());
+  void* d2[1] = {big.data()};
+  size_t sz2[1] = {big.size()};
+  int tag2[1] = {6};
+  Request* rr2 = nullptr;
+  ASSERT_EQ(c.recv->irecv(1, d2, sz2, tag2, &rr2), Status::kOk);
+  ASSERT_EQ(waitDone(rr2, n), Status::kOk);
+  EXPECT_EQ(n[0], out.size());
+  EXPECT_EQ(big, out);
+  ASSERT_EQ(waitDone(sr, n), Status::kOk);
+}
+
 TEST(TransportApi, ListenerRejectsGarbageConnections) {
   auto t = makeTransport(1, 1);
   ConnectHandle h;
