@@ -29,7 +29,9 @@ class SendComm final : public CommCore {
 
   bool pumpControl() override;
   short controlEvents() override;
-  bool controlQueued() const override { return !ctrlQueue_.empty(); }
+  // Headers behind a half-sent message wait for it: thread 0 then sleeps on POLLOUT
+  // (controlEvents) instead of finding "work" it cannot do and spinning until the peer reads.
+  bool controlQueued() const override { return cur_ == nullptr && !ctrlQueue_.empty(); }
   bool controlWanted() const override { return cur_ != nullptr || !ctrlQueue_.empty(); }
   // A header half sent is thread 0's (it polls for POLLOUT): only new ones are the caller's.
   bool callerHasWork() override { return !ctrlQueue_.empty(); }

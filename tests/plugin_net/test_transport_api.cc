@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -432,6 +433,57 @@ TEST(TransportApi, StallReportSaysWhatEachSideWaitsFor) {
   EXPECT_EQ(n[0], out.size());
   EXPECT_EQ(big, out);
   ASSERT_EQ(waitDone(sr, n), Status::kOk);
+}
+
+// A sender whose control socket is full (the receiver reads nothing) with more headers queued
+// sleeps until the socket drains: its thread 0 waits for POLLOUT instead of spinning on the
+// queued headers it cannot send. Then every message arrives intact.
+TEST(TransportApi, SenderBlockedOnAFullControlSocketSleeps) {
+  auto t = makeTransport(1, 1, /*callerProgress=*/true, /*inlineBytes=*/64 * 1024,
+                         /*socketBufBytes=*/16 * 1024);
+  ASSERT_TRUE(t);
+  Connected c = connectPair(*t);
+  ASSERT_TRUE(c.send && c.recv);
+  constexpr int kMsgs = 8;
+  constexpr size_t kSize = 60 * 1024;  // inline: on the control socket
+  std::vector<std::vector<unsigned char>> out(kMsgs);
+  std::vector<Request*> sreq(kMsgs);
+  for (int m = 0; m < kMsgs; ++m) {
+    out[m].assign(kSize, static_cast<unsigned char>(m + 1));
+    ASSERT_EQ(c.send->isend(out[m].data(), kSize, 0, &sreq[m]), Status::kOk);
+    ASSERT_NE(sreq[m], nullptr);
+  }
+  // No receive posted: the receiver holds the first header and reads no further.
+  const auto cpu = [] {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const double before = cpu();
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const double used = cpu() - before;
+  EXPECT_LT(used, 0.1) << "the process used " << used << " CPU-s in 0.4 s of waiting";
+  bool done = false;
+  ASSERT_EQ(test(sreq[kMsgs - 1], &done, nullptr), Status::kOk);
+  EXPECT_FALSE(done) << "the last message cannot have left yet";
+
+  std::vector<unsigned char> in(kSize);
+  for (int m = 0; m < kMsgs; ++m) {
+    void* d[1] = {in.data()};
+    size_t sz[1] = {kSize};
+    int tag[1] = {0};
+    Request* r = nullptr;
+    ASSERT_EQ(c.recv->irecv(1, d, sz, tag, &r), Status::kOk);
+    size_t got[kMaxRecvs] = {};
+    ASSERT_EQ(waitDone(r, got), Status::kOk);
+    ASSERT_EQ(got[0], kSize);
+    EXPECT_EQ(in, out[m]) << "message " << m;
+  }
+  for (Request* r : sreq) {
+    size_t n = 0;
+    ASSERT_EQ(waitDone(r, &n), Status::kOk);
+  }
 }
 
 TEST(TransportApi, ListenerRejectsGarbageConnections) {
