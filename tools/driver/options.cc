@@ -236,6 +236,8 @@ bool is_switch(const std::string& flag, Options* o) {
     o->check_iters = true;
   else if (flag == "--require-collnet")
     o->require_collnet = true;
+  else if (flag == "--nccl-steps")
+    o->nccl_steps = true;
   else if (flag == "--help" || flag == "-h")
     o->help = true;
   else
@@ -361,6 +363,9 @@ void print_usage(const char* argv0) {
       "                         as NCCL 2.28 presents an older plugin (default 11; 12: NCCL\n"
       "                         2.30's, properties converted), with the CollNet of the same\n"
       "                         version; the tuner is left out\n"
+      "  --nccl-steps           ring mode: NCCL's proxy step by step over --nccl-channels\n"
+      "                         channels (LL/LL128/Simple steps, one progress loop), --iters\n"
+      "                         AllReduces per size then a barrier; every step checked\n"
       "  --nccl-channels C      with --nccl-regions: C channels, in groups of 8 issued\n"
       "                         round-robin, the area registered per channel (default 1)\n"
       "  --service-conns K      a service thread connects, registers and closes K more\n"

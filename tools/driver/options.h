@@ -61,6 +61,7 @@ struct Options {
   int pxn_senders = 2;                // --pxn-senders: senders sharing a connection (pxn mode)
   int pxn_lag = 16;                   // --pxn-lag: messages sender j-1 posts before sender j
   int pxn_steps = 32;                 // --pxn-steps: messages per sender per iteration
+  bool nccl_steps = false;            // --nccl-steps: ring mode as NCCL's proxy (nccl_steps.h)
   bool help = false;
 };
 

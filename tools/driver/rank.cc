@@ -22,6 +22,7 @@
 #include "driver/collnet.h"
 #include "driver/data.h"
 #include "driver/idle.h"
+#include "driver/nccl_steps.h"
 #include "driver/net_compat.h"
 #include "driver/net_ring.h"
 #include "driver/plugin.h"
@@ -271,6 +272,22 @@ struct RankRun {
   }
 
   Status run_ring_mode(uint64_t id) {
+    if (o.nccl_steps) {  // NCCL's proxy step by step (nccl_steps.h): its own connections
+      DRV_TRY(net_init(plugin.net, rank, id, &net_ctx, &dev));
+      if (rank == 0) {
+        print_table_header(Mode::kRing,
+                           "NCCL proxy steps over " + std::to_string(o.nccl_channels) +
+                               " channel(s), " + std::to_string(o.iters) +
+                               " AllReduces per size, every step checked, nothing reduced");
+      }
+      DRV_TRY(run_nccl_steps(o, plugin.net, net_ctx, &bs, &dl));
+      DRV_CALL(rank, "net.finalize", plugin.net->finalize(net_ctx));
+      net_ctx = nullptr;
+      Row row{};
+      row.mode = Mode::kRing;
+      rows.push_back(row);  // a table was run (run_rank requires one)
+      return Status::Ok();
+    }
     NetRing ring;
     DRV_TRY(open_comm(id, &ring));
     if (rank == 0) {
