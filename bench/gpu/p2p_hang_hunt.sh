@@ -53,7 +53,7 @@ thread_states() {
   done
 }
 
-hangs=0
+hangs=0 failures=0
 summary=()
 for v in "${VARIANTS[@]}"; do
   env_v=()
@@ -96,10 +96,11 @@ for v in "${VARIANTS[@]}"; do
     else
       bad=$((bad + 1))
       cp "$out" "$LOGS/fail-${i}-${v//[^A-Za-z0-9_=]/_}.log"
-      echo "[$v] run $i: FAILED: $(grep -v 'NCCL INFO' "$out" | tail -3 | tr '\n' ' ')"
+      echo "[$v] run $i: FAILED: $(grep -v 'NCCL INFO' "$out" | grep -m2 -iE 'fail|error|warn' | tr '\n' ' ')"
     fi
   done
+  failures=$((failures + bad))
   summary+=("$(printf '%-55s runs %2d  passed %2d  hung %2d  failed %2d' "$v" "$n" "$ok" "$hung" "$bad")")
 done
 printf '%s\n' "${summary[@]}"
-((hangs == 0))
+((hangs == 0 && failures == 0))
