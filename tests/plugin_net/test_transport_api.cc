@@ -20,7 +20,8 @@ namespace conflux::net {
 namespace {
 
 std::unique_ptr<TcpTransport> makeTransport(int nthreads, int nsocks, bool callerProgress = true,
-                                            size_t inlineBytes = 4096, int socketBufBytes = 0) {
+                                            size_t inlineBytes = 4096, int socketBufBytes = 0,
+                                            int stallWarnMs = 60'000) {
   TransportConfig cfg;
   cfg.ifname = "lo";
   cfg.nthreads = nthreads;
@@ -28,6 +29,7 @@ std::unique_ptr<TcpTransport> makeTransport(int nthreads, int nsocks, bool calle
   cfg.callerProgress = callerProgress;
   cfg.inlineBytes = inlineBytes;
   cfg.socketBufBytes = socketBufBytes;
+  cfg.stallWarnMs = stallWarnMs;
   std::unique_ptr<TcpTransport> t;
   EXPECT_EQ(TcpTransport::create(cfg, &t), Status::kOk);
   return t;
@@ -348,15 +350,10 @@ void captureWarnings(LogLevel level, unsigned long, const char*, int, const char
 }
 
 TEST(TransportApi, StallReportSaysWhatEachSideWaitsFor) {
-  TransportConfig cfg;
-  cfg.ifname = "lo";
-  cfg.nthreads = 1;
-  cfg.nsocksPerThread = 2;
-  cfg.inlineBytes = 4096;
-  cfg.stallWarnMs = 200;
-  cfg.socketBufBytes = 64 * 1024;  // the kernel buffers less than the message
-  std::unique_ptr<TcpTransport> t;
-  ASSERT_EQ(TcpTransport::create(cfg, &t), Status::kOk);
+  // Warnings after 200 ms; socket buffers smaller than the message.
+  auto t = makeTransport(1, 2, /*callerProgress=*/true, /*inlineBytes=*/4096,
+                         /*socketBufBytes=*/64 * 1024, /*stallWarnMs=*/200);
+  ASSERT_TRUE(t);
   // Connection a: a receive for tag 5 that no message answers.
   Connected a = connectPair(*t);
   ASSERT_TRUE(a.send && a.recv);
