@@ -3,9 +3,12 @@
 # session 28): runs all_reduce_perf (CollNet off, 4 ranks on one GPU as 4 "nodes") again and
 # again in each of several variants, and on a hang saves what the ranks were doing.
 #   bench/gpu/p2p_hang_hunt.sh <nccl-tests source> [runs per variant=5] [variant...]
-# A variant is a space-separated list of VAR=value (quote it); "default" is none. Default
-# variants: default, NCCL_PROTO=Simple, NCCL_ALGO=Ring, NCCL_RUNTIME_CONNECT=0,
-# "CONFLUX_NET_CALLER_PROGRESS=0 CONFLUX_INLINE_BYTES=0".
+# A variant is a space-separated list of VAR=value (quote it) over the base settings
+# (NCCL_NET_PLUGIN=conflux NCCL_NET=Conflux NCCL_COLLNET_ENABLE=0); "default" adds none.
+# Default variants: default; NCCL_PROTO=Simple; NCCL's own Socket net forced to LL (the hang
+# came at 128 KiB under LL, maybe because the measured latency the plugin now reports moved
+# NCCL's LL range: does LL over a host-memory net hang without Conflux too?); NCCL_ALGO=Ring;
+# caller progress off.
 # A run that prints nothing new for CONFLUX_HUNT_STALL_S seconds (default 15) is hung: every
 # thread's state (comm, state, wchan, syscall) goes to <logdir>/hangN.threads and the whole
 # output, with the plugin's stall warnings (CONFLUX_NET_STALL_WARN_S=5), to <logdir>/hangN.log.
@@ -21,7 +24,8 @@ SRC=$(realpath "$1")
 RUNS=${2:-5}
 shift $(( $# >= 2 ? 2 : 1 ))
 VARIANTS=("$@")
-((${#VARIANTS[@]})) || VARIANTS=(default NCCL_PROTO=Simple NCCL_ALGO=Ring NCCL_RUNTIME_CONNECT=0
+((${#VARIANTS[@]})) || VARIANTS=(default NCCL_PROTO=Simple
+  "NCCL_NET=Socket NCCL_NET_PLUGIN=none NCCL_PROTO=LL" NCCL_ALGO=Ring
   "CONFLUX_NET_CALLER_PROGRESS=0 CONFLUX_INLINE_BYTES=0")
 STALL=${CONFLUX_HUNT_STALL_S:-15}
 BUDGET=${CONFLUX_HUNT_BUDGET_S:-400}
@@ -61,11 +65,15 @@ for v in "${VARIANTS[@]}"; do
   ok=0 hung=0 bad=0 n=0
   for ((i = 1; i <= RUNS; i++)); do
     ((SECONDS < BUDGET)) || break
-    xs=(-x LD_LIBRARY_PATH -x NCCL_TESTS_DEVICE=0 -x NCCL_NET_PLUGIN=conflux -x NCCL_NET=Conflux
-      -x NCCL_COLLNET_ENABLE=0 -x CONFLUX_NET_STALL_WARN_S=5
-      -x NCCL_DEBUG="${NCCL_DEBUG:-INFO}" -x NCCL_DEBUG_SUBSYS="${NCCL_DEBUG_SUBSYS:-INIT,NET,TUNING}")
+    # The base settings, then the variant's over them (each variable passed once).
+    declare -A kvs=([NCCL_NET_PLUGIN]=conflux [NCCL_NET]=Conflux [NCCL_COLLNET_ENABLE]=0
+      [CONFLUX_NET_STALL_WARN_S]=5 [NCCL_DEBUG]="${NCCL_DEBUG:-INFO}"
+      [NCCL_DEBUG_SUBSYS]="${NCCL_DEBUG_SUBSYS:-INIT,NET,TUNING}")
+    for kv in "${env_v[@]}"; do kvs[${kv%%=*}]=${kv#*=}; done
+    xs=(-x LD_LIBRARY_PATH -x NCCL_TESTS_DEVICE=0)
     [[ -n ${CUDA_MPS_PIPE_DIRECTORY:-} ]] && xs+=(-x CUDA_MPS_PIPE_DIRECTORY)
-    for kv in "${env_v[@]}"; do xs+=(-x "$kv"); done
+    for k in "${!kvs[@]}"; do xs+=(-x "$k=${kvs[$k]}"); done
+    unset kvs
     out=$work/run.log
     # shellcheck disable=SC2016  # $OMPI_COMM_WORLD_RANK is the rank's, expanded by sh -c
     mpirun --allow-run-as-root --oversubscribe -np 4 --bind-to none --tag-output "${xs[@]}" \
