@@ -127,7 +127,7 @@ Status tcpNetProperties(int dev, NetProperties* p) {
   p->guid = uint64_t(dev);
   p->ptrSupport = nccl::NCCL_PTR_HOST;
   p->speed = d.speedMbps;
-  p->latency = s->latencyUs(dev);
+  p->latency = s->latencyUs();
   p->maxComms = 65536;
   p->maxRecvs = net::kMaxRecvs;
   p->netDeviceType = nccl::NCCL_NET_DEVICE_HOST;

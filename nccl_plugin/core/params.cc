@@ -19,7 +19,7 @@ constexpr size_t kTestHookParams = 6;
 constexpr size_t kTestHookParams = 0;
 #endif
 
-const std::array<ParamSpec, 35 + kTestHookParams> kParams{{
+const std::array<ParamSpec, 36 + kTestHookParams> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -49,6 +49,13 @@ const std::array<ParamSpec, 35 + kTestHookParams> kParams{{
      "the kernel's buffers): for hang reports. A peer that is merely late (a rank still "
      "computing) looks the same. 0: never.",
      &Config::netStallWarnS},
+    {"CONFLUX_NET_LATENCY_US", ParamType::kInt, "0", 0, 1000000,
+     "The latency (us) getProperties reports; NCCL adds it to its network model to choose "
+     "algorithms and protocols. It must be the same on every rank: NCCL agrees bandwidths "
+     "across ranks but takes each rank's own latency, so ranks that report different figures "
+     "can choose different protocols for one collective and hang. 0, as NCCL's own socket and "
+     "IB transports report.",
+     &Config::netLatencyUs},
     {"CONFLUX_NET_DELEGATE", ParamType::kString, "", 0, 0,
      "Another NCCL net plugin (a path, or a name the loader resolves, e.g. "
      "libnccl-net-ofi.so) that carries every point-to-point byte, its devices and properties "

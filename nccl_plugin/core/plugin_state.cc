@@ -2,7 +2,6 @@
 
 #include <atomic>
 
-#include "core/latency_probe.h"
 #include "net/log.h"
 
 namespace conflux::plugin {
@@ -153,23 +152,6 @@ void PluginState::addComm(net::CommCore* c) {
 void PluginState::removeComm(net::CommCore* c) {
   std::lock_guard<std::mutex> lock(commsMu_);
   comms_.erase(c);
-}
-
-float PluginState::latencyUs(int dev) {
-  std::lock_guard<std::mutex> lock(latencyMu_);
-  if (latencyUs_.size() != size_t(transport_->numDevices())) {
-    latencyUs_.assign(size_t(transport_->numDevices()), -1.0f);
-  }
-  float& l = latencyUs_[size_t(dev)];
-  if (l < 0) {
-    const float measured = measureStackLatencyUs(*transport_, dev);
-    l = measured > 0 ? measured : 0.0f;
-    CFX_INFO(net::kLogInit,
-             "device %d (%s): latency %.1f us, measured through the plugin's own "
-             "transport (half a small message's round trip; the wire hop is not in it)",
-             dev, transport_->device(dev).name.c_str(), double(l));
-  }
-  return l;
 }
 
 void PluginState::stopLeftoverComms() {

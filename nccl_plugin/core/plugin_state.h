@@ -47,10 +47,9 @@ class PluginState {
   void addComm(net::CommCore* c);
   void removeComm(net::CommCore* c);
 
-  // The `latency` getProperties reports for `dev` (core/latency_probe.h): measured at the
-  // first call for that device, 0 when the probe failed. Any thread; the first call blocks for
-  // the probe (milliseconds).
-  float latencyUs(int dev);
+  // The `latency` getProperties reports (CONFLUX_NET_LATENCY_US): a setting, never a
+  // measurement, since NCCL does not agree it across ranks (see params.cc). Any thread.
+  float latencyUs() const { return float(config_.netLatencyUs); }
 
  private:
   PluginState() = default;
@@ -66,8 +65,6 @@ class PluginState {
   std::atomic<bool> delegateServed_{false};  // an init of the delegate succeeded
   std::mutex commsMu_;
   std::unordered_set<net::CommCore*> comms_;
-  std::mutex latencyMu_;
-  std::vector<float> latencyUs_;  // per device; negative: not measured yet
 };
 
 // The delegate net of the process state, if any (nullptr before init or without one).

@@ -1,5 +1,7 @@
 // Failure paths through the v11 ABI: refused memory types, truncation, dead peers, bad
 // parameters, bad pointers. Every case must return an error code, never hang or crash.
+#include <dlfcn.h>
+
 #include <csignal>
 
 #include "plugin_harness.h"
@@ -195,6 +197,42 @@ TEST(V11Params, InvalidValueFailsInitAndNamesTheVariable) {
     CHILD_CHECK(LogCapture::contains("CONFLUX_MIN_CHUNKSIZE"));
   });
   EXPECT_EQ(rc, 0);
+}
+
+// CONFLUX_NET_LATENCY_US is what getProperties reports, for the net and for CollNet alike: a
+// setting every rank shares, never a per-host measurement (ranks whose NCCL models differ can
+// choose different protocols for one collective and hang).
+TEST(V11Params, LatencyIsTheSetting) {
+  ncclNet_v11_t* net = Plugin::get().v11;
+  auto* coll = static_cast<ncclCollNet_v11_t*>(dlsym(Plugin::get().lib, "ncclCollNetPlugin_v11"));
+  ASSERT_NE(net, nullptr);
+  ASSERT_NE(coll, nullptr);
+  int rc = runInChild([&] {
+    setenv("CONFLUX_SOCKET_IFNAME", "lo", 1);
+    setenv("CONFLUX_NET_LATENCY_US", "25", 1);
+    void* ctx = nullptr;
+    CHILD_CHECK(net->init(&ctx, 1, nullptr, &LogCapture::logger, nullptr) == ncclSuccess);
+    for (int i = 0; i < 2; ++i) {
+      ncclNetProperties_v11_t p{};
+      CHILD_CHECK(net->getProperties(0, &p) == ncclSuccess);
+      CHILD_CHECK(p.latency == 25.0f);
+    }
+    void* cctx = nullptr;
+    CHILD_CHECK(coll->init(&cctx, 1, &LogCapture::logger) == ncclSuccess);
+    ncclNetProperties_v11_t cp{};
+    CHILD_CHECK(coll->getProperties(0, &cp) == ncclSuccess);
+    CHILD_CHECK(cp.latency == 25.0f);
+    CHILD_CHECK(coll->finalize(cctx) == ncclSuccess);
+    CHILD_CHECK(net->finalize(ctx) == ncclSuccess);
+  });
+  EXPECT_EQ(rc, 0) << "child failed at check " << rc;
+  rc = runInChild([&] {
+    setenv("CONFLUX_NET_LATENCY_US", "fast", 1);
+    void* ctx = nullptr;
+    CHILD_CHECK(net->init(&ctx, 1, nullptr, &LogCapture::logger, nullptr) == ncclInvalidArgument);
+    CHILD_CHECK(LogCapture::contains("CONFLUX_NET_LATENCY_US"));
+  });
+  EXPECT_EQ(rc, 0) << "child failed at check " << rc;
 }
 
 TEST(V11Params, NoMatchingInterfaceFailsInit) {

@@ -25,17 +25,15 @@ TEST_F(V11Test, PropertiesDescribeAHostOnlyDevice) {
   EXPECT_NE(net->getProperties(99, &p), ncclSuccess);
 }
 
-// NCCL adds `latency` to its network model (graph/tuning.cc): 0 would describe InfiniBand. The
-// plugin measures its own transport once per device (a ping-pong over a connection to itself)
-// and reports the same figure at every later call.
-TEST_F(V11Test, PropertiesCarryTheMeasuredLatency) {
+// NCCL adds `latency` to its network model (graph/tuning.cc) but does not agree it across
+// ranks, so it must not depend on the host it is read on: by default 0 (as NCCL's own socket
+// and IB transports), on every call. (CONFLUX_NET_LATENCY_US: V11Params.)
+TEST_F(V11Test, PropertiesCarryTheSameLatencyOnEveryRank) {
   ncclNetProperties_v11_t p{}, again{};
   ASSERT_EQ(net->getProperties(dev, &p), ncclSuccess);
-  EXPECT_GT(p.latency, 0.0f);
-  EXPECT_LT(p.latency, 10000.0f) << "a loopback round trip of 8 bytes takes microseconds";
+  EXPECT_EQ(p.latency, 0.0f);
   ASSERT_EQ(net->getProperties(dev, &again), ncclSuccess);
   EXPECT_EQ(again.latency, p.latency);
-  EXPECT_TRUE(LogCapture::contains("latency")) << "the measured figure is logged";
 }
 
 class V11SizeTest : public V11Test, public ::testing::WithParamInterface<size_t> {};
