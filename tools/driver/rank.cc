@@ -77,6 +77,7 @@ struct RankRun {
   // variables set for it.
   Status open_comm(uint64_t id, NetRing* ring) {
     DRV_TRY(net_init(plugin.net, rank, id, &net_ctx, &dev));
+    DRV_TRY(agree_latency(&bs, dev));
     if (!described) {
       described = true;
       info = describe_run(o, plugin, dev, nranks);
@@ -274,6 +275,7 @@ struct RankRun {
   Status run_ring_mode(uint64_t id) {
     if (o.nccl_steps) {  // NCCL's proxy step by step (nccl_steps.h): its own connections
       DRV_TRY(net_init(plugin.net, rank, id, &net_ctx, &dev));
+      DRV_TRY(agree_latency(&bs, dev));
       if (rank == 0) {
         print_table_header(Mode::kRing,
                            "NCCL proxy steps over " + std::to_string(o.nccl_channels) +

@@ -3,9 +3,12 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "conflux/common/reduce.h"
 
@@ -88,11 +91,34 @@ Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, void
   dev->name = props.name != nullptr ? props.name : "(null)";
   dev->speed_mbps = props.speed;
   dev->ptr_support = props.ptrSupport;
+  dev->latency_us = props.latency;
   if ((props.ptrSupport & nccl::NCCL_PTR_HOST) == 0) {
     return Status::Error("net device 0 does not support NCCL_PTR_HOST (ptrSupport=" +
                          std::to_string(props.ptrSupport) + ")");
   }
   return Status::Ok();
+}
+
+Status agree_latency(Bootstrap* bs, const NetDevice& dev) {
+  std::vector<std::string> all;
+  DRV_TRY(bs->allgather(
+      std::string(reinterpret_cast<const char*>(&dev.latency_us), sizeof dev.latency_us), &all));
+  bool same = true;
+  std::string list;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].size() != sizeof(float)) return Status::Error("bootstrap: malformed latency");
+    float v;
+    std::memcpy(&v, all[r].data(), sizeof v);
+    same = same && std::memcmp(all[r].data(), all[0].data(), sizeof v) == 0;
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%srank %zu: %g us", r == 0 ? "" : ", ", r, double(v));
+    list += buf;
+  }
+  if (same) return Status::Ok();
+  return Status::Error(
+      "NCCL would hang: net.getProperties(0).latency differs between ranks (" + list +
+      "); NCCL models the network with each rank's own figure, so ranks could choose different "
+      "protocols for one collective");
 }
 
 Status agree_comm_id(Bootstrap* bs, uint64_t* id) {

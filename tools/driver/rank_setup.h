@@ -21,12 +21,19 @@ struct NetDevice {
   int speed_mbps = 0;
   int ptr_support = 0;
   int ndev = 0;
+  float latency_us = 0;  // getProperties(0).latency
 };
 
 // net.init(&ctx, commId, &{trafficClass=-1}, logger, NULL) -> devices -> getProperties(0).
 // Fails if there is no device or device 0 cannot take host memory.
 Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, void** ctx,
                 NetDevice* dev);
+
+// Fails ("NCCL would hang") unless every rank's device 0 reports the same latency: NCCL adds
+// each rank's own figure to its model (graph/search.cc latencyInter) without agreeing it across
+// ranks (init.cc agrees bandwidths only), so ranks that differ can choose different protocols
+// for one collective.
+Status agree_latency(Bootstrap* bs, const NetDevice& dev);
 
 // A communicator id every rank agrees on (rank 0 draws it; like NCCL's commHash).
 Status agree_comm_id(Bootstrap* bs, uint64_t* id);
