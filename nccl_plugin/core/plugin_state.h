@@ -12,7 +12,6 @@
 #include <memory>
 #include <mutex>
 #include <unordered_set>
-#include <vector>
 
 #include "core/net_delegate.h"
 #include "core/params.h"

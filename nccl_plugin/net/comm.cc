@@ -4,7 +4,6 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,12 +18,6 @@
 namespace conflux::net {
 
 namespace {
-
-int64_t coarseNowNs() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 // Bytes waiting in a socket's kernel buffer: unread (receive side) or unsent (send side);
 // -1 when the kernel does not say.
@@ -162,11 +155,6 @@ Status CommCore::test(Request* req, bool* done, size_t* sizes) {
   // NCCL polls test() in a loop: look at the clock once in a while only.
   if ((++req->polls & 1023) == 0 && stallWarnNs_ > 0 && !stallReported_) checkStall(req);
   return error();
-}
-
-void CommCore::stamp(Request* r) {
-  r->postedNs = coarseNowNs();
-  r->polls = 0;
 }
 
 void CommCore::checkStall(const Request* req) {

@@ -71,8 +71,8 @@ class CommCore {
   const std::string& peerName() const { return peer_; }
 
   // The state of this connection, one line: the request, both ends' queues, what thread 0
-  // waits for, each data socket's task and the bytes in the kernel's buffers. For hang reports
-  // (test() logs it once when a request has been pending CommOptions::stallWarnMs).
+  // waits for, each data socket's queued tasks and the bytes in the kernel's buffers. For hang
+  // reports (test() logs it once when a request has been pending CommOptions::stallWarnMs).
   std::string stallReport(const Request* req);
 
   static constexpr uint32_t kMagic = 0x434f4d4d;  // sanity check for pointers from NCCL
@@ -105,8 +105,6 @@ class CommCore {
   virtual bool callerHasWork() = 0;
   // The direction's own control state for stallReport (under ctrlMu_).
   virtual std::string describeControl() const = 0;
-  // Stamps a request just allocated by isend/irecv (for the stall report).
-  static void stamp(Request* r);
 
   // Hands `t` to data socket `socket`; producer-side of that socket's ring.
   bool pushTask(int socket, const Task& t);

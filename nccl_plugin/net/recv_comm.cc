@@ -45,7 +45,6 @@ Status RecvComm::irecv(int n, void* const* data, const size_t* sizes, const int*
   }
   Request* r = pool_.allocate();
   if (r == nullptr) return Status::kOk;  // full: NCCL retries
-  stamp(r);
   r->n = n;
   for (int i = 0; i < n; ++i) {
     r->parts[i] = Request::Part{static_cast<char*>(data[i]), sizes[i], 0, tags[i], false};

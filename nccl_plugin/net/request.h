@@ -1,6 +1,8 @@
 // Requests and data-socket tasks of the TCP transport (internal to net/).
 #pragma once
 
+#include <time.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +18,13 @@ inline constexpr int kMaxRequests = 32 * kMaxRecvs;  // requests in flight per c
 inline constexpr size_t kMaxInlineBytes = 512 * 1024;
 
 class CommCore;
+
+// CLOCK_MONOTONIC_COARSE in ns: a few ns to read, tick-sized (ms) resolution.
+inline int64_t coarseNowNs() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 // One isend, or one grouped irecv of up to kMaxRecvs messages.
 // Ownership: the thread that calls isend/irecv/test (the "caller") allocates and releases it;
@@ -34,7 +43,7 @@ struct Request {
   Part parts[kMaxRecvs];
   std::atomic<int64_t> remaining{0};  // outstanding units (headers + chunks); 0 = done
   uint32_t seq = 0;                   // send: message sequence number
-  int64_t postedNs = 0;               // CLOCK_MONOTONIC_COARSE at isend/irecv (caller)
+  int64_t postedNs = 0;               // CLOCK_MONOTONIC_COARSE at allocation (caller)
   uint32_t polls = 0;                 // test() calls that found it pending (caller)
   int poolIndex = -1;
   bool inUse = false;
@@ -56,6 +65,8 @@ class RequestPool {
     Request* r = &slots_[free_.back()];
     free_.pop_back();
     r->inUse = true;
+    r->postedNs = coarseNowNs();  // for the stall report (CommCore::test)
+    r->polls = 0;
     return r;
   }
   void release(Request* r) {

@@ -36,7 +36,6 @@ Status SendComm::isend(const void* data, size_t size, int tag, Request** req) {
   }
   Request* r = pool_.allocate();
   if (r == nullptr) return Status::kOk;  // full: NCCL retries
-  stamp(r);
   r->n = 1;
   r->parts[0] = Request::Part{static_cast<char*>(const_cast<void*>(data)), size, size, tag, true};
   r->seq = nextSeq_++;
