@@ -76,8 +76,7 @@ struct RankRun {
   // the first init of the process and again after the last finalize, so every mode sees the
   // variables set for it.
   Status open_comm(uint64_t id, NetRing* ring) {
-    DRV_TRY(net_init(plugin.net, rank, id, &net_ctx, &dev));
-    DRV_TRY(agree_latency(&bs, dev));
+    DRV_TRY(net_init(plugin.net, rank, id, &bs, &net_ctx, &dev));
     if (!described) {
       described = true;
       info = describe_run(o, plugin, dev, nranks);
@@ -274,8 +273,7 @@ struct RankRun {
 
   Status run_ring_mode(uint64_t id) {
     if (o.nccl_steps) {  // NCCL's proxy step by step (nccl_steps.h): its own connections
-      DRV_TRY(net_init(plugin.net, rank, id, &net_ctx, &dev));
-      DRV_TRY(agree_latency(&bs, dev));
+      DRV_TRY(net_init(plugin.net, rank, id, &bs, &net_ctx, &dev));
       if (rank == 0) {
         print_table_header(Mode::kRing,
                            "NCCL proxy steps over " + std::to_string(o.nccl_channels) +

@@ -76,8 +76,8 @@ Status check_collnet_members(const nccl::ncclCollNet_v11_t* c) {
                                          {"finalize", c->finalize != nullptr}});
 }
 
-Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, void** ctx,
-                NetDevice* dev) {
+Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, Bootstrap* bs,
+                void** ctx, NetDevice* dev) {
   nccl::ncclNetCommConfig_v11_t config{};
   config.trafficClass = nccl::NCCL_NET_TRAFFIC_CLASS_UNDEF;
   DRV_CALL(rank, "net.init", net->init(ctx, comm_id, &config, driver_logger, nullptr));
@@ -96,7 +96,7 @@ Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, void
     return Status::Error("net device 0 does not support NCCL_PTR_HOST (ptrSupport=" +
                          std::to_string(props.ptrSupport) + ")");
   }
-  return Status::Ok();
+  return agree_latency(bs, *dev);
 }
 
 Status agree_latency(Bootstrap* bs, const NetDevice& dev) {

@@ -24,10 +24,11 @@ struct NetDevice {
   float latency_us = 0;  // getProperties(0).latency
 };
 
-// net.init(&ctx, commId, &{trafficClass=-1}, logger, NULL) -> devices -> getProperties(0).
-// Fails if there is no device or device 0 cannot take host memory.
-Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, void** ctx,
-                NetDevice* dev);
+// net.init(&ctx, commId, &{trafficClass=-1}, logger, NULL) -> devices -> getProperties(0),
+// then agree_latency over `bs`. Fails if there is no device, device 0 cannot take host memory,
+// or the ranks' latencies differ.
+Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, Bootstrap* bs,
+                void** ctx, NetDevice* dev);
 
 // Fails ("NCCL would hang") unless every rank's device 0 reports the same latency: NCCL adds
 // each rank's own figure to its model (graph/search.cc latencyInter) without agreeing it across
