@@ -29,10 +29,29 @@ class CongestionWindow {
   CongestionWindow(const CongestionConfig& p, uint32_t max_window)
       : enabled_(p.enabled),
         decrease_(p.decrease > 0 && p.decrease < 1 ? p.decrease : 0.5),
-        max_(static_cast<double>(std::max<uint32_t>(1, max_window))),
-        min_(std::clamp(static_cast<double>(p.min_window), 1.0, max_)),
+        granted_(static_cast<double>(std::max<uint32_t>(1, max_window))),
+        floor_(static_cast<double>(p.min_window)),
+        max_(granted_),
+        min_(std::clamp(floor_, 1.0, max_)),
         cwnd_(enabled_ ? std::clamp(static_cast<double>(p.initial_window), min_, max_) : max_),
         ssthresh_(max_) {}
+
+  // Bounds the window below W (at least 1): what the aggregator's pacing of the job drains in
+  // time (grant_pacing.h); UINT32_MAX (or anything >= W) lifts the bound. The window and the
+  // slow-start threshold shrink to it at once; a higher bound is grown into as usual. Part of
+  // congestion control: disabled, the window stays W (CONFLUX_CONGESTION_CONTROL=0).
+  void set_ceiling(uint32_t packets) {
+    if (!enabled_) {
+      return;
+    }
+    const double before = max_;
+    max_ = std::clamp(static_cast<double>(packets), 1.0, granted_);
+    min_ = std::clamp(floor_, 1.0, max_);
+    // A threshold at the old bound was no loss's: slow start grows into a higher bound.
+    ssthresh_ = ssthresh_ >= before ? max_ : std::min(ssthresh_, max_);
+    cwnd_ = std::clamp(cwnd_, min_, max_);
+  }
+  uint32_t ceiling() const { return static_cast<uint32_t>(max_); }
 
   // The usable window in whole packets, 1..W (W when disabled).
   uint32_t window() const { return static_cast<uint32_t>(cwnd_); }
@@ -67,7 +86,9 @@ class CongestionWindow {
  private:
   bool enabled_;
   double decrease_;
-  double max_;
+  double granted_;  // W
+  double floor_;    // min_window as configured
+  double max_;      // the bound: W, or less (set_ceiling)
   double min_;
   double cwnd_;
   double ssthresh_;

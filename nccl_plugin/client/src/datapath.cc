@@ -31,7 +31,8 @@ bool Progress::send_new(int64_t now) {
       const uint64_t k = aggregator_packet(pos, r->next_j[a], n_aggs);
       const size_t esize = dtype_size(r->dtype);
       // Sent behind the packets still outstanding on this path: its timer waits for them.
-      const uint64_t ahead = uint64_t{g.window.outstanding()} * packet_count(r->plan, k) * esize;
+      const uint64_t ahead = g.window.outstanding();
+      const auto payload = static_cast<uint32_t>(packet_count(r->plan, k) * esize);
       const uint32_t slot = g.window.claim();
       SlotEntry& e = g.window.entry(slot);
       e.offset = packet_offset(r->plan, k);
@@ -43,7 +44,7 @@ bool Progress::send_new(int64_t now) {
       e.rto_us = rto;
       e.first_sent_ns = e.sent_ns = now;
       e.first_tx = e.last_tx = ++g.tx_stamp;
-      e.deadline_ns = first_deadline(g, ahead, now);
+      e.deadline_ns = first_deadline(g, ahead, payload, r->root >= 0, now);
       next_timer_ns_ = std::min(next_timer_ns_, e.deadline_ns);
       proto::DataHeader h;
       h.type = proto::PacketType::kContrib;

@@ -31,6 +31,15 @@ Progress::Progress(Shared* shared, UdpChannel* udp, std::vector<JoinedAggregator
       g.port_addrs.push_back(a);
     }
     g.rto_us = static_cast<uint32_t>(sh_->cfg.rto_initial.count());
+    const std::vector<uint32_t>& served = sh_->cfg.served_ranks;
+    ResultFanout fanout;
+    fanout.ranks = g.j.info.stripe < served.size() ? served[g.j.info.stripe] : sh_->cfg.n_workers;
+    fanout.multicast = g.j.group_rx != nullptr;
+    fanout.header_bytes = static_cast<uint32_t>(proto::kDataHeaderSize);
+    fanout.trailer_bytes =
+        g.j.mac_key.has_value() ? static_cast<uint32_t>(proto::kMacTrailerSize) : 0;
+    g.pacing = GrantPacing(fanout, g.j.info.capacity_known ? g.j.info.share_mbps : 0);
+    apply_grant_ceiling(g);
     g.delivered_tx.assign(g.port_addrs.size(), 0);
     g.last_heard_ns = now;
     g.next_heartbeat_ns = now + ns(sh_->cfg.heartbeat_interval);

@@ -18,6 +18,7 @@
 
 #include "congestion.h"
 #include "delivery_rate.h"
+#include "grant_pacing.h"
 #include "join.h"
 #include "shared.h"
 #include "udp_channel.h"
@@ -59,10 +60,13 @@ class Progress {
     // Retransmission timeout for new packets (RFC 6298 style; samples from completion
     // broadcasts, see on_result; a timeout's backoff is kept until the next sample).
     double srtt_us = 0, rttvar_us = 0;
+    double min_rtt_us = 0;  // the least round trip sampled (0: none yet)
     uint32_t rto_us = 0;
     // How fast results come back: a new packet's first timer waits at least for the bytes
     // outstanding ahead of it (delivery_rate.h).
     DeliveryRate rate;
+    // ... and, where the aggregator paces the job, for its grant to send them (grant_pacing.h).
+    GrantPacing pacing{ResultFanout{}};
     std::vector<uint64_t> delivered_tx;  // per port: latest stamp answered by a result
     uint64_t tx_stamp = 0;               // last transmission stamp handed out
     bool delivered_since_scan = false;
@@ -106,9 +110,14 @@ class Progress {
                      const uint8_t* payload);
   void flush_tx();
   void rtt_sample(Agg& g, double sample_us);
-  // When the timer of a packet sent now behind `ahead_bytes` outstanding bytes first fires: after
-  // the RTO, and not before those bytes can have drained (delivery_rate.h), capped by rto_max.
-  int64_t first_deadline(const Agg& g, uint64_t ahead_bytes, int64_t now) const;
+  // Bounds g's congestion window by what its grant drains in time (grant_pacing.h); after a
+  // grant update and when the least round trip falls.
+  void apply_grant_ceiling(Agg& g);
+  // When the timer of a packet of `payload_bytes` sent now behind `ahead` outstanding packets
+  // first fires: after the RTO, and not before their results can have drained at the measured
+  // rate (delivery_rate.h) and at the grant (grant_pacing.h); `owned`: an OWNED packet.
+  int64_t first_deadline(const Agg& g, uint64_t ahead, uint32_t payload_bytes, bool owned,
+                         int64_t now) const;
   // A result of `bytes` arrived: the delivery rate's sample.
   void rate_sample(Agg& g, uint64_t bytes, int64_t now);
   void fast_retransmit(Agg& g, int64_t now);

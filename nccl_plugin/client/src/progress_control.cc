@@ -94,6 +94,8 @@ void Progress::on_grant(size_t gi, const proto::Capacity& c) {
     for (uint32_t g : sh_->grants) sum += g;
   }
   sh_->ctr.grant_mbps.store(sum, std::memory_order_relaxed);
+  aggs_[gi].pacing.set_grant(c.share_mbps);  // new packets' first timers and the window follow
+  apply_grant_ceiling(aggs_[gi]);
   Counters::add(sh_->ctr.grant_updates);
   if (c.share_mbps != before) {
     sh_->log(LogLevel::kInfo, "aggregator " + aggs_[gi].j.info.endpoint.to_string() +

@@ -14,6 +14,10 @@ constexpr size_t kFlagsOffset = 6;  // DataHeader::flags inside the encoded head
 }  // namespace
 
 void Progress::rtt_sample(Agg& g, double sample_us) {
+  if (g.min_rtt_us == 0 || sample_us < g.min_rtt_us) {
+    g.min_rtt_us = sample_us;
+    apply_grant_ceiling(g);
+  }
   if (g.srtt_us == 0) {
     g.srtt_us = sample_us;
     g.rttvar_us = sample_us / 2;
@@ -30,13 +34,23 @@ void Progress::rtt_sample(Agg& g, double sample_us) {
   g.rto_us = static_cast<uint32_t>(std::clamp(g.srtt_us + std::max(4 * g.rttvar_us, lo), lo, hi));
 }
 
-int64_t Progress::first_deadline(const Agg& g, uint64_t ahead_bytes, int64_t now) const {
-  // 1.25x the drain time: the rate is a maximum, and the packet's own base round trip and
-  // jitter come on top (rto_min covers them, as in the RTO).
-  const double hi = static_cast<double>(sh_->cfg.rto_max.count());
-  const double lo = static_cast<double>(sh_->cfg.rto_min.count());
-  const double queue_us = std::min(hi, 1.25 * g.rate.queue_us(ahead_bytes) + lo);
-  return now + static_cast<int64_t>(std::max(static_cast<double>(g.rto_us), queue_us) * 1000);
+void Progress::apply_grant_ceiling(Agg& g) {
+  const uint32_t before = g.cwnd.window();
+  g.cwnd.set_ceiling(g.pacing.window_limit(
+      g.j.info.payload_bytes, static_cast<double>(sh_->cfg.rto_min.count()), g.min_rtt_us));
+  if (g.cwnd.window() != before) {
+    publish_cwnd();
+  }
+}
+
+int64_t Progress::first_deadline(const Agg& g, uint64_t ahead, uint32_t payload_bytes, bool owned,
+                                 int64_t now) const {
+  const double measured_us = g.rate.queue_us(ahead * payload_bytes);
+  const double grant_us = g.pacing.queue_us(ahead, payload_bytes, owned);
+  const double timeout_us = first_timeout_us(static_cast<double>(g.rto_us), measured_us, grant_us,
+                                             static_cast<double>(sh_->cfg.rto_min.count()),
+                                             static_cast<double>(sh_->cfg.rto_max.count()));
+  return now + static_cast<int64_t>(timeout_us * 1000);
 }
 
 void Progress::rate_sample(Agg& g, uint64_t bytes, int64_t now) {
