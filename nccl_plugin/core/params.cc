@@ -19,13 +19,20 @@ constexpr size_t kTestHookParams = 6;
 constexpr size_t kTestHookParams = 0;
 #endif
 
-const std::array<ParamSpec, 36 + kTestHookParams> kParams{{
+const std::array<ParamSpec, 37 + kTestHookParams> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
      &Config::socketIfname},
     {"CONFLUX_NTHREADS", ParamType::kInt, "0", 0, 16,
-     "Helper threads per connection. 0: 1 on loopback, 2 otherwise.", &Config::nthreads},
+     "Helper threads that may move one connection's data at once (its lanes, each on a "
+     "different thread of CONFLUX_NET_PROGRESS_THREADS). 0: 1 on loopback, 2 otherwise.",
+     &Config::nthreads},
+    {"CONFLUX_NET_PROGRESS_THREADS", ParamType::kInt, "4", 1, 64,
+     "Helper threads of the p2p net per process, shared by all its connections (NCCL opens "
+     "tens per rank): the least loaded run each new connection's lanes. At least "
+     "CONFLUX_NTHREADS; threads start with their first connection and stop with their last.",
+     &Config::netProgressThreads},
     {"CONFLUX_NSOCKS_PERTHREAD", ParamType::kInt, "0", 0, 16,
      "Data sockets per helper thread (threads x sockets <= 64). 0: 2.", &Config::nsocksPerThread},
     {"CONFLUX_MIN_CHUNKSIZE", ParamType::kSize, "64K", 4096, 1LL << 30,
@@ -368,6 +375,7 @@ net::TransportConfig Config::transportConfig() const {
   t.socketBufBytes = int(socketBufBytes);
   t.callerProgress = netCallerProgress;
   t.stallWarnMs = netStallWarnS * 1000;
+  t.progressThreads = netProgressThreads;
   return t;
 }
 

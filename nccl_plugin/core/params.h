@@ -33,6 +33,7 @@ struct Config {
   size_t socketBufBytes = 0;
   bool netCallerProgress = true;  // net::CommOptions::callerProgress
   int netStallWarnS = 60;         // net::CommOptions::stallWarnMs, in seconds
+  int netProgressThreads = 4;     // net::CommOptions::progressThreads
   int netLatencyUs = 0;           // getProperties' latency
   std::string netDelegate;        // core/net_delegate.h; empty: Conflux's TCP net
   bool netDelegateFallback = false;

@@ -1,7 +1,6 @@
 #include "net/comm.h"
 
 #include <linux/sockios.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,8 +11,8 @@
 #include <cstring>
 #include <string>
 
-#include "conflux/common/thread_name.h"
 #include "net/log.h"
+#include "net/progress.h"
 
 namespace conflux::net {
 
@@ -34,12 +33,13 @@ CommCore::CommCore(Direction dir, Fd ctrl, std::vector<Fd> data, const CommOptio
       dir_(dir),
       callerProgress_(opts.callerProgress),
       peer_(std::move(peer)),
-      stallWarnNs_(int64_t(opts.stallWarnMs) * 1'000'000) {
+      stallWarnNs_(int64_t(opts.stallWarnMs) * 1'000'000),
+      progressThreads_(opts.progressThreads) {
   for (Fd& f : data) data_.push_back(std::make_unique<DataSocket>(std::move(f)));
   const int nthreads = opts.nthreads;
-  int nw = nthreads < 1 ? 1 : (nthreads > int(data_.size()) ? int(data_.size()) : nthreads);
-  for (int w = 0; w < nw; ++w) workers_.push_back(std::make_unique<Worker>());
-  for (int i = 0; i < int(data_.size()); ++i) workers_[ownerOf(i)]->sockets.push_back(i);
+  int nl = nthreads < 1 ? 1 : (nthreads > int(data_.size()) ? int(data_.size()) : nthreads);
+  for (int l = 0; l < nl; ++l) lanes_.push_back(std::make_unique<Lane>());
+  for (int i = 0; i < int(data_.size()); ++i) lanes_[ownerOf(i)]->sockets.push_back(i);
 }
 
 CommCore::~CommCore() {
@@ -48,57 +48,38 @@ CommCore::~CommCore() {
 }
 
 Status CommCore::start() {
-  for (auto& w : workers_) {
-    w->wakeFd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-    if (!w->wakeFd.valid()) {
-      CFX_WARN(kLogNet, "eventfd failed: %s", std::strerror(errno));
-      return Status::kSystemError;
-    }
-  }
-  for (int w = 0; w < int(workers_.size()); ++w) {
-    workers_[w]->thread = std::thread([this, w] {
-      name_this_thread("cfx-net" + std::to_string(w));
-      run(w);
-    });
-  }
+  std::vector<int> threadOf;
+  CFX_RETURN_IF_ERROR(
+      ProgressEngine::instance().attach(this, numLanes(), progressThreads_, &threadOf));
+  for (int l = 0; l < numLanes(); ++l) lanes_[l]->thread = threadOf[l];
+  attached_ = true;
   return Status::kOk;
 }
 
 void CommCore::shutdown() {
   std::call_once(shutdownOnce_, [this] {
-    stop_.store(true, std::memory_order_release);
-    for (auto& w : workers_) {
-      if (w->wakeFd.valid()) {
-        uint64_t one = 1;
-        [[maybe_unused]] ssize_t r = ::write(w->wakeFd.get(), &one, sizeof one);
-      }
-    }
-    for (auto& w : workers_) {
-      if (w->thread.joinable()) w->thread.join();
-    }
+    if (attached_) ProgressEngine::instance().detach(this);
   });
 }
 
 bool CommCore::pushTask(int socket, const Task& t) { return data_[socket]->queue.push(t); }
 
-void CommCore::wakeWorker(int w) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  Worker& k = *workers_[w];
-  if (k.sleeping.load(std::memory_order_seq_cst)) {
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t r = ::write(k.wakeFd.get(), &one, sizeof one);
-  }
+void CommCore::wakeLane(int lane) {
+  Lane& l = *lanes_[lane];
+  if (l.thread < 0) return;  // not started (a factory that failed)
+  l.wanted.store(true, std::memory_order_seq_cst);
+  ProgressEngine::instance().wake(l.thread);
 }
 
 void CommCore::callerStep() {
   if (!callerProgress_) {
-    wakeWorker(0);
+    wakeLane(0);
     return;
   }
   if (!callerHasWork()) return;
   std::unique_lock<std::mutex> lk(ctrlMu_, std::try_to_lock);
   if (!lk.owns_lock()) {
-    wakeWorker(0);  // thread 0 is at it, or checking before it sleeps: it must look again
+    wakeLane(0);  // lane 0 is at it, or checking before it sleeps: it must look again
     return;
   }
   if (!failed() && controlWanted()) {
@@ -106,11 +87,11 @@ void CommCore::callerStep() {
     pumpControl();
     inCallerStep_ = false;
   }
-  // Thread 0 polls the control socket for what it needed when it went to sleep; the step may
+  // Lane 0 polls the control socket for what it needed when it went to sleep; the step may
   // have changed that (a header half sent, a header read that no receive matches yet).
   const bool stale = controlQueued() || controlEvents() != polledCtrl_;
   lk.unlock();
-  if (stale) wakeWorker(0);
+  if (stale) wakeLane(0);
 }
 
 void CommCore::fail(Status s, const char* fmt, ...) {
@@ -185,13 +166,13 @@ std::string CommCore::stallReport(const Request* req) {
     }
     out += buf;
   }
-  // Thread 0 holds ctrlMu_ only for short stretches; a lock held for long is news itself.
+  // Lane 0 holds ctrlMu_ only for short stretches; a lock held for long is news itself.
   std::unique_lock<std::mutex> lk(ctrlMu_, std::defer_lock);
   for (int i = 0; i < 1000 && !lk.try_lock(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   if (lk.owns_lock()) {
     out += describeControl();
-    std::snprintf(buf, sizeof buf, "; thread 0 polls the control socket for %#x",
+    std::snprintf(buf, sizeof buf, "; lane 0 polls the control socket for %#x",
                   unsigned(polledCtrl_));
     out += buf;
     lk.unlock();
@@ -209,9 +190,10 @@ std::string CommCore::stallReport(const Request* req) {
                   s.queue.size(), queuedBytes(s.fd.get(), isSend()));
     out += buf;
   }
-  for (int w = 0; w < int(workers_.size()); ++w) {
-    std::snprintf(buf, sizeof buf, "; thread %d %s", w,
-                  workers_[w]->sleeping.load(std::memory_order_relaxed) ? "asleep" : "awake");
+  for (int l = 0; l < numLanes(); ++l) {
+    const int t = lanes_[l]->thread;
+    std::snprintf(buf, sizeof buf, "; lane %d on thread %d, %s", l, t,
+                  t >= 0 && ProgressEngine::instance().asleep(t) ? "asleep" : "awake");
     out += buf;
   }
   return out;
@@ -258,81 +240,73 @@ bool CommCore::pumpSocket(DataSocket& s, int index) {
 
 // Work that can start without waiting for a socket: a queued task on a socket that is idle.
 // (Tasks behind a current one wait for that socket's readiness, which poll() reports.)
-bool CommCore::workQueued(const Worker& me) const {
+bool CommCore::workQueued(const Lane& me) const {
   for (int i : me.sockets) {
     if (!data_[i]->hasCur && !data_[i]->queue.empty()) return true;
   }
-  return &me == workers_[0].get() && controlQueued();
+  return &me == lanes_[0].get() && controlQueued();
 }
 
-void CommCore::run(int w) {
-  Worker& me = *workers_[w];
-  while (!stop_.load(std::memory_order_acquire)) {
-    if (!failed()) {
-      bool progress = false;
-      for (int i : me.sockets) progress |= pumpSocket(*data_[i], i);
-      if (w == 0) {
-        std::lock_guard<std::mutex> lk(ctrlMu_);
-        progress |= pumpControl();
-      }
-      if (progress) continue;
-    }
-    sleep(w);
+bool CommCore::takeLaneWanted(int lane) {
+  std::atomic<bool>& w = lanes_[lane]->wanted;
+  return w.load(std::memory_order_relaxed) && w.exchange(false, std::memory_order_acq_rel);
+}
+
+bool CommCore::stepLane(int lane) {
+  if (failed()) return false;
+  bool progress = false;
+  for (int i : lanes_[lane]->sockets) progress |= pumpSocket(*data_[i], i);
+  if (lane == 0) {
+    std::lock_guard<std::mutex> lk(ctrlMu_);
+    progress |= pumpControl();
   }
+  return progress;
 }
 
-// Blocks in poll() until a socket is ready, the peer closes, or the caller wakes us.
-void CommCore::sleep(int w) {
-  Worker& me = *workers_[w];
-  me.sleeping.store(true, std::memory_order_seq_cst);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  // Thread 0's control state is shared with callers (callerStep): look at it under the lock.
+// What the lane's thread polls while idle: each data socket's readiness for its current task,
+// or its peer closing while idle, and lane 0's control events.
+bool CommCore::pollSetOfLane(int lane, std::vector<pollfd>* fds) {
+  Lane& me = *lanes_[lane];
+  me.pollIdx.clear();
+  if (takeLaneWanted(lane)) return false;
+  if (failed()) return true;
+  // Lane 0's control state is shared with callers (callerStep): look at it under the lock.
   std::unique_lock<std::mutex> ctrlLock(ctrlMu_, std::defer_lock);
-  if (w == 0) ctrlLock.lock();
-  if (stop_.load(std::memory_order_acquire) || (!failed() && workQueued(me))) {
-    me.sleeping.store(false, std::memory_order_relaxed);
-    return;
-  }
-  pollfd fds[1 + 64 + 1];
-  int idx[1 + 64 + 1];  // data socket index, -1 eventfd, -2 control
-  int n = 0;
-  fds[n] = {me.wakeFd.get(), POLLIN, 0};
-  idx[n++] = -1;
-  if (!failed()) {
-    for (int i : me.sockets) {
-      DataSocket& s = *data_[i];
-      short ev = 0;
-      if (s.hasCur) {
-        ev = dir_ == Direction::kSend ? POLLOUT : POLLIN;
-      } else if (s.idleWatch) {
-        ev = dir_ == Direction::kSend ? short(POLLIN | POLLRDHUP) : short(POLLRDHUP);
-      }
-      if (ev == 0) continue;
-      fds[n] = {s.fd.get(), ev, 0};
-      idx[n++] = i;
+  if (lane == 0) ctrlLock.lock();
+  if (workQueued(me)) return false;
+  for (int i : me.sockets) {
+    DataSocket& s = *data_[i];
+    short ev = 0;
+    if (s.hasCur) {
+      ev = dir_ == Direction::kSend ? POLLOUT : POLLIN;
+    } else if (s.idleWatch) {
+      ev = dir_ == Direction::kSend ? short(POLLIN | POLLRDHUP) : short(POLLRDHUP);
     }
-    short cev = w == 0 ? controlEvents() : 0;
-    if (w == 0) polledCtrl_ = cev;
-    if (cev != 0) {
-      fds[n] = {ctrl_.get(), cev, 0};
-      idx[n++] = -2;
+    if (ev == 0) continue;
+    fds->push_back(pollfd{s.fd.get(), ev, 0});
+    me.pollIdx.push_back(i);
+  }
+  if (lane == 0) {
+    polledCtrl_ = controlEvents();
+    if (polledCtrl_ != 0) {
+      fds->push_back(pollfd{ctrl_.get(), polledCtrl_, 0});
+      me.pollIdx.push_back(-2);
     }
   }
-  if (ctrlLock.owns_lock()) ctrlLock.unlock();
-  int r = ::poll(fds, nfds_t(n), -1);
-  me.sleeping.store(false, std::memory_order_relaxed);
+  return true;
+}
+
+void CommCore::lanePolled(int lane, const pollfd* fds, size_t n) {
+  Lane& me = *lanes_[lane];
   for (int i : me.sockets) data_[i]->blocked = false;
-  if (r <= 0) return;
-  for (int k = 0; k < n; ++k) {
+  if (fds == nullptr) return;
+  for (size_t k = 0; k < n && k < me.pollIdx.size(); ++k) {
     if (fds[k].revents == 0) continue;
-    if (idx[k] == -1) {
-      uint64_t v;
-      [[maybe_unused]] ssize_t rr = ::read(me.wakeFd.get(), &v, sizeof v);
-    } else if (idx[k] == -2) {
+    if (me.pollIdx[k] == -2) {
       std::lock_guard<std::mutex> lk(ctrlMu_);
       onControlEvents(fds[k].revents);
     } else {
-      DataSocket& s = *data_[idx[k]];
+      DataSocket& s = *data_[me.pollIdx[k]];
       // Readiness of an idle socket means the peer closed or reset it: stop watching; a task
       // later assigned to it fails in pumpSocket.
       if (!s.hasCur) s.idleWatch = false;

@@ -1,18 +1,20 @@
-// CommCore: what a send and a receive connection share — the sockets, the helper threads
-// that move bytes, the request pool, and the sticky error state.
+// CommCore: what a send and a receive connection share — the sockets, the lanes that move
+// bytes, the request pool, and the sticky error state.
 //
-// Threads: a comm runs `nthreads` helper threads, started by start() and stopped by
-// shutdown() (or the destructor). Data socket i belongs to thread i % nthreads; thread 0 also
-// owns the control socket. Helper threads sleep in poll() when idle and are woken through an
-// eventfd when the caller hands them work. The caller (the one thread that drives this comm:
-// NCCL's proxy thread, or a CollNet engine thread) calls isend/irecv/test; those never block.
+// Lanes: a comm has `nthreads` lanes (CommOptions::nthreads), which the process's
+// ProgressEngine (net/progress.h) runs on its shared helper threads, each lane of a comm on a
+// different thread, from start() until shutdown() (or the destructor). Data socket i belongs to
+// lane i % nthreads; lane 0 also owns the control socket. A thread runs a lane when it has work
+// and sleeps in poll() when none of its lanes has; the caller wakes a lane through the engine
+// when it hands it work. The caller (the one thread that drives this comm: NCCL's proxy
+// thread, or a CollNet engine thread) calls isend/irecv/test; those never block.
 //
 // Caller progress (CommOptions::callerProgress, the default): isend, irecv and test also run
-// thread 0's control work (pumpControl: headers and inline messages) on the caller's thread,
+// lane 0's control work (pumpControl: headers and inline messages) on the caller's thread,
 // as NCCL's socket transport does its I/O in test(), so a small message crosses no helper
 // thread on either side. Whoever holds ctrlMu_ does that work; the caller only tries the
-// lock, and wakes thread 0 when it could not take it, when work is left, or when thread 0
-// sleeps on control events that no longer fit. Data sockets stay with their helper threads.
+// lock, and wakes lane 0 when it could not take it, when work is left, or when lane 0's
+// thread sleeps on control events that no longer fit. Data sockets stay with their lanes.
 #pragma once
 
 #include <poll.h>
@@ -22,7 +24,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "net/request.h"
@@ -34,7 +35,7 @@ namespace conflux::net {
 
 // Resolved per-connection settings (no "auto" values left).
 struct CommOptions {
-  int nthreads = 1;
+  int nthreads = 1;  // lanes: helper threads that may move this comm's bytes at once
   int nsocksPerThread = 2;
   size_t minChunkBytes = 64 * 1024;
   size_t inlineBytes = 64 * 1024;  // <= kMaxInlineBytes
@@ -44,6 +45,9 @@ struct CommOptions {
   bool callerProgress = true;
   // A request still pending this long logs the connection's state once (stallReport); 0: never.
   int stallWarnMs = 60'000;
+  // The ProgressEngine's threads for the whole process (at least nthreads); the first comm
+  // that starts them sets the count.
+  int progressThreads = 4;
 };
 
 class CommCore {
@@ -57,12 +61,13 @@ class CommCore {
   // A request that cannot complete because the comm failed returns the comm's error.
   Status test(Request* req, bool* done, size_t* sizes);
 
-  // Stops and joins the helper threads; idempotent. Pending requests never complete after it.
-  // Any thread except a helper thread of this comm. Blocks for the join (milliseconds).
+  // Takes the lanes off the helper threads; idempotent. Pending requests never complete after
+  // it. Any thread but a helper thread. Blocks while a helper thread finishes a step
+  // (microseconds), or joins a thread left without lanes (milliseconds).
   void shutdown();
 
   int numDataSockets() const { return int(data_.size()); }
-  int numThreads() const { return int(workers_.size()); }
+  int numLanes() const { return int(lanes_.size()); }
   Status error() const { return Status(error_.load(std::memory_order_acquire)); }
   // Logs the failure as a warning, once: the NCCL-facing layer calls it when it hands the
   // comm's error to NCCL. fail() itself only writes an INFO line, since a failure nobody
@@ -70,7 +75,7 @@ class CommCore {
   void warnFailure();
   const std::string& peerName() const { return peer_; }
 
-  // The state of this connection, one line: the request, both ends' queues, what thread 0
+  // The state of this connection, one line: the request, both ends' queues, what lane 0
   // waits for, each data socket's queued tasks and the bytes in the kernel's buffers. For hang
   // reports (test() logs it once when a request has been pending CommOptions::stallWarnMs).
   std::string stallReport(const Request* req);
@@ -84,16 +89,17 @@ class CommCore {
 
   CommCore(Direction dir, Fd ctrl, std::vector<Fd> data, const CommOptions& opts, std::string peer);
 
-  // Starts the helper threads; called once by the derived factory after construction.
+  // Puts the lanes on the helper threads; called once by the derived factory after
+  // construction.
   Status start();
 
-  // Control-socket work done on helper thread 0; returns true if anything progressed.
+  // Control-socket work done by lane 0; returns true if anything progressed.
   virtual bool pumpControl() = 0;
   // Events to wait for on the control socket when idle (0 = do not poll it).
   virtual short controlEvents() = 0;
-  // True if the caller queued control work that thread 0 has not seen.
+  // True if the caller queued control work that lane 0 has not seen.
   virtual bool controlQueued() const = 0;
-  // Poll reported `revents` on the control socket while thread 0 was idle.
+  // Poll reported `revents` on the control socket while lane 0 was idle.
   virtual void onControlEvents(short revents) = 0;
   // True if a caller's step could move something now: a header to send, or a posted receive
   // waiting for its header (otherwise the step skips the control socket's syscalls). Under
@@ -101,18 +107,19 @@ class CommCore {
   virtual bool controlWanted() const = 0;
   // Without the lock, a hint: whether a caller's step has anything to do (a new send or
   // receive posted, an inline message arriving). When not, the caller leaves the lock alone,
-  // so a caller polling test() in a loop does not keep thread 0 from its work.
+  // so a caller polling test() in a loop does not keep lane 0 from its work.
   virtual bool callerHasWork() = 0;
   // The direction's own control state for stallReport (under ctrlMu_).
   virtual std::string describeControl() const = 0;
 
   // Hands `t` to data socket `socket`; producer-side of that socket's ring.
   bool pushTask(int socket, const Task& t);
-  void wakeWorker(int w);
-  // Caller progress: one round of thread 0's control work on the caller's thread (see
-  // above), or, without caller progress, a wake of thread 0.
+  // Makes lane `lane` look for work: at once if its thread is awake, else through a wake-up.
+  void wakeLane(int lane);
+  // Caller progress: one round of lane 0's control work on the caller's thread (see
+  // above), or, without caller progress, a wake of lane 0.
   void callerStep();
-  int ownerOf(int socket) const { return socket % int(workers_.size()); }
+  int ownerOf(int socket) const { return socket % int(lanes_.size()); }
 
   // Records the first error (an INFO line; see warnFailure); helper threads then stop
   // moving data.
@@ -135,33 +142,43 @@ class CommCore {
     bool blocked = false;   // last call moved less than asked: wait for poll() before retrying
     bool idleWatch = true;  // poll for peer close while idle; cleared once seen
   };
-  struct Worker {
-    std::thread thread;
-    Fd wakeFd;
-    std::atomic<bool> sleeping{false};
-    std::vector<int> sockets;
+  struct Lane {
+    int thread = -1;                  // the ProgressEngine thread that runs it
+    std::atomic<bool> wanted{false};  // the caller handed it work (wakeLane)
+    std::vector<int> sockets;         // its data sockets
+    std::vector<int> pollIdx;         // pollSetOfLane's entries: data socket, or -2 control
   };
 
-  void run(int w);
+  // The ProgressEngine's side (on the lane's thread, under that thread's lock).
+  friend class ProgressEngine;
+  // One round of the lane's work; true if anything moved.
+  bool stepLane(int lane);
+  // Appends the lane's sockets to poll while idle; false if it has work now instead.
+  bool pollSetOfLane(int lane, std::vector<pollfd>* fds);
+  // The results of polling what pollSetOfLane appended (nullptr: they no longer apply).
+  void lanePolled(int lane, const pollfd* fds, size_t n);
+  // Consumes the lane's wanted flag.
+  bool takeLaneWanted(int lane);
+
   void checkStall(const Request* req);
   bool pumpSocket(DataSocket& s, int index);
-  bool workQueued(const Worker& me) const;
-  void sleep(int w);
+  bool workQueued(const Lane& me) const;
 
   uint32_t magic_ = kMagic;
   std::string peer_;
-  // Held by whoever runs thread 0's control work (pumpControl, controlEvents,
-  // onControlEvents, controlQueued): thread 0, or a caller in callerStep().
+  // Held by whoever runs lane 0's control work (pumpControl, controlEvents,
+  // onControlEvents, controlQueued): lane 0's thread, or a caller in callerStep().
   std::mutex ctrlMu_;
-  short polledCtrl_ = 0;  // the control events thread 0 sleeps on (under ctrlMu_)
+  short polledCtrl_ = 0;  // the control events lane 0 sleeps on (under ctrlMu_)
   const int64_t stallWarnNs_;
   bool stallReported_ = false;  // caller thread
 
  protected:
   bool inCallerStep_ = false;  // pumpControl runs on a caller's thread (under ctrlMu_)
   std::vector<std::unique_ptr<DataSocket>> data_;
-  std::vector<std::unique_ptr<Worker>> workers_;
-  std::atomic<bool> stop_{false};
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  int progressThreads_;
+  bool attached_ = false;
   std::atomic<int> error_{int(Status::kOk)};
   char failMsg_[512] = {};                 // written once by fail(), after error_ is set
   std::atomic<bool> failMsgReady_{false};  // failMsg_ is complete

@@ -83,8 +83,8 @@ Status Connector::poll(std::unique_ptr<SendComm>* out) {
   socks_.clear();
   CFX_RETURN_IF_ERROR(
       SendComm::create(std::move(ctrl), std::move(data), opts_, handle_.addr.toString(), out));
-  CFX_INFO(kLogNet | kLogInit, "connected to %s with %d data sockets, %d threads",
-           handle_.addr.toString().c_str(), (*out)->numDataSockets(), (*out)->numThreads());
+  CFX_INFO(kLogNet | kLogInit, "connected to %s with %d data sockets, %d lanes",
+           handle_.addr.toString().c_str(), (*out)->numDataSockets(), (*out)->numLanes());
   return Status::kOk;
 }
 

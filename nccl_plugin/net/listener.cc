@@ -106,8 +106,8 @@ Status ListenComm::accept(std::unique_ptr<RecvComm>* out) {
     for (Fd& f : done.data) CFX_RETURN_IF_ERROR(configureDataSocket(f.get(), opts_.socketBufBytes));
     CFX_RETURN_IF_ERROR(RecvComm::create(std::move(done.ctrl), std::move(done.data), opts_,
                                          done.minChunk, done.peer, out));
-    CFX_INFO(kLogNet | kLogInit, "accepted connection from %s with %d data sockets, %d threads",
-             done.peer.c_str(), (*out)->numDataSockets(), (*out)->numThreads());
+    CFX_INFO(kLogNet | kLogInit, "accepted connection from %s with %d data sockets, %d lanes",
+             done.peer.c_str(), (*out)->numDataSockets(), (*out)->numLanes());
     return Status::kOk;
   }
   return Status::kOk;

@@ -54,7 +54,7 @@ Status RecvComm::irecv(int n, void* const* data, const size_t* sizes, const int*
     fail(Status::kInternalError, "posted-receive queue overflow");
     return error();
   }
-  callerStep();  // matches a header that came already, or thread 0 is woken
+  callerStep();  // matches a header that came already, or lane 0 is woken
   *req = r;
   return Status::kOk;
 }
@@ -113,9 +113,9 @@ bool RecvComm::readInline(bool* progress) {
 }
 
 // A caller's step takes only inline messages: the next header, peeked, says whether it is one.
-// A bulk message's header stays for thread 0, which moves the data on its sockets right after
-// (a caller matching it would have to wake thread 0 for that: a hand-off more, not fewer).
-// Nothing there, or the end of the stream: nothing for the caller either (thread 0's poll
+// A bulk message's header stays for lane 0, which moves the data on its sockets right after
+// (a caller matching it would have to wake lane 0 for that: a hand-off more, not fewer).
+// Nothing there, or the end of the stream: nothing for the caller either (lane 0's poll
 // reports an end).
 bool RecvComm::callerTakesNext() {
   uint8_t peek[wire::kMsgHeaderBytes];
@@ -178,10 +178,10 @@ bool RecvComm::acceptMessage(Request* r, char* dst) {
     return true;
   }
   r->remaining.fetch_sub(1, std::memory_order_acq_rel);  // the header's unit
-  // Thread 0 too: a caller may be running this (CommCore::callerStep); thread 0 running it
-  // itself is awake, and wakeWorker does nothing then.
-  for (int w = 0; w < numThreads(); ++w) {
-    if (wake & (uint64_t{1} << w)) wakeWorker(w);
+  // Lane 0 too: a caller may be running this (CommCore::callerStep); lane 0 running it
+  // itself is awake, and wakeLane costs no wake-up then.
+  for (int w = 0; w < numLanes(); ++w) {
+    if (wake & (uint64_t{1} << w)) wakeLane(w);
   }
   return true;
 }

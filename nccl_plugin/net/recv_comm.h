@@ -55,8 +55,8 @@ class RecvComm final : public CommCore {
            copiesWaiting_.load(std::memory_order_relaxed) > 0;
   }
   // The peek's verdict stands for the step's first header (callerPeeked_): one peek per
-  // inline message, not two. Thread 0 may take that message in between; then the step reads
-  // whatever follows, which is correct, only perhaps a bulk header thread 0 would have taken.
+  // inline message, not two. Lane 0 may take that message in between; then the step reads
+  // whatever follows, which is correct, only perhaps a bulk header lane 0 would have taken.
   bool callerHasWork() override {
     if (inlinePartial_.load(std::memory_order_relaxed)) {  // the rest of a message being read
       callerPeeked_ = false;
@@ -103,9 +103,9 @@ class RecvComm final : public CommCore {
   };
 
   const size_t minChunk_;
-  SpscRing<Request*> posted_{kMaxRequests};  // caller -> thread 0: new irecvs
+  SpscRing<Request*> posted_{kMaxRequests};  // caller -> lane 0: new irecvs
 
-  // Thread 0, or a caller in its step (CommCore's ctrlMu_).
+  // Lane 0, or a caller in its step (CommCore's ctrlMu_).
   std::deque<Request*> pending_;  // irecvs with unmatched parts, in posting order
   uint8_t hdrBuf_[wire::kMsgHeaderBytes];
   size_t hdrGot_ = 0;

@@ -45,7 +45,7 @@ Status SendComm::isend(const void* data, size_t size, int tag, Request** req) {
     nchunks = splitMessage(size, numDataSockets(), opts_.minChunkBytes, r->seq, chunks);
   }
   r->remaining.store(1 + nchunks, std::memory_order_relaxed);
-  uint64_t wake = 0;  // bit w: worker w has new data to move
+  uint64_t wake = 0;  // bit l: lane l has new data to move
   for (int i = 0; i < nchunks; ++i) {
     Task t{r->parts[0].data + chunks[i].offset, chunks[i].len, r};
     if (!pushTask(chunks[i].socket, t)) {
@@ -58,15 +58,15 @@ Status SendComm::isend(const void* data, size_t size, int tag, Request** req) {
     fail(Status::kInternalError, "control queue overflow");
     return error();
   }
-  // An inline message leaves from here (or thread 0 is woken); a bulk one's header goes with
-  // its data from thread 0, which the receiver then finds together.
+  // An inline message leaves from here (or lane 0 is woken); a bulk one's header goes with
+  // its data from lane 0, which the receiver then finds together.
   if (nchunks == 0) {
     callerStep();
   } else {
-    wakeWorker(0);
+    wakeLane(0);
   }
-  for (int w = 0; w < numThreads(); ++w) {
-    if (wake & (uint64_t{1} << w)) wakeWorker(w);
+  for (int w = 0; w < numLanes(); ++w) {
+    if (wake & (uint64_t{1} << w)) wakeLane(w);
   }
   *req = r;
   return Status::kOk;
@@ -78,7 +78,7 @@ bool SendComm::pumpControl() {
     if (cur_ == nullptr) {
       Request* next = nullptr;
       if (inCallerStep_ && ctrlQueue_.front(&next) && next->parts[0].posted > opts_.inlineBytes) {
-        return progress;  // a bulk message: thread 0 sends its header with its data (isend)
+        return progress;  // a bulk message: lane 0 sends its header with its data (isend)
       }
       if (!ctrlQueue_.pop(&cur_)) return progress;
       if (ctrlClosed_) {
@@ -129,7 +129,7 @@ short SendComm::controlEvents() {
 }
 
 void SendComm::onControlEvents(short revents) {
-  // Only an end of stream closes: thread 0 may have polled for POLLOUT (a message half sent)
+  // Only an end of stream closes: lane 0 may have polled for POLLOUT (a message half sent)
   // and a caller's step finished that message before this runs, so cur_ alone cannot tell.
   if (cur_ == nullptr && (revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) != 0) {
     ctrlClosed_ = true;

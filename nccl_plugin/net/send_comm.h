@@ -29,20 +29,20 @@ class SendComm final : public CommCore {
 
   bool pumpControl() override;
   short controlEvents() override;
-  // Headers behind a half-sent message wait for it: thread 0 then sleeps on POLLOUT
+  // Headers behind a half-sent message wait for it: lane 0 then sleeps on POLLOUT
   // (controlEvents) instead of finding "work" it cannot do and spinning until the peer reads.
   bool controlQueued() const override { return cur_ == nullptr && !ctrlQueue_.empty(); }
   bool controlWanted() const override { return cur_ != nullptr || !ctrlQueue_.empty(); }
-  // A header half sent is thread 0's (it polls for POLLOUT): only new ones are the caller's.
+  // A header half sent is lane 0's (it polls for POLLOUT): only new ones are the caller's.
   bool callerHasWork() override { return !ctrlQueue_.empty(); }
   void onControlEvents(short revents) override;
   std::string describeControl() const override;
 
   const CommOptions opts_;
-  SpscRing<Request*> ctrlQueue_{kMaxRequests};  // caller -> thread 0: headers to send
+  SpscRing<Request*> ctrlQueue_{kMaxRequests};  // caller -> lane 0: headers to send
   uint32_t nextSeq_ = 0;                        // caller thread
 
-  // Thread 0, or a caller in its step (CommCore's ctrlMu_).
+  // Lane 0, or a caller in its step (CommCore's ctrlMu_).
   Request* cur_ = nullptr;
   uint8_t hdr_[wire::kMsgHeaderBytes];
   size_t inline_ = 0;  // payload bytes that follow hdr_ on the control socket

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "net/log.h"
+#include "net/progress.h"
 
 namespace conflux::net {
 
@@ -19,6 +20,8 @@ Status validateConfig(const TransportConfig& c, std::string* why) {
     *why = "inlineBytes must be at most 512 KiB";
   } else if (c.socketBufBytes < 0) {
     *why = "socketBufBytes must be >= 0";
+  } else if (c.progressThreads < 1 || c.progressThreads > ProgressEngine::kMaxThreads) {
+    *why = "progressThreads must be 1 .. 64";
   } else {
     return Status::kOk;
   }
@@ -63,6 +66,7 @@ CommOptions TcpTransport::optionsFor(int dev) const {
   o.socketBufBytes = config_.socketBufBytes;
   o.callerProgress = config_.callerProgress;
   o.stallWarnMs = config_.stallWarnMs;
+  o.progressThreads = config_.progressThreads;
   return o;
 }
 

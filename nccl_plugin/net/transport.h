@@ -8,11 +8,13 @@
 //   SendComm      sending end: isend(); RecvComm: receiving end: irecv(); test() completes.
 //
 // Threads and blocking: every call below is non-blocking except the two helpers named
-// *Blocking. A SendComm/RecvComm runs its own helper threads (CommOptions::nthreads) that
-// move the bytes, so requests progress without the caller polling; test() only checks.
+// *Blocking. A SendComm/RecvComm has lanes (CommOptions::nthreads) that the process's shared
+// helper threads (net/progress.h) run to move the bytes, so requests progress without the
+// caller polling; test() only checks.
 // Each comm must be driven by one thread at a time (isend/irecv/test are not re-entrant on
 // the same comm); different comms may be used from different threads. Destroying a comm
-// stops its threads (blocks for the join). Errors are sticky per comm and logged once.
+// takes its lanes off the helper threads (blocks briefly). Errors are sticky per comm and
+// logged once.
 //
 // Semantics (same as NCCL's net API): messages match receives in posting order, by tag
 // within a grouped irecv; received sizes may be smaller than posted; a message larger than
@@ -44,13 +46,14 @@ struct ConnectHandle {
 // Transport settings (the plugin fills them from CONFLUX_* parameters).
 struct TransportConfig {
   std::string ifname;       // NCCL_SOCKET_IFNAME syntax; empty = default selection
-  int nthreads = 0;         // helper threads per comm; 0 = auto (1 on loopback, else 2)
+  int nthreads = 0;         // lanes per comm; 0 = auto (1 on loopback, else 2)
   int nsocksPerThread = 0;  // data sockets per thread; 0 = auto (2)
   size_t minChunkBytes = 64 * 1024;
   size_t inlineBytes = 64 * 1024;  // messages up to this size ride on the control socket
   int socketBufBytes = 0;          // SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
   bool callerProgress = true;      // CommOptions::callerProgress
   int stallWarnMs = 60'000;        // CommOptions::stallWarnMs
+  int progressThreads = 4;         // CommOptions::progressThreads
 };
 
 class TcpTransport {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <ostream>
 #include <random>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "net/log.h"
+#include "net/progress.h"
 #include "net/transport.h"
 
 namespace conflux::net {
@@ -61,7 +63,7 @@ TEST(TransportApi, BlockingSetupAndStreamingFromTwoThreads) {
   acceptor.join();
   ASSERT_TRUE(sc && rc);
   EXPECT_EQ(sc->numDataSockets(), 6);
-  EXPECT_EQ(sc->numThreads(), 3);
+  EXPECT_EQ(sc->numLanes(), 3);
   EXPECT_EQ(rc->numDataSockets(), 6);
 
   constexpr int kMsgs = 8;
@@ -530,6 +532,111 @@ TEST(TransportApi, AcceptTimesOutWithoutPeer) {
   EXPECT_EQ(TcpTransport::acceptBlocking(*l, std::chrono::milliseconds(50), &rc),
             Status::kRemoteError);
   EXPECT_FALSE(rc);
+}
+
+void fillBytes(std::vector<unsigned char>& v, unsigned seed) {
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<unsigned char>((i * 131 + seed) >> 3);
+}
+
+// The threads of this process.
+int threadCount() {
+  return int(std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                           std::filesystem::directory_iterator()));
+}
+
+std::unique_ptr<TcpTransport> makePooledTransport(int nthreads, int progressThreads) {
+  TransportConfig cfg;
+  cfg.ifname = "lo";
+  cfg.nthreads = nthreads;
+  cfg.nsocksPerThread = 1;
+  cfg.socketBufBytes = 64 * 1024;  // several passes per bulk message
+  cfg.progressThreads = progressThreads;
+  std::unique_ptr<TcpTransport> t;
+  EXPECT_EQ(TcpTransport::create(cfg, &t), Status::kOk);
+  return t;
+}
+
+// NCCL opens tens of connections per rank: they share the process's helper threads. 24
+// connections (48 comms, 2 lanes each) add 3 threads, not 96; every connection then carries
+// an inline and a bulk message at once, intact; closing them all stops the threads.
+TEST(TransportApi, ManyConnectionsShareABoundedPoolOfThreads) {
+  const int before = threadCount();
+  ASSERT_EQ(ProgressEngine::instance().running(), 0);
+  auto t = makePooledTransport(/*nthreads=*/2, /*progressThreads=*/3);
+  constexpr int kPairs = 24;
+  std::vector<Connected> pairs;
+  for (int i = 0; i < kPairs; ++i) {
+    pairs.push_back(connectPair(*t));
+    ASSERT_TRUE(pairs.back().send && pairs.back().recv);
+  }
+  EXPECT_EQ(ProgressEngine::instance().running(), 3);
+  EXPECT_EQ(threadCount() - before, 3);
+
+  constexpr size_t kBulk = 700'000, kInline = 3000;
+  std::vector<std::vector<unsigned char>> out(2 * kPairs), in(2 * kPairs);
+  std::vector<Request*> sreq(2 * kPairs), rreq(kPairs);
+  for (int i = 0; i < kPairs; ++i) {
+    for (int k = 0; k < 2; ++k) {
+      auto& o = out[size_t(2 * i + k)];
+      o.resize(k == 0 ? kInline : kBulk);
+      fillBytes(o, unsigned(2 * i + k));
+      in[size_t(2 * i + k)].assign(o.size(), 0);
+    }
+    void* data[2] = {in[size_t(2 * i)].data(), in[size_t(2 * i + 1)].data()};
+    size_t sizes[2] = {kInline, kBulk};
+    int tags[2] = {1, 2};
+    ASSERT_EQ(pairs[size_t(i)].recv->irecv(2, data, sizes, tags, &rreq[size_t(i)]), Status::kOk);
+  }
+  for (int i = 0; i < kPairs; ++i) {
+    for (int k = 0; k < 2; ++k) {
+      auto& o = out[size_t(2 * i + k)];
+      ASSERT_EQ(pairs[size_t(i)].send->isend(o.data(), o.size(), k + 1, &sreq[size_t(2 * i + k)]),
+                Status::kOk);
+    }
+  }
+  for (int i = 0; i < kPairs; ++i) {
+    size_t got[kMaxRecvs] = {};
+    ASSERT_EQ(waitDone(rreq[size_t(i)], got), Status::kOk);
+    EXPECT_EQ(got[0], kInline);
+    EXPECT_EQ(got[1], kBulk);
+    for (int k = 0; k < 2; ++k) {
+      size_t one = 0;
+      ASSERT_EQ(waitDone(sreq[size_t(2 * i + k)], &one), Status::kOk);
+      EXPECT_TRUE(in[size_t(2 * i + k)] == out[size_t(2 * i + k)]) << "pair " << i << " part " << k;
+    }
+  }
+  pairs.clear();
+  EXPECT_EQ(ProgressEngine::instance().running(), 0);
+  EXPECT_EQ(threadCount(), before);
+}
+
+// A connection's lanes run on distinct threads even where CONFLUX_NET_PROGRESS_THREADS is
+// smaller, so one connection keeps its configured parallelism; the next connection's lanes go
+// to the least loaded of those threads, not to new ones.
+TEST(TransportApi, ConnectionLanesRunOnDistinctThreads) {
+  auto t = makePooledTransport(/*nthreads=*/3, /*progressThreads=*/1);
+  Connected a = connectPair(*t);
+  ASSERT_TRUE(a.send && a.recv);
+  EXPECT_EQ(ProgressEngine::instance().running(), 3);
+  Connected b = connectPair(*t);
+  ASSERT_TRUE(b.send && b.recv);
+  EXPECT_EQ(ProgressEngine::instance().running(), 3);
+  std::vector<unsigned char> msg(1'000'000), got(msg.size());
+  fillBytes(msg, 7);
+  for (Connected* c : {&a, &b}) {
+    std::fill(got.begin(), got.end(), 0);
+    void* data[1] = {got.data()};
+    size_t size[1] = {got.size()};
+    int tag[1] = {5};
+    Request *r = nullptr, *s = nullptr;
+    ASSERT_EQ(c->recv->irecv(1, data, size, tag, &r), Status::kOk);
+    ASSERT_EQ(c->send->isend(msg.data(), msg.size(), 5, &s), Status::kOk);
+    size_t n[kMaxRecvs] = {}, one = 0;
+    ASSERT_EQ(waitDone(r, n), Status::kOk);
+    ASSERT_EQ(waitDone(s, &one), Status::kOk);
+    EXPECT_EQ(n[0], msg.size());
+    EXPECT_TRUE(got == msg);
+  }
 }
 
 }  // namespace
