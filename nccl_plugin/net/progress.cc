@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <numeric>
 #include <string>
 #include <system_error>
@@ -26,23 +27,22 @@ void signal(const Fd& fd) {
 }  // namespace
 
 ProgressEngine& ProgressEngine::instance() {
-  // Never destroyed: a process may exit with comms (and so threads) still running.
-  static ProgressEngine* engine = [] {
-    auto* e = new ProgressEngine();
-    e->resetAfterFork();
-    return e;
-  }();
+  // Never destroyed: a process may exit, or unload the plugin, with comms (and so threads)
+  // still running. It lives in static storage, and a slot frees what it holds when its thread
+  // stops, so that with no comm open the engine holds no heap memory (nothing for a leak
+  // checker to report once the library is unloaded).
+  alignas(ProgressEngine) static unsigned char storage[sizeof(ProgressEngine)];
+  static ProgressEngine* engine = new (storage) ProgressEngine();
   return *engine;
 }
 
+ProgressEngine::ProgressEngine() : pid_(::getpid()) {}
+
 // A child of fork() inherits the slots but none of the threads, and possibly a slot mutex that
-// a parent's thread held: the old slots are abandoned as they are (never destroyed, so that
-// their std::thread objects do not terminate the process) and fresh ones made.
+// a parent's thread held: fresh slots are made over the old ones, which are abandoned as they
+// are (not destroyed: their std::thread objects would terminate the process).
 void ProgressEngine::resetAfterFork() {
-  for (auto& s : slots_) {
-    (void)s.release();
-    s = std::make_unique<Slot>();
-  }
+  for (Slot& s : slots_) new (&s) Slot();
   running_.store(0, std::memory_order_relaxed);
   pid_ = ::getpid();
 }
@@ -121,6 +121,7 @@ void ProgressEngine::detachLocked(CommCore* comm) {
     if (s.stop) {
       s.thread.join();
       s.wakeFd.reset();
+      std::vector<Lane>().swap(s.lanes);
       running_.fetch_sub(1, std::memory_order_relaxed);
     }
   }

@@ -24,7 +24,6 @@
 
 #include <array>
 #include <atomic>
-#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -73,14 +72,15 @@ class ProgressEngine {
     std::atomic<bool> sleeping{false};
   };
 
-  ProgressEngine() = default;
+  ProgressEngine();
   void run(Slot& s);
   void detachLocked(CommCore* comm);  // under lifecycleMu_
   void resetAfterFork();              // under lifecycleMu_
-  Slot& slot(int t) const { return *slots_[size_t(t)]; }
+  Slot& slot(int t) { return slots_[size_t(t)]; }
+  const Slot& slot(int t) const { return slots_[size_t(t)]; }
 
   std::mutex lifecycleMu_;  // attach/detach, one at a time
-  std::array<std::unique_ptr<Slot>, kMaxThreads> slots_;
+  std::array<Slot, kMaxThreads> slots_;
   std::atomic<int> running_{0};
   pid_t pid_ = 0;
 };

@@ -24,7 +24,7 @@ run_pair() {  # run_pair <latency rank 0> <latency rank 1>: sets rc0 rc1, output
   wait "${pids[0]}"; rc0=$?
   wait "${pids[1]}"; rc1=$?
 }
-fail() { echo "FAIL: $*"; tail -5 "$work"/out0 "$work"/out1; exit 1; }
+fail() { echo "FAIL: $*"; tail -n 5 "$work"/out0 "$work"/out1; exit 1; }
 
 run_pair 0 30
 ((rc0 != 0 && rc1 != 0)) || fail "differing latencies: exit codes $rc0 $rc1, want both non-zero"
