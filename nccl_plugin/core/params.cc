@@ -43,7 +43,10 @@ const std::array<ParamSpec, 37 + kTestHookParams> kParams{{
      "caller's thread alone). Larger ones are cut into chunks over the data sockets.",
      &Config::inlineBytes},
     {"CONFLUX_SOCKET_BUFSIZE", ParamType::kSize, "0", 0, 1LL << 30,
-     "SO_SNDBUF/SO_RCVBUF of data sockets. 0: kernel autotuning.", &Config::socketBufBytes},
+     "SO_SNDBUF/SO_RCVBUF of the connections' sockets. 0: kernel autotuning. A size below 4 "
+     "segments (TCP MSS) is raised to 4 segments: smaller ones stall TCP on its persist timer "
+     "with large MTUs (loopback, IPoIB).",
+     &Config::socketBufBytes},
     {"CONFLUX_NET_CALLER_PROGRESS", ParamType::kBool, "1", 0, 0,
      "1: the thread that calls isend/irecv/test (NCCL's proxy thread) also moves each "
      "connection's headers and inline messages itself, as NCCL's socket transport does, so a "

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -134,6 +135,25 @@ Status configureDataSocket(int fd, int bufBytes) {
     return Status::kSystemError;
   }
   if (bufBytes > 0) {
+    // A receive buffer of less than a few segments stalls the stream: once the reader drains
+    // it, the receiver's silly-window avoidance announces no window (the free space is below
+    // one segment), and the sender waits for its persist timer: 0.2 s doubling to tens of
+    // seconds. Large MTUs get there with buffers one may well set (loopback's 64 KiB, IPoIB's
+    // 65520 in connected mode), so a set size is raised to kMinBufferSegments segments.
+    constexpr int kMinBufferSegments = 4;
+    int mss = 0;
+    socklen_t len = sizeof mss;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) == 0 && mss > 0 &&
+        bufBytes < kMinBufferSegments * mss) {
+      static std::atomic<bool> said{false};
+      if (!said.exchange(true, std::memory_order_relaxed)) {
+        CFX_INFO(kLogNet | kLogInit,
+                 "socket buffers of %d bytes raised to %d: %d segments of %d bytes (smaller "
+                 "ones stall TCP on the persist timer)",
+                 bufBytes, kMinBufferSegments * mss, kMinBufferSegments, mss);
+      }
+      bufBytes = kMinBufferSegments * mss;
+    }
     ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufBytes, sizeof bufBytes);
     ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufBytes, sizeof bufBytes);
   }

@@ -1,6 +1,7 @@
 // The transport's C++ API (what CollNet's worker ring uses), linked statically.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 
 #include "net/log.h"
 #include "net/progress.h"
+#include "net/socket.h"
 #include "net/transport.h"
 
 namespace conflux::net {
@@ -443,7 +445,9 @@ TEST(TransportApi, SenderBlockedOnAFullControlSocketSleeps) {
   ASSERT_TRUE(t);
   Connected c = connectPair(*t);
   ASSERT_TRUE(c.send && c.recv);
-  constexpr int kMsgs = 8;
+  // The 16 KiB asked for become 4 segments (256 KiB on loopback; configureDataSocket): both
+  // ends' buffers hold about 1 MiB, and 40 messages of 60 KiB do not fit.
+  constexpr int kMsgs = 40;
   constexpr size_t kSize = 60 * 1024;  // inline: on the control socket
   std::vector<std::vector<unsigned char>> out(kMsgs);
   std::vector<Request*> sreq(kMsgs);
@@ -637,6 +641,45 @@ TEST(TransportApi, ConnectionLanesRunOnDistinctThreads) {
     EXPECT_EQ(n[0], msg.size());
     EXPECT_TRUE(got == msg);
   }
+}
+
+// A socket buffer set below a few segments would stall the stream on TCP's persist timer
+// (loopback's segments are 64 KiB: a 16 KiB buffer stalled TransportModes runs for 40 s): a
+// set size is raised to 4 segments, and a larger one is left as set.
+TEST(TransportApi, SocketBuffersHoldAtLeastFourSegments) {
+  Fd server(::socket(AF_INET, SOCK_STREAM, 0));
+  ASSERT_TRUE(server.valid());
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(server.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(server.get(), 2), 0);
+  socklen_t alen = sizeof addr;
+  ASSERT_EQ(::getsockname(server.get(), reinterpret_cast<sockaddr*>(&addr), &alen), 0);
+  const auto connected = [&] {
+    Fd c(::socket(AF_INET, SOCK_STREAM, 0));
+    EXPECT_EQ(::connect(c.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    Fd a(::accept(server.get(), nullptr, nullptr));
+    EXPECT_TRUE(a.valid());
+    return c;
+  };
+  const auto option = [](const Fd& f, int level, int name) {
+    int v = 0;
+    socklen_t len = sizeof v;
+    EXPECT_EQ(::getsockopt(f.get(), level, name, &v, &len), 0);
+    return v;
+  };
+  Fd small = connected();
+  const int mss = option(small, IPPROTO_TCP, TCP_MAXSEG);
+  ASSERT_GT(mss, 0);
+  ASSERT_EQ(configureDataSocket(small.get(), 16 * 1024), Status::kOk);
+  // The kernel reports twice the size set (its bookkeeping share).
+  EXPECT_GE(option(small, SOL_SOCKET, SO_RCVBUF), 2 * 4 * mss);
+  EXPECT_GE(option(small, SOL_SOCKET, SO_SNDBUF), 2 * 4 * mss);
+  Fd large = connected();
+  const int big = 8 * mss;
+  ASSERT_EQ(configureDataSocket(large.get(), big), Status::kOk);
+  EXPECT_EQ(option(large, SOL_SOCKET, SO_RCVBUF), 2 * big);
 }
 
 }  // namespace
