@@ -62,7 +62,10 @@ Status ProgressEngine::attach(CommCore* comm, int lanes, int threads, std::vecto
     const int t = (*threadOf)[size_t(i)];
     Slot& s = slot(t);
     if (!s.thread.joinable()) {
-      s.wakeFd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+      // Made once and kept while the slot's thread stops and starts again: a lane of a comm
+      // being closed may still wake a thread that just stopped, and must not write into a
+      // descriptor closed (and perhaps reused) meanwhile. A stale wake-up only costs a pass.
+      if (!s.wakeFd.valid()) s.wakeFd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
       if (!s.wakeFd.valid()) {
         CFX_WARN(kLogNet, "eventfd failed: %s", std::strerror(errno));
         detachLocked(comm);
@@ -76,7 +79,6 @@ Status ProgressEngine::attach(CommCore* comm, int lanes, int threads, std::vecto
         });
       } catch (const std::system_error& e) {
         CFX_WARN(kLogNet, "cannot start a helper thread: %s", e.what());
-        s.wakeFd.reset();
         detachLocked(comm);
         return Status::kSystemError;
       }
@@ -120,7 +122,6 @@ void ProgressEngine::detachLocked(CommCore* comm) {
     signal(s.wakeFd);
     if (s.stop) {
       s.thread.join();
-      s.wakeFd.reset();
       std::vector<Lane>().swap(s.lanes);
       running_.fetch_sub(1, std::memory_order_relaxed);
     }

@@ -68,7 +68,7 @@ class ProgressEngine {
     bool stop = false;
     std::atomic<int> waiting{0};  // attach/detach calls waiting for mu: the thread lets go
     std::thread thread;
-    Fd wakeFd;
+    Fd wakeFd;  // made with the first thread, kept for the process's life
     std::atomic<bool> sleeping{false};
   };
 
