@@ -39,6 +39,7 @@ CommCore::CommCore(Direction dir, Fd ctrl, std::vector<Fd> data, const CommOptio
   const int nthreads = opts.nthreads;
   int nl = nthreads < 1 ? 1 : (nthreads > int(data_.size()) ? int(data_.size()) : nthreads);
   for (int l = 0; l < nl; ++l) lanes_.push_back(std::make_unique<Lane>());
+  laneThread_.assign(size_t(nl), -1);
   for (int i = 0; i < int(data_.size()); ++i) lanes_[ownerOf(i)]->sockets.push_back(i);
 }
 
@@ -48,10 +49,14 @@ CommCore::~CommCore() {
 }
 
 Status CommCore::start() {
-  std::vector<int> threadOf;
-  CFX_RETURN_IF_ERROR(
-      ProgressEngine::instance().attach(this, numLanes(), progressThreads_, &threadOf));
-  for (int l = 0; l < numLanes(); ++l) lanes_[l]->thread = threadOf[l];
+  // attach() fills laneThread_ before any lane can run, so a lane's step that wakes another
+  // lane (acceptMessage) finds its thread.
+  const Status s =
+      ProgressEngine::instance().attach(this, numLanes(), progressThreads_, &laneThread_);
+  if (s != Status::kOk) {
+    laneThread_.assign(lanes_.size(), -1);
+    return s;
+  }
   attached_ = true;
   return Status::kOk;
 }
@@ -65,10 +70,10 @@ void CommCore::shutdown() {
 bool CommCore::pushTask(int socket, const Task& t) { return data_[socket]->queue.push(t); }
 
 void CommCore::wakeLane(int lane) {
-  Lane& l = *lanes_[lane];
-  if (l.thread < 0) return;  // not started (a factory that failed)
-  l.wanted.store(true, std::memory_order_seq_cst);
-  ProgressEngine::instance().wake(l.thread);
+  const int t = laneThread_[size_t(lane)];
+  if (t < 0) return;  // not started (a factory that failed)
+  lanes_[lane]->wanted.store(true, std::memory_order_seq_cst);
+  ProgressEngine::instance().wake(t);
 }
 
 void CommCore::callerStep() {
@@ -191,7 +196,7 @@ std::string CommCore::stallReport(const Request* req) {
     out += buf;
   }
   for (int l = 0; l < numLanes(); ++l) {
-    const int t = lanes_[l]->thread;
+    const int t = laneThread_[size_t(l)];
     std::snprintf(buf, sizeof buf, "; lane %d on thread %d, %s", l, t,
                   t >= 0 && ProgressEngine::instance().asleep(t) ? "asleep" : "awake");
     out += buf;

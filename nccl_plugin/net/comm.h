@@ -143,7 +143,6 @@ class CommCore {
     bool idleWatch = true;  // poll for peer close while idle; cleared once seen
   };
   struct Lane {
-    int thread = -1;                  // the ProgressEngine thread that runs it
     std::atomic<bool> wanted{false};  // the caller handed it work (wakeLane)
     std::vector<int> sockets;         // its data sockets
     std::vector<int> pollIdx;         // pollSetOfLane's entries: data socket, or -2 control
@@ -177,6 +176,7 @@ class CommCore {
   bool inCallerStep_ = false;  // pumpControl runs on a caller's thread (under ctrlMu_)
   std::vector<std::unique_ptr<DataSocket>> data_;
   std::vector<std::unique_ptr<Lane>> lanes_;
+  std::vector<int> laneThread_;  // the ProgressEngine thread of each lane (-1: not started)
   int progressThreads_;
   bool attached_ = false;
   std::atomic<int> error_{int(Status::kOk)};
