@@ -34,7 +34,7 @@ const std::array<ParamSpec, 37 + kTestHookParams> kParams{{
      "CONFLUX_NTHREADS; threads start with their first connection and stop with their last.",
      &Config::netProgressThreads},
     {"CONFLUX_NSOCKS_PERTHREAD", ParamType::kInt, "0", 0, 16,
-     "Data sockets per helper thread (threads x sockets <= 64). 0: 2.", &Config::nsocksPerThread},
+     "Data sockets per lane (CONFLUX_NTHREADS x sockets <= 64). 0: 2.", &Config::nsocksPerThread},
     {"CONFLUX_MIN_CHUNKSIZE", ParamType::kSize, "64K", 4096, 1LL << 30,
      "Smallest piece a message is cut into across data sockets.", &Config::minChunkBytes},
     {"CONFLUX_INLINE_BYTES", ParamType::kSize, "64K", 0, 512 * 1024,
