@@ -53,17 +53,13 @@ Status CommCore::start() {
   // lane (acceptMessage) finds its thread.
   const Status s =
       ProgressEngine::instance().attach(this, numLanes(), progressThreads_, &laneThread_);
-  if (s != Status::kOk) {
-    laneThread_.assign(lanes_.size(), -1);
-    return s;
-  }
-  attached_ = true;
-  return Status::kOk;
+  if (s != Status::kOk) laneThread_.assign(lanes_.size(), -1);
+  return s;
 }
 
 void CommCore::shutdown() {
   std::call_once(shutdownOnce_, [this] {
-    if (attached_) ProgressEngine::instance().detach(this);
+    if (laneThread_[0] >= 0) ProgressEngine::instance().detach(this);  // started
   });
 }
 

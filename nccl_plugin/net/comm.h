@@ -178,7 +178,6 @@ class CommCore {
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<int> laneThread_;  // the ProgressEngine thread of each lane (-1: not started)
   int progressThreads_;
-  bool attached_ = false;
   std::atomic<int> error_{int(Status::kOk)};
   char failMsg_[512] = {};                 // written once by fail(), after error_ is set
   std::atomic<bool> failMsgReady_{false};  // failMsg_ is complete

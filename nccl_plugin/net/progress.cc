@@ -43,7 +43,6 @@ ProgressEngine::ProgressEngine() : pid_(::getpid()) {}
 // are (not destroyed: their std::thread objects would terminate the process).
 void ProgressEngine::resetAfterFork() {
   for (Slot& s : slots_) new (&s) Slot();
-  running_.store(0, std::memory_order_relaxed);
   pid_ = ::getpid();
 }
 
@@ -82,7 +81,6 @@ Status ProgressEngine::attach(CommCore* comm, int lanes, int threads, std::vecto
         detachLocked(comm);
         return Status::kSystemError;
       }
-      running_.fetch_add(1, std::memory_order_relaxed);
     }
     s.waiting.fetch_add(1, std::memory_order_relaxed);
     {
@@ -123,7 +121,6 @@ void ProgressEngine::detachLocked(CommCore* comm) {
     if (s.stop) {
       s.thread.join();
       std::vector<Lane>().swap(s.lanes);
-      running_.fetch_sub(1, std::memory_order_relaxed);
     }
   }
 }
@@ -138,7 +135,12 @@ bool ProgressEngine::asleep(int thread) const {
   return slot(thread).sleeping.load(std::memory_order_relaxed);
 }
 
-int ProgressEngine::running() const { return running_.load(std::memory_order_relaxed); }
+int ProgressEngine::running() {
+  std::lock_guard<std::mutex> lc(lifecycleMu_);
+  if (pid_ != ::getpid()) return 0;  // a parent's threads
+  return int(std::count_if(slots_.begin(), slots_.end(),
+                           [](const Slot& s) { return s.thread.joinable(); }));
+}
 
 void ProgressEngine::run(Slot& s) {
   std::vector<pollfd> fds;

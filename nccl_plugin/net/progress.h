@@ -53,7 +53,7 @@ class ProgressEngine {
   void wake(int thread);
   bool asleep(int thread) const;
   // Threads running now.
-  int running() const;
+  int running();
 
  private:
   struct Lane {
@@ -81,7 +81,6 @@ class ProgressEngine {
 
   std::mutex lifecycleMu_;  // attach/detach, one at a time
   std::array<Slot, kMaxThreads> slots_;
-  std::atomic<int> running_{0};
   pid_t pid_ = 0;
 };
 
