@@ -19,6 +19,7 @@
 #include "net/progress.h"
 #include "net/socket.h"
 #include "net/transport.h"
+#include "plugin_harness.h"
 
 namespace conflux::net {
 namespace {
@@ -538,10 +539,6 @@ TEST(TransportApi, AcceptTimesOutWithoutPeer) {
   EXPECT_FALSE(rc);
 }
 
-void fillBytes(std::vector<unsigned char>& v, unsigned seed) {
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<unsigned char>((i * 131 + seed) >> 3);
-}
-
 // The threads of this process.
 int threadCount() {
   return int(std::distance(std::filesystem::directory_iterator("/proc/self/task"),
@@ -583,7 +580,7 @@ TEST(TransportApi, ManyConnectionsShareABoundedPoolOfThreads) {
     for (int k = 0; k < 2; ++k) {
       auto& o = out[size_t(2 * i + k)];
       o.resize(k == 0 ? kInline : kBulk);
-      fillBytes(o, unsigned(2 * i + k));
+      cfxtest::fillPattern(o, unsigned(2 * i + k));
       in[size_t(2 * i + k)].assign(o.size(), 0);
     }
     void* data[2] = {in[size_t(2 * i)].data(), in[size_t(2 * i + 1)].data()};
@@ -626,7 +623,7 @@ TEST(TransportApi, ConnectionLanesRunOnDistinctThreads) {
   ASSERT_TRUE(b.send && b.recv);
   EXPECT_EQ(ProgressEngine::instance().running(), 3);
   std::vector<unsigned char> msg(1'000'000), got(msg.size());
-  fillBytes(msg, 7);
+  cfxtest::fillPattern(msg, 7);
   for (Connected* c : {&a, &b}) {
     std::fill(got.begin(), got.end(), 0);
     void* data[1] = {got.data()};
