@@ -87,6 +87,13 @@ Status netIrecv(void* recvComm, int n, void** data, const size_t* sizes, const i
   }
   auto* c = commAs<net::RecvComm>(recvComm, false, "irecv");
   if (c == nullptr || request == nullptr) return Status::kInvalidArgument;
+  // More parts than getProperties declared: NCCL never groups more, so this is a caller's bug.
+  const PluginState* s = PluginState::get();
+  if (s != nullptr && n > s->maxRecvs()) {
+    CFX_WARN(kLogNet, "irecv of %d messages refused: maxRecvs is %d (CONFLUX_NET_MAX_RECVS)", n,
+             s->maxRecvs());
+    return Status::kInvalidArgument;
+  }
   // NCCL may preset *request to NCCL_NET_OPTIONAL_RECV_COMPLETION: we always complete.
   net::Request* r = nullptr;
   Status st = c->irecv(n, data, sizes, tags, &r);

@@ -129,7 +129,7 @@ Status tcpNetProperties(int dev, NetProperties* p) {
   p->speed = d.speedMbps;
   p->latency = s->latencyUs();
   p->maxComms = 65536;
-  p->maxRecvs = net::kMaxRecvs;
+  p->maxRecvs = s->maxRecvs();  // at most net::kMaxRecvs (the parameter's range)
   p->netDeviceType = nccl::NCCL_NET_DEVICE_HOST;
   p->netDeviceVersion = nccl::NCCL_NET_DEVICE_INVALID_VERSION;
   p->vProps.ndevs = 1;

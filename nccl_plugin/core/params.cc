@@ -9,6 +9,8 @@
 #include <cstring>
 #include <limits>
 
+#include "net/request.h"
+
 namespace conflux::plugin {
 namespace {
 
@@ -19,7 +21,9 @@ constexpr size_t kTestHookParams = 6;
 constexpr size_t kTestHookParams = 0;
 #endif
 
-const std::array<ParamSpec, 37 + kTestHookParams> kParams{{
+static_assert(net::kMaxRecvs == 8, "CONFLUX_NET_MAX_RECVS's default is the most a request holds");
+
+const std::array<ParamSpec, 38 + kTestHookParams> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -66,6 +70,14 @@ const std::array<ParamSpec, 37 + kTestHookParams> kParams{{
      "can choose different protocols for one collective and hang. 0, as NCCL's own socket and "
      "IB transports report.",
      &Config::netLatencyUs},
+    {"CONFLUX_NET_MAX_RECVS", ParamType::kInt, "8", 1, net::kMaxRecvs,
+     "The maxRecvs getProperties reports: the most messages one irecv may take (an irecv with "
+     "more parts is refused). Above 1, NCCL shares one connection per peer and channel among "
+     "the local ranks that send through this proxy (PXN) and posts grouped irecvs of up to this "
+     "many parts, one per sender (tag = sender rank); 1, as NCCL's socket transport declares: "
+     "every sender opens a connection of its own and every irecv takes one message. Not "
+     "applied to a CONFLUX_NET_DELEGATE, whose properties pass unchanged.",
+     &Config::netMaxRecvs},
     {"CONFLUX_NET_DELEGATE", ParamType::kString, "", 0, 0,
      "Another NCCL net plugin (a path, or a name the loader resolves, e.g. "
      "libnccl-net-ofi.so) that carries every point-to-point byte, its devices and properties "

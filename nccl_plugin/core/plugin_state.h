@@ -49,6 +49,9 @@ class PluginState {
   // The `latency` getProperties reports (CONFLUX_NET_LATENCY_US): a setting, never a
   // measurement, since NCCL does not agree it across ranks (see params.cc). Any thread.
   float latencyUs() const { return float(config_.netLatencyUs); }
+  // The `maxRecvs` getProperties reports for Conflux's TCP net (CONFLUX_NET_MAX_RECVS); irecv
+  // refuses more parts. Any thread.
+  int maxRecvs() const { return config_.netMaxRecvs; }
 
  private:
   PluginState() = default;

@@ -115,6 +115,7 @@ TEST(Params, DefaultsOverridesAndErrors) {
   ASSERT_EQ(plugin::loadConfig(&c, &err, envOf({})), net::Status::kOk) << err;
   EXPECT_EQ(c.minChunkBytes, 65536u);
   EXPECT_EQ(c.nthreads, 0);
+  EXPECT_EQ(c.netMaxRecvs, 8);
   ASSERT_EQ(plugin::loadConfig(&c, &err,
                                envOf({{"CONFLUX_MIN_CHUNKSIZE", "1M"}, {"CONFLUX_NTHREADS", "4"}})),
             net::Status::kOk);
@@ -123,6 +124,15 @@ TEST(Params, DefaultsOverridesAndErrors) {
   EXPECT_EQ(plugin::loadConfig(&c, &err, envOf({{"CONFLUX_INLINE_BYTES", "513K"}})),
             net::Status::kInvalidArgument);
   EXPECT_NE(err.find("CONFLUX_INLINE_BYTES"), std::string::npos);
+  for (const char* bad : {"0", "9", "x"}) {
+    EXPECT_EQ(plugin::loadConfig(&c, &err, envOf({{"CONFLUX_NET_MAX_RECVS", bad}})),
+              net::Status::kInvalidArgument)
+        << bad;
+    EXPECT_NE(err.find("CONFLUX_NET_MAX_RECVS"), std::string::npos) << err;
+  }
+  ASSERT_EQ(plugin::loadConfig(&c, &err, envOf({{"CONFLUX_NET_MAX_RECVS", "1"}})),
+            net::Status::kOk);
+  EXPECT_EQ(c.netMaxRecvs, 1);
   EXPECT_EQ(plugin::loadConfig(
                 &c, &err, envOf({{"CONFLUX_NTHREADS", "16"}, {"CONFLUX_NSOCKS_PERTHREAD", "16"}})),
             net::Status::kInvalidArgument);
