@@ -12,6 +12,7 @@
 #include "driver/data.h"
 #include "driver/idle.h"
 #include "driver/options.h"
+#include "driver/pxn.h"
 #include "util/proc.h"
 
 namespace conflux::driver {
@@ -247,6 +248,34 @@ TEST(HostCpuWindow, CountsASpinningThread) {
   EXPECT_GE(busy, 0.5) << "a 600 ms spin";
   EXPECT_LE(busy, static_cast<double>(std::thread::hardware_concurrency()) * w.seconds() + 0.05);
   EXPECT_EQ(w.per_gb(0.0), -1.0);
+}
+
+// NCCL's net transport (src/transport/net.cc): a plugin with maxRecvs > 1 gets one connection
+// per peer shared by every sender, its receives grouped by at most maxRecvs parts; maxRecvs 1
+// gets a connection per sender and irecvs of one part.
+TEST(PxnLayout, FollowsNcclSharingRuleForMaxRecvs) {
+  PxnLayout l = pxn_layout(4, 8);
+  EXPECT_EQ(l.conns, 1);
+  EXPECT_EQ(l.sender_conn, (std::vector<int>{0, 0, 0, 0}));
+  EXPECT_EQ(l.group_parts, (std::vector<int>{4}));
+  EXPECT_EQ(l.group_conn, (std::vector<int>{0}));
+  l = pxn_layout(4, 1);
+  EXPECT_EQ(l.conns, 4);
+  EXPECT_EQ(l.sender_conn, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(l.group_first, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(l.group_parts, (std::vector<int>{1, 1, 1, 1}));
+  EXPECT_EQ(l.group_conn, (std::vector<int>{0, 1, 2, 3}));
+  l = pxn_layout(4, 3);  // still shared: groups of 3 and 1 on the one connection
+  EXPECT_EQ(l.conns, 1);
+  EXPECT_EQ(l.group_first, (std::vector<int>{0, 3}));
+  EXPECT_EQ(l.group_parts, (std::vector<int>{3, 1}));
+  EXPECT_EQ(l.group_conn, (std::vector<int>{0, 0}));
+  l = pxn_layout(2, 2);
+  EXPECT_EQ(l.conns, 1);
+  EXPECT_EQ(l.group_parts, (std::vector<int>{2}));
+  EXPECT_EQ(describe_pxn_layout(pxn_layout(2, 1), 1),
+            "maxRecvs 1: 2 senders per peer over 2 connections (one per sender), 2 receive "
+            "group(s) of 1 part(s) per irecv");
 }
 
 }  // namespace

@@ -58,7 +58,7 @@ struct Options {
   int service_collnet = 0;            // --service-collnet: CollNet comms a service thread makes
   int nccl_channels = 1;              // --nccl-channels: channels of the regions (8 per group)
   size_t nccl_region_bytes = 0;       // --nccl-regions: CollNet AllReduce requests (0: off)
-  int pxn_senders = 2;                // --pxn-senders: senders sharing a connection (pxn mode)
+  int pxn_senders = 2;                // --pxn-senders: senders per peer (pxn mode)
   int pxn_lag = 16;                   // --pxn-lag: messages sender j-1 posts before sender j
   int pxn_steps = 32;                 // --pxn-steps: messages per sender per iteration
   bool nccl_steps = false;            // --nccl-steps: ring mode as NCCL's proxy (nccl_steps.h)

@@ -9,6 +9,8 @@
 #include <string>
 
 #include "driver/idle.h"
+#include "driver/pxn_conns.h"
+#include "driver/rank_setup.h"
 #include "util/proc.h"
 
 namespace conflux::driver {
@@ -62,16 +64,24 @@ struct Sender {
   std::vector<void*> reqs;
 };
 
+// One receive group's window of irecvs (oldest first).
+struct Group {
+  int posted = 0, done = 0;
+  std::vector<void*> reqs;
+};
+
 class PxnExchange {
  public:
-  PxnExchange(const PxnShape& s, NetRing* ring, int rank, int nranks)
+  PxnExchange(const PxnShape& s, const PxnLayout& l, const PxnConns& conns,
+              const nccl::ncclNet_v11_t* net, const Deadline* dl, int rank, int nranks)
       : s_(s),
-        net_(ring->net()),
-        send_comm_(ring->send_comm()),
-        recv_comm_(ring->recv_comm()),
-        dl_(ring->deadline()),
+        l_(l),
+        conns_(conns),
+        net_(net),
+        dl_(dl),
         rank_(rank),
-        prev_((rank + nranks - 1) % nranks) {}
+        prev_((rank + nranks - 1) % nranks),
+        carried_(size_t(l.conns), 0) {}
   ~PxnExchange() {
     std::free(sbuf_);
     std::free(rbuf_);
@@ -85,24 +95,38 @@ class PxnExchange {
       return Status::Error("out of memory for the PXN exchange's buffers");
     }
     // NCCL registers each connection's buffers once, on the comm that uses them.
-    DRV_CALL(rank_, "net.regMr(send comm, PXN send slots, NCCL_PTR_HOST)",
-             net_->regMr(send_comm_, sbuf_, slots * max_bytes, nccl::NCCL_PTR_HOST, &smh_));
-    DRV_CALL(rank_, "net.regMr(recv comm, PXN recv slots, NCCL_PTR_HOST)",
-             net_->regMr(recv_comm_, rbuf_, slots * max_bytes, nccl::NCCL_PTR_HOST, &rmh_));
+    smh_.assign(size_t(l_.conns), nullptr);
+    rmh_.assign(size_t(l_.conns), nullptr);
+    for (int c = 0; c < l_.conns; ++c) {
+      DRV_CALL(rank_, "net.regMr(send comm, PXN send slots, NCCL_PTR_HOST)",
+               net_->regMr(conns_.send(c), sbuf_, slots * max_bytes, nccl::NCCL_PTR_HOST,
+                           &smh_[size_t(c)]));
+      DRV_CALL(rank_, "net.regMr(recv comm, PXN recv slots, NCCL_PTR_HOST)",
+               net_->regMr(conns_.recv(c), rbuf_, slots * max_bytes, nccl::NCCL_PTR_HOST,
+                           &rmh_[size_t(c)]));
+    }
     phandles_.assign(slots * 2, nullptr);
     return Status::Ok();
   }
 
   Status teardown() {
-    if (smh_ != nullptr) DRV_CALL(rank_, "net.deregMr(send comm)", net_->deregMr(send_comm_, smh_));
-    if (rmh_ != nullptr) DRV_CALL(rank_, "net.deregMr(recv comm)", net_->deregMr(recv_comm_, rmh_));
-    smh_ = rmh_ = nullptr;
+    for (size_t c = 0; c < smh_.size(); ++c) {
+      if (smh_[c] != nullptr)
+        DRV_CALL(rank_, "net.deregMr(send comm)", net_->deregMr(conns_.send(int(c)), smh_[c]));
+      if (rmh_[c] != nullptr)
+        DRV_CALL(rank_, "net.deregMr(recv comm)", net_->deregMr(conns_.recv(int(c)), rmh_[c]));
+    }
+    smh_.clear();
+    rmh_.clear();
     return Status::Ok();
   }
 
   // One iteration: every sender sends s_.steps messages of `bytes`; *wrong gets the bytes
   // received wrong.
   Status once(size_t bytes, int iter, uint64_t* wrong);
+
+  // Messages each receive comm carried so far (index: connection).
+  const std::vector<uint64_t>& carried() const { return carried_; }
 
  private:
   char* send_slot(int j, int step) const {
@@ -111,54 +135,116 @@ class PxnExchange {
   char* recv_slot(int j, int step) const {
     return static_cast<char*>(rbuf_) + (size_t(step % s_.inflight) * s_.senders + j) * max_bytes_;
   }
-  Status hang(const std::vector<Sender>& snd, int r_done) const;
+  Status post_recvs(int g, Group* grp, size_t bytes, bool* progress);
+  Status complete_recvs(int g, Group* grp, size_t bytes, int iter, uint64_t* wrong, bool* progress);
+  Status hang(const std::vector<Sender>& snd, const std::vector<Group>& grp) const;
 
   const PxnShape s_;
+  const PxnLayout& l_;
+  const PxnConns& conns_;
   const nccl::ncclNet_v11_t* net_;
-  void* send_comm_;
-  void* recv_comm_;
   const Deadline* dl_;
   const int rank_, prev_;
   size_t max_bytes_ = 0;
   void* sbuf_ = nullptr;
   void* rbuf_ = nullptr;
-  void* smh_ = nullptr;
-  void* rmh_ = nullptr;
+  std::vector<void*> smh_, rmh_;  // per connection
   std::vector<void*> phandles_;
+  std::vector<uint64_t> carried_;
 };
 
-Status PxnExchange::hang(const std::vector<Sender>& snd, int r_done) const {
-  std::string sent;
+Status PxnExchange::hang(const std::vector<Sender>& snd, const std::vector<Group>& grp) const {
+  std::string sent, got;
   for (size_t j = 0; j < snd.size(); ++j) {
     sent += (j ? ", " : "") + std::to_string(snd[j].done) + "/" + std::to_string(s_.steps);
   }
-  return Status::Error("NCCL would hang: --timeout reached in the PXN exchange with " +
-                       std::to_string(r_done) + "/" + std::to_string(s_.steps) +
-                       " grouped receives complete (sends complete per sender: " + sent + ")");
+  for (size_t g = 0; g < grp.size(); ++g) {
+    got += (g ? ", " : "") + std::to_string(grp[g].done) + "/" + std::to_string(s_.steps);
+  }
+  return Status::Error("NCCL would hang: --timeout reached in the PXN exchange with irecvs " + got +
+                       " complete per receive group of " + std::to_string(l_.groups()) +
+                       " (sends complete per sender: " + sent + ")");
+}
+
+// Group g's irecvs, up to the window: one part per sender of the group, tag = that sender's
+// rank; n profiler handle slots per irecv, as NCCL passes one per part.
+Status PxnExchange::post_recvs(int g, Group* grp, size_t bytes, bool* progress) {
+  const int first = l_.group_first[size_t(g)], parts = l_.group_parts[size_t(g)];
+  const int c = l_.group_conn[size_t(g)], n = s_.senders, w = s_.inflight;
+  void* data[kMaxPxnSenders];
+  void* mh[kMaxPxnSenders];
+  size_t sizes[kMaxPxnSenders];
+  int tags[kMaxPxnSenders];
+  while (grp->posted < s_.steps && grp->posted - grp->done < w) {
+    for (int i = 0; i < parts; ++i) {
+      data[i] = recv_slot(first + i, grp->posted);
+      mh[i] = rmh_[size_t(c)];
+      sizes[i] = bytes;
+      tags[i] = prev_ * n + first + i;
+    }
+    void* req = nullptr;
+    DRV_CALL(rank_, parts > 1 ? "net.irecv(grouped)" : "net.irecv",
+             net_->irecv(conns_.recv(c), parts, data, sizes, tags, mh,
+                         &phandles_[size_t(n) * (w + grp->posted % w) + size_t(first)], &req));
+    if (req == nullptr) break;
+    grp->reqs[size_t(grp->posted % w)] = req;
+    ++grp->posted;
+    *progress = true;
+  }
+  return Status::Ok();
+}
+
+Status PxnExchange::complete_recvs(int g, Group* grp, size_t bytes, int iter, uint64_t* wrong,
+                                   bool* progress) {
+  const int first = l_.group_first[size_t(g)], parts = l_.group_parts[size_t(g)];
+  const int c = l_.group_conn[size_t(g)], n = s_.senders;
+  int got[kMaxPxnSenders];
+  while (grp->done < grp->posted) {
+    int done = 0;
+    std::fill(got, got + parts, -1);
+    void* req = grp->reqs[size_t(grp->done % s_.inflight)];
+    DRV_CALL(rank_, parts > 1 ? "net.test(grouped recv)" : "net.test(recv)",
+             net_->test(req, &done, got));
+    if (!done) break;
+    for (int i = 0; i < parts; ++i) {
+      if (got[i] != static_cast<int>(bytes)) {
+        return Status::Error("net.test(PXN recv) reported " + std::to_string(got[i]) +
+                             " bytes for part " + std::to_string(i) + " of group " +
+                             std::to_string(g) + ", the sender sent " + std::to_string(bytes));
+      }
+      *wrong += wrong_bytes(recv_slot(first + i, grp->done), bytes, prev_ * n + first + i,
+                            grp->done, iter);
+    }
+    carried_[size_t(c)] += uint64_t(parts);
+    if (net_->irecvConsumed != nullptr) {
+      DRV_CALL(rank_, "net.irecvConsumed", net_->irecvConsumed(conns_.recv(c), parts, req));
+    }
+    ++grp->done;
+    *progress = true;
+  }
+  return Status::Ok();
 }
 
 Status PxnExchange::once(size_t bytes, int iter, uint64_t* wrong) {
   const int n = s_.senders, w = s_.inflight;
   std::vector<Sender> snd(static_cast<size_t>(n));
   for (Sender& x : snd) x.reqs.assign(size_t(w), nullptr);
-  std::vector<void*> rreq(size_t(w), nullptr);
-  int r_posted = 0, r_done = 0;
-  // One grouped receive's arguments; only the parts' buffers change from step to step.
-  std::vector<void*> data(static_cast<size_t>(n)), mh(static_cast<size_t>(n), rmh_);
-  std::vector<size_t> sizes(static_cast<size_t>(n), bytes);
-  std::vector<int> tags(static_cast<size_t>(n)), got(static_cast<size_t>(n));
-  for (int j = 0; j < n; ++j) tags[size_t(j)] = prev_ * n + j;
+  std::vector<Group> grp(static_cast<size_t>(l_.groups()));
+  for (Group& gr : grp) gr.reqs.assign(size_t(w), nullptr);
   PollPass pass;
   auto all_done = [&] {
     for (const Sender& x : snd)
       if (x.done < s_.steps) return false;
-    return r_done == s_.steps;
+    for (const Group& gr : grp)
+      if (gr.done < s_.steps) return false;
+    return true;
   };
   while (!all_done()) {
     bool progress = false;
     const Clock::time_point now = Clock::now();
     for (int j = 0; j < n; ++j) {
       Sender& x = snd[size_t(j)];
+      const int c = l_.sender_conn[size_t(j)];
       if (!x.started) {
         const Sender* before = j == 0 ? nullptr : &snd[size_t(j - 1)];
         if (before == nullptr ||
@@ -173,8 +259,8 @@ Status PxnExchange::once(size_t bytes, int iter, uint64_t* wrong) {
         char* p = send_slot(j, x.posted);
         fill_message(p, bytes, rank_ * n + j, x.posted, iter);
         void* req = nullptr;
-        DRV_CALL(rank_, "net.isend(PXN-shared)",
-                 net_->isend(send_comm_, p, bytes, rank_ * n + j, smh_,
+        DRV_CALL(rank_, l_.conns == 1 ? "net.isend(PXN-shared)" : "net.isend(PXN, own connection)",
+                 net_->isend(conns_.send(c), p, bytes, rank_ * n + j, smh_[size_t(c)],
                              &phandles_[size_t(j) * w + x.posted % w], &req));
         if (req == nullptr) break;
         x.reqs[size_t(x.posted % w)] = req;
@@ -189,52 +275,62 @@ Status PxnExchange::once(size_t bytes, int iter, uint64_t* wrong) {
         progress = true;
       }
     }
-    // Grouped receives: one part per sender of rank-1, tag = that sender's rank.
-    while (r_posted < s_.steps && r_posted - r_done < w) {
-      for (int j = 0; j < n; ++j) data[size_t(j)] = recv_slot(j, r_posted);
-      void* req = nullptr;
-      // n profiler handle slots per grouped receive, as NCCL passes one per part.
-      DRV_CALL(rank_, "net.irecv(grouped)",
-               net_->irecv(recv_comm_, n, data.data(), sizes.data(), tags.data(), mh.data(),
-                           &phandles_[size_t(n) * (w + r_posted % w)], &req));
-      if (req == nullptr) break;
-      rreq[size_t(r_posted % w)] = req;
-      ++r_posted;
-      progress = true;
+    // Each receive group posts and completes its own irecvs, as recvProxyProgress does.
+    for (int g = 0; g < l_.groups(); ++g) {
+      DRV_TRY(post_recvs(g, &grp[size_t(g)], bytes, &progress));
+      DRV_TRY(complete_recvs(g, &grp[size_t(g)], bytes, iter, wrong, &progress));
     }
-    while (r_done < r_posted) {
-      int done = 0;
-      std::fill(got.begin(), got.end(), -1);
-      void* req = rreq[size_t(r_done % w)];
-      DRV_CALL(rank_, "net.test(grouped recv)", net_->test(req, &done, got.data()));
-      if (!done) break;
-      for (int j = 0; j < n; ++j) {
-        if (got[size_t(j)] != static_cast<int>(bytes)) {
-          return Status::Error("net.test(grouped recv) reported " + std::to_string(got[size_t(j)]) +
-                               " bytes for part " + std::to_string(j) + ", the sender sent " +
-                               std::to_string(bytes));
-        }
-        *wrong += wrong_bytes(recv_slot(j, r_done), bytes, prev_ * n + j, r_done, iter);
-      }
-      if (net_->irecvConsumed != nullptr) {
-        DRV_CALL(rank_, "net.irecvConsumed", net_->irecvConsumed(recv_comm_, n, req));
-      }
-      ++r_done;
-      progress = true;
-    }
-    if (pass.expired(progress, *dl_)) return hang(snd, r_done);
+    if (pass.expired(progress, *dl_)) return hang(snd, grp);
   }
   return Status::Ok();
 }
 
 }  // namespace
 
-Status run_pxn(const Options& o, const PxnShape& shape, NetRing* ring, Bootstrap* bs,
-               std::vector<Row>* rows) {
+PxnLayout pxn_layout(int senders, int max_recvs) {
+  PxnLayout l;
+  const bool shared = max_recvs > 1;  // NCCL_NET_SHARED_COMMS on, as by default
+  l.conns = shared ? 1 : senders;
+  for (int j = 0; j < senders; ++j) l.sender_conn.push_back(shared ? 0 : j);
+  const int per_group = shared ? max_recvs : 1;
+  for (int first = 0; first < senders; first += per_group) {
+    l.group_first.push_back(first);
+    l.group_parts.push_back(std::min(per_group, senders - first));
+    l.group_conn.push_back(shared ? 0 : first);
+  }
+  return l;
+}
+
+std::string describe_pxn_layout(const PxnLayout& l, int max_recvs) {
+  const int senders = int(l.sender_conn.size());
+  std::string parts;
+  for (int g = 0; g < l.groups(); ++g) {
+    if (g > 0 && l.group_parts[size_t(g)] == l.group_parts[size_t(g - 1)]) continue;
+    parts += (parts.empty() ? "" : "/") + std::to_string(l.group_parts[size_t(g)]);
+  }
+  return "maxRecvs " + std::to_string(max_recvs) + ": " + std::to_string(senders) +
+         " senders per peer over " + std::to_string(l.conns) +
+         (l.conns == 1 ? " shared connection" : " connections (one per sender)") + ", " +
+         std::to_string(l.groups()) + " receive group(s) of " + parts + " part(s) per irecv";
+}
+
+Status run_pxn(const Options& o, const PxnShape& shape, const PxnLayout& layout, void* ctx,
+               NetRing* ring, Bootstrap* bs, std::vector<Row>* rows,
+               const std::function<void(const std::string&)>& note) {
   const int rank = bs->rank(), nranks = bs->nranks();
   if (nranks < 2) return Status::Error("--modes pxn needs at least 2 ranks");
+  if (shape.senders > kMaxPxnSenders) {
+    return Status::Error("--pxn-senders " + std::to_string(shape.senders) + " is above " +
+                         std::to_string(kMaxPxnSenders));
+  }
   const std::vector<size_t> sizes = size_list(o);
-  PxnExchange x(shape, ring, rank, nranks);
+  PxnConns conns;
+  DRV_TRY(conns.open(ring->net(), ctx, ring, bs, layout.conns));
+  std::string res;
+  DRV_TRY(gather_threads_and_fds(bs, &res));
+  note("pxn: " + std::to_string(layout.conns) + " send + " + std::to_string(layout.conns) +
+       " receive comms per rank for the exchange; per rank process with them open: " + res);
+  PxnExchange x(shape, layout, conns, ring->net(), ring->deadline(), rank, nranks);
   DRV_TRY(x.setup(sizes.back()));
   int iter = 0;
   for (size_t bytes : sizes) {
@@ -264,7 +360,11 @@ Status run_pxn(const Options& o, const PxnShape& shape, NetRing* ring, Bootstrap
     if (rank == 0) print_row(row);
     rows->push_back(row);
   }
-  return x.teardown();
+  std::string carried;
+  for (uint64_t m : x.carried()) carried += (carried.empty() ? "" : " ") + std::to_string(m);
+  note("pxn: messages carried per receive comm on rank " + std::to_string(rank) + ": " + carried);
+  DRV_TRY(x.teardown());
+  return conns.close();
 }
 
 }  // namespace conflux::driver

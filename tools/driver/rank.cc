@@ -10,8 +10,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -101,27 +99,12 @@ struct RankRun {
   Status report_resources(NetRing* ring) {
     DRV_TRY(ring->service_connected());
     DRV_TRY(bs.barrier());  // every rank's connections are up
-    const auto count = [](const char* dir) {
-      return static_cast<size_t>(std::distance(std::filesystem::directory_iterator(dir),
-                                               std::filesystem::directory_iterator()));
-    };
-    const std::string mine =
-        std::to_string(count("/proc/self/task")) + " " + std::to_string(count("/proc/self/fd"));
-    std::vector<std::string> all;
-    DRV_TRY(bs.allgather(mine, &all));
-    size_t tmax = 0, fmax = 0, tmin = SIZE_MAX, fmin = SIZE_MAX;
-    for (const std::string& a : all) {
-      const size_t t = std::stoul(a), f = std::stoul(a.substr(a.find(' ') + 1));
-      tmax = std::max(tmax, t);
-      tmin = std::min(tmin, t);
-      fmax = std::max(fmax, f);
-      fmin = std::min(fmin, f);
-    }
+    std::string res;
+    DRV_TRY(gather_threads_and_fds(&bs, &res));
     const int conns = 2 * o.hold_conns + 2;  // send + receive comms: the ring's and the held
     note("resources per rank with " + std::to_string(conns) + " open p2p comms (" +
          std::to_string(o.hold_conns + 1) + " send + " + std::to_string(o.hold_conns + 1) +
-         " receive): threads " + std::to_string(tmin) + ".." + std::to_string(tmax) + ", fds " +
-         std::to_string(fmin) + ".." + std::to_string(fmax));
+         " receive): " + res);
     return Status::Ok();
   }
 
@@ -308,17 +291,20 @@ struct RankRun {
   Status run_pxn_mode(uint64_t id) {
     NetRing ring;
     DRV_TRY(open_comm(id, &ring));
+    // NCCL's proxy shares connections, and groups receives, by the maxRecvs it reads (pxn.h).
+    DRV_TRY(agree_max_recvs(&bs, dev.max_recvs));
     const PxnShape shape{o.pxn_senders, o.pxn_lag, o.pxn_steps, o.inflight};
+    const PxnLayout layout = pxn_layout(shape.senders, dev.max_recvs);
     if (rank == 0) {
-      print_table_header(
-          Mode::kPxn, std::to_string(shape.senders) +
-                          " senders share each connection (tag = sender), " + "grouped irecvs of " +
-                          std::to_string(shape.senders) + " parts, " + std::to_string(shape.steps) +
-                          " messages per sender, sender j starts " + std::to_string(shape.lag) +
-                          " behind j-1, inflight " + std::to_string(shape.inflight) +
-                          "; size = bytes per " + "message, type uint8, #wrong = bytes");
+      print_table_header(Mode::kPxn, describe_pxn_layout(layout, dev.max_recvs) +
+                                         " (tag = sender), " + std::to_string(shape.steps) +
+                                         " messages per sender, sender j starts " +
+                                         std::to_string(shape.lag) + " behind j-1, inflight " +
+                                         std::to_string(shape.inflight) +
+                                         "; size = bytes per message, type uint8, #wrong = bytes");
     }
-    DRV_TRY(run_pxn(o, shape, &ring, &bs, &rows));
+    DRV_TRY(run_pxn(o, shape, layout, net_ctx, &ring, &bs, &rows,
+                    [this](const std::string& s) { note(s); }));
     return close_comm(&ring);
   }
 

@@ -3,9 +3,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -92,6 +96,7 @@ Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, Boot
   dev->speed_mbps = props.speed;
   dev->ptr_support = props.ptrSupport;
   dev->latency_us = props.latency;
+  dev->max_recvs = props.maxRecvs;
   if ((props.ptrSupport & nccl::NCCL_PTR_HOST) == 0) {
     return Status::Error("net device 0 does not support NCCL_PTR_HOST (ptrSupport=" +
                          std::to_string(props.ptrSupport) + ")");
@@ -119,6 +124,44 @@ Status agree_latency(Bootstrap* bs, const NetDevice& dev) {
       "NCCL would hang: net.getProperties(0).latency differs between ranks (" + list +
       "); NCCL models the network with each rank's own figure, so ranks could choose different "
       "protocols for one collective");
+}
+
+Status gather_threads_and_fds(Bootstrap* bs, std::string* out) {
+  const auto count = [](const char* dir) {
+    return static_cast<size_t>(std::distance(std::filesystem::directory_iterator(dir),
+                                             std::filesystem::directory_iterator()));
+  };
+  const std::string mine =
+      std::to_string(count("/proc/self/task")) + " " + std::to_string(count("/proc/self/fd"));
+  std::vector<std::string> all;
+  DRV_TRY(bs->allgather(mine, &all));
+  size_t tmax = 0, fmax = 0, tmin = SIZE_MAX, fmin = SIZE_MAX;
+  for (const std::string& a : all) {
+    const size_t t = std::stoul(a), f = std::stoul(a.substr(a.find(' ') + 1));
+    tmax = std::max(tmax, t);
+    tmin = std::min(tmin, t);
+    fmax = std::max(fmax, f);
+    fmin = std::min(fmin, f);
+  }
+  *out = "threads " + std::to_string(tmin) + ".." + std::to_string(tmax) + ", fds " +
+         std::to_string(fmin) + ".." + std::to_string(fmax);
+  return Status::Ok();
+}
+
+Status agree_max_recvs(Bootstrap* bs, int max_recvs) {
+  std::vector<std::string> all;
+  DRV_TRY(bs->allgather(std::to_string(max_recvs), &all));
+  std::string list;
+  bool same = true;
+  for (size_t r = 0; r < all.size(); ++r) {
+    same = same && all[r] == all[0];
+    list += (r ? ", rank " : "rank ") + std::to_string(r) + ": " + all[r];
+  }
+  if (same) return Status::Ok();
+  return Status::Error("NCCL would hang: net.getProperties(0).maxRecvs differs between ranks (" +
+                       list +
+                       "); a proxy that shares connections (maxRecvs > 1) connects once "
+                       "per peer while one that does not waits for a connection per sender");
 }
 
 Status agree_comm_id(Bootstrap* bs, uint64_t* id) {

@@ -22,6 +22,7 @@ struct NetDevice {
   int ptr_support = 0;
   int ndev = 0;
   float latency_us = 0;  // getProperties(0).latency
+  int max_recvs = 0;     // getProperties(0).maxRecvs
 };
 
 // net.init(&ctx, commId, &{trafficClass=-1}, logger, NULL) -> devices -> getProperties(0),
@@ -35,6 +36,15 @@ Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, Boot
 // ranks (init.cc agrees bandwidths only), so ranks that differ can choose different protocols
 // for one collective.
 Status agree_latency(Bootstrap* bs, const NetDevice& dev);
+
+// The rank processes' threads and open fds (/proc/self), gathered over `bs`:
+// "threads a..b, fds c..d", the least and the most over the ranks.
+Status gather_threads_and_fds(Bootstrap* bs, std::string* out);
+
+// Fails ("NCCL would hang") unless every rank's device 0 declares the same maxRecvs: NCCL's
+// proxies decide from their own figure whether to share one connection among senders
+// (src/transport/net.cc), and one that shares makes fewer connections than the other awaits.
+Status agree_max_recvs(Bootstrap* bs, int max_recvs);
 
 // A communicator id every rank agrees on (rank 0 draws it; like NCCL's commHash).
 Status agree_comm_id(Bootstrap* bs, uint64_t* id);
