@@ -7,7 +7,10 @@ One command, both dataplanes, on this host (nothing leaves loopback):
         main thread plays the NIC and W workers and writes every 8 KiB float payload, so the lcore
         reads it cold, from another core's cache). Contribution Gbit/s per lcore at 100 % busy =
         payload bits x TSC Hz / busy TSC cycles per contribution (the lcore's own count: polls
-        that found frames, from the rx burst to the tx flush).
+        that found frames, from the rx burst to the tx flush). --dpdk-mode backlog (default)
+        keeps the lcore's RX ring at least half full, so every poll finds a full burst: the
+        saturated lcore, which is what capacity means; stream feeds frames as fast as they are
+        made, and its figure moves with the bursts the lcore happens to find (the host's load).
   udp   confluxd with one kernel-UDP dataplane thread on 127.0.0.1 and W conflux-allreduce-worker
         processes doing float-sum AllReduces of --size bytes (results not checked: a benchmark).
         From /proc and /metrics over the timed run: the daemon's CPU-seconds per GB of
@@ -23,7 +26,8 @@ preempt the lcore; the UDP run does not (its kernel work is spread over the send
 daemon's time either way).
 
   bench/capacity/capacity.py --build build [--dataplanes dpdk,udp] [--runs 3] [--workers 4]
-                             [--size 16M] [--iters 40] [--no-perf] [--json out.json]
+                             [--dpdk-mode backlog|stream] [--size 16M] [--iters 40]
+                             [--no-perf] [--json out.json]
 
 `conflux plan --core-gbit` takes the Gbit/s per core printed here (deploy/dpdk.md).
 """
@@ -99,20 +103,20 @@ def can_run_fifo():
     return subprocess.run(["chrt", "-f", "50", "true"], capture_output=True).returncode == 0
 
 
-def dpdk_run(bench, workers, packets, perf_data=None):
-    cmd = [bench, str(workers), str(packets)]
+def dpdk_run(bench, workers, packets, mode, perf_data=None):
+    cmd = [bench, str(workers), str(packets), mode]
     if FIFO:
         cmd = ["chrt", "-f", "50"] + cmd
     if perf_data:
         cmd = ["perf", "record", "-q", "-F", "4000", "-o", perf_data] + cmd
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     m = re.search(r"([\d.]+) Gbit/s payload.*?(\d+) busy TSC cycles per contribution "
-                  r"\(TSC ([\d.]+) GHz\)", r.stdout)
+                  r"\(TSC ([\d.]+) GHz\), ([\d.]+) frames per busy poll", r.stdout)
     if r.returncode != 0 or not m:
         raise RuntimeError(f"dpdk_datapath_bench failed: {r.stdout[-400:]} {r.stderr[-400:]}")
     busy, ghz = int(m.group(2)), float(m.group(3))
     return {"gbit_seen": float(m.group(1)), "busy_cycles": busy, "tsc_ghz": ghz,
-            "gbit_per_core": PAYLOAD * 8 * ghz / busy}
+            "gbit_per_core": PAYLOAD * 8 * ghz / busy, "burst": float(m.group(4))}
 
 
 def measure_dpdk(a, work):
@@ -120,15 +124,16 @@ def measure_dpdk(a, work):
     if not os.path.exists(bench):
         print("# dpdk: skipped (no bench/dpdk/dpdk_datapath_bench: built without DPDK)")
         return None
-    runs = [dpdk_run(bench, a.workers, a.packets) for _ in range(a.runs)]
-    out = {"runs": runs,
+    runs = [dpdk_run(bench, a.workers, a.packets, a.dpdk_mode) for _ in range(a.runs)]
+    out = {"runs": runs, "mode": a.dpdk_mode,
+           "burst": statistics.median(r["burst"] for r in runs),
            "gbit_per_core": statistics.median(r["gbit_per_core"] for r in runs),
            "busy_cycles": statistics.median(r["busy_cycles"] for r in runs),
            "tsc_ghz": runs[0]["tsc_ghz"]}
     out["cycles_per_byte"] = out["busy_cycles"] / PAYLOAD
     if a.perf:
         data = os.path.join(work, "dpdk.perf")
-        dpdk_run(bench, a.workers, a.packets, data)
+        dpdk_run(bench, a.workers, a.packets, a.dpdk_mode, data)
         shares = perf_shares(data, r"^cfx-dpdk")
         idle = shares.pop("poll / idle", 0.0)
         busy = sum(shares.values())
@@ -253,6 +258,8 @@ def main():
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--packets", type=int, default=400000, help="dpdk: contributions per run")
+    p.add_argument("--dpdk-mode", choices=("backlog", "stream"), default="backlog",
+                   help="dpdk: a saturated lcore (backlog) or frames fed as made (stream)")
     p.add_argument("--size", default="16M", help="udp: AllReduce bytes")
     p.add_argument("--iters", type=int, default=40, help="udp: timed AllReduces per run")
     p.add_argument("--no-perf", dest="perf", action="store_false")
@@ -274,7 +281,8 @@ def main():
             print(f"dpdk  {d['gbit_per_core']:.1f} Gbit/s of contributions per lcore "
                   f"(runs {spread([r['gbit_per_core'] for r in d['runs']])}); "
                   f"{d['busy_cycles']:.0f} TSC cycles per 8 KiB contribution = "
-                  f"{d['cycles_per_byte']:.2f} cycles/byte at {d['tsc_ghz']:.2f} GHz")
+                  f"{d['cycles_per_byte']:.2f} cycles/byte at {d['tsc_ghz']:.2f} GHz; "
+                  f"{d['mode']}, {d['burst']:.1f} frames per busy poll")
             for g, v in d.get("breakdown_cycles_per_byte", {}).items():
                 print(f"      {g:<14} {v:.3f} cycles/byte")
     if "udp" in planes:

@@ -4,8 +4,19 @@
 // good as a NIC with offload would) into the RX ring and frees what the lcore transmits.
 // The lcore parses, reduces in place, builds each result once and fans it out (header +
 // clone per worker, UDP checksum in software: the ring port has no TX offload).
-//   dpdk_datapath_bench [WORKERS=4] [PACKETS=200000]     (no root needed)
-// Prints contributions/s, Gbit/s and TSC cycles per contribution of the busy lcore.
+//   dpdk_datapath_bench [WORKERS=4] [PACKETS=200000] [stream|backlog]     (no root needed)
+// stream (default): frames go in as fast as this thread makes them, so each poll finds what
+//   arrived since the last one: few frames when the lcore keeps up, more when it falls behind
+//   (the figure then depends on the host's load).
+// backlog: frames are made ahead in batches of 8 full bursts (256 frames, 2.4 MiB: still in
+//   the last-level cache, as frames a NIC has just written would be), and a batch goes into
+//   the RX ring at once (pointers only) when the lcore has emptied it; the next batch is made
+//   while the lcore works through the last. Every poll that finds frames finds a full burst,
+//   and the wait for the next batch is idle, not busy: the lcore's capacity when saturated,
+//   whether or not this thread makes frames as fast as the lcore takes them. (A deeper
+//   backlog measures something else: tens of MiB of payload read back from DRAM.)
+// Prints contributions/s, Gbit/s, TSC cycles per contribution of the busy lcore and its mean
+// burst (frames per poll that found any).
 #include <arpa/inet.h>
 #include <rte_cycles.h>
 #include <rte_eth_ring.h>
@@ -47,6 +58,13 @@ uint64_t metric(const std::string& text, const std::string& name) {
 int main(int argc, char** argv) {
   const uint32_t n_workers = argc > 1 ? uint32_t(std::atoi(argv[1])) : 4;
   const uint64_t packets = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 200000;
+  const std::string mode = argc > 3 ? argv[3] : "stream";
+  if (n_workers < 1 || n_workers > 64 || (mode != "stream" && mode != "backlog")) {
+    std::fprintf(stderr, "usage: %s [WORKERS=4 (1..64)] [PACKETS=200000] [stream|backlog]\n",
+                 argv[0]);
+    return 2;
+  }
+  const bool backlog = mode == "backlog";
   constexpr uint32_t kPayload = 8192, kSlots = 64, kAggIp = 0x0a000001;
   const std::string prefix = "cfxdpb" + std::to_string(getpid());
   const std::string eal =
@@ -103,13 +121,12 @@ int main(int argc, char** argv) {
   jobs.publish(std::make_unique<Job>(std::move(p), 1));
   rte_ether_addr agg_mac{};
   rte_eth_macaddr_get(uint16_t(port), &agg_mac);
-  if (std::string e = dp->start(); !e.empty()) {
-    std::fprintf(stderr, "%s\n", e.c_str());
-    return 1;
-  }
-
   rte_mempool* pool = rte_pktmbuf_pool_create("cfx_bench", 8191, 256, 0,
                                               RTE_PKTMBUF_HEADROOM + 9216, SOCKET_ID_ANY);
+  if (pool == nullptr) {
+    std::fprintf(stderr, "mbuf pool: %s\n", rte_strerror(rte_errno));
+    return 1;
+  }
   std::vector<uint8_t> payload(kPayload);
   for (uint32_t i = 0; i < kPayload / 4; ++i) {
     const float f = float(i % 7);
@@ -123,43 +140,82 @@ int main(int argc, char** argv) {
     for (unsigned i = 0; i < k; ++i) rte_pktmbuf_free(static_cast<rte_mbuf*>(out[i]));
     freed += k;
   };
+  uint64_t made = 0;  // frames written; frame k is worker k % W's contribution to round k / W
+  const uint64_t total = (packets / n_workers) * n_workers;
+  auto make = [&](uint64_t k) {
+    const uint64_t n = k / n_workers;
+    const auto r = uint32_t(k % n_workers);
+    rte_mbuf* m;
+    while ((m = rte_pktmbuf_alloc(pool)) == nullptr) drain();
+    auto* f = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, uint16_t(len)));
+    dpdk::LocalAddr w;
+    w.mac.b[0] = 0x02;
+    w.mac.b[5] = uint8_t(r + 1);
+    w.ip = kAggIp + 1 + r;
+    dpdk::UdpHeaderSpec s;
+    std::memcpy(s.dst_mac.b, agg_mac.addr_bytes, 6);
+    s.dst_ip = kAggIp;
+    s.src_port = 5000;
+    s.dst_port = 7471;
+    s.payload_len = uint32_t(proto::kDataHeaderSize + kPayload);
+    dpdk::build_udp_headers(f, w, s);
+    proto::DataHeader h;
+    h.type = proto::PacketType::kContrib;
+    h.job_id = job_id;
+    h.contributor = uint16_t(r);
+    h.job_token = 0x1234;
+    h.slot = uint32_t(n % kSlots);
+    h.generation = uint32_t(n / kSlots);
+    h.offset = n * (kPayload / 4);
+    h.count = kPayload / 4;
+    h.dtype = DType::kFloat32;
+    h.op = Op::kSum;
+    proto::encode_data_header(h, f + hdr);
+    std::memcpy(f + hdr + proto::kDataHeaderSize, payload.data(), kPayload);
+    m->ol_flags = RTE_MBUF_F_RX_IP_CKSUM_GOOD | RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+    return m;
+  };
+  // Backlog mode: whole rounds made ahead, up to 8 bursts of the lcore (it polls 32 at a time).
+  constexpr unsigned kBacklog = 256;
+  std::vector<void*> staged;
+  staged.reserve(kBacklog + 64);
+  auto stage = [&] {
+    while (made < total && staged.size() + n_workers <= kBacklog) {
+      for (uint32_t r = 0; r < n_workers; ++r) staged.push_back(make(made++));
+    }
+  };
+  auto release = [&] {  // into the (empty) ring at once
+    if (rte_ring_enqueue_bulk(rx, staged.data(), unsigned(staged.size()), nullptr) == 0) {
+      std::abort();  // the ring was empty and holds 4095
+    }
+    staged.clear();
+  };
+  if (backlog) {
+    stage();
+    release();  // before the lcore polls: its first poll finds a full ring
+  }
+  if (std::string e = dp->start(); !e.empty()) {
+    std::fprintf(stderr, "%s\n", e.c_str());
+    return 1;
+  }
   const std::string m0 = dp->extra_metrics();
   const uint64_t t0 = rte_rdtsc();
-  for (uint64_t n = 0; n < packets / n_workers; ++n) {
-    for (uint32_t r = 0; r < n_workers; ++r) {
-      rte_mbuf* m;
-      while ((m = rte_pktmbuf_alloc(pool)) == nullptr) drain();
-      auto* f = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, uint16_t(len)));
-      dpdk::LocalAddr w;
-      w.mac.b[0] = 0x02;
-      w.mac.b[5] = uint8_t(r + 1);
-      w.ip = kAggIp + 1 + r;
-      dpdk::UdpHeaderSpec s;
-      std::memcpy(s.dst_mac.b, agg_mac.addr_bytes, 6);
-      s.dst_ip = kAggIp;
-      s.src_port = 5000;
-      s.dst_port = 7471;
-      s.payload_len = uint32_t(proto::kDataHeaderSize + kPayload);
-      dpdk::build_udp_headers(f, w, s);
-      proto::DataHeader h;
-      h.type = proto::PacketType::kContrib;
-      h.job_id = job_id;
-      h.contributor = uint16_t(r);
-      h.job_token = 0x1234;
-      h.slot = uint32_t(n % kSlots);
-      h.generation = uint32_t(n / kSlots);
-      h.offset = n * (kPayload / 4);
-      h.count = kPayload / 4;
-      h.dtype = DType::kFloat32;
-      h.op = Op::kSum;
-      proto::encode_data_header(h, f + hdr);
-      std::memcpy(f + hdr + proto::kDataHeaderSize, payload.data(), kPayload);
-      m->ol_flags = RTE_MBUF_F_RX_IP_CKSUM_GOOD | RTE_MBUF_F_RX_L4_CKSUM_GOOD;
-      while (rte_ring_enqueue(rx, m) != 0) drain();
+  if (backlog) {
+    while (made < total) {
+      stage();
+      while (rte_ring_count(rx) != 0) drain();
+      release();
     }
-    drain();
+  } else {
+    while (made < total) {
+      for (uint32_t r = 0; r < n_workers; ++r) {
+        rte_mbuf* m = make(made++);
+        while (rte_ring_enqueue(rx, m) != 0) drain();
+      }
+      drain();
+    }
   }
-  const uint64_t expect = (packets / n_workers) * n_workers;  // results = contributions
+  const uint64_t expect = total;  // results = contributions (each round's result to W workers)
   while (dp->counters(0).packets_out.get() < expect && rte_rdtsc() - t0 < rte_get_tsc_hz() * 30)
     drain();
   const uint64_t t1 = rte_rdtsc();
@@ -170,13 +226,28 @@ int main(int argc, char** argv) {
       metric(m1, "conflux_dpdk_frames_in_total") - metric(m0, "conflux_dpdk_frames_in_total");
   const uint64_t busy =
       metric(m1, "conflux_dpdk_busy_cycles_total") - metric(m0, "conflux_dpdk_busy_cycles_total");
+  const uint64_t polls =
+      metric(m1, "conflux_dpdk_busy_polls_total") - metric(m0, "conflux_dpdk_busy_polls_total");
   const uint64_t out = dp->counters(0).packets_out.get();
-  std::printf("workers %u, %lu contributions of %u B, %lu results sent, %.2f s\n", n_workers,
-              (unsigned long)in, kPayload, (unsigned long)out, secs);
+  std::printf("workers %u, %s, %lu contributions of %u B, %lu results sent, %.2f s\n", n_workers,
+              mode.c_str(), (unsigned long)in, kPayload, (unsigned long)out, secs);
   std::printf(
       "lcore: %.3f Mpps in (%.2f Gbit/s payload), %.3f Mpps out, "
-      "%.0f busy TSC cycles per contribution (TSC %.2f GHz)\n",
+      "%.0f busy TSC cycles per contribution (TSC %.2f GHz), %.1f frames per busy poll\n",
       double(in) / secs / 1e6, double(in) * kPayload * 8 / secs / 1e9, double(out) / secs / 1e6,
-      double(busy) / double(in ? in : 1), double(rte_get_tsc_hz()) / 1e9);
-  return out == expect ? 0 : 1;
+      double(busy) / double(in ? in : 1), double(rte_get_tsc_hz()) / 1e9,
+      double(in) / double(polls ? polls : 1));
+  if (out != expect) {
+    std::fprintf(stderr, "%lu results sent, %lu expected; the dataplane's counters:\n%s\n",
+                 (unsigned long)out, (unsigned long)expect, m1.c_str());
+    return 1;
+  }
+  // The backlog mode promises a saturated lcore: a run whose polls found less than half a
+  // burst on average measured something else (the producer could not keep the ring full).
+  if (backlog && double(in) < double(polls) * 16) {
+    std::fprintf(stderr, "backlog: only %.1f frames per busy poll (at least 16 expected)\n",
+                 double(in) / double(polls ? polls : 1));
+    return 3;
+  }
+  return 0;
 }

@@ -16,6 +16,7 @@ struct alignas(64) FrameCounters {
   Counter tx_dropped;                   // frames the port did not take (TX ring full)
   Counter rx_linearized;                // multi-segment frames copied to be parsed
   Counter busy_cycles;                  // TSC cycles of poll iterations that did work
+  Counter busy_polls;                   // those iterations (frames per busy poll = the burst)
   // Software steering (rte_ring between queues): datagrams this queue received for a slot of
   // another queue and handed to it, those it took from its own ring, and those it dropped
   // because the owner's ring was full.

@@ -117,6 +117,7 @@ void DpdkQueue::run() {
     jobs_.quiescent(s_.queue);  // no Job pointer is held past this point
     if (n + k != 0) {
       frames_.busy_cycles.add(rte_rdtsc() - t0);
+      frames_.busy_polls.inc();
       idle = 0;
     } else if (++idle >= kIdlePolls && s_.idle_sleep_us > 0) {
       std::this_thread::sleep_for(std::chrono::microseconds(s_.idle_sleep_us));

@@ -55,6 +55,10 @@ std::string DpdkDataplane::extra_metrics() const {
             "TSC cycles spent in poll iterations that received frames (cycles per packet = "
             "this / conflux_dpdk_frames_in_total).",
             [](const FrameCounters& c) -> const Counter& { return c.busy_cycles; });
+  per_queue("conflux_dpdk_busy_polls_total",
+            "Poll iterations that received frames (mean burst = "
+            "conflux_dpdk_frames_in_total / this).",
+            [](const FrameCounters& c) -> const Counter& { return c.busy_polls; });
   per_queue("conflux_dpdk_handoff_out_total",
             "Datagrams handed to the queue owning their slot (software steering).",
             [](const FrameCounters& c) -> const Counter& { return c.handoff_out; });
