@@ -21,8 +21,6 @@ constexpr size_t kTestHookParams = 6;
 constexpr size_t kTestHookParams = 0;
 #endif
 
-static_assert(net::kMaxRecvs == 8, "CONFLUX_NET_MAX_RECVS's default is the most a request holds");
-
 const std::array<ParamSpec, 38 + kTestHookParams> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
@@ -70,13 +68,15 @@ const std::array<ParamSpec, 38 + kTestHookParams> kParams{{
      "can choose different protocols for one collective and hang. 0, as NCCL's own socket and "
      "IB transports report.",
      &Config::netLatencyUs},
-    {"CONFLUX_NET_MAX_RECVS", ParamType::kInt, "8", 1, net::kMaxRecvs,
+    {"CONFLUX_NET_MAX_RECVS", ParamType::kInt, "1", 1, net::kMaxRecvs,
      "The maxRecvs getProperties reports: the most messages one irecv may take (an irecv with "
-     "more parts is refused). Above 1, NCCL shares one connection per peer and channel among "
-     "the local ranks that send through this proxy (PXN) and posts grouped irecvs of up to this "
-     "many parts, one per sender (tag = sender rank); 1, as NCCL's socket transport declares: "
-     "every sender opens a connection of its own and every irecv takes one message. Not "
-     "applied to a CONFLUX_NET_DELEGATE, whose properties pass unchanged.",
+     "more parts is refused). 1, as NCCL's socket transport declares: every sender has a "
+     "connection of its own and every irecv takes one message. Above 1, NCCL shares one "
+     "connection per peer and channel among the local ranks that send through this proxy (PXN) "
+     "and posts grouped irecvs of up to this many parts (tag = sender): fewer connections and "
+     "fds, but a sender more than 64 MiB or 256 messages ahead of a late one on the shared "
+     "connection stalls it for good (NCCL hangs; bench/p2p/README.md, maxRecvs). Not applied to "
+     "a CONFLUX_NET_DELEGATE, whose properties pass unchanged.",
      &Config::netMaxRecvs},
     {"CONFLUX_NET_DELEGATE", ParamType::kString, "", 0, 0,
      "Another NCCL net plugin (a path, or a name the loader resolves, e.g. "

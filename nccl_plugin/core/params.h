@@ -35,7 +35,7 @@ struct Config {
   int netStallWarnS = 60;         // net::CommOptions::stallWarnMs, in seconds
   int netProgressThreads = 4;     // net::CommOptions::progressThreads
   int netLatencyUs = 0;           // getProperties' latency
-  int netMaxRecvs = 8;            // getProperties' maxRecvs; irecv refuses more parts
+  int netMaxRecvs = 1;            // getProperties' maxRecvs; irecv refuses more parts
   std::string netDelegate;        // core/net_delegate.h; empty: Conflux's TCP net
   bool netDelegateFallback = false;
   // CollNet: aggregators, overflow ring and failover.

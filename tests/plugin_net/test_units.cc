@@ -115,7 +115,7 @@ TEST(Params, DefaultsOverridesAndErrors) {
   ASSERT_EQ(plugin::loadConfig(&c, &err, envOf({})), net::Status::kOk) << err;
   EXPECT_EQ(c.minChunkBytes, 65536u);
   EXPECT_EQ(c.nthreads, 0);
-  EXPECT_EQ(c.netMaxRecvs, 8);
+  EXPECT_EQ(c.netMaxRecvs, 1);
   ASSERT_EQ(plugin::loadConfig(&c, &err,
                                envOf({{"CONFLUX_MIN_CHUNKSIZE", "1M"}, {"CONFLUX_NTHREADS", "4"}})),
             net::Status::kOk);
@@ -130,9 +130,9 @@ TEST(Params, DefaultsOverridesAndErrors) {
         << bad;
     EXPECT_NE(err.find("CONFLUX_NET_MAX_RECVS"), std::string::npos) << err;
   }
-  ASSERT_EQ(plugin::loadConfig(&c, &err, envOf({{"CONFLUX_NET_MAX_RECVS", "1"}})),
+  ASSERT_EQ(plugin::loadConfig(&c, &err, envOf({{"CONFLUX_NET_MAX_RECVS", "8"}})),
             net::Status::kOk);
-  EXPECT_EQ(c.netMaxRecvs, 1);
+  EXPECT_EQ(c.netMaxRecvs, 8);
   EXPECT_EQ(plugin::loadConfig(
                 &c, &err, envOf({{"CONFLUX_NTHREADS", "16"}, {"CONFLUX_NSOCKS_PERTHREAD", "16"}})),
             net::Status::kInvalidArgument);

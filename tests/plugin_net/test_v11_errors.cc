@@ -236,29 +236,34 @@ TEST(V11Params, LatencyIsTheSetting) {
 }
 
 // CONFLUX_NET_MAX_RECVS is the maxRecvs getProperties declares (every ABI version that has the
-// field), and irecv refuses more parts than declared with ncclInvalidArgument and a warning;
-// up to the setting it carries every part. Bad values fail init naming the variable.
+// field; 1 when unset), and irecv refuses more parts than declared with ncclInvalidArgument and a
+// warning; up to the setting it carries every part. Bad values fail init naming the variable.
 TEST(V11Params, MaxRecvsIsTheSettingAndBoundsIrecv) {
   ncclNet_v11_t* net = Plugin::get().v11;
   ncclNet_v8_t* net8 = Plugin::get().v8;
   ASSERT_NE(net, nullptr);
   ASSERT_NE(net8, nullptr);
-  for (int setting : {1, 3}) {
+  for (int setting : {0, 3, 8}) {  // 0: unset, the default (1)
     int rc = runInChild([&] {
       setenv("CONFLUX_SOCKET_IFNAME", "lo", 1);
-      setenv("CONFLUX_NET_MAX_RECVS", std::to_string(setting).c_str(), 1);
+      if (setting == 0) {
+        unsetenv("CONFLUX_NET_MAX_RECVS");
+      } else {
+        setenv("CONFLUX_NET_MAX_RECVS", std::to_string(setting).c_str(), 1);
+      }
+      const int want = setting == 0 ? 1 : setting;
       void* ctx = nullptr;
       CHILD_CHECK(net->init(&ctx, 1, nullptr, &LogCapture::logger, nullptr) == ncclSuccess);
       ncclNetProperties_v11_t p{};
       CHILD_CHECK(net->getProperties(0, &p) == ncclSuccess);
-      CHILD_CHECK(p.maxRecvs == setting);
+      CHILD_CHECK(p.maxRecvs == want);
       CHILD_CHECK(net8->init(&LogCapture::logger) == ncclSuccess);
       ncclNetProperties_v8_t p8{};
       CHILD_CHECK(net8->getProperties(0, &p8) == ncclSuccess);
-      CHILD_CHECK(p8.maxRecvs == setting);
+      CHILD_CHECK(p8.maxRecvs == want);
       Pair pr;
       CHILD_CHECK(connectPairV11(net, ctx, 0, &pr) == ncclSuccess);
-      constexpr int kParts = 4;
+      constexpr int kParts = 9;
       std::vector<unsigned char> out[kParts], in[kParts];
       void* d[kParts];
       size_t sz[kParts];
@@ -273,23 +278,23 @@ TEST(V11Params, MaxRecvsIsTheSettingAndBoundsIrecv) {
       }
       void* rreq = reinterpret_cast<void*>(0x1);
       LogCapture::clear();
-      CHILD_CHECK(net->irecv(pr.recv, setting + 1, d, sz, tags, nullptr, nullptr, &rreq) ==
+      CHILD_CHECK(net->irecv(pr.recv, want + 1, d, sz, tags, nullptr, nullptr, &rreq) ==
                   ncclInvalidArgument);
-      CHILD_CHECK(LogCapture::contains("maxRecvs is " + std::to_string(setting)));
-      // The refused irecv left the comm usable: `setting` parts, one message each.
-      CHILD_CHECK(net->irecv(pr.recv, setting, d, sz, tags, nullptr, nullptr, &rreq) ==
-                  ncclSuccess);
+      CHILD_CHECK(LogCapture::contains("maxRecvs is " + std::to_string(want)));
+      // The refused irecv left the comm usable: `want` parts, one message each.
+      CHILD_CHECK(net->irecv(pr.recv, want, d, sz, tags, nullptr, nullptr, &rreq) == ncclSuccess);
       CHILD_CHECK(rreq != nullptr);
-      for (int i = 0; i < setting; ++i) {
+      for (int i = 0; i < want; ++i) {
         void* sreq = nullptr;
         CHILD_CHECK(net->isend(pr.send, out[i].data(), out[i].size(), tags[i], nullptr, nullptr,
                                &sreq) == ncclSuccess);
         CHILD_CHECK(sreq != nullptr);
         CHILD_CHECK(waitRequest(net, sreq, nullptr) == ncclSuccess);
       }
-      int got[kParts] = {-1, -1, -1, -1};
+      int got[kParts];
+      std::fill(got, got + kParts, -1);
       CHILD_CHECK(waitRequest(net, rreq, got) == ncclSuccess);
-      for (int i = 0; i < setting; ++i) {
+      for (int i = 0; i < want; ++i) {
         CHILD_CHECK(size_t(got[i]) == out[i].size());
         CHILD_CHECK(in[i] == out[i]);
       }

@@ -13,7 +13,7 @@ TEST_F(V11Test, PropertiesDescribeAHostOnlyDevice) {
   EXPECT_EQ(p.regIsGlobal, 0);
   EXPECT_GT(p.speed, 0);
   EXPECT_GE(p.maxComms, 1024);
-  EXPECT_EQ(p.maxRecvs, 8);
+  EXPECT_EQ(p.maxRecvs, 1);  // CONFLUX_NET_MAX_RECVS's default: a connection per sender
   EXPECT_EQ(p.netDeviceType, NCCL_NET_DEVICE_HOST);
   EXPECT_EQ(p.vProps.ndevs, 1);
   EXPECT_EQ(p.vProps.devs[0], dev);
@@ -85,9 +85,26 @@ INSTANTIATE_TEST_SUITE_P(Sizes, V11SizeTest,
                                            size_t{(1 << 20) + 3}, size_t{64} << 20),
                          [](const auto& info) { return "bytes_" + std::to_string(info.param); });
 
+// With CONFLUX_NET_MAX_RECVS=8 (NCCL then shares connections among senders and groups their
+// receives), read at this fixture's init; unset again after its finalize.
+class V11GroupedTest : public V11Test {
+ protected:
+  void SetUp() override {
+    setenv("CONFLUX_NET_MAX_RECVS", "8", 1);
+    V11Test::SetUp();
+  }
+  void TearDown() override {
+    V11Test::TearDown();
+    unsetenv("CONFLUX_NET_MAX_RECVS");
+  }
+};
+
 // One grouped irecv takes four messages, matched by tag whatever their order, each smaller
 // than its posted buffer; test() reports the actual sizes per part.
-TEST_F(V11Test, GroupedReceiveMatchesByTagAndReportsActualSizes) {
+TEST_F(V11GroupedTest, GroupedReceiveMatchesByTagAndReportsActualSizes) {
+  ncclNetProperties_v11_t props{};
+  ASSERT_EQ(net->getProperties(dev, &props), ncclSuccess);
+  ASSERT_EQ(props.maxRecvs, 8);
   Pair p;
   connect(&p);
   const int tags[4] = {10, 11, 12, 13};
