@@ -487,24 +487,27 @@ Status exchange_served(const Config& cfg, net::SendComm* next, net::RecvComm* pr
   return st;
 }
 
-// 1b. One hop of the worker ring: kHopRounds allgathers of one word, timed, once the first
-// exchange has brought the ranks together (microseconds; 0 with one rank, or when the ring
-// failed, which the agreement then reports).
+// 1b. One hop of the worker ring: kHopRounds allgathers of one word, each timed; a hop is the
+// typical round (typical_round: the first, which brings the ranks together, and outliers left
+// out) over the nranks-1 steps of an allgather (microseconds; 0 with one rank, or when the
+// ring failed, which the agreement then reports).
 double measure_hop_us(net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
                       std::chrono::milliseconds timeout) {
-  constexpr int kHopRounds = 8;
+  constexpr int kHopRounds = 9;
   if (nranks < 2) return 0;
   const uint64_t mine = static_cast<uint64_t>(rank);
   std::vector<uint64_t> all(static_cast<size_t>(nranks));
-  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<double> rounds;
   for (int i = 0; i < kHopRounds; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
     if (collnet::ring_allgather(next, prev, rank, nranks, &mine, all.data(), sizeof mine,
                                 timeout) != Status::kOk) {
       return 0;
     }
+    const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - t0;
+    rounds.push_back(took.count());
   }
-  const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - t0;
-  return took.count() / (kHopRounds * (nranks - 1));
+  return collnet::typical_round(std::move(rounds)) / (nranks - 1);
 }
 
 // 1c. What the link to rank+1 delivers: kLinkRounds ring steps of kLinkProbeBytes, every rank
@@ -733,9 +736,9 @@ struct ProbeTimes {
   double bulk_s = 0;     // one sum of kBulkProbeFloats
 };
 
-// kLatencyProbes one-element sums, timed (the median of all but the first, which waits for
-// the last rank to arrive), then one of kBulkProbeFloats (what the path delivers, for the
-// tuner's model; a request's size as NCCL issues them); then the largest figures any rank
+// kLatencyProbes one-element sums, timed (typical_round: the median of all but the first,
+// which waits for the last rank to arrive), then one of kBulkProbeFloats (what the path delivers,
+// for the tuner's model; a request's size as NCCL issues them); then the largest figures any rank
 // measured, by one more AllReduce (max) through the same path, so that every rank holds the
 // same. Checks every sum, so a CollNet that gives wrong results fails here, before any data.
 Status probe_collnet(collnet::CollComm& c, int nranks, std::chrono::milliseconds timeout,
@@ -744,12 +747,11 @@ Status probe_collnet(collnet::CollComm& c, int nranks, std::chrono::milliseconds
   for (int i = 0; i < kLatencyProbes; ++i) {
     double d = 0;
     CFX_RETURN_IF_ERROR(timed_sum(c, b, 1, nranks, timeout, &d));
-    if (i > 0) took.push_back(d);
+    took.push_back(d);
   }
   double bulk = 0;
   CFX_RETURN_IF_ERROR(timed_sum(c, b, kBulkProbeFloats, nranks, timeout, &bulk));
-  std::nth_element(took.begin(), took.begin() + took.size() / 2, took.end());
-  b.in[0] = static_cast<float>(took[took.size() / 2]);
+  b.in[0] = static_cast<float>(collnet::typical_round(std::move(took)));
   b.in[1] = static_cast<float>(bulk);
   CFX_RETURN_IF_ERROR(allreduce_n(c, b, 2, Op::kMax, timeout));
   times->latency_s = b.out[0];

@@ -47,6 +47,14 @@ double PathModel::ring_time(size_t bytes) const {
   return ring_latency_s() + ring_bytes_per_byte(nranks) * static_cast<double>(bytes) / link_Bps;
 }
 
+double typical_round(std::vector<double> rounds) {
+  if (rounds.size() < 2) return 0;
+  rounds.erase(rounds.begin());
+  const auto mid = rounds.begin() + static_cast<std::ptrdiff_t>(rounds.size() / 2);
+  std::nth_element(rounds.begin(), mid, rounds.end());
+  return *mid;
+}
+
 void publish_model(uint64_t comm_id, const void* owner, const PathModel& m) {
   std::lock_guard<std::mutex> lk(g_mu);
   g_models.push_back({comm_id, owner, m});

@@ -53,6 +53,12 @@ struct PathModel {
   bool collnet_wins(size_t bytes) const { return collnet_time(bytes) < ring_time(bytes); }
 };
 
+// The figure the model takes from a connect probe repeated `rounds.size()` times: the median
+// of the rounds after the first (the first waits for the last rank to arrive). A mean would
+// carry one preempted round on a busy host into every later choice, and it moves the ring's
+// latency and CollNet's alike; both connect probes use this. 0 with fewer than two rounds.
+double typical_round(std::vector<double> rounds);
+
 // Publishes `m` for NCCL communicator `comm_id`, owned by `owner` (a CollComm), until
 // withdraw(owner).
 void publish_model(uint64_t comm_id, const void* owner, const PathModel& m);
