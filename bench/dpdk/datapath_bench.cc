@@ -182,6 +182,8 @@ int main(int argc, char** argv) {
   auto stage = [&] {
     while (made < total && staged.size() + n_workers <= kBacklog) {
       for (uint32_t r = 0; r < n_workers; ++r) staged.push_back(make(made++));
+      drain();  // as a NIC returns TX completions: results left in the TX ring hold the
+                // dataplane's mbufs, and a lcore that had them all would drop results
     }
   };
   auto release = [&] {  // into the (empty) ring at once
@@ -190,6 +192,7 @@ int main(int argc, char** argv) {
     }
     staged.clear();
   };
+  const std::string m0 = dp->extra_metrics();  // before the lcore runs: every frame counts
   if (backlog) {
     stage();
     release();  // before the lcore polls: its first poll finds a full ring
@@ -198,12 +201,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", e.c_str());
     return 1;
   }
-  const std::string m0 = dp->extra_metrics();
   const uint64_t t0 = rte_rdtsc();
   if (backlog) {
     while (made < total) {
       stage();
-      while (rte_ring_count(rx) != 0) drain();
+      do {
+        drain();
+      } while (rte_ring_count(rx) != 0);
       release();
     }
   } else {
@@ -238,8 +242,16 @@ int main(int argc, char** argv) {
       double(busy) / double(in ? in : 1), double(rte_get_tsc_hz()) / 1e9,
       double(in) / double(polls ? polls : 1));
   if (out != expect) {
-    std::fprintf(stderr, "%lu results sent, %lu expected; the dataplane's counters:\n%s\n",
-                 (unsigned long)out, (unsigned long)expect, m1.c_str());
+    const QueueCounters& q = dp->counters(0);
+    std::fprintf(stderr,
+                 "%lu results sent, %lu expected; slots completed %lu, send errors %lu, "
+                 "deferred %lu; datagram drops by reason:",
+                 (unsigned long)out, (unsigned long)expect, (unsigned long)q.slots_completed.get(),
+                 (unsigned long)q.send_errors.get(), (unsigned long)q.deferred.get());
+    for (int r = 1; r < proto::kNumDropReasons; ++r) {
+      std::fprintf(stderr, " [%d] %lu", r, (unsigned long)q.drops[r].get());
+    }
+    std::fprintf(stderr, "\nthe DPDK counters:\n%s\n", m1.c_str());
     return 1;
   }
   // The backlog mode promises a saturated lcore: a run whose polls found less than half a
