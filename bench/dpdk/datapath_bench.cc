@@ -30,6 +30,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "aggregator/dataplane/dpdk/dpdk_dataplane.h"
@@ -249,13 +250,16 @@ int main(int argc, char** argv) {
                  (unsigned long)out, (unsigned long)expect, (unsigned long)q.slots_completed.get(),
                  (unsigned long)q.send_errors.get(), (unsigned long)q.deferred.get());
     for (int r = 1; r < proto::kNumDropReasons; ++r) {
-      std::fprintf(stderr, " [%d] %lu", r, (unsigned long)q.drops[r].get());
+      if (q.drops[r].get() == 0) continue;
+      const std::string_view name = proto::drop_reason_name(static_cast<proto::DropReason>(r));
+      std::fprintf(stderr, " %.*s %lu", int(name.size()), name.data(),
+                   (unsigned long)q.drops[r].get());
     }
     std::fprintf(stderr, "\nthe DPDK counters:\n%s\n", m1.c_str());
     return 1;
   }
   // The backlog mode promises a saturated lcore: a run whose polls found less than half a
-  // burst on average measured something else (the producer could not keep the ring full).
+  // burst on average measured something else (batches released into a ring still draining).
   if (backlog && double(in) < double(polls) * 16) {
     std::fprintf(stderr, "backlog: only %.1f frames per busy poll (at least 16 expected)\n",
                  double(in) / double(polls ? polls : 1));
