@@ -10,9 +10,9 @@
 namespace conflux::cli {
 
 double measured_core_gbit(const std::string& dataplane) {
-  // bench/capacity/capacity.py on a 2-vCPU AMD EPYC VM (TSC 2.6 GHz), 2026-11-28, the lower
-  // ends of its runs: the DPDK lcore's busy cycles per 8 KiB contribution (28 Gbit/s on a quiet
-  // host, where its bursts are small; 36-38 with full bursts), and
+  // bench/capacity/capacity.py on a 2-vCPU AMD EPYC VM (TSC 2.6 GHz), 2026-11-28/29, the lower
+  // ends of its runs: the DPDK lcore's busy cycles per 8 KiB contribution, saturated (backlog
+  // mode, every poll a full burst: medians 27-40 Gbit/s, the VM's spread), and
   // confluxd's CPU-s per GB on loopback with unicast fan-out to 4 workers (22-26 Gbit/s; the
   // kernel's copies in and out are most of it).
   return dataplane == "dpdk" ? 28 : 22;
