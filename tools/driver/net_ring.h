@@ -14,6 +14,7 @@
 // All calls come from the rank's main thread, like NCCL's single proxy thread.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "conflux/common/dtype.h"
@@ -23,6 +24,14 @@
 #include "driver/service.h"
 
 namespace conflux::driver {
+
+// One connection pair as NCCL's proxy makes it: net.connect(ctx, dev 0, peer_handle) and
+// net.accept(listen) polled (non-blocking, the same handle bytes at every retry) until both
+// comms are up, then net.closeListen, as NCCL does once its accept completed. `what` names the
+// pair in the calls' error lines and in the timeout's. Fails when `dl` passes first.
+Status connect_pair(const nccl::ncclNet_v11_t* net, void* ctx, int rank, void* listen,
+                    char* peer_handle, const Deadline* dl, const std::string& what, void** send,
+                    void** recv);
 
 class NetRing {
  public:

@@ -1,10 +1,36 @@
 // NetRing connection setup and teardown (see net_ring.h for the call sequence).
+#include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "driver/idle.h"
 #include "driver/net_ring.h"
 
 namespace conflux::driver {
+
+Status connect_pair(const nccl::ncclNet_v11_t* net, void* ctx, int rank, void* listen,
+                    char* peer_handle, const Deadline* dl, const std::string& what, void** send,
+                    void** recv) {
+  const std::string connect = "net.connect(dev 0, " + what + ", rank+1)";
+  const std::string accept = "net.accept(" + what + ", rank-1)";
+  nccl::ncclNetDeviceHandle_v11_t* send_dev = nullptr;
+  nccl::ncclNetDeviceHandle_v11_t* recv_dev = nullptr;
+  uint64_t polls = 0;
+  while (*send == nullptr || *recv == nullptr) {
+    if (*send == nullptr) {
+      DRV_CALL(rank, connect.c_str(), net->connect(ctx, 0, peer_handle, send, &send_dev));
+    }
+    if (*recv == nullptr) DRV_CALL(rank, accept.c_str(), net->accept(listen, recv, &recv_dev));
+    if ((++polls & 255) == 0 && dl->passed()) {
+      return Status::Error("--timeout reached in net.connect/accept (" + what +
+                           ": send comm to rank+1 " + (*send ? "ready" : "missing") +
+                           ", recv comm from rank-1 " + (*recv ? "ready" : "missing") + ")");
+    }
+    if (*send == nullptr || *recv == nullptr) idle_pause();
+  }
+  DRV_CALL(rank, "net.closeListen", net->closeListen(listen));
+  return Status::Ok();
+}
 
 Status NetRing::setup(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, HostBuffers* bufs,
                       size_t chunk_bytes, int inflight, const Deadline* dl, int service_conns,
@@ -32,33 +58,13 @@ Status NetRing::setup(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, 
   std::vector<std::string> handles;
   DRV_TRY(bs_->allgather(std::string(handle, sizeof handle) + extra, &handles));
   const int next = (rank_ + 1) % nranks_;
-  const int prev = (rank_ + nranks_ - 1) % nranks_;
   // NCCL keeps the peer's handle in its own memory and passes the same bytes to every
   // connect() retry (plugins may keep connection state in it): so do we.
   char peer_handle[nccl::NCCL_NET_HANDLE_MAXSIZE];
   std::memcpy(peer_handle, handles[next].data(), sizeof peer_handle);
 
-  nccl::ncclNetDeviceHandle_v11_t* send_dev = nullptr;
-  nccl::ncclNetDeviceHandle_v11_t* recv_dev = nullptr;
-  uint64_t polls = 0;
-  while (send_comm_ == nullptr || recv_comm_ == nullptr) {
-    if (send_comm_ == nullptr) {
-      DRV_CALL(rank_, "net.connect(dev 0, rank+1)",
-               net_->connect(ctx, 0, peer_handle, &send_comm_, &send_dev));
-    }
-    if (recv_comm_ == nullptr) {
-      DRV_CALL(rank_, "net.accept(rank-1)", net_->accept(listen_comm, &recv_comm_, &recv_dev));
-    }
-    if ((++polls & 255) == 0 && dl_->passed()) {
-      return Status::Error(std::string("--timeout reached in net.connect/accept ") +
-                           "(send comm to rank " + std::to_string(next) +
-                           (send_comm_ ? " ready" : " missing") + ", recv comm from rank " +
-                           std::to_string(prev) + (recv_comm_ ? " ready" : " missing") + ")");
-    }
-    if (send_comm_ == nullptr || recv_comm_ == nullptr) idle_pause();
-  }
-  // NCCL closes the listen comm as soon as its accept completed.
-  DRV_CALL(rank_, "net.closeListen", net_->closeListen(listen_comm));
+  DRV_TRY(connect_pair(net_, ctx, rank_, listen_comm, peer_handle, dl_, "ring", &send_comm_,
+                       &recv_comm_));
   DRV_TRY(register_all(send_comm_, "send", send_mh_));
   DRV_TRY(register_all(recv_comm_, "recv", recv_mh_));
   service_.start(handles[next].substr(sizeof handle), dl_);

@@ -1,9 +1,6 @@
 #include "driver/pxn_conns.h"
 
-#include <cstring>
 #include <string>
-
-#include "driver/idle.h"
 
 namespace conflux::driver {
 
@@ -33,33 +30,14 @@ Status PxnConns::open(const nccl::ncclNet_v11_t* net, void* ctx, NetRing* ring, 
   }
   // NCCL passes the same handle bytes to every connect() retry: one copy per connection.
   std::vector<char> peer(all[size_t(next)].begin(), all[size_t(next)].end());
-  std::vector<void*> sends(size_t(extra), nullptr), recvs(size_t(extra), nullptr);
-  const Deadline* dl = ring->deadline();
-  for (;;) {
-    int up = 0;
-    for (size_t i = 0; i < size_t(extra); ++i) {
-      nccl::ncclNetDeviceHandle_v11_t* dev = nullptr;
-      if (sends[i] == nullptr) {
-        DRV_CALL(rank_, "net.connect(PXN connection, rank+1)",
-                 net_->connect(ctx, 0, peer.data() + i * kH, &sends[i], &dev));
-      }
-      if (recvs[i] == nullptr) {
-        DRV_CALL(rank_, "net.accept(PXN connection, rank-1)",
-                 net_->accept(listens[i], &recvs[i], &dev));
-      }
-      up += (sends[i] != nullptr) + (recvs[i] != nullptr);
-    }
-    if (up == 2 * extra) break;
-    if (dl->passed()) {
-      return Status::Error("--timeout reached connecting the PXN connections (" +
-                           std::to_string(up) + "/" + std::to_string(2 * extra) + " comms up)");
-    }
-    idle_pause();
-  }
+  // One pair after the other, as NCCL's service thread connects them.
   for (size_t i = 0; i < size_t(extra); ++i) {
-    DRV_CALL(rank_, "net.closeListen(PXN connection)", net_->closeListen(listens[i]));
-    send_.push_back(sends[i]);
-    recv_.push_back(recvs[i]);
+    void* send = nullptr;
+    void* recv = nullptr;
+    DRV_TRY(connect_pair(net_, ctx, rank_, listens[i], peer.data() + i * kH, ring->deadline(),
+                         "PXN connection " + std::to_string(i + 1), &send, &recv));
+    send_.push_back(send);
+    recv_.push_back(recv);
   }
   return Status::Ok();
 }

@@ -19,7 +19,7 @@ class PxnConns {
 
   // Makes `total` pairs (send comm to rank+1, receive comm from rank-1), the ring's first:
   // listen total-1 times on device 0, exchange the handles over `bs`, then connect and accept
-  // all of them in one non-blocking loop, bounded by the ring's deadline.
+  // them one pair after the other (connect_pair, net_ring.h), bounded by the ring's deadline.
   Status open(const nccl::ncclNet_v11_t* net, void* ctx, NetRing* ring, Bootstrap* bs, int total);
   // Closes the pairs opened here (not the ring's).
   Status close();

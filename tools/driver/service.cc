@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "driver/idle.h"
+#include "driver/net_ring.h"
 
 namespace conflux::driver {
 
@@ -64,20 +65,9 @@ void ServiceThread::run(std::string next) {
     }
     // Connect and accept as NCCL's service thread does: non-blocking, polled, one at a time.
     for (size_t i = 0; i < k; ++i) {
-      nccl::ncclNetDeviceHandle_v11_t* dev = nullptr;
-      while (sends[i] == nullptr || recvs[i] == nullptr) {
-        if (sends[i] == nullptr) {
-          DRV_CALL(rank_, "net.connect(service thread)",
-                   net_->connect(ctx_, 0, peer[i].data(), &sends[i], &dev));
-        }
-        if (recvs[i] == nullptr) {
-          DRV_CALL(rank_, "net.accept(service thread)", net_->accept(listens_[i], &recvs[i], &dev));
-        }
-        if (dl_->passed())
-          return Status::Error("--timeout reached in the service thread's connect");
-        if (sends[i] == nullptr || recvs[i] == nullptr) idle_pause();
-      }
-      DRV_CALL(rank_, "net.closeListen(service thread)", net_->closeListen(listens_[i]));
+      DRV_TRY(connect_pair(net_, ctx_, rank_, listens_[i], peer[i].data(), dl_,
+                           "service thread, connection " + std::to_string(i), &sends[i],
+                           &recvs[i]));
       listens_[i] = nullptr;
     }
     // Register and deregister a buffer on every new comm, then close them all.
