@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/net_ring.h"
 #include "driver/plugin.h"
 
 namespace conflux::driver {
@@ -150,38 +151,15 @@ class Emu {
 
 Status Emu::setup() {
   conns_.resize(static_cast<size_t>(nch_));
-  std::vector<void*> listens(conns_.size(), nullptr);
-  std::string mine;
+  std::vector<void*> listens;
+  std::string peer;
+  DRV_TRY(listen_to_next(net_, ctx_, bs_, nch_, "channel", &listens, &peer));
   for (int c = 0; c < nch_; ++c) {
-    char handle[nccl::NCCL_NET_HANDLE_MAXSIZE] = {};
-    DRV_CALL(rank_, "net.listen(dev 0)", net_->listen(ctx_, 0, handle, &listens[c]));
-    mine.append(handle, sizeof handle);
-  }
-  std::vector<std::string> all;
-  DRV_TRY(bs_->allgather(mine, &all));
-  const int next = (rank_ + 1) % n_;
-  std::vector<std::string> peer(conns_.size());
-  for (int c = 0; c < nch_; ++c) {
-    peer[c] = all[next].substr(c * nccl::NCCL_NET_HANDLE_MAXSIZE, nccl::NCCL_NET_HANDLE_MAXSIZE);
-  }
-  uint64_t polls = 0;
-  for (;;) {
-    bool all_up = true;
-    for (int c = 0; c < nch_; ++c) {
-      Conn& k = conns_[c];
-      nccl::ncclNetDeviceHandle_v11_t* dev = nullptr;
-      if (k.send == nullptr)
-        DRV_CALL(rank_, "net.connect", net_->connect(ctx_, 0, peer[c].data(), &k.send, &dev));
-      if (k.recv == nullptr) DRV_CALL(rank_, "net.accept", net_->accept(listens[c], &k.recv, &dev));
-      all_up = all_up && k.send != nullptr && k.recv != nullptr;
-    }
-    if (all_up) break;
-    if ((++polls & 255) == 0 && dl_->passed()) return Status::Error("--timeout in connect/accept");
-    sched_yield();
+    DRV_TRY(connect_pair(net_, ctx_, rank_, listens[c], &peer[c * nccl::NCCL_NET_HANDLE_MAXSIZE],
+                         dl_, "channel " + std::to_string(c), &conns_[c].send, &conns_[c].recv));
   }
   for (int c = 0; c < nch_; ++c) {
     Conn& k = conns_[c];
-    DRV_CALL(rank_, "net.closeListen", net_->closeListen(listens[c]));
     k.sbuf.assign(kBufBytes, 0);
     k.rbuf.assign(kBufBytes, 0);
     DRV_CALL(rank_, "net.regMr(send)",

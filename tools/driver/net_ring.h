@@ -33,6 +33,12 @@ Status connect_pair(const nccl::ncclNet_v11_t* net, void* ctx, int rank, void* l
                     char* peer_handle, const Deadline* dl, const std::string& what, void** send,
                     void** recv);
 
+// k listen comms on device 0 (net.listen), their handles exchanged over `bs`: *peer gets
+// rank+1's k handles, NCCL_NET_HANDLE_MAXSIZE bytes each, the bytes connect_pair passes to
+// every connect() retry. `what` names the calls in error lines.
+Status listen_to_next(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, int k,
+                      const std::string& what, std::vector<void*>* listens, std::string* peer);
+
 class NetRing {
  public:
   NetRing() = default;

@@ -2,6 +2,8 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "driver/idle.h"
 #include "driver/net_ring.h"
@@ -29,6 +31,29 @@ Status connect_pair(const nccl::ncclNet_v11_t* net, void* ctx, int rank, void* l
     if (*send == nullptr || *recv == nullptr) idle_pause();
   }
   DRV_CALL(rank, "net.closeListen", net->closeListen(listen));
+  return Status::Ok();
+}
+
+Status listen_to_next(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, int k,
+                      const std::string& what, std::vector<void*>* listens, std::string* peer) {
+  constexpr size_t kH = nccl::NCCL_NET_HANDLE_MAXSIZE;
+  const std::string call = "net.listen(dev 0, " + what + ")";
+  listens->assign(size_t(k), nullptr);
+  std::string mine;
+  for (int i = 0; i < k; ++i) {
+    char h[kH] = {};
+    DRV_CALL(bs->rank(), call.c_str(), net->listen(ctx, 0, h, &(*listens)[size_t(i)]));
+    mine.append(h, kH);
+  }
+  std::vector<std::string> all;
+  DRV_TRY(bs->allgather(mine, &all));
+  const int next = (bs->rank() + 1) % bs->nranks();
+  if (all[size_t(next)].size() != size_t(k) * kH) {
+    return Status::Error("bootstrap: rank " + std::to_string(next) + " sent " +
+                         std::to_string(all[size_t(next)].size() / kH) + " " + what +
+                         " listen handles, expected " + std::to_string(k));
+  }
+  *peer = std::move(all[size_t(next)]);
   return Status::Ok();
 }
 

@@ -12,30 +12,16 @@ Status PxnConns::open(const nccl::ncclNet_v11_t* net, void* ctx, NetRing* ring, 
   recv_.assign(1, ring->recv_comm());
   const int extra = total - 1;
   if (extra <= 0) return Status::Ok();
-  constexpr size_t kH = nccl::NCCL_NET_HANDLE_MAXSIZE;
-  std::vector<void*> listens(size_t(extra), nullptr);
-  std::string mine;
-  for (int i = 0; i < extra; ++i) {
-    char h[kH] = {};
-    DRV_CALL(rank_, "net.listen(PXN connection)", net_->listen(ctx, 0, h, &listens[size_t(i)]));
-    mine.append(h, kH);
-  }
-  std::vector<std::string> all;
-  DRV_TRY(bs->allgather(mine, &all));
-  const int next = (rank_ + 1) % bs->nranks();
-  if (all[size_t(next)].size() != size_t(extra) * kH) {
-    return Status::Error("bootstrap: rank " + std::to_string(next) + " sent " +
-                         std::to_string(all[size_t(next)].size() / kH) +
-                         " PXN listen handles, expected " + std::to_string(extra));
-  }
-  // NCCL passes the same handle bytes to every connect() retry: one copy per connection.
-  std::vector<char> peer(all[size_t(next)].begin(), all[size_t(next)].end());
+  std::vector<void*> listens;
+  std::string peer;
+  DRV_TRY(listen_to_next(net_, ctx, bs, extra, "PXN connection", &listens, &peer));
   // One pair after the other, as NCCL's service thread connects them.
   for (size_t i = 0; i < size_t(extra); ++i) {
     void* send = nullptr;
     void* recv = nullptr;
-    DRV_TRY(connect_pair(net_, ctx, rank_, listens[i], peer.data() + i * kH, ring->deadline(),
-                         "PXN connection " + std::to_string(i + 1), &send, &recv));
+    DRV_TRY(connect_pair(net_, ctx, rank_, listens[i], &peer[i * nccl::NCCL_NET_HANDLE_MAXSIZE],
+                         ring->deadline(), "PXN connection " + std::to_string(i + 1), &send,
+                         &recv));
     send_.push_back(send);
     recv_.push_back(recv);
   }

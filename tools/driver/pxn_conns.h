@@ -24,7 +24,6 @@ class PxnConns {
   // Closes the pairs opened here (not the ring's).
   Status close();
 
-  int size() const { return int(send_.size()); }
   void* send(int i) const { return send_[size_t(i)]; }
   void* recv(int i) const { return recv_[size_t(i)]; }
 
