@@ -1,22 +1,27 @@
 // RESULT datagrams produced by the SlotEngine while it handles one receive batch, handed to
 // the backend to transmit (sendmmsg, DPDK tx burst, ...). Owned by one dataplane thread.
 // Each entry is a complete datagram (48-byte header + payload) in the batch's arena plus its
-// destination: every member of the job (fan-out, or the job's multicast group once its ranks
-// agreed on it), every member but one (acknowledgements of an owned result), one rank (a
-// re-served result, an owned result), or, on a leaf of a reduction tree, the parent aggregator
-// (a partial result going up as a CONTRIB).
-// Job pointers stay valid until the owning thread's next JobTable::quiescent(), so the
-// backend must transmit and clear() the batch before calling it.
+// destination, or, in a batch that lends payloads (lend_payloads(): a backend that gathers its
+// sends, kernel UDP), the header and MAC trailer in the arena and the payload left where the
+// engine reduced it (a slot's bank), which the kernel then reads once for the send instead of
+// twice (the copy into the arena, then the send). Destinations: every member of the job (fan-out,
+// or the job's multicast group once its ranks agreed on it), every member but one (acknowledgements
+// of an owned result), one rank (a re-served result, an owned result), or, on a leaf of a reduction
+// tree, the parent aggregator (a partial result going up as a CONTRIB). Job pointers stay valid
+// until the owning thread's next JobTable::quiescent(), so the backend must transmit and clear()
+// the batch before calling it.
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
 #include "aggregator/engine/job.h"
+#include "conflux/protocol/data.h"
 
 namespace conflux::agg {
 
@@ -49,6 +54,10 @@ class ResultBatch final {
     // With kAllRanks: children that have their own (direct) entry for this result; -1 unused.
     std::array<int32_t, Job::kMaxDirectChildren> skip;
     void* handle;  // the Space's handle of `data`; nullptr with the batch's own arena
+    // A lent payload: the datagram is data[0, 48), then body[0, body_len), then
+    // data[48, len - body_len) (the MAC trailer, if any). nullptr: `data` holds all of it.
+    const uint8_t* body;
+    uint32_t body_len;
 
     // Calls f(const sockaddr_in&) with the address of every destination of the entry. The
     // references stay valid as long as the job.
@@ -97,12 +106,35 @@ class ResultBatch final {
     if (pending_ == nullptr) pending_ = space_.take(space_.ctx, &pending_handle_);
     return pending_;
   }
-  // Appends the datagram written at the last reserve().
+  // Appends the datagram written at the last reserve(): `len` bytes in all, of which, with
+  // `body`, the body_len bytes behind the header are lent from there (see Entry::body).
   void commit(uint32_t len, Job* job, uint32_t slot, int32_t rank, int32_t except = -1,
-              bool direct = false) {
-    entries_.push_back({reserve(), len, rank, job, except, slot, direct, kNoSkip, pending_handle_});
+              bool direct = false, const uint8_t* body = nullptr, uint32_t body_len = 0) {
+    entries_.push_back({reserve(), len, rank, job, except, slot, direct, kNoSkip, pending_handle_,
+                        body, body_len});
     pending_ = nullptr;
     pending_handle_ = nullptr;
+  }
+
+  // Lent payloads (see the file comment); only with the batch's own arena.
+  void lend_payloads() { lends_ = space_.take == nullptr; }
+  bool lends() const { return lends_; }
+  // Changes at every clear(): a payload lent while epoch() had this value may still be read
+  // by an entry (SlotEngine notes it on the bank it lent from).
+  uint64_t epoch() const { return epoch_; }
+  // Copies every lent payload that lies in [from, from + n) into its entry, which then holds
+  // the whole datagram: for the lender, before it writes there again.
+  void take_back(const uint8_t* from, size_t n) {
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      Entry& e = entries_[i];
+      if (e.body == nullptr || e.body < from || e.body >= from + n) continue;
+      uint8_t* d = arena_.get() + i * max_datagram_;  // where e.data points
+      const size_t head = proto::kDataHeaderSize, tail = e.len - head - e.body_len;
+      std::memmove(d + head + e.body_len, d + head, tail);
+      std::memcpy(d + head, e.body, e.body_len);
+      e.body = nullptr;
+      e.body_len = 0;
+    }
   }
   // The last entry (kAllRanks) leaves out these ranks: they have direct entries of their own.
   void skip_in_last(const std::array<int32_t, Job::kMaxDirectChildren>& ranks) {
@@ -118,7 +150,10 @@ class ResultBatch final {
   size_t room() const { return capacity_ - entries_.size(); }
   bool empty() const { return entries_.empty(); }
   const Entry& operator[](size_t i) const { return entries_[i]; }
-  void clear() { entries_.clear(); }
+  void clear() {
+    entries_.clear();
+    ++epoch_;
+  }
 
  private:
   size_t max_datagram_;
@@ -127,6 +162,8 @@ class ResultBatch final {
   std::unique_ptr<uint8_t[]> arena_;
   uint8_t* pending_ = nullptr;  // with a Space: taken by reserve(), not yet committed
   void* pending_handle_ = nullptr;
+  bool lends_ = false;
+  uint64_t epoch_ = 1;
   std::vector<Entry> entries_;
 };
 

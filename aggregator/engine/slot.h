@@ -52,6 +52,10 @@ struct Bank {
   LazyBuffer raw;     // deterministic mode: contribution of rank c at c * payload_bytes
   const uint8_t* result_data = nullptr;  // valid in kComplete: count * dtype_size bytes
   uint64_t first_ns = 0;                 // steady clock at the generation's first contribution
+  // The ResultBatch::epoch() in which result_data was last lent to a batch (0: never): the
+  // batch may still read it, so it is taken back before the bank is written again. Bookkeeping
+  // of the queue's batch, not the bank's state, hence mutable (emitting reads a const Bank).
+  mutable uint64_t lent_in = 0;
 
   bool has(uint32_t c) const { return (bitmap[c >> 6] >> (c & 63)) & 1u; }
   void set(uint32_t c) { bitmap[c >> 6] |= uint64_t{1} << (c & 63); }

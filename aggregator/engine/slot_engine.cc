@@ -165,8 +165,16 @@ bool SlotEngine::parent_mac_ok(const Job& job, const DataHeader& h, const uint8_
                    [](uint32_t sender) { return (sender & proto::kAggSender) != 0; });
 }
 
+void SlotEngine::take_back(const Bank& b, ResultBatch& out) {
+  if (b.lent_in != out.epoch()) return;
+  if (b.accum.data() != nullptr) out.take_back(b.accum.data(), b.accum.capacity());
+  if (b.result.data() != nullptr) out.take_back(b.result.data(), b.result.capacity());
+  b.lent_in = 0;
+}
+
 DropReason SlotEngine::start_bank(Job& job, Bank& b, const DataHeader& h, const uint8_t* payload,
                                   ResultBatch& out) {
+  take_back(b, out);  // a result of the generation before may still wait in the batch
   b.state = BankState::kCollecting;
   b.generation = h.generation;
   b.dtype = h.dtype;
@@ -320,8 +328,16 @@ void SlotEngine::append(Job& job, const Bank& b, DataHeader d, uint32_t slot, in
   if (key) d.flags |= proto::kFlagMac;
   proto::encode_data_header(d, buf);
   const size_t bytes = d.wire_payload_bytes();
-  uint8_t* body = buf + proto::kDataHeaderSize;
-  if (bytes > 0) std::memcpy(body, b.result_data, bytes);
+  // A batch that lends payloads sends the bank's bytes as they are (the trailer then follows
+  // the header in the batch); otherwise they are copied behind the header.
+  const bool lend = bytes > 0 && out.lends();
+  const uint8_t* body = lend ? b.result_data : buf + proto::kDataHeaderSize;
+  uint8_t* trailer = lend ? buf + proto::kDataHeaderSize : buf + proto::kDataHeaderSize + bytes;
+  if (lend) {
+    b.lent_in = out.epoch();
+  } else if (bytes > 0) {
+    std::memcpy(buf + proto::kDataHeaderSize, b.result_data, bytes);
+  }
   if (key) {
     // The MAC objects keep one key each; a child's is named by its rank in this job.
     proto::DataMac& mac =
@@ -333,13 +349,13 @@ void SlotEngine::append(Job& job, const Bank& b, DataHeader d, uint32_t slot, in
                                                : proto::kAggSender | queue_;
     // One counter per queue for its own key and every child's: still never twice per key.
     const uint64_t seq = up ? job.next_up_mac_seq(queue_) : job.next_mac_seq(queue_);
-    if (!mac.sign(buf, body, bytes, sender, seq, body + bytes)) {
+    if (!mac.sign(buf, body, bytes, sender, seq, trailer)) {
       counters_.send_errors.inc();  // libcrypto failed: send nothing; the worker will ask again
       return;
     }
   }
   out.commit(static_cast<uint32_t>(proto::kDataHeaderSize + d.wire_body_bytes()), &job, slot, rank,
-             except, direct);
+             except, direct, lend ? body : nullptr, lend ? static_cast<uint32_t>(bytes) : 0);
 }
 
 }  // namespace conflux::agg

@@ -64,6 +64,9 @@ class SlotEngine final {
   // on_contrib once the job, token, MAC and source are right (counted as the job's traffic).
   proto::DropReason on_job_contrib(Job& job, const proto::DataHeader& h, const uint8_t* payload,
                                    ResultBatch& out);
+  // Before bank b is written again: the batch's entries that still read a payload lent from
+  // it get their own copy (ResultBatch::take_back).
+  void take_back(const Bank& b, ResultBatch& out);
   proto::DropReason start_bank(Job& job, Bank& b, const proto::DataHeader& h,
                                const uint8_t* payload, ResultBatch& out);
   void add(Job& job, Bank& b, const proto::DataHeader& h, const uint8_t* payload, ResultBatch& out);

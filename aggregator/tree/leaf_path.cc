@@ -52,6 +52,7 @@ DropReason SlotEngine::on_parent_result(const DataHeader& h, const uint8_t* payl
     return DropReason::kSlotMismatch;
   }
   if (b.state != BankState::kForwarded) return DropReason::kDuplicate;  // served again
+  take_back(b, out);  // the partial sent up again may wait in the batch, lent from b.result
   uint8_t* dst = b.result.ensure(p.payload_bytes);
   std::memcpy(dst, payload, h.payload_bytes());
   b.result_data = dst;

@@ -82,9 +82,20 @@ class SlotEngineTest : public ::testing::Test {
                               out_);
   }
 
+  // Entry i as it goes on the wire (a lent payload gathered between header and trailer).
+  std::vector<uint8_t> wire_of(size_t i) const {
+    const ResultBatch::Entry& e = out_[i];
+    if (e.body == nullptr) return {e.data, e.data + e.len};
+    std::vector<uint8_t> w(e.data, e.data + proto::kDataHeaderSize);
+    w.insert(w.end(), e.body, e.body + e.body_len);
+    w.insert(w.end(), e.data + proto::kDataHeaderSize,
+             e.data + (e.len - e.body_len));  // the trailer, if any
+    return w;
+  }
   std::vector<int32_t> result_of(size_t i) const {
-    std::vector<int32_t> v((out_[i].len - proto::kDataHeaderSize) / 4);
-    std::memcpy(v.data(), out_[i].data + proto::kDataHeaderSize, v.size() * 4);
+    const std::vector<uint8_t> w = wire_of(i);
+    std::vector<int32_t> v((w.size() - proto::kDataHeaderSize) / 4);
+    std::memcpy(v.data(), w.data() + proto::kDataHeaderSize, v.size() * 4);
     return v;
   }
   DataHeader header_of(size_t i) const {
@@ -323,6 +334,76 @@ TEST_F(SlotEngineTest, TwoBanksReuseAndStaleGenerations) {
   EXPECT_EQ(result_of(out_.size() - 1)[0], 6);
   // 8 is two ahead of a bank still collecting 6: not allowed.
   EXPECT_EQ(contrib(hdr(1, 0, 8), {0, 0, 0, 0}), DropReason::kSlotMismatch);
+}
+
+// A batch that lends payloads (the kernel-UDP dataplane's) sends each result from its bank.
+// Generations 0..5 on one slot in one batch reuse each bank twice: before a bank is written
+// again, the entries that still read it get their own copy, so every result stays as it was.
+TEST_F(SlotEngineTest, LentResultsAreTakenBackBeforeTheirBankIsWrittenAgain) {
+  out_.lend_payloads();
+  ASSERT_TRUE(out_.lends());
+  make_job(2, 2);
+  for (uint32_t g = 0; g < 6; ++g) {
+    EXPECT_EQ(contrib(hdr(0, 0, g), {int32_t(g), 10, 20, 30}), DropReason::kOk) << g;
+    EXPECT_EQ(contrib(hdr(1, 0, g), {1, 1, 1, 1}), DropReason::kOk) << g;
+    ASSERT_EQ(out_.size(), g + 1);
+    EXPECT_NE(out_[g].body, nullptr) << g;  // lent, not copied
+    EXPECT_EQ(out_[g].len, proto::kDataHeaderSize + 16);
+  }
+  for (uint32_t g = 0; g < 6; ++g) {
+    // Banks 0 and 1 were written again for generations 2..5: 0..3 were taken back.
+    EXPECT_EQ(out_[g].body == nullptr, g < 4) << g;
+    EXPECT_EQ(result_of(g), (std::vector<int32_t>{int32_t(g) + 1, 11, 21, 31})) << g;
+    EXPECT_EQ(header_of(g).generation, g);
+  }
+  // A re-served result is lent again; a new batch needs nothing taken back.
+  EXPECT_EQ(contrib(hdr(1, 0, 5), {1, 1, 1, 1}), DropReason::kOk);
+  EXPECT_EQ(out_[6].body, out_[5].body);
+  out_.clear();
+  EXPECT_EQ(contrib(hdr(0, 0, 6), {7, 0, 0, 0}), DropReason::kOk);
+  EXPECT_EQ(contrib(hdr(1, 0, 6), {1, 0, 0, 0}), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(result_of(0), (std::vector<int32_t>{8, 0, 0, 0}));
+}
+
+// A lent result of a job with a data MAC: the trailer follows the header in the batch and
+// signs the payload in the bank; taken back, the datagram is contiguous and still verifies.
+TEST_F(SlotEngineTest, LentResultOfAMacJobKeepsItsTrailer) {
+  out_.lend_payloads();
+  id_ = jobs_.allocate_id();
+  const proto::DataKey key = proto::derive_data_key("secret", id_, 0xfeedULL);
+  publish_mac_job(id_, 0xfeedULL, key);
+  proto::DataMac mac;
+  ASSERT_TRUE(mac.set_key(key));
+  uint64_t seq = 0;
+  auto signed_contrib = [&](uint16_t c, uint32_t gen, int32_t first) {
+    DataHeader h = hdr(c, 0, gen);
+    h.flags |= proto::kFlagMac;
+    std::vector<int32_t> v{first, 2, 3, 4};
+    std::vector<uint8_t> d = testing::make_datagram(h, {reinterpret_cast<uint8_t*>(v.data()), 16});
+    d.resize(d.size() + proto::kMacTrailerSize);
+    EXPECT_TRUE(mac.sign(d.data(), d.data() + proto::kDataHeaderSize, 16, c, ++seq,
+                         d.data() + proto::kDataHeaderSize + 16));
+    return engine_.on_datagram(d, src_of(c), out_);
+  };
+  const auto verifies = [&](size_t i) {
+    const std::vector<uint8_t> w = wire_of(i);
+    return w.size() == proto::kDataHeaderSize + 16 + proto::kMacTrailerSize &&
+           mac.verify(w.data(), w.data() + proto::kDataHeaderSize, 16,
+                      w.data() + proto::kDataHeaderSize + 16);
+  };
+  EXPECT_EQ(signed_contrib(0, 0, 1), DropReason::kOk);
+  EXPECT_EQ(signed_contrib(1, 0, 2), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_NE(out_[0].body, nullptr);
+  EXPECT_EQ(out_[0].len, proto::kDataHeaderSize + 16 + proto::kMacTrailerSize);
+  EXPECT_TRUE(verifies(0));
+  // Generation 2 writes bank 0 again: entry 0 is taken back, whole and still signed.
+  EXPECT_EQ(signed_contrib(0, 2, 5), DropReason::kOk);
+  EXPECT_EQ(out_[0].body, nullptr);
+  EXPECT_TRUE(verifies(0));
+  EXPECT_EQ(result_of(0)[0], 3);
+  EXPECT_EQ(std::vector<uint8_t>(out_[0].data, out_[0].data + out_[0].len), wire_of(0));
 }
 
 TEST_F(SlotEngineTest, FreshSlotAcceptsOnlyGenerationZeroOrOne) {
@@ -961,6 +1042,46 @@ TEST_F(TreeSlotEngineTest, MemberResendWhileForwardedAsksTheParentAgain) {
   EXPECT_EQ(header_of(0).flags, proto::kFlagRetransmit);
   EXPECT_EQ(result_of(0), (std::vector<int32_t>{3, 3, 3, 3}));
   EXPECT_EQ(counters_.uplink_resends.get(), 1u);
+}
+
+// A leaf's bf16 partial is rounded into the bank's result buffer, where the parent's result
+// lands too. Lent to the batch (twice: sent up, then again for a member that asked), it is
+// taken back before the parent's result arriving in the same batch overwrites it.
+TEST_F(TreeSlotEngineTest, LentPartialIsTakenBackBeforeTheParentsResultLands) {
+  out_.lend_payloads();
+  make_leaf();
+  const auto bf16 = [&](uint16_t c, uint16_t v, bool resend = false) {
+    DataHeader h = hdr(c, 0, 0, 4, DType::kBfloat16);
+    if (resend) h.flags = proto::kFlagRetransmit;
+    const std::vector<uint16_t> p(4, v);
+    return engine_.on_contrib(h, reinterpret_cast<const uint8_t*>(p.data()), src_of(c), out_);
+  };
+  const auto payload = [&](size_t i) {
+    const std::vector<uint8_t> w = wire_of(i);
+    std::vector<uint16_t> v((w.size() - proto::kDataHeaderSize) / 2);
+    std::memcpy(v.data(), w.data() + proto::kDataHeaderSize, v.size() * 2);
+    return v;
+  };
+  EXPECT_EQ(bf16(0, 0x3f80), DropReason::kOk);  // 1.0
+  EXPECT_EQ(bf16(1, 0x4000), DropReason::kOk);  // 2.0
+  EXPECT_EQ(bf16(1, 0x4000, true), DropReason::kOk);
+  ASSERT_EQ(out_.size(), 2u);
+  EXPECT_NE(out_[1].body, nullptr);
+  const std::vector<uint16_t> partial(4, 0x4040);  // 3.0
+  EXPECT_EQ(payload(0), partial);
+  EXPECT_EQ(payload(1), partial);
+  DataHeader r = parent_header(0, 0, 4);
+  r.dtype = DType::kBfloat16;
+  const std::vector<uint16_t> total(4, 0x4100);  // 8.0
+  EXPECT_EQ(
+      engine_.on_contrib(r, reinterpret_cast<const uint8_t*>(total.data()), parent_source(0), out_),
+      DropReason::kOk);
+  ASSERT_EQ(out_.size(), 3u);
+  EXPECT_EQ(out_[0].body, nullptr);  // taken back: both still carry the partial
+  EXPECT_EQ(payload(0), partial);
+  EXPECT_EQ(payload(1), partial);
+  EXPECT_EQ(payload(2), total);  // the result for the members, lent from the bank
+  EXPECT_NE(out_[2].body, nullptr);
 }
 
 TEST_F(TreeSlotEngineTest, MembersAskingTogetherSendOneRequestUp) {

@@ -32,7 +32,8 @@ UdpQueue::UdpQueue(int fd, uint16_t port, unsigned queue, unsigned n_queues, Job
       rx_control_(batch_),
       rx_addr_(batch_),
       tx_msgs_(batch_),
-      tx_iov_(batch_ * udp_offload::kMaxSegments),
+      tx_iov_(batch_ * kMaxIovsPerMessage),
+      tx_iovcnt_(batch_ * udp_offload::kMaxSegments),
       tx_control_(batch_),
       tx_jobs_(batch_),
       tx_segments_(batch_),
@@ -41,6 +42,7 @@ UdpQueue::UdpQueue(int fd, uint16_t port, unsigned queue, unsigned n_queues, Job
   for (size_t i = 0; i < batch_; ++i) {
     rx_iov_[i] = {rx_arena_.get() + i * kRxBufBytes, kRxBufBytes};
   }
+  results_.lend_payloads();  // sendmmsg gathers each result from its slot (udp_queue.h)
   if (cfg.udp_offload) {
     gso_ = udp_offload::gso_supported(fd_);
     gro_ = udp_offload::enable_gro(fd_);
@@ -159,19 +161,33 @@ void UdpQueue::transmit() {
 
 void UdpQueue::queue_tx(size_t first, size_t n) {
   if (tx_n_ == batch_) flush_tx();
-  iovec* iov = &tx_iov_[tx_n_ * udp_offload::kMaxSegments];
+  iovec* iov = &tx_iov_[tx_n_ * kMaxIovsPerMessage];
+  uint8_t* counts = &tx_iovcnt_[tx_n_ * udp_offload::kMaxSegments];
+  size_t n_iov = 0;
   for (size_t k = 0; k < n; ++k) {
     const ResultBatch::Entry& e = results_[tx_order_[first + k].entry];
-    iov[k] = {const_cast<uint8_t*>(e.data), e.len};
+    const size_t before = n_iov;
+    auto* data = const_cast<uint8_t*>(e.data);
+    if (e.body == nullptr) {
+      iov[n_iov++] = {data, e.len};
+    } else {  // header, the lent payload, then the trailer if there is one
+      const size_t tail = e.len - proto::kDataHeaderSize - e.body_len;
+      iov[n_iov++] = {data, proto::kDataHeaderSize};
+      iov[n_iov++] = {const_cast<uint8_t*>(e.body), e.body_len};
+      if (tail > 0) iov[n_iov++] = {data + proto::kDataHeaderSize, tail};
+    }
+    counts[k] = static_cast<uint8_t>(n_iov - before);
   }
   msghdr& h = tx_msgs_[tx_n_].msg_hdr;
   std::memset(&h, 0, sizeof(h));
   h.msg_name = const_cast<sockaddr_in*>(tx_order_[first].to);
   h.msg_namelen = sizeof(sockaddr_in);
   h.msg_iov = iov;
-  h.msg_iovlen = n;
-  if (n > 1)
-    udp_offload::set_segment(h, tx_control_[tx_n_].bytes, static_cast<uint16_t>(iov[0].iov_len));
+  h.msg_iovlen = n_iov;
+  if (n > 1) {
+    const uint32_t segment = results_[tx_order_[first].entry].len;
+    udp_offload::set_segment(h, tx_control_[tx_n_].bytes, static_cast<uint16_t>(segment));
+  }
   // Every entry of one transmit() belongs to jobs held until quiescent(); a GSO run goes to
   // one worker, so one job.
   tx_jobs_[tx_n_] = results_[tx_order_[first].entry].job;
@@ -238,10 +254,16 @@ void UdpQueue::flush_paced() {
 void UdpQueue::defer(size_t m) {
   const msghdr& h = tx_msgs_[m].msg_hdr;
   Deferred d{*static_cast<const sockaddr_in*>(h.msg_name), {}, {}};
-  for (size_t k = 0; k < h.msg_iovlen; ++k) {
-    const auto* p = static_cast<const uint8_t*>(h.msg_iov[k].iov_base);
-    d.lens.push_back(static_cast<uint32_t>(h.msg_iov[k].iov_len));
-    d.bytes.insert(d.bytes.end(), p, p + h.msg_iov[k].iov_len);
+  // Its datagrams back to back (a lent payload is copied too: the bank is written again).
+  size_t at = 0;
+  for (size_t k = 0; k < tx_segments_[m]; ++k) {
+    uint32_t len = 0;
+    for (size_t i = 0; i < tx_iovcnt_[m * udp_offload::kMaxSegments + k]; ++i, ++at) {
+      const auto* p = static_cast<const uint8_t*>(h.msg_iov[at].iov_base);
+      d.bytes.insert(d.bytes.end(), p, p + h.msg_iov[at].iov_len);
+      len += static_cast<uint32_t>(h.msg_iov[at].iov_len);
+    }
+    d.lens.push_back(len);
   }
   if (deferred_bytes_ + d.bytes.size() > kMaxDeferredBytes) {
     // Not reached while workers keep to their windows; if it is, the worker asks again and
@@ -281,6 +303,7 @@ uint64_t UdpQueue::drain_deferred() {
     }
     tx_jobs_[0] = &job;
     tx_segments_[0] = static_cast<uint32_t>(d.lens.size());
+    for (size_t k = 0; k < d.lens.size(); ++k) tx_iovcnt_[k] = 1;
     send_one(0, share);
     if (borrowed) counters_.borrowed.inc();
     deferred_bytes_ -= d.bytes.size();
@@ -333,23 +356,26 @@ void UdpQueue::account_sent(size_t m, TokenBucket* share) {
 
 void UdpQueue::send_plain(size_t m) {
   msghdr h = tx_msgs_[m].msg_hdr;
-  const iovec* iov = h.msg_iov;
-  const size_t n = h.msg_iovlen;
+  iovec* iov = h.msg_iov;
   h.msg_control = nullptr;
   h.msg_controllen = 0;
-  h.msg_iovlen = 1;
   TokenBucket* share = tx_jobs_[m]->pacer(queue_);
-  for (size_t k = 0; k < n; ++k) {
-    h.msg_iov = const_cast<iovec*>(&iov[k]);
+  size_t at = 0;
+  for (size_t k = 0; k < tx_segments_[m]; ++k) {
+    h.msg_iov = iov + at;
+    h.msg_iovlen = tx_iovcnt_[m * udp_offload::kMaxSegments + k];
+    at += h.msg_iovlen;
+    size_t len = 0;
+    for (size_t i = 0; i < h.msg_iovlen; ++i) len += h.msg_iov[i].iov_len;
     if (share != nullptr) wait_for_tokens(*share);
     wait_for_tokens(egress());
     if (sendmsg(fd_, &h, 0) >= 0) {
-      egress().consume(steady_ns(), iov[k].iov_len);
-      if (share != nullptr) share->consume(steady_ns(), iov[k].iov_len);
+      egress().consume(steady_ns(), len);
+      if (share != nullptr) share->consume(steady_ns(), len);
       counters_.packets_out.inc();
-      counters_.bytes_out.add(iov[k].iov_len);
+      counters_.bytes_out.add(len);
       tx_jobs_[m]->counters(queue_).results_sent.inc();
-      tx_jobs_[m]->counters(queue_).result_bytes.add(iov[k].iov_len);
+      tx_jobs_[m]->counters(queue_).result_bytes.add(len);
     } else {
       counters_.send_errors.inc();
     }

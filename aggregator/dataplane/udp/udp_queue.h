@@ -3,6 +3,9 @@
 // With `udp_offload` (and a kernel that has them) received buffers may hold several
 // coalesced datagrams (UDP GRO), cut apart here, and the results of one batch to one worker
 // leave as GSO sends (one sendmmsg message for up to 64 same-size datagrams).
+// Results are gathered: each datagram is its header (and MAC trailer) from the batch and its
+// payload straight from the slot's bank (ResultBatch::lend_payloads), so the kernel's copy
+// into the send buffer is the only copy of a result on this host.
 // With `max_mbps` every send waits for this queue's token bucket (max_mbps / threads), and,
 // while several jobs are live, for its job's bucket too (its fair share / threads, Job::pacer).
 // A job in debt does not stop the thread: its results are copied aside (deferred_, the policy
@@ -101,7 +104,10 @@ class UdpQueue final {
   std::vector<sockaddr_in> rx_addr_;  // source of each received buffer (all its GRO segments)
   std::vector<TxItem> tx_order_;
   std::vector<mmsghdr> tx_msgs_;
-  std::vector<iovec> tx_iov_;  // kMaxSegments per message
+  // Per message: up to kMaxSegments datagrams of up to 3 iovecs (header, lent payload, trailer).
+  static constexpr size_t kMaxIovsPerMessage = 3 * udp_offload::kMaxSegments;
+  std::vector<iovec> tx_iov_;       // kMaxIovsPerMessage per message
+  std::vector<uint8_t> tx_iovcnt_;  // kMaxSegments per message: iovecs of each datagram
   std::vector<udp_offload::ControlBuffer> tx_control_;
   std::vector<Job*> tx_jobs_;
   std::vector<uint32_t> tx_segments_;
