@@ -3,7 +3,10 @@
 // are a valid one:
 //
 //   byte 0   the job: 1 + b % 4 ranks, 1 + (b >> 2) % 4 slots, bit 4 deterministic mode,
-//            bit 5 owned results (slot s, generation g belongs to rank (s + g) % ranks)
+//            bit 5 owned results (slot s, generation g belongs to rank (s + g) % ranks),
+//            bit 6 a batch that lends payloads (the kernel-UDP dataplane's): results pile up
+//            in it, as they do until a receive batch is transmitted, while the ranks already
+//            go on to the next generations; they are checked when the batch is sent
 //   then     one operation per 2 bytes [op, arg]; op % 8 selects
 //     0, 1   rank arg % n contributes its current generation of slot (arg >> 2) % slots
 //     2      the same, as a resend (kFlagRetransmit)
@@ -13,13 +16,16 @@
 //     5      raw bytes (the next arg bytes) from a foreign source
 //     6      a spoofed rank source with a wrong token
 //     7      arg bit 0: toggle loss of every result to rank arg >> 1; bit 1: end the job and
-//            start another (the old job's packets keep coming and must be unknown)
+//            start another (the old job's packets keep coming and must be unknown); bit 2:
+//            send the batch now (with bit 6)
 //
 // Legitimate ranks follow the protocol: a rank contributes generation g of a slot once it
 // holds the result (or acknowledgement) of g - 1, values being a function of (rank, slot,
 // generation). Invariants, each an abort when broken:
 //   - every RESULT with a payload is the exact sum of the legitimate contributions of its
-//     slot and generation, whatever the hostile traffic and the order of arrival;
+//     slot and generation, whatever the hostile traffic and the order of arrival, and still
+//     is when its batch is sent (a payload lent from a bank that was written again since
+//     would not be);
 //   - a datagram from a source no rank registered is never taken (never DropReason::kOk);
 //   - liveness: at the end, with loss off, every rank resending its current contribution
 //     completes every slot within a few rounds (hostile packets cannot wedge a slot).
@@ -65,7 +71,9 @@ class Harness {
       : n_(1 + shape % 4u),
         slots_(1 + (shape >> 2) % 4u),
         deterministic_((shape & 0x10) != 0),
-        owned_((shape & 0x20) != 0) {
+        owned_((shape & 0x20) != 0),
+        lend_((shape & 0x40) != 0) {
+    if (lend_) out_.lend_payloads();
     start_job();
   }
 
@@ -103,6 +111,7 @@ class Harness {
   // Ends the job; the next gets a new id and token, and the old one's packets are unknown.
   void restart() {
     const proto::DataHeader old = header(0, 0, gen_[0][0]);
+    send_batch();  // as a dataplane does before quiescent(): the batch reads the job's banks
     jobs_.retire(job_id_);
     jobs_.quiescent(0);
     jobs_.reclaim();
@@ -124,6 +133,14 @@ class Harness {
       }
       for (uint32_t r = 0; r < n_; ++r) CHECK(gen_[r][s] == target);
     }
+    send_batch();
+  }
+
+  // Checks every result still in the batch as it goes out, and empties it.
+  void send_batch() {
+    for (size_t i = 0; i < out_.size(); ++i) check(out_[i]);
+    out_.clear();
+    delivered_ = 0;
   }
 
  private:
@@ -202,26 +219,37 @@ class Harness {
     return r;
   }
 
-  // Checks every result the engine produced and hands it to the ranks it goes to.
-  void deliver() {
-    for (size_t i = 0; i < out_.size(); ++i) {
-      const ResultBatch::Entry& e = out_[i];
-      proto::DataHeader h;
-      const uint8_t* payload = nullptr;
-      CHECK(proto::parse_data({e.data, e.len}, kPayloadBytes, &h, &payload) ==
-            proto::DropReason::kOk);
-      CHECK(h.type == proto::PacketType::kResult && h.job_id == job_id_ && h.slot < slots_);
-      const proto::DataHeader want = header(0, h.slot, h.generation);
-      CHECK(h.count == want.count && h.offset == want.offset);
-      if (!h.ack()) {
-        for (uint32_t i2 = 0; i2 < h.count; ++i2) {
-          int32_t sum = 0;
-          for (uint32_t r = 0; r < n_; ++r) sum += value(r, h.slot, h.generation, i2);
-          int32_t got = 0;
-          std::memcpy(&got, payload + i2 * sizeof(int32_t), sizeof got);
-          CHECK(got == sum);
-        }
+  // Entry e as it goes on the wire, checked: a RESULT of this job whose payload is the sum.
+  proto::DataHeader check(const ResultBatch::Entry& e) const {
+    std::vector<uint8_t> w(e.data, e.data + e.len - e.body_len);
+    if (e.body != nullptr) {  // lent: the payload sits between the header and the trailer
+      w.insert(w.begin() + proto::kDataHeaderSize, e.body, e.body + e.body_len);
+    }
+    proto::DataHeader h;
+    const uint8_t* payload = nullptr;
+    CHECK(proto::parse_data(w, kPayloadBytes, &h, &payload) == proto::DropReason::kOk);
+    CHECK(h.type == proto::PacketType::kResult && h.job_id == job_id_ && h.slot < slots_);
+    const proto::DataHeader want = header(0, h.slot, h.generation);
+    CHECK(h.count == want.count && h.offset == want.offset);
+    if (!h.ack()) {
+      for (uint32_t i2 = 0; i2 < h.count; ++i2) {
+        int32_t sum = 0;
+        for (uint32_t r = 0; r < n_; ++r) sum += value(r, h.slot, h.generation, i2);
+        int32_t got = 0;
+        std::memcpy(&got, payload + i2 * sizeof(int32_t), sizeof got);
+        CHECK(got == sum);
       }
+    }
+    return h;
+  }
+
+  // Hands the results the engine produced to the ranks they go to (checked). Without lending
+  // the batch is sent at once; with it, when it runs short of room, as a dataplane sends it.
+  void deliver() {
+    for (size_t i = delivered_; i < out_.size(); ++i) {
+      const ResultBatch::Entry& e = out_[i];
+      const proto::DataHeader h = check(e);
+      const proto::DataHeader want = header(0, h.slot, h.generation);
       for (uint32_t r = 0; r < n_; ++r) {
         const bool to_r =
             e.rank == ResultBatch::kAllRanks ? int32_t(r) != e.except : e.rank == int32_t(r);
@@ -230,15 +258,17 @@ class Harness {
         if (to_r && !lost_[r] && gen_[r][h.slot] == h.generation) ++gen_[r][h.slot];
       }
     }
-    out_.clear();
+    delivered_ = out_.size();
+    if (!lend_ || out_.room() < 2 * SlotEngine::kMaxResultsPerContrib) send_batch();
   }
 
   uint32_t n_, slots_;
-  bool deterministic_, owned_;
+  bool deterministic_, owned_, lend_;
+  size_t delivered_ = 0;  // entries of out_ already handed to the ranks
   JobTable jobs_{2, 1};
   QueueCounters counters_;
   SlotEngine engine_{jobs_, 0, 1, 65536, counters_};
-  ResultBatch out_{2 * SlotEngine::kMaxResultsPerContrib, proto::kDataHeaderSize + kPayloadBytes};
+  ResultBatch out_{16 * SlotEngine::kMaxResultsPerContrib, proto::kDataHeaderSize + kPayloadBytes};
   uint32_t job_id_ = 0;
   uint64_t token_ = 0;
   uint32_t jobs_started_ = 0;
@@ -277,6 +307,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       default:
         if (arg & 1) h.toggle_loss((arg >> 1) % h.ranks());
         if (arg & 2) h.restart();
+        if (arg & 4) h.send_batch();
         break;
     }
   }
