@@ -369,6 +369,11 @@ def main(argv):
     workdir = tempfile.mkdtemp(prefix=f"{prefix}-")
     print(f"# conflux-fabric: {n} workers @ {a.rate} Mbit/s, topologies {topos}, systems "
           f"{systems}, sizes {a.minbytes}..{a.maxbytes} x4, logs in {workdir}", flush=True)
+    balloon = fabric_ns.free_page_reporting()
+    if balloon:
+        print(f"# note: free-page reporting is on ({balloon} bound to virtio_balloon): a system "
+              "run after another may copy at half speed; compare medians, or unbind it "
+              "(README, 'On a VM')", flush=True)
     rows, failures = [], []
     run_fabric(a, bins, "lossless", 0.0, topos, systems, rows, labels, workdir, prefix, failures)
     if a.loss > 0:
@@ -379,7 +384,7 @@ def main(argv):
             "large": 16 << 20, "labels": labels, "topologies": topos, "systems": systems,
             "argv": argv, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "nproc": os.cpu_count(), "kernel": os.uname().release, "failures": failures,
-            "logs": workdir}
+            "logs": workdir, "free_page_reporting": balloon}
     lines, figures = fabric_report.summary(rows, meta)
     print("\n".join(lines))
     os.makedirs(a.out, exist_ok=True)

@@ -23,6 +23,19 @@ class FabricError(RuntimeError):
     pass
 
 
+def free_page_reporting(sysfs="/sys"):
+    """The virtio device bound to virtio_balloon when the kernel reports free pages to the
+    hypervisor through it (page_reporting loaded), else None. Such a guest hands back memory a
+    system freed, and the next system's fresh pages then fault on the host: its copies run at
+    half speed, so runs after another are bimodal (bench/fabric/README.md, "On a VM")."""
+    driver = os.path.join(sysfs, "bus/virtio/drivers/virtio_balloon")
+    if not os.path.isdir(os.path.join(sysfs, "module/page_reporting")) or \
+            not os.path.isdir(driver):
+        return None
+    bound = sorted(d for d in os.listdir(driver) if d.startswith("virtio"))
+    return bound[0] if bound else None
+
+
 def sh(argv, check=True, capture=True, timeout=30):
     """Runs argv (no shell); returns stdout. Raises FabricError when check and rc != 0."""
     r = subprocess.run(argv, capture_output=capture, text=True, timeout=timeout)
