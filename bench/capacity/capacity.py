@@ -47,6 +47,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
                                 "deploy"))
 import procs  # noqa: E402  (confluxd on loopback, /metrics sums: shared with the deploy tests)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fabric"))
+import fabric_ns  # noqa: E402  (free_page_reporting)
 
 PAYLOAD = 8192  # bytes per contribution in dpdk_datapath_bench
 FIFO = False  # the DPDK bench runs under chrt -f 50 (set in main)
@@ -271,8 +273,14 @@ def main():
     if not FIFO:
         print("# note: not under SCHED_FIFO (not root, or not allowed): the DPDK lcore's busy "
               "cycles include whatever preempts it")
+    balloon = fabric_ns.free_page_reporting()
+    if balloon:
+        print(f"# note: free-page reporting is on ({balloon} bound to virtio_balloon): the UDP "
+              "runs' kernel copies may run at half speed in some runs; read the spread, or unbind "
+              "it (bench/fabric/README.md, 'On a VM')")
     work = tempfile.mkdtemp(prefix="cfx-capacity-")
-    report = {"host": os.uname().nodename, "cpus": os.cpu_count(), "workers": a.workers}
+    report = {"host": os.uname().nodename, "cpus": os.cpu_count(), "workers": a.workers,
+              "free_page_reporting": balloon}
     planes = a.dataplanes.split(",")
     if "dpdk" in planes:
         d = measure_dpdk(a, work)
