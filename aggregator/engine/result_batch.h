@@ -59,6 +59,20 @@ class ResultBatch final {
     const uint8_t* body;
     uint32_t body_len;
 
+    // Calls f(const uint8_t* bytes, size_t n) for each piece of the datagram in wire order:
+    // all of `data`, or, lent, its header, the body and the trailer (if any).
+    template <class F>
+    void for_each_part(F&& f) const {
+      if (body == nullptr) {
+        f(data, size_t{len});
+        return;
+      }
+      f(data, proto::kDataHeaderSize);
+      f(body, size_t{body_len});
+      const size_t tail = len - proto::kDataHeaderSize - body_len;
+      if (tail > 0) f(data + proto::kDataHeaderSize, tail);
+    }
+
     // Calls f(const sockaddr_in&) with the address of every destination of the entry. The
     // references stay valid as long as the job.
     template <class F>

@@ -221,10 +221,8 @@ class Harness {
 
   // Entry e as it goes on the wire, checked: a RESULT of this job whose payload is the sum.
   proto::DataHeader check(const ResultBatch::Entry& e) const {
-    std::vector<uint8_t> w(e.data, e.data + e.len - e.body_len);
-    if (e.body != nullptr) {  // lent: the payload sits between the header and the trailer
-      w.insert(w.begin() + proto::kDataHeaderSize, e.body, e.body + e.body_len);
-    }
+    std::vector<uint8_t> w;
+    e.for_each_part([&](const uint8_t* p, size_t n) { w.insert(w.end(), p, p + n); });
     proto::DataHeader h;
     const uint8_t* payload = nullptr;
     CHECK(proto::parse_data(w, kPayloadBytes, &h, &payload) == proto::DropReason::kOk);

@@ -84,12 +84,8 @@ class SlotEngineTest : public ::testing::Test {
 
   // Entry i as it goes on the wire (a lent payload gathered between header and trailer).
   std::vector<uint8_t> wire_of(size_t i) const {
-    const ResultBatch::Entry& e = out_[i];
-    if (e.body == nullptr) return {e.data, e.data + e.len};
-    std::vector<uint8_t> w(e.data, e.data + proto::kDataHeaderSize);
-    w.insert(w.end(), e.body, e.body + e.body_len);
-    w.insert(w.end(), e.data + proto::kDataHeaderSize,
-             e.data + (e.len - e.body_len));  // the trailer, if any
+    std::vector<uint8_t> w;
+    out_[i].for_each_part([&](const uint8_t* p, size_t n) { w.insert(w.end(), p, p + n); });
     return w;
   }
   std::vector<int32_t> result_of(size_t i) const {

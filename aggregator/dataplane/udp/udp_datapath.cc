@@ -167,15 +167,9 @@ void UdpQueue::queue_tx(size_t first, size_t n) {
   for (size_t k = 0; k < n; ++k) {
     const ResultBatch::Entry& e = results_[tx_order_[first + k].entry];
     const size_t before = n_iov;
-    auto* data = const_cast<uint8_t*>(e.data);
-    if (e.body == nullptr) {
-      iov[n_iov++] = {data, e.len};
-    } else {  // header, the lent payload, then the trailer if there is one
-      const size_t tail = e.len - proto::kDataHeaderSize - e.body_len;
-      iov[n_iov++] = {data, proto::kDataHeaderSize};
-      iov[n_iov++] = {const_cast<uint8_t*>(e.body), e.body_len};
-      if (tail > 0) iov[n_iov++] = {data + proto::kDataHeaderSize, tail};
-    }
+    e.for_each_part([&](const uint8_t* p, size_t len) {
+      iov[n_iov++] = {const_cast<uint8_t*>(p), len};
+    });
     counts[k] = static_cast<uint8_t>(n_iov - before);
   }
   msghdr& h = tx_msgs_[tx_n_].msg_hdr;
