@@ -184,14 +184,29 @@ std::string DataplanePacing::two_jobs_at_once(const std::vector<std::unique_ptr<
   std::thread ta(paced_allreduce, ptrs(a), count, 11, &runs[0]);
   paced_allreduce(ptrs(b), count, 12, &runs[1]);
   ta.join();
-  const std::string m = metrics();
   const uint32_t ids[2] = {a[0]->ack.job_id, b[0]->ack.job_id};
+  const auto job_label = [&](int j) {
+    return std::map<std::string, std::string>{{"job", std::to_string(ids[j])}};
+  };
+  // The daemon counts a send once sendmmsg has returned, so the ranks can finish before their
+  // last result is counted: read the metrics once both jobs' result bytes are in (3 s at most).
+  std::string m = metrics();
+  for (const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+       std::chrono::steady_clock::now() < deadline; m = metrics()) {
+    bool counted = true;
+    for (int j = 0; j < 2; ++j) {
+      counted = counted &&
+                metric_sum(m, "conflux_job_result_bytes_sent_total", job_label(j)) >= 2 * count * 4;
+    }
+    if (counted) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   for (int j = 0; j < 2; ++j) {
     EXPECT_TRUE(runs[j].ok) << "job " << j;
     if (!runs[j].ok) continue;
     const auto expect = reference(DType::kFloat32, Op::kSum, runs[j].in, count);
     for (int r = 0; r < 2; ++r) EXPECT_EQ(runs[j].out[r], expect) << "job " << j << " rank " << r;
-    const auto job = std::map<std::string, std::string>{{"job", std::to_string(ids[j])}};
+    const auto job = job_label(j);
     EXPECT_EQ(metric_sum(m, "conflux_job_grant_mbps", job), grants[j]);
     EXPECT_EQ(metric_sum(m, "conflux_job_paced_mbps", job), grants[j]);
     EXPECT_GE(metric_sum(m, "conflux_job_result_bytes_sent_total", job), 2 * count * 4);
