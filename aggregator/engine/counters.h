@@ -39,6 +39,7 @@ struct alignas(64) QueueCounters {
   Counter send_errors;          // datagrams the kernel refused to send
   Counter gso_sends;            // sends of several datagrams at once (UDP GSO)
   Counter gro_receives;         // received buffers of several datagrams (UDP GRO)
+  Counter sleeps;               // udp: waits for a datagram (each ends in a wake-up)
   Counter uplink_resends;       // tree leaf: partial results sent up again
   Counter uplink_resends_held;  // tree leaf: resends answered by a request already sent up
   Counter direct_results;       // tree parent: results sent straight to a child's members' group

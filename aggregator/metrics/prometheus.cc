@@ -111,6 +111,9 @@ void dataplane_metrics(Writer& w, const Dataplane& dp) {
   queue_family(w, dp, "conflux_dataplane_gro_receives_total",
                "Received buffers that held several coalesced datagrams (UDP GRO).",
                [](const QueueCounters& c) { return c.gro_receives.get(); });
+  queue_family(w, dp, "conflux_dataplane_sleeps_total",
+               "Kernel UDP: times the thread slept waiting for datagrams (each a wake-up).",
+               [](const QueueCounters& c) { return c.sleeps.get(); });
   queue_family(w, dp, "conflux_dataplane_uplink_resends_total",
                "Tree leaf: partial results sent up to the parent again (a member resent).",
                [](const QueueCounters& c) { return c.uplink_resends.get(); });

@@ -186,7 +186,9 @@ def udp_run(a, perf_data=None):
                                      str(daemon.proc.pid)], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
             time.sleep(0.5)
-        bytes0 = procs.metric(daemon.metrics(), "conflux_dataplane_bytes_in_total")
+        m0 = daemon.metrics()
+        bytes0 = procs.metric(m0, "conflux_dataplane_bytes_in_total")
+        wakes0 = procs.metric(m0, "conflux_dataplane_sleeps_total")
         cpu0 = cpu_seconds(daemon.proc.pid)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
@@ -204,7 +206,9 @@ def udp_run(a, perf_data=None):
         if perf_data:
             wperf.wait(timeout=60)  # ends with its process
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        bytes1 = procs.metric(daemon.metrics(), "conflux_dataplane_bytes_in_total")
+        m1 = daemon.metrics()
+        bytes1 = procs.metric(m1, "conflux_dataplane_bytes_in_total")
+        wakes1 = procs.metric(m1, "conflux_dataplane_sleeps_total")
         cpu1 = cpu_seconds(daemon.proc.pid)
     finally:
         if perf is not None:
@@ -218,7 +222,11 @@ def udp_run(a, perf_data=None):
     # Each worker AllReduces its own size x (iters + warmup) bytes.
     gb_allreduced = a.workers * size_bytes(a.size) * (a.iters + 2) / 1e9
     worker_cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    wakes = wakes1 - wakes0
     return {"seconds": secs, "gb_in": gb_in, "daemon_cpu_s": cpu1 - cpu0,
+            "daemon_wakeups": wakes,
+            # Each sleep of the dataplane thread ends in a wake-up: the bytes it then reads.
+            "kib_in_per_wakeup": gb_in * 1e9 / 1024 / wakes if wakes > 0 else None,
             "worker_cpu_s": worker_cpu, "daemon_cpu_s_per_gb": (cpu1 - cpu0) / gb_in,
             "gbit_per_core": 8 * gb_in / (cpu1 - cpu0),
             "worker_cpu_s_per_gb": worker_cpu / gb_allreduced,
@@ -232,6 +240,8 @@ def measure_udp(a, work):
            "daemon_cpu_s_per_gb": statistics.median(r["daemon_cpu_s_per_gb"] for r in runs),
            "worker_cpu_s_per_gb": statistics.median(r["worker_cpu_s_per_gb"] for r in runs),
            "gbit_in_per_s": statistics.median(r["gbit_in_per_s"] for r in runs)}
+    per_wake = [r["kib_in_per_wakeup"] for r in runs if r["kib_in_per_wakeup"] is not None]
+    out["kib_in_per_wakeup"] = statistics.median(per_wake) if per_wake else None
     if a.perf:
         data = os.path.join(work, "udp.perf")
         udp_run(a, data)
@@ -301,6 +311,9 @@ def main():
               f"{u['daemon_cpu_s_per_gb']:.3f} CPU-s per GB in; workers "
               f"{u['worker_cpu_s_per_gb']:.3f} CPU-s per GB AllReduced "
               f"({a.workers} workers, {a.size} float sums, loopback, fan-out)")
+        if u["kib_in_per_wakeup"] is not None:
+            print(f"      daemon reads {u['kib_in_per_wakeup']:.0f} KiB of contributions per "
+                  f"wake-up (runs {spread([r['kib_in_per_wakeup'] or 0 for r in u['runs']])})")
         for g, v in u.get("breakdown_ns_per_byte", {}).items():
             print(f"      daemon {g:<14} {v:.3f} ns/byte")
         if u.get("worker_cpu_s_per_gb_net") is not None:
@@ -321,6 +334,9 @@ def main():
     # Every dataplane asked for (DPDK only where it is built) measured something sensible.
     bad = [p for p in planes if p in report and not 0 < report[p]["gbit_per_core"] < 10000]
     bad += [p for p in planes if p == "udp" and "udp" not in report]
+    # The daemon slept at least once in each run (conflux_dataplane_sleeps_total is counted).
+    bad += ["udp (no wake-ups counted)" for p in planes
+            if p == "udp" and "udp" in report and not report["udp"]["kib_in_per_wakeup"]]
     if bad:
         print(f"# error: no sensible figure for {', '.join(bad)}")
         return 1

@@ -313,6 +313,10 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
                           f"jobs by multicast {int(c.get('multicast_jobs', 0))}, by unicast "
                           f"{int(c.get('unicast_jobs', 0))}",
                           flush=True)
+                    if c.get("sleeps"):  # the UDP dataplane's threads: each sleep, a wake-up
+                        print(f"# confluxd {role}: {int(c['sleeps'])} wake-ups, "
+                              f"{c.get('bytes_in', 0) / c['sleeps'] / 1024:.0f} KiB in per "
+                              "wake-up", flush=True)
     finally:
         runner.kill_all()
         if fab.created and a.diag:

@@ -190,14 +190,18 @@ void AggregatorPath::log_totals() const {
   const client::EngineStats st = engine_->stats();
   CFX_INFO(net::kLogColl,
            "CollNet rank %d closing: %llu packets sent, %llu retransmitted (%llu fast, %llu "
-           "needless), %llu congestion-window decreases, %llu requests done, %llu failed",
+           "needless), %llu congestion-window decreases, %llu requests done, %llu failed; the "
+           "progress thread slept %llu times (%llu after a bulk pause), dozed %llu",
            rank_, static_cast<unsigned long long>(st.packets_sent),
            static_cast<unsigned long long>(st.retransmits),
            static_cast<unsigned long long>(st.fast_retransmits),
            static_cast<unsigned long long>(st.spurious_retransmits),
            static_cast<unsigned long long>(st.cwnd_decreases),
            static_cast<unsigned long long>(st.requests_completed),
-           static_cast<unsigned long long>(st.requests_failed));
+           static_cast<unsigned long long>(st.requests_failed),
+           static_cast<unsigned long long>(st.progress_sleeps),
+           static_cast<unsigned long long>(st.bulk_pauses),
+           static_cast<unsigned long long>(st.dozes));
 }
 
 }  // namespace conflux::collnet

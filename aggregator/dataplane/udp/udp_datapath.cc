@@ -124,6 +124,7 @@ void UdpQueue::process(int i) {
 }
 
 void UdpQueue::wait_readable(uint64_t due_ns) {
+  counters_.sleeps.inc();
   pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
   const uint64_t ns = due_ns != 0 ? std::min<uint64_t>(due_ns, 100'000'000) : 100'000'000;
   const timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
