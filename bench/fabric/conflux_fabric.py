@@ -215,7 +215,7 @@ def run_system(runner, rows, fabric_name, label, kind, bnds, a, aggs=(), fractio
 
 
 def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefix,
-               failures):
+               failures, agg_reports):
     n, factor = a.workers, a.fat_factor or a.workers
     aggs = []
     if "fat" in topos:
@@ -302,6 +302,10 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
                                failures)
             finally:
                 for role, c in runner.stop_aggregators().items():
+                    agg_reports.append({"fabric": name, "topology": topo, "role": role,
+                                        **{k: c[k] for k in ("bytes_in", "bytes_out",
+                                                             "cpu_seconds", "sleeps")
+                                           if k in c}})
                     drops = {k: int(v) for k, v in c.items() if k.startswith("drops") and v}
                     print(f"# confluxd {role}: packets in {int(c.get('packets_in', 0))} out "
                           f"{int(c.get('packets_out', 0))}, retransmits served "
@@ -378,17 +382,20 @@ def main(argv):
         print(f"# note: free-page reporting is on ({balloon} bound to virtio_balloon): a system "
               "run after another may copy at half speed; compare medians, or unbind it "
               "(README, 'On a VM')", flush=True)
-    rows, failures = [], []
-    run_fabric(a, bins, "lossless", 0.0, topos, systems, rows, labels, workdir, prefix, failures)
+    rows, failures, agg_reports = [], [], []
+    run_fabric(a, bins, "lossless", 0.0, topos, systems, rows, labels, workdir, prefix, failures,
+               agg_reports)
     if a.loss > 0:
         run_fabric(a, bins, "lossy", a.loss, a.loss_topologies.split(","),
                    a.loss_systems.split(","), rows, labels,
-                   workdir, prefix, failures)
+                   workdir, prefix, failures, agg_reports)
     meta = {"workers": n, "mbit": a.rate, "fat_factor": factor, "loss": a.loss,
             "large": 16 << 20, "labels": labels, "topologies": topos, "systems": systems,
             "argv": argv, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "nproc": os.cpu_count(), "kernel": os.uname().release, "failures": failures,
-            "logs": workdir, "free_page_reporting": balloon}
+            "logs": workdir, "free_page_reporting": balloon,
+            # Each aggregator's counters over its life, per fabric and topology (CPU in s).
+            "aggregators": agg_reports}
     lines, figures = fabric_report.summary(rows, meta)
     print("\n".join(lines))
     os.makedirs(a.out, exist_ok=True)
