@@ -169,15 +169,19 @@ uint64_t DaemonTest::drops(const std::string& reason) const {
   return metric_sum(metrics(), "conflux_dataplane_drops_total", {{"reason", reason}});
 }
 
-uint64_t DaemonTest::wait_metric(const std::string& name, uint64_t value) const {
+std::string DaemonTest::wait_metrics(const std::function<bool(const std::string&)>& done) const {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  uint64_t v = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    v = metric_sum(metrics(), name);
-    if (v == value) break;
+  std::string m = metrics();
+  while (!done(m) && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    m = metrics();
   }
-  return v;
+  return m;
+}
+
+uint64_t DaemonTest::wait_metric(const std::string& name, uint64_t value) const {
+  return metric_sum(
+      wait_metrics([&](const std::string& m) { return metric_sum(m, name) == value; }), name);
 }
 
 std::vector<std::unique_ptr<Worker>> DaemonTest::join_job(JoinSpec spec, uint32_t n) {

@@ -14,6 +14,7 @@
 // e.g. to drop packets with nftables on the workers' input hook.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -51,6 +52,8 @@ class DaemonTest : public ::testing::TestWithParam<std::string> {
   Daemon& daemon() { return *daemon_; }
   std::string metrics() const;
   uint64_t drops(const std::string& reason) const;
+  // Polls /metrics until done(text) holds or 3 s pass; returns the last text read.
+  std::string wait_metrics(const std::function<bool(const std::string&)>& done) const;
   // Polls /metrics until `name` (summed) equals `value` or 3 s pass; returns the last value.
   uint64_t wait_metric(const std::string& name, uint64_t value) const;
 

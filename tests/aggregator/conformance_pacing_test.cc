@@ -190,17 +190,14 @@ std::string DataplanePacing::two_jobs_at_once(const std::vector<std::unique_ptr<
   };
   // The daemon counts a send once sendmmsg has returned, so the ranks can finish before their
   // last result is counted: read the metrics once both jobs' result bytes are in (3 s at most).
-  std::string m = metrics();
-  for (const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-       std::chrono::steady_clock::now() < deadline; m = metrics()) {
-    bool counted = true;
+  const std::string m = wait_metrics([&](const std::string& text) {
     for (int j = 0; j < 2; ++j) {
-      counted = counted &&
-                metric_sum(m, "conflux_job_result_bytes_sent_total", job_label(j)) >= 2 * count * 4;
+      if (metric_sum(text, "conflux_job_result_bytes_sent_total", job_label(j)) < 2 * count * 4) {
+        return false;
+      }
     }
-    if (counted) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+    return true;
+  });
   for (int j = 0; j < 2; ++j) {
     EXPECT_TRUE(runs[j].ok) << "job " << j;
     if (!runs[j].ok) continue;
