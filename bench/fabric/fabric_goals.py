@@ -139,6 +139,7 @@ def main():
             print(f"# run {i + 1}/{a.repeat} at {rate} Mbit/s: {shown}", flush=True)
     lines, medians, verdicts = summarize(by_rate)
     print("\n".join(lines))
+    print(f"# each run's conflux_fabric.py report (fabric.json, .csv, .png): {work}/RATE-RUN")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"argv": sys.argv[1:], "runs": by_rate, "medians": medians,
