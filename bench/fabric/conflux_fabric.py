@@ -382,6 +382,11 @@ def main(argv):
         print(f"# note: free-page reporting is on ({balloon} bound to virtio_balloon): a system "
               "run after another may copy at half speed; compare medians, or unbind it "
               "(README, 'On a VM')", flush=True)
+    thp = fabric_ns.transparent_hugepages()
+    if thp is not None and thp != "always":
+        print(f"# note: transparent huge pages '{thp}': the ranks' buffers are on 4 KiB pages, "
+              "which slows Conflux's copies more than Gloo's; compare runs under one mode "
+              "(README, 'On a VM')", flush=True)
     rows, failures, agg_reports = [], [], []
     run_fabric(a, bins, "lossless", 0.0, topos, systems, rows, labels, workdir, prefix, failures,
                agg_reports)
@@ -394,6 +399,7 @@ def main(argv):
             "argv": argv, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "nproc": os.cpu_count(), "kernel": os.uname().release, "failures": failures,
             "logs": workdir, "free_page_reporting": balloon,
+            "transparent_hugepages": thp,
             # Each aggregator's counters over its life, per fabric and topology (CPU in s).
             "aggregators": agg_reports}
     lines, figures = fabric_report.summary(rows, meta)

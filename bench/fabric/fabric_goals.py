@@ -12,7 +12,8 @@ of them, and prints per rate the median and the spread of:
   - confluxd's CPU-seconds per GB of contributions in (its whole life), and the KiB of
     contributions it read per wake-up.
 Then each goal, met or not by the median. A VM's free-page reporting makes single runs
-bimodal (README.md, 'On a VM'): the medians are the figures to quote.
+bimodal, and transparent huge pages move Conflux's figures against Gloo's (README.md, 'On a
+VM'): the medians are the figures to quote, and the first line says how the host was set.
 
   bench/fabric/fabric_goals.py --build build [--rates 1000,2500,5000] [--repeat 3]
                                [--iters 30] [--fabric-arg=ARG ...] [--json out.json]
@@ -27,6 +28,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import fabric_ns  # noqa: E402  (the host's memory settings that move these figures)
 
 # (rate in Mbit/s, figure, "min" or "max", bound, what the goal says)
 GOALS = [
@@ -123,6 +126,10 @@ def main():
     rates = [int(r) for r in a.rates.split(",") if r]
     by_rate = {r: [] for r in rates}
     work = tempfile.mkdtemp(prefix="cfx-goals-")
+    host = {"free_page_reporting": fabric_ns.free_page_reporting(),
+            "transparent_hugepages": fabric_ns.transparent_hugepages()}
+    print(f"# host: free-page reporting {host['free_page_reporting'] or 'off'}, transparent "
+          f"huge pages {host['transparent_hugepages'] or 'none'}", flush=True)
     for i in range(a.repeat):
         for rate in rates:
             out = os.path.join(work, f"{rate}-{i}")
@@ -142,7 +149,7 @@ def main():
     print(f"# each run's conflux_fabric.py report (fabric.json, .csv, .png): {work}/RATE-RUN")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"argv": sys.argv[1:], "runs": by_rate, "medians": medians,
+            json.dump({"argv": sys.argv[1:], "host": host, "runs": by_rate, "medians": medians,
                        "goals": [{"goal": t, "median": m, "met": met} for t, m, met in verdicts]},
                       f, indent=1)
     return 0

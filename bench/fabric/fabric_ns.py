@@ -36,6 +36,20 @@ def free_page_reporting(sysfs="/sys"):
     return bound[0] if bound else None
 
 
+def transparent_hugepages(sysfs="/sys"):
+    """The kernel's transparent huge page mode ("always", "madvise" or "never"), or None where
+    the kernel has none. Under "madvise" the ranks' large buffers (both systems') sit on 4 KiB
+    pages, and Conflux's copies out of and into them slow down more than Gloo's do
+    (bench/capacity/README.md, session 33): runs under different modes do not compare."""
+    try:
+        with open(os.path.join(sysfs, "kernel/mm/transparent_hugepage/enabled")) as f:
+            text = f.read()
+    except OSError:
+        return None
+    m = re.search(r"\[(\w+)\]", text)
+    return m.group(1) if m else None
+
+
 def sh(argv, check=True, capture=True, timeout=30):
     """Runs argv (no shell); returns stdout. Raises FabricError when check and rc != 0."""
     r = subprocess.run(argv, capture_output=capture, text=True, timeout=timeout)

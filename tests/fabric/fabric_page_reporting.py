@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """fabric_ns.free_page_reporting on fake sysfs trees: a balloon device bound to virtio_balloon
-with page_reporting loaded is named; no device, no driver or no page_reporting is None."""
+with page_reporting loaded is named; no device, no driver or no page_reporting is None. And
+fabric_ns.transparent_hugepages: the marked mode, or None without one or without the file."""
 import os
 import sys
 import tempfile
@@ -37,6 +38,25 @@ def main():
                 print(f"FAIL reporting={reporting} driver={driver} devices={devices}: "
                       f"got {got!r}, want {want!r}")
                 failed += 1
+    thp_cases = [
+        ("always [madvise] never\n", "madvise"),
+        ("[always] madvise never\n", "always"),
+        ("always madvise [never]\n", "never"),
+        ("always madvise never\n", None),  # no mode marked
+        (None, None),                      # a kernel without transparent huge pages
+    ]
+    for text, want in thp_cases:
+        with tempfile.TemporaryDirectory() as root:
+            if text is not None:
+                d = os.path.join(root, "kernel/mm/transparent_hugepage")
+                os.makedirs(d)
+                with open(os.path.join(d, "enabled"), "w") as f:
+                    f.write(text)
+            got = fabric_ns.transparent_hugepages(root)
+            if got != want:
+                print(f"FAIL transparent_hugepages {text!r}: got {got!r}, want {want!r}")
+                failed += 1
+    cases += thp_cases
     print(f"{len(cases) - failed}/{len(cases)} cases passed")
     return 1 if failed else 0
 
