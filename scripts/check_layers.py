@@ -37,6 +37,7 @@ PLUGIN_LAYERS = {
     "nccl": 0,    # NCCL's declarations: types, versioned structs, constants
     "net": 1,     # the TCP transport
     "client": 1,  # the worker engine that talks to the aggregators
+    "cuda": 1,    # the CUDA driver API, loaded at run time
     "core": 2,    # version-neutral ncclNet core, parameters, process state
     "collnet": 3,
     "tuner": 4,

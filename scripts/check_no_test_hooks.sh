@@ -3,11 +3,12 @@
 # metric (what CONFLUX_TEST_HOOKS=ON compiles in). Takes .deb packages (every ELF file inside
 # is checked) or binaries.   scripts/check_no_test_hooks.sh FILE...
 # It reads the strings and the symbol table: the settings' names (CONFLUX_FAULT_*, fault_drop,
-# ...), their log and error texts, the metric, and the injectors' classes and functions.
+# ...), their log and error texts, the metric, and the injectors' classes and functions; and the
+# CUDA driver test double (tests/gpu_memory): no libcuda* file in a package, none of its strings.
 set -euo pipefail
 (($#)) || { echo "usage: $0 PACKAGE.deb|BINARY..." >&2; exit 2; }
 # Case-insensitive; "fault" alone would also match "default".
-PATTERN='conflux_fault|fault_(drop|dup|reorder|abort|rank|probe|multicast|rx)|faults?[ _]inject|faultinject|faultaction|channelfaults|test_hooks|conflux_test_hooks'
+PATTERN='conflux[-_]cuda[-_]double|cuda test double|conflux_fault|fault_(drop|dup|reorder|abort|rank|probe|multicast|rx)|faults?[ _]inject|faultinject|faultaction|channelfaults|test_hooks|conflux_test_hooks'
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 bins=()
@@ -17,6 +18,10 @@ for f in "$@"; do
       d="$work/$(basename "$f" .deb)"
       mkdir -p "$d"
       dpkg-deb -x "$f" "$d"
+      if cuda=$(find "$d" -name 'libcuda*' -print -quit) && [[ -n $cuda ]]; then
+        echo "FAILED: $(basename "$f") ships a CUDA driver library: ${cuda#"$d"}"
+        exit 1
+      fi
       while IFS= read -r -d '' b; do
         head -c 4 "$b" | grep -q $'^\x7fELF' && bins+=("$b")
       done < <(find "$d" -type f -print0)

@@ -11,7 +11,9 @@
 #include "conflux/client/engine.h"
 #include "conflux/common/json_text.h"
 #include "core/net_delegate.h"
+#include "cuda/cuda_driver.h"
 #include "fmt/format.h"
+#include "nccl/topo_gdr.h"
 
 namespace conflux::cli {
 namespace {
@@ -85,8 +87,51 @@ AggregatorCheck check_one(const client::Endpoint& ep, const CheckOptions& o) {
   return c;
 }
 
-// Which net would carry point-to-point traffic: the delegate is loaded (not initialised) as the
-// plugin loads it.
+void quiet_logger(nccl::ncclDebugLogLevel, unsigned long, const char*, int, const char*, ...) {}
+
+// The delegate's devices with the gdr bit NCCL computes for each: CollNet describes the same
+// devices (it mirrors the net), first, so the net's own ptrSupport decides.
+void describe_nics(plugin::NetDelegate& d, CheckReport* r) {
+  int ndev = 0;
+  if (d.initProcess(quiet_logger, nullptr) != plugin::Status::kOk ||
+      d.devices(&ndev) != plugin::Status::kOk) {
+    return;
+  }
+  std::vector<nccl::NicDescription> descs;
+  for (int i = 0; i < ndev; ++i) {
+    plugin::NetProperties p;
+    if (d.getProperties(i, &p) != plugin::Status::kOk) continue;
+    descs.push_back({p.name != nullptr ? p.name : "?", p.ptrSupport});
+  }
+  for (const nccl::NicGdr& n : nccl::topo_gdr(descs, descs, /*dmabuf_usable=*/true)) {
+    int ptr = 0;
+    for (const nccl::NicDescription& x : descs) ptr = x.name == n.name ? x.ptr_support : ptr;
+    r->nics.push_back({n.name, ptr, n.gdr});
+  }
+}
+
+// What CollNet does with the memory NCCL hands it on these NICs.
+void describe_device_memory(CheckReport* r) {
+  std::string why;
+  const cuda::Api* api = cuda::driver(&why);
+  r->cuda = api != nullptr;
+  bool any_gdr = false;
+  for (const NicCheck& n : r->nics) any_gdr = any_gdr || n.gdr;
+  if (!any_gdr) {
+    r->device_memory = "NCCL hands CollNet pinned host memory (no NIC with gdr 1)";
+  } else if (api != nullptr) {
+    r->device_memory = fmt::format(
+        "NCCL hands CollNet device memory (gdr 1): accepted, staged through pinned host memory "
+        "(CUDA driver {})",
+        api->version);
+  } else {
+    r->device_memory = "NCCL hands CollNet device memory (gdr 1), which it cannot take here (" +
+                       why + "): NCCL would run the job without CollNet";
+    r->device_ok = false;
+  }
+}
+
+// Which net would carry point-to-point traffic: the delegate is loaded as the plugin loads it.
 void describe_p2p(const CheckOptions& o, CheckReport* r) {
   if (o.net_delegate.empty()) {
     r->p2p_net =
@@ -100,6 +145,7 @@ void describe_p2p(const CheckOptions& o, CheckReport* r) {
     r->p2p_net =
         fmt::format("point-to-point traffic: the delegate net '{}' (ncclNetPlugin_v{} of {})",
                     d->name(), d->version(), o.net_delegate);
+    describe_nics(*d, r);
   } else if (o.net_delegate_fallback) {
     r->p2p_net = why +
                  ": point-to-point traffic would use Conflux's TCP net "
@@ -115,6 +161,7 @@ void describe_p2p(const CheckOptions& o, CheckReport* r) {
 CheckReport run_check(const CheckOptions& o) {
   CheckReport r;
   describe_p2p(o, &r);
+  describe_device_memory(&r);
   std::vector<client::Endpoint> eps;
   std::string err;
   if (o.aggregators.empty()) {
@@ -162,7 +209,12 @@ std::string check_table(const CheckReport& r) {
                        c.payload_bytes, c.data_mac ? "on" : "off",
                        c.multicast ? "multicast" : "unicast", c.rtt_us, c.error);
   }
-  return out + r.verdict + "\n" + r.p2p_net + "\n";
+  out += r.verdict + "\n" + r.p2p_net + "\n";
+  for (const NicCheck& n : r.nics) {
+    out += fmt::format("NIC {}: ptrSupport {:#x}, gdr {} (CollNet mirrors the net's device)\n",
+                       n.name, n.ptr_support, n.gdr ? 1 : 0);
+  }
+  return out + "device memory: " + r.device_memory + "\n";
 }
 
 std::string check_json(const CheckReport& r) {
@@ -180,11 +232,19 @@ std::string check_json(const CheckReport& r) {
                            {"rtt_us", json::fixed(c.rtt_us, 1)},
                            {"error", c.error}});
   }
+  json::Json nics = json::Json::array();
+  for (const NicCheck& n : r.nics) {
+    nics.push_back({{"name", n.name}, {"ptr_support", n.ptr_support}, {"gdr", n.gdr}});
+  }
   const json::Json out = {{"usable", r.usable},
                           {"verdict", r.verdict},
                           {"aggregators", std::move(aggregators)},
                           {"p2p_net", r.p2p_net},
-                          {"p2p_ok", r.p2p_ok}};
+                          {"p2p_ok", r.p2p_ok},
+                          {"nics", std::move(nics)},
+                          {"cuda", r.cuda},
+                          {"device_memory", r.device_memory},
+                          {"device_ok", r.device_ok}};
   return json::one_line(out) + "\n";
 }
 

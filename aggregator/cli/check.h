@@ -6,7 +6,9 @@
 // then it says what a job would do: which aggregators it would use, or that the plugin would
 // decline CollNet and run everything on the worker ring, and why; and which net carries the
 // job's point-to-point traffic (Conflux's TCP net, or the CONFLUX_NET_DELEGATE plugin, loaded
-// as the plugin would load it).
+// as the plugin would load it); per NIC of that net, the GPUDirect bit NCCL will compute
+// (nccl/topo_gdr.h: CollNet mirrors the net's devices) and whether CollNet can take the device
+// memory NCCL then hands it (the CUDA driver loads: collnet/staging.h).
 #pragma once
 
 #include <cstdint>
@@ -37,12 +39,22 @@ struct AggregatorCheck {
   double rtt_us = 0;       // median one-packet round trip
 };
 
+struct NicCheck {
+  std::string name;
+  int ptr_support = 0;
+  bool gdr = false;  // as NCCL computes it: device buffers for CollNet and the p2p net
+};
+
 struct CheckReport {
   std::vector<AggregatorCheck> aggregators;
   bool usable = false;  // a job would run CollNet over every aggregator
   std::string verdict;  // one line for the user
   std::string p2p_net;  // which net carries point-to-point traffic, or why NCCL's init would fail
   bool p2p_ok = true;   // false: the delegate cannot be loaded and there is no fallback
+  std::vector<NicCheck> nics;  // the delegate's devices (empty: Conflux's TCP net, host only)
+  bool cuda = false;           // the CUDA driver loads: CollNet stages device memory
+  std::string device_memory;   // one line: what CollNet does with NCCL's buffers here
+  bool device_ok = true;       // false: a NIC has gdr 1 but CollNet cannot take device memory
 };
 
 CheckReport run_check(const CheckOptions& o);

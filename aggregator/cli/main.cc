@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
   if (check->parsed()) {
     const CheckReport r = run_check(copt);
     std::fputs((json ? check_json(r) : check_table(r)).c_str(), stdout);
-    return r.usable && r.p2p_ok ? 0 : 1;
+    return r.usable && r.p2p_ok && r.device_ok ? 0 : 1;
   }
   for (CLI::App* a : admin) {
     if (!a->parsed()) continue;

@@ -79,6 +79,11 @@ def parse_args(argv):
                    help="hybrid CONFLUX_RING_FRACTION: a number, or auto (the plugin's measured "
                    "split, also run on the fat aggregator; default: the link-balancing "
                    "optimum, fixed)")
+    p.add_argument("--device-buffers", nargs="?", const="", metavar="LIBDIR",
+                   help="also run the fat aggregator's CollNet from device memory (the driver's "
+                   "--device-buffers), right after the same run from host memory; LIBDIR: the "
+                   "folder of the libcuda.so.1 to load, e.g. BUILD/tests/gpu_memory/lib for the "
+                   "test double on a machine without a GPU (default: the system's driver)")
     p.add_argument("--loss", type=float, default=0.0,
                    help="percent random loss: adds a lossy copy of the fat fabric")
     p.add_argument("--loss-systems", default="conflux")
@@ -153,7 +158,7 @@ def optimal_ring_fraction(n, aggs, factor):
 
 
 def run_system(runner, rows, fabric_name, label, kind, bnds, a, aggs=(), fraction=0.0,
-               failures=None, per_rank=None):
+               failures=None, per_rank=None, extra_args=(), extra_env=None):
     """Runs one system over all size bands. A band that fails is retried once; a second
     failure is recorded in `failures` (and printed) and the remaining bands still run."""
     print(f"# running {label} ...", flush=True)
@@ -170,7 +175,8 @@ def run_system(runner, rows, fabric_name, label, kind, bnds, a, aggs=(), fractio
                 elif kind == "mpi":
                     text = runner.run_mpi(b, tmo)
                 else:
-                    text = runner.run_driver(kind, b, list(aggs), fraction, tmo, per_rank)
+                    text = runner.run_driver(kind, b, list(aggs), fraction, tmo, per_rank,
+                                             extra_args, extra_env)
                 busy_s += fabric_run.cpu_busy_seconds() - busy0
                 break
             except fabric_run.RunError as e:
@@ -293,6 +299,11 @@ def run_fabric(a, bins, name, loss, topos, systems, rows, labels, workdir, prefi
                 key = "one" if topo == "hybrid" else topo
                 run_system(runner, rows, name, labels[key], "collnet", bnds, a, eps,
                            failures=failures, per_rank=per_rank)
+                if topo == "fat" and a.device_buffers is not None:  # the same from GPU memory
+                    cuda = {"LD_LIBRARY_PATH": a.device_buffers} if a.device_buffers else {}
+                    run_system(runner, rows, name, labels["fat_device"], "collnet", bnds, a, eps,
+                               failures=failures, extra_args=["--device-buffers"],
+                               extra_env=cuda)
                 if topo == "fat" and a.ring_fraction == "auto":  # the measured split at Kx
                     run_system(runner, rows, name, labels["fat_hybrid"], "hybrid", bnds, a, eps,
                                "auto", failures)
@@ -368,6 +379,7 @@ def main(argv):
               "ring": "plugin ring (p2p net)", "gloo": "gloo ring (tcp)",
               "mpi": "open mpi ring (tcp)",
               "fat_hybrid": f"conflux hybrid auto 1 agg @{factor:g}x",
+              "fat_device": f"conflux 1 agg @{factor:g}x, device memory",
               "tree": f"conflux tree {a.tree_leaves} leaves " +
                       (f"({a.tree_results}) " if a.tree_results else "") +
                       f"@{a.tree_leaf_factor:g}x, " +

@@ -326,8 +326,10 @@ class Runner:
             raise RunError(f"{name}: exit codes {rcs}, not verified\n{tails}")
         return text
 
-    def run_driver(self, mode, band, aggs_eps, ring_fraction, timeout, per_rank=None):
-        """per_rank: rank i's own aggregator list (a tree's leaf), else aggs_eps for all."""
+    def run_driver(self, mode, band, aggs_eps, ring_fraction, timeout, per_rank=None,
+                   extra_args=(), extra_env=None):
+        """per_rank: rank i's own aggregator list (a tree's leaf), else aggs_eps for all.
+        extra_args / extra_env: more driver arguments and environment of this run only."""
         self.seq += 1
         port = 29500 + self.seq
         root = f"{self.fabric.workers[0].ip}:{port}"
@@ -346,12 +348,13 @@ class Runner:
             if mode != "ring":
                 f = ring_fraction if ring_fraction == "auto" else f"{ring_fraction:.4f}"
                 a += ["--require-collnet", "--ring-fraction", f] + self.driver_args
-            return a
+            return a + list(extra_args)
 
         def env(i, w):
             e = rank_env(i, n, root, w, ",".join(per_rank[i] if per_rank else aggs_eps)
                          if mode != "ring" else "")
             e.update(self.driver_env)
+            e.update(extra_env or {})
             return e
 
         text = self._run_ranks(f"driver-{mode}", argv, env, timeout + 20)

@@ -12,6 +12,7 @@
 namespace conflux::abi {
 
 static_assert(int(net::Status::kOk) == ncclSuccess);
+static_assert(int(net::Status::kUnhandledCudaError) == ncclUnhandledCudaError);
 static_assert(int(net::Status::kSystemError) == ncclSystemError);
 static_assert(int(net::Status::kInternalError) == ncclInternalError);
 static_assert(int(net::Status::kInvalidArgument) == ncclInvalidArgument);

@@ -33,6 +33,7 @@ CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client
     : rank_(rank),
       nranks_(nranks),
       opts_(opts),
+      staging_(std::make_unique<Staging>(*this, opts.staging)),
       failover_(std::make_unique<Failover>(rank, nranks, std::move(rings.failover_next),
                                            std::move(rings.failover_prev), opts.ring,
                                            tail_window(engine.get()), stopping_)),

@@ -59,6 +59,7 @@
 #include "collnet/ring_run.h"
 #include "collnet/ring_worker.h"
 #include "collnet/split_controller.h"
+#include "collnet/staging.h"
 #include "conflux/client/engine.h"
 #include "conflux/common/dtype.h"
 #include "net/recv_comm.h"
@@ -87,6 +88,8 @@ struct CollOptions {
   // Joins a new job on the surviving aggregators (AggregatorPath::Rejoin). Empty: a failover
   // never re-stripes.
   AggregatorPath::Rejoin rejoin;
+  // How NCCL's requests are cut and device memory is staged (staging.h).
+  StagingOptions staging;
 };
 
 // The rings a CollComm owns (each: send to rank + 1, receive from rank - 1): the main ring,
@@ -124,6 +127,9 @@ class CollComm {
                          const CollWindow& w, CollRequest** out);
   // Non-blocking. On done (or error) the request is released.
   static net::Status test(CollRequest* req, bool* done, size_t* bytes);
+
+  // NCCL's calls go through here (staging.h), which calls the collectives above.
+  Staging& staging() { return *staging_; }
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -179,6 +185,9 @@ class CollComm {
   uint32_t magic_ = kMagic;
   const int rank_, nranks_;
   const CollOptions opts_;
+  // First, so destroyed last: its pinned slots outlive the engine and the threads that may
+  // still write into them until the destructor has stopped them.
+  std::unique_ptr<Staging> staging_;
   std::atomic<bool> stopping_{false};  // set by the destructor; ends waits on the rings
 
   std::mutex mu_;

@@ -20,9 +20,11 @@ Status collInit(void** ctx, uint64_t commId, nccl::ncclDebugLogger_t log);
 Status collFinalize(void* ctx);
 Status collInitLegacy(nccl::ncclDebugLogger_t log);
 
-// CollNet devices mirror the net devices (same index, same name).
+// CollNet devices mirror the net devices (same index, same name): the exported CollNet
+// getProperties of every ABI version is the net's (abi/adapter_util.h getPropsAs), the
+// delegate's with CONFLUX_NET_DELEGATE, ptrSupport included, so that NCCL's merge of the two
+// descriptions of one NIC keeps the net's GPUDirect (shared/reference: nccl-gdr.md).
 Status collDevices(int* ndev);
-Status collGetProperties(int dev, NetProperties* props);
 // The TCP device (of Conflux's own net) that CollNet device `dev` uses for its worker ring.
 int collTransportDevice(int dev);
 
@@ -34,7 +36,10 @@ Status collListen(void* ctx, int dev, void* handle, void** listenComm);
 Status collConnect(void* const* handles, int nranks, int rank, void* listenComm, void** collComm);
 Status collReduceSupport(int dtype, int op, int* supported);
 
-// Host memory only; CUDA and DMA-BUF registrations are refused with one log line.
+// Host and CUDA memory (NCCL_PTR_CUDA, or a DMA-BUF region at its device address): device
+// memory is staged through the communicator's pinned slots (collnet/staging.h); the CUDA
+// driver is loaded at the first such registration, which fails with one log line when it
+// cannot be (no libcuda, no device, not device memory).
 Status collRegMr(void* collComm, void* data, size_t size, int type, void** mhandle);
 Status collRegMrDmaBuf(void* collComm, void* data, size_t size, int type, uint64_t offset, int fd,
                        void** mhandle);
@@ -59,7 +64,8 @@ Status collIreducescatter(void* collComm, int nSendParts, const CollSge* sendPar
 
 Status collIallreduce(void* collComm, void* sendData, void* recvData, size_t count, int dtype,
                       int op, void* sendMhandle, void* recvMhandle, void** request);
-// Host memory needs no flush: *request = nullptr (NCCL treats that as complete).
+// Nothing to flush: a request is done only once its results are in place, device memory
+// included. *request = nullptr (NCCL treats that as complete).
 Status collIflush(void* collComm, void* data, int size, void* mhandle, void** request);
 // size may be null (flushes).
 Status collTest(void* request, int* done, int* size);

@@ -18,6 +18,7 @@ struct CollMr {
   uint32_t magic = kMagic;
   void* data = nullptr;
   size_t size = 0;
+  bool device = false;
 };
 
 collnet::CollComm* comm_or_warn(void* collComm, const char* fn) {
@@ -42,32 +43,35 @@ Status collReduceSupport(int dtype, int op, int* supported) {
 Status collRegMr(void* collComm, void* data, size_t size, int type, void** mhandle) {
   if (mhandle == nullptr) return Status::kInvalidArgument;
   *mhandle = nullptr;
-  if (comm_or_warn(collComm, "CollNet regMr") == nullptr) return Status::kInvalidArgument;
-  if (type != nccl::NCCL_PTR_HOST) {
-    CFX_WARN(kLogColl,
-             "CollNet regMr: refusing %s memory at %p (%zu bytes): Conflux reduces host memory "
-             "only",
-             type == nccl::NCCL_PTR_CUDA ? "CUDA" : "non-host", data, size);
-    return Status::kInternalError;
+  collnet::CollComm* c = comm_or_warn(collComm, "CollNet regMr");
+  if (c == nullptr) return Status::kInvalidArgument;
+  if (type != nccl::NCCL_PTR_HOST && type != nccl::NCCL_PTR_CUDA) {
+    CFX_WARN(kLogColl, "CollNet regMr: memory type %d at %p (%zu bytes) is neither host nor CUDA",
+             type, data, size);
+    return Status::kInvalidArgument;
   }
+  // Device memory is staged through pinned host slots (collnet/staging.h).
+  if (type == nccl::NCCL_PTR_CUDA) CFX_RETURN_IF_ERROR(c->staging().register_device(data, size));
   auto* mr = new CollMr;
   mr->data = data;
   mr->size = size;
+  mr->device = type == nccl::NCCL_PTR_CUDA;
   *mhandle = mr;
   return Status::kOk;
 }
 
+// NCCL passes the device address with the DMA-BUF fd (and closes the fd after the call): the
+// copies to and from the slots use the address, so the fd is not kept.
 Status collRegMrDmaBuf(void* collComm, void* data, size_t size, int type, uint64_t, int,
                        void** mhandle) {
-  if (mhandle != nullptr) *mhandle = nullptr;
-  CFX_WARN(kLogColl, "CollNet regMrDmaBuf: refusing DMA-BUF memory at %p (%zu bytes, type %d)",
-           data, size, type);
-  return Status::kInternalError;
+  return collRegMr(collComm, data, size, type, mhandle);
 }
 
 Status collDeregMr(void* collComm, void* mhandle) {
   auto* mr = static_cast<CollMr*>(mhandle);
   if (mr == nullptr || mr->magic != CollMr::kMagic) return Status::kInvalidArgument;
+  collnet::CollComm* c = comm_or_warn(collComm, "CollNet deregMr");
+  if (c != nullptr && mr->device) c->staging().deregister_device(mr->data);
   mr->magic = 0;
   delete mr;
   return Status::kOk;
@@ -84,11 +88,8 @@ Status collIallreduce(void* collComm, void* sendData, void* recvData, size_t cou
     return Status::kInvalidArgument;
   }
   if (count > 0 && (sendData == nullptr || recvData == nullptr)) return Status::kInvalidArgument;
-  collnet::CollRequest* r = nullptr;
-  CFX_RETURN_IF_ERROR(
-      c->iallreduce(sendData, recvData, count, static_cast<DType>(dtype), static_cast<Op>(op), &r));
-  *request = r;
-  return Status::kOk;
+  return c->staging().iallreduce(sendData, recvData, count, static_cast<DType>(dtype),
+                                 static_cast<Op>(op), request);
 }
 
 namespace {
@@ -151,10 +152,7 @@ Status collIallgather(void* collComm, void* sendData, int nRecvParts, const Coll
     CFX_WARN(kLogColl, "CollNet iallgather: no send buffer for this rank's part");
     return Status::kInvalidArgument;
   }
-  collnet::CollRequest* r = nullptr;
-  CFX_RETURN_IF_ERROR(c->iallgather(sendData, parts, w, &r));
-  *request = r;
-  return Status::kOk;
+  return c->staging().iallgather(sendData, parts, w, request);
 }
 
 Status collIreducescatter(void* collComm, int nSendParts, const CollSge* sendParts, void* recvData,
@@ -179,12 +177,11 @@ Status collIreducescatter(void* collComm, int nSendParts, const CollSge* sendPar
     CFX_WARN(kLogColl, "CollNet ireducescatter: no receive buffer for this rank's part");
     return Status::kInvalidArgument;
   }
-  collnet::CollRequest* r = nullptr;
-  CFX_RETURN_IF_ERROR(c->ireducescatter(parts, recvData, w, t, static_cast<Op>(op), &r));
-  *request = r;
-  return Status::kOk;
+  return c->staging().ireducescatter(parts, recvData, w, t, static_cast<Op>(op), request);
 }
 
+// A staged request is done only once its results are in device memory (staging.h): there is
+// nothing left to flush, for host or device memory.
 Status collIflush(void*, void*, int, void*, void** request) {
   if (request != nullptr) *request = nullptr;
   return Status::kOk;
@@ -192,14 +189,20 @@ Status collIflush(void*, void*, int, void*, void** request) {
 
 Status collTest(void* request, int* done, int* size) {
   auto* r = static_cast<collnet::CollRequest*>(request);
-  if (r == nullptr || r->magic != collnet::CollRequest::kMagic || done == nullptr) {
+  auto* staged = static_cast<collnet::StagedRequest*>(request);
+  const bool known = r != nullptr && (r->magic == collnet::CollRequest::kMagic ||
+                                      staged->magic == collnet::StagedRequest::kMagic);
+  if (!known || done == nullptr) {
     CFX_WARN(kLogColl, "CollNet test: invalid request %p", request);
     return Status::kInvalidArgument;
   }
   bool d = false;
   size_t bytes = 0;
-  // The owning comm is not needed to complete a request: it finishes on the comm's thread.
-  const Status st = collnet::CollComm::test(r, &d, &bytes);
+  // The owning comm is not needed to complete a request: it finishes on the comm's thread (a
+  // staged request: here, in its Staging's pass).
+  const Status st = r->magic == collnet::CollRequest::kMagic
+                        ? collnet::CollComm::test(r, &d, &bytes)
+                        : collnet::Staging::test(staged, &d, &bytes);
   *done = d ? 1 : 0;
   if (d && size != nullptr) *size = bytes > size_t(INT32_MAX) ? INT32_MAX : int(bytes);
   return st;

@@ -71,6 +71,7 @@ struct Verdict {
   // CONFLUX_AGGREGATOR_MBPS here (rank 0's is used): an operator's figure for the aggregators
   // wins over the connect's probe, as CONFLUX_LINK_MBPS wins over the link's.
   double aggregator_mbps = 0;
+  int64_t staging_chunk = 0;  // CONFLUX_STAGING_CHUNK here (rank 0's is used)
 };
 
 // The smallest value of a Verdict field over every rank.
@@ -347,23 +348,6 @@ Status collDevices(int* ndev) {
   return netDevices(ndev);
 }
 
-Status collGetProperties(int dev, NetProperties* props) {
-  PluginState* s = PluginState::get();
-  NetDelegate* d = s != nullptr ? s->delegate() : nullptr;
-  if (d == nullptr) return netGetProperties(dev, props);
-  if (props == nullptr) return Status::kInvalidArgument;
-  NetProperties theirs;
-  CFX_RETURN_IF_ERROR(d->getProperties(dev, &theirs));
-  CFX_RETURN_IF_ERROR(tcpNetProperties(tcpDeviceAt(*s, theirs.pciPath), props));
-  props->name = theirs.name;
-  props->pciPath = theirs.pciPath;
-  props->guid = theirs.guid;
-  props->speed = theirs.speed;
-  props->port = theirs.port;
-  props->latency = theirs.latency;
-  return Status::kOk;
-}
-
 int collTransportDevice(int dev) {
   PluginState* s = PluginState::get();
   NetDelegate* d = s != nullptr ? s->delegate() : nullptr;
@@ -542,6 +526,7 @@ Verdict local_verdict(const Config& cfg, int dev, int rank, int nranks,
   mine.ring_fraction = cfg.ringFraction;
   mine.ring_min_us = cfg.ringMinUs;
   mine.aggregator_mbps = cfg.aggregatorMbps;
+  mine.staging_chunk = static_cast<int64_t>(cfg.stagingChunkBytes);
   NetProperties props;
   if (tcpNetProperties(dev, &props) == Status::kOk) mine.link_mbps = props.speed;
   const double nominal = mine.link_mbps;
@@ -625,6 +610,9 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
     opts.idle_poll = std::chrono::microseconds(cfg.busyPollUs);
     opts.inline_completion = true;
   }
+  // Every rank cuts NCCL's requests alike, or their sequences of requests would differ.
+  opts.staging.chunk_bytes = static_cast<size_t>(all[0].staging_chunk);
+  opts.staging.slots = cfg.stagingSlots;
   opts.ring.block_bytes = cfg.ringBlockBytes;
   opts.ring.inflight = cfg.ringInflight;
   opts.ring.timeout = std::chrono::milliseconds(cfg.ringTimeoutMs);

@@ -21,7 +21,7 @@ constexpr size_t kTestHookParams = 6;
 constexpr size_t kTestHookParams = 0;
 #endif
 
-const std::array<ParamSpec, 38 + kTestHookParams> kParams{{
+const std::array<ParamSpec, 40 + kTestHookParams> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -185,6 +185,15 @@ const std::array<ParamSpec, 38 + kTestHookParams> kParams{{
      &Config::joinTimeoutMs},
     {"CONFLUX_RING_BLOCK_BYTES", ParamType::kSize, "1M", 4096, 1LL << 28,
      "Message size of the worker ring.", &Config::ringBlockBytes},
+    {"CONFLUX_STAGING_CHUNK", ParamType::kSize, "1M", 4096, 1LL << 28,
+     "CollNet hands its paths (aggregators, ring) NCCL's requests in pieces of at most this "
+     "many bytes, one after the other; a piece in device memory is copied through a pinned host "
+     "slot of this size each way, pipelined with the network. Rank 0's value is used by all.",
+     &Config::stagingChunkBytes},
+    {"CONFLUX_STAGING_SLOTS", ParamType::kInt, "8", 1, 256,
+     "Pinned host slots (2 x CONFLUX_STAGING_CHUNK each) per CollNet communicator for device "
+     "memory, allocated at its first CUDA registration: the pieces of device memory in flight.",
+     &Config::stagingSlots},
     {"CONFLUX_RING_INFLIGHT", ParamType::kInt, "8", 1, 32, "Ring messages in flight per direction.",
      &Config::ringInflight},
     {"CONFLUX_RING_LANES", ParamType::kInt, "2", 1, 8,

@@ -71,6 +71,8 @@ struct Config {
   int ringInflight = 0;
   int ringLanes = 0;
   int ringTimeoutMs = 0;
+  size_t stagingChunkBytes = 0;  // collnet/staging.h
+  int stagingSlots = 0;
   // Tuner.
   size_t tunerCollnetMinBytes = 0;
   size_t tunerCollnetMaxBytes = 0;

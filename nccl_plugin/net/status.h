@@ -8,17 +8,20 @@ namespace conflux::net {
 
 enum class Status : int {
   kOk = 0,
-  kSystemError = 2,      // a system call failed locally (socket, thread, out of fds)
-  kInternalError = 3,    // a bug or an unsupported request (e.g. CUDA memory)
-  kInvalidArgument = 4,  // bad parameter value or malformed handle
-  kInvalidUsage = 5,     // API misuse (e.g. message larger than the posted receive)
-  kRemoteError = 6,      // the peer closed the connection or sent garbage
+  kUnhandledCudaError = 1,  // a CUDA driver call failed (CollNet's staging of device memory)
+  kSystemError = 2,         // a system call failed locally (socket, thread, out of fds)
+  kInternalError = 3,       // a bug or an unsupported request (e.g. CUDA memory)
+  kInvalidArgument = 4,     // bad parameter value or malformed handle
+  kInvalidUsage = 5,        // API misuse (e.g. message larger than the posted receive)
+  kRemoteError = 6,         // the peer closed the connection or sent garbage
 };
 
 inline const char* toString(Status s) {
   switch (s) {
     case Status::kOk:
       return "ok";
+    case Status::kUnhandledCudaError:
+      return "unhandled CUDA error";
     case Status::kSystemError:
       return "system error";
     case Status::kInternalError:

@@ -7,7 +7,11 @@ the plugin would fall back to the ring, and why. It names the net that carries p
 traffic: Conflux's TCP net without CONFLUX_NET_DELEGATE, the delegate's name and ABI version with
 one, and for a delegate that cannot be loaded the reason and what NCCL would do (exit 1 without
 the fallback).
-Usage: check_test.py CONFLUX CONFLUXD DELEGATE_SO"""
+Per NIC of the delegate it reports the GPUDirect bit NCCL will compute: 0 for a host-only net
+(CollNet then gets host memory), 1 for one that claims CUDA, and then whether CollNet can take
+device memory: with the CUDA test double it can (exit 0), without a CUDA driver it cannot and
+NCCL would drop CollNet (exit 1).
+Usage: check_test.py CONFLUX CONFLUXD DELEGATE_SO CUDA_DOUBLE_DIR"""
 import json
 import os
 import subprocess
@@ -17,15 +21,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from procs import Daemon, check, closed_port  # noqa: E402
 
 
-def conflux_check(cli, *args):
+def conflux_check(cli, *args, extra_env=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONFLUX_")}
+    env.pop("LD_LIBRARY_PATH", None)  # no CUDA driver unless a case gives the test double
+    env.update(extra_env or {})
     r = subprocess.run([cli, "check", "--json", "--timeout-ms", "1500", *args],
                        capture_output=True, text=True, timeout=60, env=env)
     return r.returncode, json.loads(r.stdout)
 
 
 def main():
-    cli, confluxd, delegate = sys.argv[1:4]
+    cli, confluxd, delegate, cuda_double = sys.argv[1:5]
     good = Daemon(confluxd, "--secret", "s3", "--data-mac=true")
     deaf = Daemon(confluxd, "--fault-drop", "1")
     mcast = Daemon(confluxd, "--multicast-range", "239.77.0.0/16")
@@ -45,6 +51,26 @@ def main():
                                 "--net-delegate", delegate)
         check(rc == 0 and doc["p2p_ok"], doc)
         check("'TestDelegate11' (ncclNetPlugin_v11 of " in doc["p2p_net"], doc)
+        lo = {"CONFLUX_SOCKET_IFNAME": "lo"}  # the test delegate wraps Conflux's TCP net
+        rc, doc = conflux_check(cli, "--aggregators", ok, "--secret", "s3",
+                                "--net-delegate", delegate, extra_env=lo)
+        check(rc == 0 and [(n["name"], n["gdr"]) for n in doc["nics"]] == [("delegate0", False)],
+              doc)
+        check(doc["device_ok"] and "pinned host memory (no NIC with gdr 1)" in doc["device_memory"],
+              doc)
+        gpudirect = dict(lo, TEST_DELEGATE_PTR_SUPPORT="7")  # HOST|CUDA|DMABUF
+        rc, doc = conflux_check(cli, "--aggregators", ok, "--secret", "s3",
+                                "--net-delegate", delegate, extra_env=gpudirect)
+        check(rc == 1 and doc["nics"] == [{"name": "delegate0", "ptr_support": 7, "gdr": True}],
+              doc)
+        check(not doc["device_ok"] and not doc["cuda"], doc)
+        check("libcuda.so.1" in doc["device_memory"] and "without CollNet" in doc["device_memory"],
+              doc)
+        rc, doc = conflux_check(cli, "--aggregators", ok, "--secret", "s3",
+                                "--net-delegate", delegate,
+                                extra_env=dict(gpudirect, LD_LIBRARY_PATH=cuda_double))
+        check(rc == 0 and doc["device_ok"] and doc["cuda"], doc)
+        check("accepted, staged through pinned host memory" in doc["device_memory"], doc)
         missing = delegate + ".missing"
         rc, doc = conflux_check(cli, "--aggregators", ok, "--secret", "s3",
                                 "--net-delegate", missing)

@@ -25,6 +25,7 @@ struct Cell {
   const ModeRun& m;
   Bootstrap* bs;
   HostBuffers* bufs;
+  DeviceBuffers* dev;  // --device-buffers: the collectives run on the device twins
   InputSpec spec;
   size_t count;
   void* send;
@@ -32,7 +33,12 @@ struct Cell {
 
   size_t in_count() const { return m.mode == Mode::kReduceScatter ? count * spec.nranks : count; }
   size_t out_count() const { return m.mode == Mode::kAllGather ? count * spec.nranks : count; }
-  void fill() { fill_input(spec, bs->rank(), 0, in_count(), send); }
+  size_t in_bytes() const { return in_count() * dtype_size(spec.dtype); }
+  size_t out_bytes() const { return out_count() * dtype_size(spec.dtype); }
+  Status fill() {
+    fill_input(spec, bs->rank(), 0, in_count(), send);
+    return dev != nullptr ? dev->upload(send, in_bytes()) : Status::Ok();
+  }
   uint64_t wrong_in_output() const {
     switch (m.mode) {
       case Mode::kReduceScatter:
@@ -44,18 +50,21 @@ struct Cell {
     }
   }
   // Makes the next run verifiable: fresh inputs in place, or a poisoned receive buffer.
-  void prepare() {
-    if (o.inplace)
-      fill();
-    else
-      poison(spec.dtype, recv, out_count());
+  Status prepare() {
+    if (o.inplace) return fill();
+    poison(spec.dtype, recv, out_count());
+    return dev != nullptr ? dev->upload(recv, out_bytes()) : Status::Ok();
   }
   // One collective; *us (if given) is set to its time, without the preparation and check.
   Status once(uint64_t* wrong, double* us) {
-    if (wrong != nullptr) prepare();
+    if (wrong != nullptr) DRV_TRY(prepare());
+    void* s = dev != nullptr ? dev->twin(send) : send;
+    void* r = dev != nullptr ? dev->twin(recv) : recv;
     auto t0 = Clock::now();
-    DRV_TRY(m.run(send, recv, count, spec.dtype, spec.op));
+    DRV_TRY(m.run(s, r, count, spec.dtype, spec.op));
     if (us != nullptr) *us = us_since(t0);
+    if (dev != nullptr) DRV_TRY(dev->context_unchanged(mode_name(m.mode)));
+    if (wrong != nullptr && dev != nullptr) DRV_TRY(dev->download(recv, out_bytes()));
     if (wrong != nullptr) *wrong += wrong_in_output();
     return Status::Ok();
   }
@@ -64,7 +73,7 @@ struct Cell {
 }  // namespace
 
 Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* bufs,
-                std::vector<Row>* rows, std::vector<std::string>* notes) {
+                std::vector<Row>* rows, std::vector<std::string>* notes, DeviceBuffers* dev) {
   const int n = bs->nranks();
   for (DType t : o.dtypes) {
     for (Op op : o.ops) {
@@ -83,15 +92,10 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
         // nccl-tests; each rank's block holds count elements.
         const size_t count = is_direct(m.mode) ? size / es / static_cast<size_t>(n) : size / es;
         if (count == 0) continue;
-        Cell c{o,
-               m,
-               bs,
-               bufs,
-               InputSpec{t, op, n, o.seed, m.inputs, o.tree_leaves},
-               count,
-               bufs->send,
-               o.inplace ? bufs->send : bufs->recv};
-        c.fill();
+        Cell c{o,     m,          bs,
+               bufs,  dev,        InputSpec{t, op, n, o.seed, m.inputs, o.tree_leaves},
+               count, bufs->send, o.inplace ? bufs->send : bufs->recv};
+        DRV_TRY(c.fill());
         uint64_t wrong = 0;
         uint64_t* check = o.check_iters ? &wrong : nullptr;
         for (int i = 0; i < o.warmup; ++i) DRV_TRY(c.once(check, nullptr));

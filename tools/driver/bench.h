@@ -9,6 +9,7 @@
 #include "driver/bootstrap.h"
 #include "driver/buffers.h"
 #include "driver/data.h"
+#include "driver/device_buffers.h"
 #include "driver/options.h"
 #include "driver/report.h"
 
@@ -29,6 +30,7 @@ struct ModeRun {
 // Appends one Row per measured (dtype, op, size) to *rows (on every rank; only rank 0's
 // rows carry the gathered values). Unsupported (dtype, op) pairs are noted and skipped.
 Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* bufs,
-                std::vector<Row>* rows, std::vector<std::string>* notes);
+                std::vector<Row>* rows, std::vector<std::string>* notes,
+                DeviceBuffers* dev = nullptr);
 
 }  // namespace conflux::driver

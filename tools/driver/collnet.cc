@@ -76,6 +76,7 @@ Status CollNetSession::open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id,
   if (ok && (rc = cn_->getProperties(0, &props)) != 0) ok = failed("collnet.getProperties(0)", rc);
   if (ok) {
     dev_name_ = props.name != nullptr ? props.name : "";
+    ptr_support_ = props.ptrSupport;
     max_coll_bytes_ = props.maxCollBytes;
   }
   char handle[nccl::NCCL_NET_HANDLE_MAXSIZE] = {};
@@ -142,6 +143,15 @@ Status CollNetSession::open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id,
         u = u && a.size() == support.size() && a[t * kNumOps + o] == '1';
       usable_[t][o] = u;
     }
+  }
+  if (dev_ != nullptr) {
+    DRV_CALL(rank_, "collnet.regMr(send buffer, NCCL_PTR_CUDA)",
+             cn_->regMr(coll_comm_, dev_->twin(bufs_->send), bufs_->bytes, nccl::NCCL_PTR_CUDA,
+                        &send_mh_));
+    DRV_CALL(rank_, "collnet.regMr(recv buffer, NCCL_PTR_CUDA)",
+             cn_->regMr(coll_comm_, dev_->twin(bufs_->recv), bufs_->bytes, nccl::NCCL_PTR_CUDA,
+                        &recv_mh_));
+    return dev_->context_unchanged("collnet.regMr");
   }
   DRV_CALL(rank_, "collnet.regMr(send buffer, NCCL_PTR_HOST)",
            cn_->regMr(coll_comm_, bufs_->send, bufs_->bytes, nccl::NCCL_PTR_HOST, &send_mh_));
@@ -220,19 +230,26 @@ Status CollNetSession::use_regions(size_t region_bytes, int inflight, int channe
   staging_slots_ = inflight;
   groups_ = (channels + kCollNetGroupChannels - 1) / kCollNetGroupChannels;
   const size_t total = 2 * region_bytes * static_cast<size_t>(inflight * groups_);
-  if (posix_memalign(&staging_, 4096, total) != 0) {
-    return Status::Error("out of memory for the CollNet staging area");
+  // At gdr 1 NCCL's staging area is device memory (transport/coll_net.cc, ncclCudaCalloc).
+  const int type = dev_ != nullptr ? nccl::NCCL_PTR_CUDA : nccl::NCCL_PTR_HOST;
+  if (dev_ != nullptr) {
+    DRV_TRY(dev_->alloc(total, &staging_));
+    DRV_TRY(dev_->fill(staging_, 0xff, total));
+  } else {
+    if (posix_memalign(&staging_, 4096, total) != 0) {
+      return Status::Error("out of memory for the CollNet staging area");
+    }
+    std::memset(staging_, 0xff, total);
   }
-  std::memset(staging_, 0xff, total);
   // NCCL registers the one staging area once per channel and direction; a group's requests
   // carry the handles of its first channel.
   for (int c = 0; c < channels; ++c) {
     void* smh = nullptr;
     void* rmh = nullptr;
     DRV_CALL(rank_, "collnet.regMr(staging area, send direction)",
-             cn_->regMr(coll_comm_, staging_, total, nccl::NCCL_PTR_HOST, &smh));
+             cn_->regMr(coll_comm_, staging_, total, type, &smh));
     DRV_CALL(rank_, "collnet.regMr(staging area, recv direction)",
-             cn_->regMr(coll_comm_, staging_, total, nccl::NCCL_PTR_HOST, &rmh));
+             cn_->regMr(coll_comm_, staging_, total, type, &rmh));
     stage_mh_.push_back(smh);
     stage_mh_.push_back(rmh);
   }
@@ -274,8 +291,9 @@ Status CollNetSession::allreduce_regions(void* send, void* recv, size_t count, D
       const size_t i = next;
       char* src = in + slot(i);
       const size_t n = user(i) * es;
-      std::memcpy(src, static_cast<char*>(send) + i * region * es, n);
-      std::memset(src + n, 0xff, region_bytes_ - n);  // stale staging data
+      // NCCL's kernels copy the user's bytes into the region; its tail keeps stale data.
+      DRV_TRY(copy(src, static_cast<char*>(send) + i * region * es, n));
+      DRV_TRY(fill(src + n, 0xff, region_bytes_ - n));
       void* req = nullptr;
       const size_t ch = k * kCollNetGroupChannels;  // the group's first channel
       DRV_CALL(
@@ -301,7 +319,7 @@ Status CollNetSession::allreduce_regions(void* send, void* recv, size_t count, D
                                  " for a region of " + std::to_string(region * es) + " bytes");
           }
           const size_t i = x.done * groups + k;
-          std::memcpy(static_cast<char*>(recv) + i * region * es, out + slot(i), user(i) * es);
+          DRV_TRY(copy(static_cast<char*>(recv) + i * region * es, out + slot(i), user(i) * es));
           ++x.done;
           ++finished;
           progress = true;
@@ -313,6 +331,18 @@ Status CollNetSession::allreduce_regions(void* send, void* recv, size_t count, D
                            std::to_string(finished) + "/" + std::to_string(nreq) + " done)");
     }
   }
+  return Status::Ok();
+}
+
+Status CollNetSession::copy(void* dst, const void* src, size_t bytes) const {
+  if (dev_ != nullptr) return dev_->copy(dst, src, bytes);
+  std::memcpy(dst, src, bytes);
+  return Status::Ok();
+}
+
+Status CollNetSession::fill(void* dst, unsigned char value, size_t bytes) const {
+  if (dev_ != nullptr) return dev_->fill(dst, value, bytes);
+  std::memset(dst, value, bytes);
   return Status::Ok();
 }
 
@@ -345,7 +375,7 @@ Status CollNetSession::close() {
       DRV_CALL(rank_, "collnet.deregMr(staging)", cn_->deregMr(coll_comm_, mh));
   }
   stage_mh_.clear();
-  std::free(staging_);
+  if (dev_ == nullptr) std::free(staging_);  // device memory: freed with dev_
   staging_ = nullptr;
   if (coll_comm_ != nullptr) {
     DRV_CALL(rank_, "collnet.deregMr(send buffer)", cn_->deregMr(coll_comm_, send_mh_));

@@ -44,6 +44,7 @@
 #include "conflux/common/dtype.h"
 #include "driver/bootstrap.h"
 #include "driver/buffers.h"
+#include "driver/device_buffers.h"
 #include "driver/plugin.h"
 
 namespace conflux::driver {
@@ -64,7 +65,12 @@ class CollNetSession {
   // to that context's owner, and comm_id is not used.
   Status open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id, Bootstrap* bs, HostBuffers* bufs,
               const Deadline* dl, std::optional<void*> shared_ctx = std::nullopt);
+  // --device-buffers: the send and receive buffers (and --nccl-regions' staging area) are
+  // device memory, registered with NCCL_PTR_CUDA, as NCCL does at gdr 1. Before open().
+  void use_device(DeviceBuffers* dev) { dev_ = dev; }
   bool available() const { return coll_comm_ != nullptr; }
+  // The ptrSupport of CollNet device 0 (getProperties), -1 before open() got it.
+  int ptr_support() const { return ptr_support_; }
   void* context() const { return ctx_; }
   // Requests posted so far (any thread may read it: --service-collnet counts those posted
   // while its thread connected).
@@ -107,13 +113,18 @@ class CollNetSession {
                   const std::function<void(size_t)>& done = nullptr);
   size_t chunk_bytes(size_t requested, size_t esize) const;
   // The window loop shared by reducescatter and allgather.
+  // --nccl-regions' copies (NCCL's kernels): host or device memory as the buffers are.
+  Status copy(void* dst, const void* src, size_t bytes) const;
+  Status fill(void* dst, unsigned char value, size_t bytes) const;
   Status direct(bool reduce, void* send, void* recv, size_t count, DType t, Op op, size_t chunk,
                 int inflight);
 
   const nccl::ncclCollNet_v11_t* cn_ = nullptr;
   Bootstrap* bs_ = nullptr;
   HostBuffers* bufs_ = nullptr;
+  DeviceBuffers* dev_ = nullptr;
   const Deadline* dl_ = nullptr;
+  int ptr_support_ = -1;
   int rank_ = 0;
   void* ctx_ = nullptr;
   bool inited_ = false;

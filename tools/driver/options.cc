@@ -228,6 +228,8 @@ Status apply(const std::string& flag, const std::string& val, Options* o) {
 bool is_switch(const std::string& flag, Options* o) {
   if (flag == "--inplace")
     o->inplace = true;
+  else if (flag == "--device-buffers")
+    o->device_buffers = true;
   else if (flag == "--deterministic")
     o->deterministic = true;
   else if (flag == "--mixed-chunks")
@@ -398,6 +400,8 @@ void print_usage(const char* argv0) {
       "  --mixed-chunks         collnet, hybrid: every other request is 4 KiB, so that small\n"
       "                         requests (completed inside test()) queue ahead of large ones\n"
       "  --inplace              in-place AllReduce (send buffer == receive buffer)\n"
+      "  --device-buffers       CollNet modes on device memory (CUDA driver loaded at run\n"
+      "                         time), registered with NCCL_PTR_CUDA as NCCL does at gdr 1\n"
       "  --deterministic        set CONFLUX_DETERMINISTIC=1; CollNet results must match the\n"
       "                         rank-order reference bit for bit\n"
       "  --check-iters          also verify every warm-up and timed iteration\n"

@@ -41,6 +41,8 @@ struct Options {
   bool mixed_chunks =
       false;  // collnet/hybrid: alternate kMixedSmallChunk requests with chunk_bytes
   bool inplace = false;
+  // CollNet modes on device memory (device_buffers.h), as NCCL at gdr 1.
+  bool device_buffers = false;
   bool deterministic = false;
   bool check_iters = false;      // verify every warmup/timed iteration, not only the check run
   bool require_collnet = false;  // CollNet unavailable/declined is an error, not a skipped table

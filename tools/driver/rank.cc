@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +30,7 @@
 #include "driver/report.h"
 #include "driver/service_collnet.h"
 #include "driver/tuner_check.h"
+#include "nccl/topo_gdr.h"
 
 namespace conflux::driver {
 namespace {
@@ -55,6 +57,7 @@ struct RankRun {
   LoadedPlugin plugin;
   Bootstrap bs;
   HostBuffers bufs;
+  std::unique_ptr<DeviceBuffers> devbufs;  // --device-buffers
   void* net_ctx = nullptr;
   NetDevice dev;
   uint64_t comm_id = 0;
@@ -63,6 +66,7 @@ struct RankRun {
   std::vector<Row> rows;
   std::vector<std::string> notes;
   bool collnet_missing = false;
+  bool gdr_noted = false;
 
   void note(const std::string& s) {
     if (rank == 0) print_note(s);
@@ -108,6 +112,37 @@ struct RankRun {
     return Status::Ok();
   }
 
+  // NCCL's gdr bit of the NIC behind net device 0 and CollNet device 0 (device_buffers.h):
+  // noted once; a net that can do GPUDirect must keep it after CollNet's description.
+  Status check_gdr(const CollNetSession& cs) {
+    if (cs.ptr_support() < 0) return Status::Ok();  // CollNet described no device
+    const auto nics = nccl::topo_gdr({{cs.device_name(), cs.ptr_support()}},
+                                     {{dev.name, dev.ptr_support}}, /*dmabuf_usable=*/true);
+    for (const nccl::NicGdr& n : nics) {
+      const bool net_nic = n.name == dev.name;
+      if (!gdr_noted) {
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "gdr: NIC '%s': %d (first described by %s; CollNet ptrSupport 0x%x, net "
+                      "0x%x)",
+                      n.name.c_str(), n.gdr ? 1 : 0, n.first.c_str(), cs.ptr_support(),
+                      dev.ptr_support);
+        note(line);
+      }
+      if (net_nic && !n.gdr && nccl::gdr_capable(dev.ptr_support, true)) {
+        char why[256];
+        std::snprintf(why, sizeof why,
+                      "GPUDirect lost: net device 0 '%s' has ptrSupport 0x%x, but CollNet's "
+                      "description (0x%x) comes first and gives the NIC gdr 0: NCCL would turn "
+                      "GPUDirect RDMA off for every p2p transfer",
+                      dev.name.c_str(), dev.ptr_support, cs.ptr_support());
+        return Status::Error(why);
+      }
+    }
+    gdr_noted = true;
+    return Status::Ok();
+  }
+
   Status close_comm(NetRing* ring) {
     DRV_TRY(ring->teardown());
     DRV_CALL(rank, "net.finalize", plugin.net->finalize(net_ctx));
@@ -140,7 +175,9 @@ struct RankRun {
     NetRing ring;
     DRV_TRY(open_comm(id, &ring));
     CollNetSession cs;
+    cs.use_device(devbufs.get());
     DRV_TRY(cs.open(plugin.collnet, id, &bs, &bufs, &dl));
+    DRV_TRY(check_gdr(cs));
     if (!cs.available()) {
       collnet_missing = true;
       note(cs.reason());
@@ -201,7 +238,10 @@ struct RankRun {
     Status st = [&]() -> Status {
       DRV_TRY(svc->start(plugin.collnet, &cs, id, &bs, o.service_collnet, o.seed, &dl));
       if (rank == 0) print_table_header(mode, what);
-      DRV_TRY(run_mode(o, m, &bs, &bufs, &rows, &notes));
+      DRV_TRY(run_mode(o, m, &bs, &bufs, &rows, &notes, devbufs.get()));
+      if (devbufs != nullptr && !devbufs->copy_counts().empty()) {
+        note(std::string(mode_name(mode)) + ": " + devbufs->copy_counts());
+      }
       if (!svc->running()) return Status::Ok();
       int rounds = 0;
       DRV_TRY(stream_while_service(&cs, *svc, &rounds));
@@ -331,6 +371,10 @@ struct RankRun {
     if (rank == 0 && !o.timeline_path.empty()) DRV_TRY(start_timeline(o.timeline_path));
     size_t max_bytes = (o.maxbytes + 7) & ~size_t{7};
     DRV_TRY(bufs.alloc(max_bytes, o.chunk_bytes * static_cast<size_t>(o.inflight)));
+    if (o.device_buffers) {
+      devbufs = std::make_unique<DeviceBuffers>();
+      DRV_TRY(devbufs->open(bufs));
+    }
     for (size_t i = 0; i < o.modes.size(); ++i) {
       const uint64_t id = comm_id + i;  // a new communicator (commHash) per mode
       if (o.modes[i] == Mode::kRing)

@@ -60,6 +60,10 @@ ncclResult_t getProperties(int dev, Props* props) {
     g_names[dev] = "delegate" + std::to_string(dev);
     props->name = g_names[dev].data();
     props->speed = 12345;
+    // TEST_DELEGATE_PTR_SUPPORT: the ptrSupport it claims (e.g. 7: HOST|CUDA|DMABUF, as a
+    // GPUDirect NIC's plugin reports), for the gdr checks of tests/gpu_memory.
+    if (const char* ptr = std::getenv("TEST_DELEGATE_PTR_SUPPORT"))
+      props->ptrSupport = std::atoi(ptr);
   }
   return r;
 }
