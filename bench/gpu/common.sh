@@ -1,5 +1,6 @@
 # Sourced by bench/gpu/*.sh: finds or builds the binaries, finds libnccl, starts confluxd.
-# After gpu_setup: CONFLUXD, PLUGIN_DIR, CHECK (nccl_allreduce_check), NCCL_LIB_DIR, NCCL_INC_DIR
+# After gpu_setup: CONFLUXD, PLUGIN_DIR, CHECK (nccl_allreduce_check), DELEGATE (the test delegate
+# net, for the gdr configuration), NCCL_LIB_DIR, NCCL_INC_DIR
 # and LD_LIBRARY_PATH (plugin, NCCL, packed libraries) are set.
 #   CONFLUX_GPU_PREBUILT=<folder>  use what bench/gpu/pack.sh packed instead of building
 #   NCCL_LIB_DIR                   where libnccl.so.2 is (default: CUDA's, else Python's nvidia-nccl)
@@ -12,15 +13,17 @@ gpu_setup() {
     local p
     p=$(realpath "$CONFLUX_GPU_PREBUILT")
     CONFLUXD=$p/confluxd CHECK=$p/nccl_allreduce_check PLUGIN_DIR=$p
+    DELEGATE=$p/libconflux_test_delegate_v11.so
     local libs=$p/lib
   else
     local b=${CONFLUX_BUILD_DIR:-build}
-    CONFLUX_BUILD_TARGETS="confluxd nccl-net-conflux" scripts/build.sh
+    CONFLUX_BUILD_TARGETS="confluxd nccl-net-conflux conflux_test_delegate_v11" scripts/build.sh
     mkdir -p "$b/gpu"
     "$CUDA/bin/nvcc" -O2 -std=c++17 -o "$b/gpu/nccl_allreduce_check" \
       bench/gpu/nccl_allreduce_check.cu -I"$CUDA/include" -L"$CUDA/lib64" -L"$CUDA/lib" -lnccl
     CONFLUXD=$PWD/$b/aggregator/confluxd CHECK=$PWD/$b/gpu/nccl_allreduce_check
     PLUGIN_DIR=$PWD/$b/nccl_plugin
+    DELEGATE=$PWD/$b/tests/plugin_net/libconflux_test_delegate_v11.so
     local libs=
   fi
   NCCL_LIB_DIR=${NCCL_LIB_DIR:-}

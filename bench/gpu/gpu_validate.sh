@@ -8,6 +8,10 @@
 #   4. Conflux tree         depth 2: ranks 0-1 under leaf confluxd A, 2-3 under leaf B, one root
 #   5. Conflux, no CollNet  NCCL_NET_PLUGIN=conflux NCCL_COLLNET_ENABLE=0 (ring over our net)
 #   6. NCCL's Socket net    no plugin, NCCL_NET=Socket
+#   7. Conflux CollNet from device memory: the NIC's gdr bit 1 (a delegate net that claims
+#      HOST|CUDA|DMABUF, NCCL_NET_GDR_LEVEL=SYS), so NCCL hands CollNet device buffers and the
+#      plugin stages them itself; checked in rank 0's log ("device memory staged"). Compare
+#      with 1, where NCCL stages through mapped host memory (gdr 0).
 #   bench/gpu/gpu_validate.sh [max_bytes=256M] [iters=20]
 # Environment: CONFLUX_GPU_PREBUILT=<folder> runs what bench/gpu/pack.sh packed instead of
 # building; CONFLUX_GPU_LOGDIR keeps every rank's log (NCCL_DEBUG=INFO unless set);
@@ -17,7 +21,7 @@
 # four processes time-slice the GPU and even a 4 B AllReduce takes ~7 ms in every
 # configuration, so only MPS timings say anything about the network path); CONFLUXD_ARGS
 # adds confluxd options (e.g. "--threads 8"); CONFLUX_GPU_CONFIGS runs only the listed
-# configurations (comma-separated tags: collnet,hybrid,failover,tree,p2p,socket); CONFLUX_GPU_MIN is
+# configurations (comma-separated tags: collnet,hybrid,failover,tree,p2p,socket,gdr); CONFLUX_GPU_MIN is
 # the smallest size (default 4); CONFLUX_GPU_TOP=S records `top -H` S seconds into each
 # configuration (the busiest threads: the plugin's are cfx-engine, cfx-collnet, cfx-ring,
 # cfx-net<N>; confluxd's cfx-udp<N> and cfx-control) and prints them after it.
@@ -45,7 +49,7 @@ LEAF_PIDS=() LEAF_AGGS=() LEAF_METRICS=()
 trap 'kill $DAEMON1 $DAEMON2 "${LEAF_PIDS[@]}" 2>/dev/null; gpu_stop_mps; rm -rf "$work"' EXIT
 
 failed=0
-selected() { [[ ,${CONFLUX_GPU_CONFIGS:-collnet,hybrid,failover,tree,p2p,socket}, == *,$1,* ]]; }
+selected() { [[ ,${CONFLUX_GPU_CONFIGS:-collnet,hybrid,failover,tree,p2p,socket,gdr}, == *,$1,* ]]; }
 RANK_AGGS=()  # when set, rank r names RANK_AGGS[r] as its aggregators (after the run's env)
 run() {  # run <label> <tag> <env...>
   local label=$1 tag=$2; shift 2
@@ -129,4 +133,14 @@ fi
 run "Conflux net, CollNet off (ring over the plugin's p2p net)" p2p NCCL_NET_PLUGIN=conflux \
   NCCL_NET=Conflux NCCL_COLLNET_ENABLE=0
 run "NCCL Socket net (no plugin)" socket NCCL_NET=Socket NCCL_NET_PLUGIN=none
+# gdr 1 by NCCL's own rule: CollNet mirrors the net's devices, and the delegate claims GPUDirect.
+# NCCL_ALGO keeps every collective on CollNetChain (each rank is a node of its own, so no ring
+# connection is made: the test delegate, Conflux's TCP net renamed, reads host memory only).
+run "Conflux CollNet from device memory (NIC gdr 1: delegate claims HOST|CUDA|DMABUF)" gdr \
+  "${collnet[@]}" CONFLUX_AGGREGATORS=$AGG1 CONFLUX_NET_DELEGATE="$DELEGATE" \
+  TEST_DELEGATE_PTR_SUPPORT=7 NCCL_NET_GDR_LEVEL=SYS
+if selected gdr && ! grep -q "device memory staged through" "$LOGS/gdr.rank0.log"; then
+  echo "gdr: FAILED: CollNet never registered device memory (NCCL did not hand it any)"
+  failed=1
+fi
 exit $failed

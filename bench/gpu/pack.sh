@@ -11,11 +11,12 @@ cd "$(dirname "$0")/../.."
 OUT=$1
 B=${CONFLUX_BUILD_DIR:-build}
 CUDA=${CUDA_HOME:-/usr/local/cuda}
-CONFLUX_BUILD_TARGETS="confluxd nccl-net-conflux" scripts/build.sh
+CONFLUX_BUILD_TARGETS="confluxd nccl-net-conflux conflux_test_delegate_v11" scripts/build.sh
 mkdir -p "$OUT/lib"
 "$CUDA/bin/nvcc" -O2 -std=c++17 -o "$OUT/nccl_allreduce_check" bench/gpu/nccl_allreduce_check.cu \
   -I"$CUDA/include" -L"$CUDA/lib64" -L"$CUDA/lib" -lnccl
-cp "$B/aggregator/confluxd" "$B/nccl_plugin/libnccl-net-conflux.so" "$OUT/"
+cp "$B/aggregator/confluxd" "$B/nccl_plugin/libnccl-net-conflux.so" \
+  "$B/tests/plugin_net/libconflux_test_delegate_v11.so" "$OUT/"
 strip --strip-debug "$OUT/confluxd" "$OUT/libnccl-net-conflux.so"  # symbols stay, for perf
 # The C library, the C++ runtime and the dynamic loader come from the GPU node (a newer one
 # than the build host's is compatible); NCCL and CUDA too.
