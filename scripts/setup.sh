@@ -19,9 +19,11 @@ PACKAGES=(
   # Tools the tests run (a test that skips for want of one fails under CONFLUX_CI=1):
   # iproute2/nftables/procps/curl/iperf3 (namespaces, loss, /metrics, fabric link checks),
   # ethtool (DPDK veth tests), the deploy-file checks (shellcheck, systemd-analyze from
-  # systemd, promtool from prometheus, python3-yaml), the package test (file, dpkg-dev).
+  # systemd, promtool from prometheus, python3-yaml), the package test (file, dpkg-dev),
+  # DNS discovery (dnsmasq-base).
   iproute2 nftables procps curl iperf3
   ethtool shellcheck systemd prometheus python3-yaml file dpkg-dev
+  dnsmasq-base
   # The AArch64 cross build and its runs under qemu (scripts/cross_aarch64.sh, tests/aarch64):
   # Debian's cross compiler, qemu-user, and the arm64 development packages of what the
   # aggregator side links or includes (multiarch: dpkg --add-architecture arm64, below).

@@ -16,6 +16,10 @@ struct AdminResult {
 // takes admin commands from loopback only).
 AdminResult run_admin(const std::string& address, const std::string& command,
                       const std::string& secret, int timeout_ms);
+// drain --wait: after the drain, polls the daemon's /metrics until it serves no job
+// (conflux_jobs_active 0: every job has moved off), at most `wait_s` seconds. ok with "drained:
+// ..." or, when jobs are left at the deadline or the daemon cannot be read, why not.
+AdminResult wait_drained(const std::string& address, double wait_s, int timeout_ms);
 // --json: {"daemons": [{"address": ..., "ok": ..., "message": ...}, ...]}, results[i] being
 // daemons[i]'s.
 std::string admin_json(const std::vector<std::string>& daemons,

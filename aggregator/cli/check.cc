@@ -8,6 +8,7 @@
 #include <random>
 
 #include "conflux/client/config.h"
+#include "conflux/client/discovery.h"
 #include "conflux/client/engine.h"
 #include "conflux/common/json_text.h"
 #include "core/net_delegate.h"
@@ -170,7 +171,16 @@ CheckReport run_check(const CheckOptions& o) {
         "decline CollNet and run every collective on the worker ring";
     return r;
   }
-  if (!client::parse_endpoints(o.aggregators, &eps, &err)) {
+  // dns:NAME:PORT entries, resolved as rank 0 of a job resolves them (client/discovery.h).
+  std::string list = o.aggregators;
+  if (client::has_dns_entries(o.aggregators)) {
+    if (!client::expand_dns(o.aggregators, std::chrono::milliseconds(o.timeout_ms), &list, &err)) {
+      r.verdict = "CONFLUX_AGGREGATORS: " + err + ": the plugin would decline CollNet";
+      return r;
+    }
+    r.resolved = list;
+  }
+  if (!client::parse_endpoints(list, &eps, &err)) {
     r.verdict = "CONFLUX_AGGREGATORS: " + err + ": the plugin would decline CollNet";
     return r;
   }
@@ -209,6 +219,7 @@ std::string check_table(const CheckReport& r) {
                        c.payload_bytes, c.data_mac ? "on" : "off",
                        c.multicast ? "multicast" : "unicast", c.rtt_us, c.error);
   }
+  if (!r.resolved.empty()) out += "aggregators resolved: " + r.resolved + "\n";
   out += r.verdict + "\n" + r.p2p_net + "\n";
   for (const NicCheck& n : r.nics) {
     out += fmt::format("NIC {}: ptrSupport {:#x}, gdr {} (CollNet mirrors the net's device)\n",
@@ -244,7 +255,8 @@ std::string check_json(const CheckReport& r) {
                           {"nics", std::move(nics)},
                           {"cuda", r.cuda},
                           {"device_memory", r.device_memory},
-                          {"device_ok", r.device_ok}};
+                          {"device_ok", r.device_ok},
+                          {"resolved", r.resolved}};
   return json::one_line(out) + "\n";
 }
 

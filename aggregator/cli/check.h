@@ -55,6 +55,7 @@ struct CheckReport {
   bool cuda = false;           // the CUDA driver loads: CollNet stages device memory
   std::string device_memory;   // one line: what CollNet does with NCCL's buffers here
   bool device_ok = true;       // false: a NIC has gdr 1 but CollNet cannot take device memory
+  std::string resolved;        // the list with its dns: entries resolved ("" without any)
 };
 
 CheckReport run_check(const CheckOptions& o);

@@ -2,6 +2,7 @@
 // queried (the others are still shown), 2 usage.
 //   conflux status HOST[:METRICS_PORT]... [--json] [--interval-ms N] [--timeout-ms N]
 //   conflux drain|undrain HOST[:METRICS_PORT]... [--secret S | CONFLUX_SECRET] [--json]
+//   conflux drain --wait [--wait-timeout S] ...: returns once the daemon serves no job
 //   conflux throttle HOST[:METRICS_PORT]... --max-mbps N [--secret S] [--json]
 //   conflux check [--aggregators LIST | CONFLUX_AGGREGATORS] [--secret S] [--payload B] [--json]
 //   conflux plan --workers N --worker-gbit R [--agg-gbit A] [--dataplane udp|dpdk] [--agg-cores C]
@@ -41,6 +42,8 @@ int main(int argc, char** argv) {
   std::string secret;
   std::vector<CLI::App*> admin;
   uint32_t max_mbps = 0;
+  bool drain_wait = false;
+  double drain_wait_s = 120;
   for (const char* name : {"drain", "undrain", "throttle"}) {
     const std::string n = name;
     CLI::App* a = app.add_subcommand(
@@ -52,6 +55,13 @@ int main(int argc, char** argv) {
                   : "change the daemon's cap on the result bytes it sends (max_mbps) while it "
                     "runs: its jobs' grants are divided again and each running job hears its "
                     "new grant (the plugin moves work to or from its ring)");
+    if (n == "drain") {
+      a->add_flag("--wait", drain_wait,
+                  "return only when the daemon serves no job any more (conflux_jobs_active 0): "
+                  "each job has moved off at its next collective (a rolling upgrade's preStop)");
+      a->add_option("--wait-timeout", drain_wait_s, "seconds --wait waits at most (exit 1 then)")
+          ->check(CLI::Range(1.0, 86400.0));
+    }
     if (n == "throttle") {
       a->add_option("--max-mbps", max_mbps, "the new cap, Mbit/s over all threads (0 = none)")
           ->required()
@@ -162,7 +172,12 @@ int main(int argc, char** argv) {
     for (const std::string& d : daemons) {
       const std::string command =
           a->get_name() == "throttle" ? fmt::format("max-mbps/{}", max_mbps) : a->get_name();
-      const AdminResult& r = results.emplace_back(run_admin(d, command, secret, timeout_ms));
+      AdminResult& r = results.emplace_back(run_admin(d, command, secret, timeout_ms));
+      if (r.ok && drain_wait && a->get_name() == "drain") {
+        const AdminResult w = wait_drained(d, drain_wait_s, timeout_ms);
+        r.ok = w.ok;
+        r.message += "; " + w.message;
+      }
       all_ok = all_ok && r.ok;
       if (json) continue;
       if (r.ok) {

@@ -16,14 +16,14 @@ namespace {
 std::map<std::string, double> by_job(const std::vector<Sample>& s, std::string_view name) {
   std::map<std::string, double> out;
   for (const Sample& x : s) {
-    if (x.name == name && x.labels.count("job")) out[x.labels.at("job")] += x.value;
+    if (x.name == name && x.labels.count("conflux_job")) out[x.labels.at("conflux_job")] += x.value;
   }
   return out;
 }
 
 std::optional<std::vector<Sample>> scrape(const std::string& host, int port, int timeout_ms,
                                           std::string* err) {
-  auto body = http_get(host, port, "/metrics", timeout_ms, err);
+  auto body = http::get(host, port, "/metrics", timeout_ms, err);
   if (!body) return std::nullopt;
   return parse_prom_text(*body, err);
 }
@@ -80,7 +80,7 @@ DaemonStatus query_status(const std::string& address, int interval_ms, int timeo
   const auto t1 = std::chrono::steady_clock::now();
   auto second = scrape(host, port, timeout_ms, &d.error);
   if (!second) return d;
-  auto health = http_get(host, port, "/healthz", timeout_ms, &d.error);
+  auto health = http::get(host, port, "/healthz", timeout_ms, &d.error);
   d.health = health ? (health->starts_with("ok") ? "ok" : *health) : "unreachable";
   if (!health) return d;
   const double dt = std::chrono::duration<double>(t1 - t0).count();
@@ -118,8 +118,9 @@ DaemonStatus query_status(const std::string& address, int interval_ms, int timeo
   const auto multicast = by_job(m, "conflux_job_multicast");
   std::map<std::string, std::string> tenants;
   for (const Sample& x : m) {
-    if (x.name == "conflux_job_share_weight" && x.labels.count("job") && x.labels.count("tenant")) {
-      tenants[x.labels.at("job")] = x.labels.at("tenant");
+    if (x.name == "conflux_job_share_weight" && x.labels.count("conflux_job") &&
+        x.labels.count("tenant")) {
+      tenants[x.labels.at("conflux_job")] = x.labels.at("tenant");
     }
   }
   for (const auto& [id, w] : workers) {

@@ -1,5 +1,6 @@
 // The metrics endpoint: a minimal HTTP/1.0 responder on the control thread's event loop.
-// GET /metrics -> Prometheus text; GET /healthz -> "ok"; POST /admin/drain, POST
+// GET /metrics -> Prometheus text; GET /healthz -> "ok" (alive); GET /readyz -> "ready", or
+// 503 "draining" while Joins are refused; POST /admin/drain, POST
 // /admin/undrain and POST /admin/max-mbps/N (authenticated, see serve_admin) -> drain control
 // and the egress cap; anything else -> 404.
 #include <arpa/inet.h>
@@ -117,6 +118,11 @@ void ControlPlane::serve_http(Connection& c) {
                    render_metrics(dataplane_, jobs_, counters_));
   } else if (line.starts_with("GET /healthz ") || line == "GET /healthz") {
     out = response(200, "OK", "text/plain; charset=utf-8", "ok\n");
+  } else if (line.starts_with("GET /readyz ") || line == "GET /readyz") {
+    // Takes jobs: a Kubernetes readiness probe (a drained daemon stays alive for /healthz).
+    out = draining_
+              ? response(503, "Service Unavailable", "text/plain; charset=utf-8", "draining\n")
+              : response(200, "OK", "text/plain; charset=utf-8", "ready\n");
   } else if (line.starts_with("POST /admin/drain ") || line.starts_with("POST /admin/undrain ") ||
              line.starts_with("POST /admin/max-mbps/")) {
     out = serve_admin(c, req, line.substr(5, line.find(' ', 5) - 5));

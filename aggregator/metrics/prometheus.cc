@@ -68,7 +68,7 @@ void job_family(Writer& w, const JobTable& jobs, std::string_view name, std::str
   jobs.for_each_live([&](const Job& j) {
     uint64_t sum = 0;
     for (unsigned q = 0; q < j.n_queues(); ++q) sum += f(j.counters(q));
-    counter_sample(w, name, fmt::format("job=\"{}\"", j.id()), sum, unit);
+    counter_sample(w, name, fmt::format("conflux_job=\"{}\"", j.id()), sum, unit);
   });
 }
 
@@ -175,40 +175,42 @@ void job_metrics(Writer& w, const JobTable& jobs) {
              [](const JobQueueCounters& c) { return c.unicast_resends.get(); });
   w.family("conflux_job_multicast", "gauge", "1 when the job's results go to its multicast group.");
   jobs.for_each_live([&](const Job& j) {
-    w.sample("conflux_job_multicast", fmt::format("job=\"{}\"", j.id()), j.multicast() ? 1 : 0);
+    w.sample("conflux_job_multicast", fmt::format("conflux_job=\"{}\"", j.id()),
+             j.multicast() ? 1 : 0);
   });
   w.family("conflux_job_workers", "gauge", "Workers (ranks) of the job.");
   jobs.for_each_live([&](const Job& j) {
-    w.sample("conflux_job_workers", fmt::format("job=\"{}\"", j.id()), j.params().n_workers);
+    w.sample("conflux_job_workers", fmt::format("conflux_job=\"{}\"", j.id()),
+             j.params().n_workers);
   });
   w.family("conflux_job_slots", "gauge", "Slots granted to the job.");
   jobs.for_each_live([&](const Job& j) {
-    w.sample("conflux_job_slots", fmt::format("job=\"{}\"", j.id()), j.params().slots);
+    w.sample("conflux_job_slots", fmt::format("conflux_job=\"{}\"", j.id()), j.params().slots);
   });
   w.family("conflux_job_grant_mbps", "gauge",
            "The job's fair share of the bandwidth capacity, Mbit/s (its Capacity share_mbps; 0 = "
            "unknown).");
   jobs.for_each_live([&](const Job& j) {
-    w.sample("conflux_job_grant_mbps", fmt::format("job=\"{}\"", j.id()), j.grant_mbps());
+    w.sample("conflux_job_grant_mbps", fmt::format("conflux_job=\"{}\"", j.id()), j.grant_mbps());
   });
   w.family("conflux_job_share_weight", "gauge",
            "The job's weight in the division of the capacity (its tenant's weight; tenant=\"\" "
            "for the shared secret).");
   jobs.for_each_live([&](const Job& j) {
     w.sample("conflux_job_share_weight",
-             fmt::format("job=\"{}\",tenant=\"{}\"", j.id(), j.params().tenant),
+             fmt::format("conflux_job=\"{}\",tenant=\"{}\"", j.id(), j.params().tenant),
              j.params().share_weight);
   });
   w.family("conflux_job_paced_mbps", "gauge",
            "What the job's result sends are paced to, Mbit/s (0 = not paced: alone, or no "
            "capacity known).");
   jobs.for_each_live([&](const Job& j) {
-    w.sample("conflux_job_paced_mbps", fmt::format("job=\"{}\"", j.id()), j.pace_mbps());
+    w.sample("conflux_job_paced_mbps", fmt::format("conflux_job=\"{}\"", j.id()), j.pace_mbps());
   });
   w.family("conflux_job_result_mbps", "gauge",
            "The job's achieved result rate, Mbit/s of RESULT bytes over the last second or so.");
   jobs.for_each_live([&](const Job& j) {
-    w.sample("conflux_job_result_mbps", fmt::format("job=\"{}\"", j.id()),
+    w.sample("conflux_job_result_mbps", fmt::format("conflux_job=\"{}\"", j.id()),
              static_cast<uint64_t>(std::llround(j.result_mbps())));
   });
 }

@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fabric_ns  # noqa: E402
 import fabric_run  # noqa: E402
 
-SAMPLE_RE = re.compile(r'^conflux_job_(grant|result)_mbps\{job="(\d+)"\} ([\d.eE+-]+)$', re.M)
+SAMPLE_RE = re.compile(r'^conflux_job_(grant|result)_mbps\{conflux_job="(\d+)"\} ([\d.eE+-]+)$', re.M)
 
 
 def parse_args(argv):

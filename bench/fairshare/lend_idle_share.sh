@@ -30,7 +30,7 @@ a=$!
 echo "# t(s) job:grant=Mbit/s job:result=Mbit/s ..., cap $cap Mbit/s, B pauses $pause ms"
 while kill -0 "$a" 2>/dev/null; do
   line=$(curl -s "http://127.0.0.1:$metrics/metrics" |
-    sed -n 's/^conflux_job_\(grant\|result\)_mbps{job="\([0-9]*\)"} \(.*\)/\2:\1=\3/p' | tr '\n' ' ')
+    sed -n 's/^conflux_job_\(grant\|result\)_mbps{conflux_job="\([0-9]*\)"} \(.*\)/\2:\1=\3/p' | tr '\n' ' ')
   echo "$line"
   sleep 0.5
 done | tee "$work/samples"

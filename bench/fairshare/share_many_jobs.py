@@ -77,7 +77,7 @@ def parse_metrics(text):
     out = {}
     for name in ("grant_mbps", "result_mbps", "share_weight", "unicast_resends_total",
                  "results_sent_total"):
-        for m in re.finditer(r'^conflux_job_%s\{job="(\d+)"[^}]*\} (\S+)$' % name, text, re.M):
+        for m in re.finditer(r'^conflux_job_%s\{conflux_job="(\d+)"[^}]*\} (\S+)$' % name, text, re.M):
             out.setdefault(int(m.group(1)), {})[name] = float(m.group(2))
     return out
 

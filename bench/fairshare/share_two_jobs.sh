@@ -39,7 +39,7 @@ t0=$(date +%s%N)
 echo "# t(s) job:grant=Mbit/s job:result=Mbit/s ..., cap $cap Mbit/s"
 while kill -0 "$a" 2>/dev/null; do
   line=$(curl -s "http://127.0.0.1:$metrics/metrics" |
-    sed -n 's/^conflux_job_\(grant\|result\)_mbps{job="\([0-9]*\)"} \(.*\)/\2:\1=\3/p' | tr '\n' ' ')
+    sed -n 's/^conflux_job_\(grant\|result\)_mbps{conflux_job="\([0-9]*\)"} \(.*\)/\2:\1=\3/p' | tr '\n' ' ')
   awk -v ns="$(($(date +%s%N) - t0))" -v l="$line" 'BEGIN { printf "%5.1f %s\n", ns / 1e9, l }'
   sleep 0.5
 done | tee "$work/samples"

@@ -29,7 +29,7 @@ throttle: $("$B/aggregator/cli/conflux" throttle "127.0.0.1:$metrics" --max-mbps
 echo "# t(s) grant=Mbit/s result=Mbit/s (cap $cap, then $((cap / 4)) after ${after} s)"
 while kill -0 "$job" 2>/dev/null; do
   curl -s "http://127.0.0.1:$metrics/metrics" |
-    sed -n 's/^conflux_job_\(grant\|result\)_mbps{job="[0-9]*"} \(.*\)/\1=\2/p' | tr '\n' ' ' |
+    sed -n 's/^conflux_job_\(grant\|result\)_mbps{conflux_job="[0-9]*"} \(.*\)/\1=\2/p' | tr '\n' ' ' |
     stamp
   sleep 0.5
 done

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "net/recv_comm.h"
@@ -33,6 +34,23 @@ net::Status ring_allgather_test_first(EarlyFirstRecv* early, bool* arrived);
 net::Status ring_allgather(net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
                            const void* mine, void* all, size_t bytes,
                            std::chrono::milliseconds timeout, EarlyFirstRecv* early = nullptr);
+
+// The agreement every step of CollNet connect uses (served counts, the joins, the verdicts, the
+// probes): every rank's record `mine` into *all (all[i] is rank i's), by ring_allgather; with
+// one rank, just `mine`. *all keeps its storage when it already has nranks records (an early
+// first receive may be posted into it).
+template <typename T>
+net::Status ring_agree(net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
+                       const T& mine, std::vector<T>* all, std::chrono::milliseconds timeout,
+                       EarlyFirstRecv* early = nullptr) {
+  static_assert(std::is_trivially_copyable_v<T>, "records cross the wire as bytes");
+  if (all->size() != static_cast<size_t>(nranks)) all->assign(static_cast<size_t>(nranks), T{});
+  if (nranks < 2) {
+    (*all)[0] = mine;
+    return net::Status::kOk;
+  }
+  return ring_allgather(next, prev, rank, nranks, &mine, all->data(), sizeof(T), timeout, early);
+}
 
 // Every rank sends `bytes` from `send` to rank+1 while it receives as many from rank-1 into
 // `recv`: one step of a ring's traffic, for timing the links at connect.

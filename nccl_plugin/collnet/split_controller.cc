@@ -101,69 +101,58 @@ SplitDecision SplitController::update(std::span<const PathSample> all) {
   return d;
 }
 
-SplitDecision SplitController::decide(std::span<const PathSample> all) {
-  SplitDecision keep;
-  keep.ring_fraction = ring_fraction();
-  if (all.empty() || n_ < 2) return keep;
+SplitController::Period SplitController::slowest(std::span<const PathSample> all) {
+  Period p{all[0].agg_bytes, all[0].agg_bytes_with_ring, all[0].ring_bytes, 0, 0, 0};
+  for (const PathSample& s : all) {  // the slowest rank counts
+    p.agg = std::min(p.agg, s.agg_bytes);
+    p.agg_with_ring = std::min(p.agg_with_ring, s.agg_bytes_with_ring);
+    p.ring = std::min(p.ring, s.ring_bytes);
+    p.agg_s = std::max(p.agg_s, s.agg_busy_s);
+    p.ring_s = std::max(p.ring_s, s.ring_busy_s);
+    p.window_full_s = std::max(p.window_full_s, s.agg_window_full_s);
+  }
+  return p;
+}
+
+std::optional<SplitDecision> SplitController::follow_restripe(std::span<const PathSample> all) {
   // A re-stripe on some rank: the survivors carry the aggregator share, R scales with them.
   const PathSample* newest = &all[0];
   for (const PathSample& s : all) {
     if (s.epoch > newest->epoch) newest = &s;
   }
-  if (newest->epoch > epoch_ && newest->aggregators > 0) {
-    scale_capacity(static_cast<double>(newest->aggregators) / aggregators_);
-    epoch_ = newest->epoch;
-    const uint32_t before = aggregators_;
-    aggregators_ = newest->aggregators;
-    if (grant_ != 0) grant_ = -1;  // the new engine's grants are adopted, not a change
-    SplitDecision d = move_to(target(), "re-striped from " + std::to_string(before) + " to " +
-                                            std::to_string(aggregators_) +
-                                            " aggregator(s), capacity " + mbps(capacity_));
-    // Said even when the fraction stays; the next period carries the old engine's requests.
-    d.changed = true;
-    settling_ = true;
-    return d;
-  }
+  if (newest->epoch <= epoch_ || newest->aggregators == 0) return std::nullopt;
+  scale_capacity(static_cast<double>(newest->aggregators) / aggregators_);
+  epoch_ = newest->epoch;
+  const uint32_t before = aggregators_;
+  aggregators_ = newest->aggregators;
+  if (grant_ != 0) grant_ = -1;  // the new engine's grants are adopted, not a change
+  SplitDecision d = move_to(target(), "re-striped from " + std::to_string(before) + " to " +
+                                          std::to_string(aggregators_) +
+                                          " aggregator(s), capacity " + mbps(capacity_));
+  // Said even when the fraction stays; the next period carries the old engine's requests.
+  d.changed = true;
+  settling_ = true;
+  return d;
+}
+
+std::optional<SplitDecision> SplitController::follow_grants(std::span<const PathSample> all) {
   // A grant update that every rank has seen: a new prior for R, scaled like a re-stripe.
   bool agreed = all[0].grant_mbps > 0;
   for (const PathSample& s : all) agreed = agreed && s.grant_mbps == all[0].grant_mbps;
-  if (agreed && all[0].grant_mbps != grant_) {
-    const double before = grant_;
-    grant_ = all[0].grant_mbps;
-    if (before > 0) {
-      scale_capacity(grant_ / before);
-      capacity_known_ = false;
-      char why[96];
-      std::snprintf(why, sizeof why, "aggregator grants now %.0f Mbit/s (were %.0f)", grant_,
-                    before);
-      return move_to(target(), std::string(why) + ", capacity " + mbps(capacity_));
-    }
-  }
-  double a = all[0].agg_bytes, a_ov = all[0].agg_bytes_with_ring, r = all[0].ring_bytes;
-  double ta = 0, tr = 0, tfull = 0;
-  for (const PathSample& s : all) {  // the slowest rank counts
-    a = std::min(a, s.agg_bytes);
-    a_ov = std::min(a_ov, s.agg_bytes_with_ring);
-    r = std::min(r, s.ring_bytes);
-    ta = std::max(ta, s.agg_busy_s);
-    tr = std::max(tr, s.ring_busy_s);
-    tfull = std::max(tfull, s.agg_window_full_s);
-  }
-  const bool agg_measured = a >= t_.min_bytes && ta > 0;
-  const bool ring_measured = r >= t_.min_bytes && tr > 0;
-  if (!agg_measured && !ring_measured) return keep;  // too little traffic to tell
-  if (settling_) {  // this period still carried requests split the old way
-    settling_ = false;
-    return keep;
-  }
-  const bool first = first_period_;
-  first_period_ = false;
-  // A path's rate is taken as its bandwidth only when it carried a good part of the bytes:
-  // a small share waits on latency (round trips, the slowest rank) more than on bandwidth,
-  // and then only bounds the rate from below.
-  const bool big_agg = a >= kExactShare * (a + r);
+  if (!agreed || all[0].grant_mbps == grant_) return std::nullopt;
+  const double before = grant_;
+  grant_ = all[0].grant_mbps;
+  if (before <= 0) return std::nullopt;
+  scale_capacity(grant_ / before);
+  capacity_known_ = false;
+  char why[96];
+  std::snprintf(why, sizeof why, "aggregator grants now %.0f Mbit/s (were %.0f)", grant_, before);
+  return move_to(target(), std::string(why) + ", capacity " + mbps(capacity_));
+}
+
+void SplitController::learn_link(const Period& p, bool ring_measured, std::string* why) {
+  const double a = p.agg, a_ov = p.agg_with_ring, r = p.ring, ta = p.agg_s, tr = p.ring_s;
   const bool big_ring = r >= kExactShare * (a + r);
-  std::string why;
   if (ring_measured) {
     // The ring (TCP) takes whatever the aggregator share leaves: when it is the slower path the
     // link is full while it runs.
@@ -171,7 +160,7 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
     const bool ring_slower = tr >= ta;
     ring_was_slower_ = ring_was_slower_ || ring_slower;
     link_ = ring_slower && big_ring ? exact(link_, seen, &link_known_) : raise_link(seen);
-    if (ring_slower && big_ring) why = "the ring is the slower path";
+    if (ring_slower && big_ring) *why = "the ring is the slower path";
   } else {
     link_ = raise_link(a / ta);
   }
@@ -184,44 +173,74 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
   if (carried > kLineSlack * line_ || (link_known_ && link_ > kLineSlack * line_)) {
     line_ = std::numeric_limits<double>::infinity();
   }
-  if (agg_measured) {
-    // The aggregator share alone (the ring idle) shows what the aggregators take, unless it
-    // still filled the link.
-    // A small ring share (or one too small to measure) barely takes from the link: then the
-    // aggregator share's whole rate shows it. (Its rate in the gaps between small ring shares
-    // does not: it has handed its bytes over and waits for results there. On the fabric, ring
-    // shares of 16 kB beside each 1 MiB request made a full-rate 4000 Mbit/s aggregator read
-    // as 194 Mbit/s.)
-    const bool alone = ring_measured && big_ring;
-    const double t_alone = alone ? ta - std::min(tr, ta) : ta;
-    const double a_alone = alone ? a - std::min(a_ov, a) : a;
-    const double ra = t_alone > 0 ? a_alone / t_alone : 0;
-    const bool limited = !first && big_agg && t_alone >= kAloneShare * ta &&
-                         a_alone >= t_.min_bytes && ra < kLinkFull * link_ &&
-                         tfull >= kBacklogged * t_alone;
-    // Believed when the period before saw a limit too: one period of loss recovery, slow
-    // start or a descheduled rank is no throttle.
-    if (limited && limit_seen_) {
-      capacity_ = exact(capacity_, n_ * ra, &capacity_known_);
-      why = "the aggregators limit their share";
+}
+
+void SplitController::learn_capacity(const Period& p, bool ring_measured, bool first,
+                                     std::string* why) {
+  const double a = p.agg, a_ov = p.agg_with_ring, r = p.ring, ta = p.agg_s, tr = p.ring_s;
+  const double tfull = p.window_full_s;
+  // A path's rate is taken as its bandwidth only when it carried a good part of the bytes:
+  // a small share waits on latency (round trips, the slowest rank) more than on bandwidth,
+  // and then only bounds the rate from below.
+  const bool big_agg = a >= kExactShare * (a + r);
+  const bool big_ring = r >= kExactShare * (a + r);
+  // The aggregator share alone (the ring idle) shows what the aggregators take, unless it
+  // still filled the link.
+  // A small ring share (or one too small to measure) barely takes from the link: then the
+  // aggregator share's whole rate shows it. (Its rate in the gaps between small ring shares
+  // does not: it has handed its bytes over and waits for results there. On the fabric, ring
+  // shares of 16 kB beside each 1 MiB request made a full-rate 4000 Mbit/s aggregator read
+  // as 194 Mbit/s.)
+  const bool alone = ring_measured && big_ring;
+  const double t_alone = alone ? ta - std::min(tr, ta) : ta;
+  const double a_alone = alone ? a - std::min(a_ov, a) : a;
+  const double ra = t_alone > 0 ? a_alone / t_alone : 0;
+  const bool limited = !first && big_agg && t_alone >= kAloneShare * ta &&
+                       a_alone >= t_.min_bytes && ra < kLinkFull * link_ &&
+                       tfull >= kBacklogged * t_alone;
+  // Believed when the period before saw a limit too: one period of loss recovery, slow
+  // start or a descheduled rank is no throttle.
+  if (limited && limit_seen_) {
+    capacity_ = exact(capacity_, n_ * ra, &capacity_known_);
+    *why = "the aggregators limit their share";
+    kept_up_ = 0;
+  } else {
+    capacity_ = std::max(capacity_, n_ * a / ta);
+    // A limit measured earlier, under the prior: once the aggregator share has gone
+    // kKeptUpPeriods periods without waiting for the window, the aggregators take what they
+    // are offered, and what they advertise is the best estimate again. Otherwise the share's
+    // own rate, which the ring's share of the link holds down, would keep R below it.
+    const bool waited = tfull >= kBacklogged * ta;
+    kept_up_ = waited ? 0 : kept_up_ + 1;
+    if (capacity_known_ && capacity_ < prior_capacity_ && kept_up_ >= kKeptUpPeriods) {
+      capacity_ = prior_capacity_;
+      capacity_known_ = false;
       kept_up_ = 0;
-    } else {
-      capacity_ = std::max(capacity_, n_ * a / ta);
-      // A limit measured earlier, under the prior: once the aggregator share has gone
-      // kKeptUpPeriods periods without waiting for the window, the aggregators take what they
-      // are offered, and what they advertise is the best estimate again. Otherwise the share's
-      // own rate, which the ring's share of the link holds down, would keep R below it.
-      const bool waited = tfull >= kBacklogged * ta;
-      kept_up_ = waited ? 0 : kept_up_ + 1;
-      if (capacity_known_ && capacity_ < prior_capacity_ && kept_up_ >= kKeptUpPeriods) {
-        capacity_ = prior_capacity_;
-        capacity_known_ = false;
-        kept_up_ = 0;
-        why = "the aggregators keep up again";
-      }
+      *why = "the aggregators keep up again";
     }
-    limit_seen_ = limited;
   }
+  limit_seen_ = limited;
+}
+
+SplitDecision SplitController::decide(std::span<const PathSample> all) {
+  SplitDecision keep;
+  keep.ring_fraction = ring_fraction();
+  if (all.empty() || n_ < 2) return keep;
+  if (auto d = follow_restripe(all)) return *d;
+  if (auto d = follow_grants(all)) return *d;
+  const Period p = slowest(all);
+  const bool agg_measured = p.agg >= t_.min_bytes && p.agg_s > 0;
+  const bool ring_measured = p.ring >= t_.min_bytes && p.ring_s > 0;
+  if (!agg_measured && !ring_measured) return keep;  // too little traffic to tell
+  if (settling_) {  // this period still carried requests split the old way
+    settling_ = false;
+    return keep;
+  }
+  const bool first = first_period_;
+  first_period_ = false;
+  std::string why;
+  learn_link(p, ring_measured, &why);
+  if (agg_measured) learn_capacity(p, ring_measured, first, &why);
   if (why.empty()) why = "lower bounds of both paths";
   const double want = target();
   // Stability band: move only for a gain the model predicts to be worth it.

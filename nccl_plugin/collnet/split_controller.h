@@ -45,6 +45,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -125,7 +126,22 @@ class SplitController {
   SplitDecision update(std::span<const PathSample> all);
 
  private:
+  // One period as the slowest rank saw it: bytes of each share (the aggregator share's while the
+  // ring also ran), the paths' busy seconds and the time the aggregator window was full.
+  struct Period {
+    double agg = 0, agg_with_ring = 0, ring = 0;
+    double agg_s = 0, ring_s = 0, window_full_s = 0;
+  };
+  static Period slowest(std::span<const PathSample> all);
+
   SplitDecision decide(std::span<const PathSample> all);
+  // A re-stripe or a grant update that every rank has seen: the decision it makes, else none.
+  std::optional<SplitDecision> follow_restripe(std::span<const PathSample> all);
+  std::optional<SplitDecision> follow_grants(std::span<const PathSample> all);
+  // What a measured period says of L (and of the line rate above it), and then of R; each
+  // may give the reason for a move.
+  void learn_link(const Period& p, bool ring_measured, std::string* why);
+  void learn_capacity(const Period& p, bool ring_measured, bool first, std::string* why);
   double target() const;                  // model split for the current estimates, probe..1-probe
   double model_time(double share) const;  // model seconds per byte at that aggregator share
   SplitDecision move_to(double share, std::string reason);

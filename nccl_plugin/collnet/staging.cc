@@ -350,8 +350,16 @@ void Staging::pump_locked() {
       no_context = cuda::error_text(*cuda_, "cuCtxPushCurrent", scope->rc);
     }
   }
-  // 1. Copies in, in order, while slots are free. A failed request's pieces that were not
-  // posted yet end here (NCCL stops the job on the error test() returns).
+  start_copies_in_locked(no_context);
+  post_in_order_locked();
+  take_results_locked(no_context);
+  end_copies_out_locked();
+  while (!queue_.empty() && queue_.front().state == Chunk::kEnded) queue_.pop_front();
+}
+
+void Staging::start_copies_in_locked(const std::string& no_context) {
+  // In order, while slots are free. A failed request's pieces that were not posted yet end here
+  // (NCCL stops the job on the error test() returns).
   for (Chunk& c : queue_) {
     if (c.state != Chunk::kWaiting) continue;
     if (c.req->failed) {
@@ -366,7 +374,10 @@ void Staging::pump_locked() {
       copy_in_locked(c);
     }
   }
-  // 2. Posts, strictly in order: the same sequence of CollComm requests on every rank.
+}
+
+void Staging::post_in_order_locked() {
+  // Strictly in order: the same sequence of CollComm requests on every rank.
   for (Chunk& c : queue_) {
     if (c.state == Chunk::kWaiting) break;
     if (c.state != Chunk::kCopyingIn) continue;
@@ -390,7 +401,10 @@ void Staging::pump_locked() {
     c.host = r;
     c.state = Chunk::kPosted;
   }
-  // 3. Results: copies out as each piece completes.
+}
+
+void Staging::take_results_locked(const std::string& no_context) {
+  // Copies out as each piece completes.
   for (Chunk& c : queue_) {
     if (c.state != Chunk::kPosted) continue;
     bool done = false;
@@ -411,7 +425,9 @@ void Staging::pump_locked() {
       copy_out_locked(c);
     }
   }
-  // 4. Copies out that completed; ended pieces leave from the front.
+}
+
+void Staging::end_copies_out_locked() {
   for (Chunk& c : queue_) {
     if (c.state != Chunk::kCopyingOut) continue;
     const cuda::CUresult rc = cuda_->cuEventQuery(slots_[size_t(c.slot)].copied_out);
@@ -420,7 +436,6 @@ void Staging::pump_locked() {
                       ? std::string()
                       : cuda::error_text(*cuda_, "cuEventQuery (copy to device)", rc));
   }
-  while (!queue_.empty() && queue_.front().state == Chunk::kEnded) queue_.pop_front();
 }
 
 net::Status Staging::test(StagedRequest* r, bool* done, size_t* bytes) {

@@ -126,8 +126,13 @@ class Staging {
                                           const CollWindow& w, DType dtype, Op op);
   std::vector<Chunk> allgather_chunks(const uint8_t* send, const std::vector<CollPart>& parts,
                                       const CollWindow& w);
-  // With mu_ held: one pass over the queue (copies in, posts, results, copies out).
+  // With mu_ held: one pass over the queue, in four steps: copies in (while slots are free),
+  // posts (in order), results (copies out started), copies out that are done.
   void pump_locked();
+  void start_copies_in_locked(const std::string& no_context);
+  void post_in_order_locked();
+  void take_results_locked(const std::string& no_context);
+  void end_copies_out_locked();
   bool copy_in_locked(Chunk& c);
   bool copy_out_locked(Chunk& c);
   // Frees c's slot; a non-empty error fails its request (with `status`, if it is the first).

@@ -85,15 +85,9 @@ net::Status exchange_tree_counts(net::SendComm* next, net::RecvComm* prev, int r
                                  const AggregatorChains& chains, std::chrono::milliseconds timeout,
                                  TreeCounts* counts) {
   *counts = {};
-  const Names mine = names_of(chains);
-  std::vector<Names> all(static_cast<size_t>(nranks));
-  if (nranks > 1) {
-    const net::Status st =
-        ring_allgather(next, prev, rank, nranks, &mine, all.data(), sizeof(Names), timeout);
-    if (st != net::Status::kOk) return st;
-  } else {
-    all[0] = mine;
-  }
+  std::vector<Names> all;
+  const net::Status st = ring_agree(next, prev, rank, nranks, names_of(chains), &all, timeout);
+  if (st != net::Status::kOk) return st;
   *counts = count(all, rank, chains.size());
   return net::Status::kOk;
 }

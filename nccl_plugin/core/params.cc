@@ -88,11 +88,14 @@ const std::array<ParamSpec, 40 + kTestHookParams> kParams{{
      "1, warn and use Conflux's TCP net; 0, fail NCCL's init with the reason.",
      &Config::netDelegateFallback},
     {"CONFLUX_AGGREGATORS", ParamType::kString, "", 0, 0,
-     "Aggregator control endpoints host:port,host:port; each AllReduce is striped over all "
-     "that every rank joined at connect (one that refuses the job, e.g. a draining daemon, is "
-     "left out on every rank; none left: decline). In a reduction tree a rank names its leaves; "
-     "deeper than 2, each with its chain up, leaf>mid>... (the root left out). Empty: CollNet "
-     "declines and NCCL uses its own algorithms.",
+     "Aggregator control endpoints host:port,host:port; an entry dns:NAME:PORT stands for "
+     "every IPv4 address NAME resolves to (a Kubernetes headless Service), resolved by rank 0 "
+     "at each connect and sent to the ranks with the same list. Each AllReduce is striped over "
+     "all that every rank joined at connect (one that refuses the job, e.g. a draining daemon, "
+     "is left out on every rank; none left, or a name that does not resolve: decline). In a "
+     "reduction tree a rank names its leaves; deeper than 2, each with its chain up, "
+     "leaf>mid>... (the root left out). Empty: CollNet declines and NCCL uses its own "
+     "algorithms.",
      &Config::aggregators},
     {"CONFLUX_REQUIRE_AGGREGATORS", ParamType::kBool, "0", 0, 0,
      "1: a CollNet connect without usable aggregators is an error logged as a warning instead "

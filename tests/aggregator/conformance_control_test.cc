@@ -138,7 +138,7 @@ TEST_P(ControlPlane, TwoJobsShareTheCapacityAndHearEveryGrantUpdate) {
   const size_t threads = daemon().data_ports().size();
   expect_grants(first, 1000, proto::CapacityReason::kJoined, threads);  // alone: the whole
   const auto job1 =
-      std::map<std::string, std::string>{{"job", std::to_string(first[0]->ack.job_id)}};
+      std::map<std::string, std::string>{{"conflux_job", std::to_string(first[0]->ack.job_id)}};
   EXPECT_EQ(metric_sum(metrics(), "conflux_job_paced_mbps", job1), 0)
       << "a job alone is not paced beyond max_mbps";
 
@@ -147,13 +147,13 @@ TEST_P(ControlPlane, TwoJobsShareTheCapacityAndHearEveryGrantUpdate) {
   expect_grants(second, 500, proto::CapacityReason::kJoined, threads);
   expect_grants(first, 500, proto::CapacityReason::kJobJoined, threads);
   const auto job2 =
-      std::map<std::string, std::string>{{"job", std::to_string(second[0]->ack.job_id)}};
+      std::map<std::string, std::string>{{"conflux_job", std::to_string(second[0]->ack.job_id)}};
   const std::string m = metrics();
   EXPECT_EQ(metric_sum(m, "conflux_job_grant_mbps", job1), 500);
   EXPECT_EQ(metric_sum(m, "conflux_job_grant_mbps", job2), 500);
   EXPECT_EQ(metric_sum(m, "conflux_job_paced_mbps", job1), 500);
   EXPECT_EQ(metric_sum(m, "conflux_job_paced_mbps", job2), 500);
-  EXPECT_NE(m.find("conflux_job_result_mbps{job="), std::string::npos);
+  EXPECT_NE(m.find("conflux_job_result_mbps{conflux_job="), std::string::npos);
 
   for (auto& x : second) ASSERT_TRUE(x->ctl.send(proto::Leave{}));
   expect_grants(first, 1000, proto::CapacityReason::kJobLeft, threads);  // alone again
@@ -197,8 +197,9 @@ TEST_P(ControlPlane, ThrottleTellsEveryJobItsNewGrant) {
   }
   const std::string m = metrics();
   EXPECT_EQ(metric_sum(m, "conflux_max_mbps"), 250u);
-  EXPECT_EQ(metric_sum(m, "conflux_job_paced_mbps", {{"job", std::to_string(a[0]->ack.job_id)}}),
-            125u);
+  EXPECT_EQ(
+      metric_sum(m, "conflux_job_paced_mbps", {{"conflux_job", std::to_string(a[0]->ack.job_id)}}),
+      125u);
 
   for (const char* bad : {"/admin/max-mbps/", "/admin/max-mbps/fast", "/admin/max-mbps/-5",
                           "/admin/max-mbps/99999999"}) {
@@ -253,14 +254,14 @@ TEST_P(ControlPlane, TenantWeightsDivideTheCapacity) {
   const std::string m = metrics();
   const auto weight = [&](const proto::JoinAck& ack, const std::string& tenant) {
     return metric_sum(m, "conflux_job_share_weight",
-                      {{"job", std::to_string(ack.job_id)}, {"tenant", tenant}});
+                      {{"conflux_job", std::to_string(ack.job_id)}, {"tenant", tenant}});
   };
   EXPECT_EQ(weight(research[0]->ack, "research"), 3u);
   EXPECT_EQ(weight(shared[0]->ack, ""), 1u);
   EXPECT_EQ(weight(batch[0]->ack, "batch"), 1u);
-  EXPECT_EQ(
-      metric_sum(m, "conflux_job_grant_mbps", {{"job", std::to_string(research[0]->ack.job_id)}}),
-      600u);
+  EXPECT_EQ(metric_sum(m, "conflux_job_grant_mbps",
+                       {{"conflux_job", std::to_string(research[0]->ack.job_id)}}),
+            600u);
 
   // Job 74: rank 0 of tenant batch opens it; rank 1 authenticating as research, or with the
   // shared secret, is refused; rank 1 of batch completes it.
@@ -700,11 +701,26 @@ TEST_P(ControlPlane, PerAddressLimitEvictsWithinTheAddress) {
 }
 
 TEST_P(ControlPlane, MetricsEndpoints) {
-  start();
+  const std::string secret = "readyz-test-secret";  // the dpdk fixture's peer is not loopback
+  Config cfg = base_config();
+  cfg.secret = secret;
+  start(cfg);
   int status = 0;
   const uint16_t port = static_cast<uint16_t>(daemon().metrics_port());
   EXPECT_EQ(http_get(port, "/healthz", &status), "ok\n");
   EXPECT_EQ(status, 200);
+  // Readiness follows the drain; liveness does not.
+  EXPECT_EQ(http_get(port, "/readyz", &status), "ready\n");
+  EXPECT_EQ(status, 200);
+  http_post(port, "/admin/drain", &status, secret);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(http_get(port, "/readyz", &status), "draining\n");
+  EXPECT_EQ(status, 503);
+  EXPECT_EQ(http_get(port, "/healthz", &status), "ok\n");
+  EXPECT_EQ(status, 200);
+  http_post(port, "/admin/undrain", &status, secret);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(http_get(port, "/readyz", &status), "ready\n");
   http_get(port, "/nope", &status);
   EXPECT_EQ(status, 404);
   const std::string m = http_get(port, "/metrics", &status);

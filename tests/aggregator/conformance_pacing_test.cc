@@ -170,7 +170,8 @@ TEST_P(DataplanePacing, AnIdleJobsShareIsLent) {
   ASSERT_TRUE(run.ok);
   expect_exact_and_paced(run, count, 32);  // the cap holds, whatever is lent
   const std::string m = metrics();
-  EXPECT_EQ(metric_sum(m, "conflux_job_paced_mbps", {{"job", std::to_string(busy[0]->ack.job_id)}}),
+  EXPECT_EQ(metric_sum(m, "conflux_job_paced_mbps",
+                       {{"conflux_job", std::to_string(busy[0]->ack.job_id)}}),
             16u);
   EXPECT_GT(metric_sum(m, "conflux_dataplane_borrowed_total"), 0u);
   EXPECT_EQ(metric_sum(m, "conflux_dataplane_send_errors_total"), 0u);
@@ -186,7 +187,7 @@ std::string DataplanePacing::two_jobs_at_once(const std::vector<std::unique_ptr<
   ta.join();
   const uint32_t ids[2] = {a[0]->ack.job_id, b[0]->ack.job_id};
   const auto job_label = [&](int j) {
-    return std::map<std::string, std::string>{{"job", std::to_string(ids[j])}};
+    return std::map<std::string, std::string>{{"conflux_job", std::to_string(ids[j])}};
   };
   // The daemon counts a send once sendmmsg has returned, so the ranks can finish before their
   // last result is counted: read the metrics once both jobs' result bytes are in (3 s at most).

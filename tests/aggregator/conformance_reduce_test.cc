@@ -149,7 +149,7 @@ TEST_P(DataplaneReduce, LostResultIsServedAgainToTheAskerOnly) {
   EXPECT_EQ(metric_sum(m, "conflux_dataplane_slots_completed_total"), 1u);
   EXPECT_EQ(metric_sum(m, "conflux_job_results_sent_total"), 3u);
   // The job's gather time: the two contributions came one after the other, well within 2 s.
-  const std::string gather = "conflux_job_gather_seconds_total{job=\"";
+  const std::string gather = "conflux_job_gather_seconds_total{conflux_job=\"";
   const size_t at = m.find(gather);
   ASSERT_NE(at, std::string::npos) << m;
   const double seconds = std::stod(m.substr(m.find("} ", at) + 2));

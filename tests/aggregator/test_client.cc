@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "conflux/common/http_client.h"
 #include "conflux/protocol/admin_auth.h"
 
 namespace conflux::agg::testing {
@@ -216,42 +217,34 @@ bool Worker::send_contrib(uint32_t slot, uint32_t generation, uint64_t offset, D
 }
 
 namespace {
+// Through the tree's one HTTP client (conflux/common/http_client.h): the body whatever the
+// status, and the status (0 when the daemon did not answer).
 std::string http_request(const char* method, uint16_t port, const std::string& path, int* status,
-                         const std::string& headers) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const sockaddr_in a = addr(daemon_ip(), port);
-  std::string resp;
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0) {
-    const std::string req =
-        std::string(method) + " " + path + " HTTP/1.0\r\nHost: localhost\r\n" + headers + "\r\n";
-    (void)!::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-    char buf[65536];
-    while (wait_readable(fd, 3000)) {
-      const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-      if (n <= 0) break;
-      resp.append(buf, static_cast<size_t>(n));
-    }
-  }
-  ::close(fd);
-  if (status != nullptr) *status = resp.size() > 12 ? std::atoi(resp.c_str() + 9) : 0;
-  const size_t body = resp.find("\r\n\r\n");
-  return body == std::string::npos ? "" : resp.substr(body + 4);
+                         const std::vector<std::string>& headers) {
+  in_addr ip{};
+  ip.s_addr = htonl(daemon_ip());
+  char host[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &ip, host, sizeof host);
+  std::string err;
+  const auto a = http::request(method, host, port, path, headers, 3000, &err);
+  if (status != nullptr) *status = a ? a->status : 0;
+  return a ? a->body : "";
 }
 }  // namespace
 
 std::string http_get(uint16_t port, const std::string& path, int* status) {
-  return http_request("GET", port, path, status, "");
+  return http_request("GET", port, path, status, {});
 }
 
 std::string http_post(uint16_t port, const std::string& path, int* status,
                       const std::string& secret) {
-  std::string headers;
+  std::vector<std::string> headers;
   if (!secret.empty()) {
     const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
-    headers = std::string(proto::kAdminAuthHeader) + ": " +
-              proto::admin_auth_value(secret, path, now) + "\r\n";
+    headers.push_back(std::string(proto::kAdminAuthHeader) + ": " +
+                      proto::admin_auth_value(secret, path, now));
   }
   return http_request("POST", port, path, status, headers);
 }

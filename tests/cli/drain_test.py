@@ -2,7 +2,8 @@
 """`conflux drain` / `conflux undrain` against a real confluxd with a secret, while a 3-rank
 CollNet job runs through the NCCL plugin (the driver loads it as NCCL does and verifies every
 iteration): a wrong secret is refused (exit 1, clear message, nothing changes); drain tells the
-job's ranks Shutdown{drain} and they finish over the ring with every result exact; the daemon
+job's ranks Shutdown{drain} and they finish over the ring with every result exact, and drain --wait
+returns only once the job has left (no job active); the daemon
 then shows draining and refuses a new job with shutting_down; undrain takes jobs again.
 Usage: drain_test.py CONFLUX CONFLUXD WORKER DRIVER PLUGIN"""
 import json
@@ -57,10 +58,13 @@ def main():
         check("refused: wrong secret" in bad.stderr, f"wrong secret: {bad.stderr!r}")
         check(metric(d.metrics(), "conflux_draining") == 0, "a refused drain changed nothing")
 
-        r = conflux(cli, "drain", addr, "--json", secret=SECRET)
+        # --wait returns once the job has moved off (a rolling upgrade's preStop), not before.
+        r = conflux(cli, "drain", addr, "--json", "--wait", "--wait-timeout", "60", secret=SECRET)
         check(r.returncode == 0, f"drain: exit {r.returncode}: {r.stderr}")
         (ans,) = json.loads(r.stdout)["daemons"]
         check(ans["ok"] is True and "3 member(s) told to leave" in ans["message"], ans)
+        check("drained: no job left after" in ans["message"], ans)
+        check(metric(d.metrics(), "conflux_jobs_active") == 0, "drain --wait returned with a job")
 
         out, _ = job.communicate(timeout=200)
         check(job.returncode == 0, f"the job failed after the drain:\n{out}")

@@ -120,12 +120,12 @@ TEST(CliJson, CheckAsBefore) {
       check_json(golden_check()),
       R"j({"usable": true, "verdict": "a job would stripe its AllReduce over 2 aggregator(s), \"8192\" B per packet", "aggregators": [{"endpoint": "10.0.0.1:9400", "joined": true, "round_trip": true, "granted_slots": 64, "payload_bytes": 8192, "data_mac": true, "deterministic": false, "multicast": true, "group": "239.1.2.3:5000", "rtt_us": 123.5, "error": ""}, )j"
       R"j({"endpoint": "10.0.0.3:9400", "joined": false, "round_trip": false, "granted_slots": 0, "payload_bytes": 0, "data_mac": false, "deterministic": false, "multicast": false, "group": "", "rtt_us": 0.0, "error": "no result within 5000 ms (UDP to the data ports blocked or lost?)"}], "p2p_net": "", "p2p_ok": true, )j"
-      R"j("nics": [], "cuda": false, "device_memory": "", "device_ok": true})j"
+      R"j("nics": [], "cuda": false, "device_memory": "", "device_ok": true, "resolved": ""})j"
       "\n");
   EXPECT_EQ(
       check_json(CheckReport{}),
       R"j({"usable": false, "verdict": "", "aggregators": [], "p2p_net": "", "p2p_ok": true, )j"
-      R"j("nics": [], "cuda": false, "device_memory": "", "device_ok": true})j"
+      R"j("nics": [], "cuda": false, "device_memory": "", "device_ok": true, "resolved": ""})j"
       "\n");
 }
 

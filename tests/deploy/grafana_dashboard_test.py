@@ -19,7 +19,8 @@ def main():
     for p in dash["panels"]:
         assert p["targets"], f"panel {p['title']} has no target"
         for t in p["targets"]:
-            names = set(re.findall(r"\b(conflux_\w+)", t["expr"]))
+            # Metric names only: "by (...)" names labels (conflux_job is one).
+            names = set(re.findall(r"\b(conflux_\w+)", re.sub(r"by \([^)]*\)", "", t["expr"])))
             assert names, f"{p['title']}: {t['expr']} queries no conflux metric"
             unknown = names - documented
             assert not unknown, f"{p['title']}: {sorted(unknown)} are not confluxd metrics"

@@ -3,7 +3,9 @@
 the deployment work: the DaemonSet runs confluxd on the host network (workers reach the node
 address, no NAT) with the control and metrics ports of the example config declared, readiness
 and liveness probes on the metrics port's /healthz, and CONFLUX_SECRET from the Secret the file
-defines; the training-job fragment loads the plugin and takes the same secret.
+defines; a rolling update of one daemon at a time whose preStop drains it (`conflux drain --wait`)
+within the grace period, readiness on /readyz; a headless Service over the pods, which the
+training-job fragment names (dns:NAME:PORT) as it loads the plugin and takes the same secret.
 Usage: k8s_manifest_test.py SOURCE_DIR"""
 import os
 import sys
@@ -26,7 +28,7 @@ def main():
 
     docs = [d for d in yaml.safe_load_all(open(os.path.join(kdir, "confluxd-daemonset.yaml"))) if d]
     kinds = {d["kind"]: d for d in docs}
-    check(set(kinds) >= {"Secret", "DaemonSet"}, f"kinds {sorted(kinds)}")
+    check(set(kinds) >= {"Secret", "DaemonSet", "Service"}, f"kinds {sorted(kinds)}")
     secret = kinds["Secret"]
     secret_keys = set(secret.get("stringData", {})) | set(secret.get("data", {}))
     ds = kinds["DaemonSet"]
@@ -41,11 +43,27 @@ def main():
     check(ports["control"]["containerPort"] == control_port and
           ports["control"].get("protocol", "TCP") == "TCP", f"control port {ports.get('control')}")
     check(ports["metrics"]["containerPort"] == metrics_port, f"metrics port {ports.get('metrics')}")
-    for probe in ("readinessProbe", "livenessProbe"):
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
         get = c.get(probe, {}).get("httpGet")
         check(get is not None, f"no {probe}")
-        check(get["path"] == "/healthz" and get["port"] in (metrics_port, "metrics"),
-              f"{probe} {get}")
+        check(get["path"] == path and get["port"] in (metrics_port, "metrics"), f"{probe} {get}")
+    # Rolling upgrade: one daemon at a time, each drained (--wait) before it stops, within the
+    # grace period.
+    strategy = ds["spec"].get("updateStrategy", {})
+    check(strategy.get("type") == "RollingUpdate" and
+          strategy.get("rollingUpdate", {}).get("maxUnavailable") == 1, f"updateStrategy {strategy}")
+    stop = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+    check(stop[:3] == ["/usr/bin/conflux", "drain", "--wait"] and
+          stop[-1] == f"127.0.0.1:{metrics_port}", f"preStop {stop}")
+    wait_s = float(stop[stop.index("--wait-timeout") + 1])
+    check(pod.get("terminationGracePeriodSeconds", 30) > wait_s,
+          "terminationGracePeriodSeconds must exceed the drain's --wait-timeout")
+    # Discovery: a headless Service selecting the DaemonSet's pods on the control port.
+    svc = kinds.get("Service")
+    check(svc is not None and svc["spec"].get("clusterIP") == "None", "no headless Service")
+    check(svc["spec"]["selector"].items() <= ds["spec"]["template"]["metadata"]["labels"].items(),
+          "the Service selects no confluxd pod")
+    check([p["port"] for p in svc["spec"]["ports"]] == [control_port], "Service ports")
     ann = ds["spec"]["template"]["metadata"].get("annotations", {})
     check(ann.get("prometheus.io/port") == str(metrics_port), "prometheus.io/port annotation")
     ref = env_map(c)["CONFLUX_SECRET"]["valueFrom"]["secretKeyRef"]
@@ -59,6 +77,9 @@ def main():
     check(env["NCCL_COLLNET_ENABLE"]["value"] == "1", "NCCL_COLLNET_ENABLE")
     for a in env["CONFLUX_AGGREGATORS"]["value"].split(","):
         check(a.rsplit(":", 1)[1] == str(control_port), f"aggregator {a} not on the control port")
+    svc_name = svc["metadata"]["name"]
+    check(env["CONFLUX_AGGREGATORS"]["value"].startswith(f"dns:{svc_name}."),
+          "the job does not find the aggregators through the Service")
     jref = env["CONFLUX_SECRET"]["valueFrom"]["secretKeyRef"]
     check(jref == ref, f"the job's secret reference {jref} differs from the daemon's {ref}")
     print("kubernetes manifests: host network, ports, probes and secret reference as expected")

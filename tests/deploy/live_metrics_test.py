@@ -33,7 +33,7 @@ def main():
     # The check has teeth: a counter without _total and a malformed sample are reported.
     bad = promtool("# HELP x_bytes Bytes.\n# TYPE x_bytes counter\nx_bytes 1\n")
     assert bad.returncode != 0 and "_total" in bad.stdout + bad.stderr, bad
-    broken = promtool(scrape + "conflux_broken{job=\"1\" 3\n")
+    broken = promtool(scrape + "conflux_broken{conflux_job=\"1\" 3\n")
     assert broken.returncode != 0, broken
     assert d.stop() == 0, d.tail()
     print(f"promtool check metrics: {len(scrape.splitlines())} lines clean during an AllReduce")

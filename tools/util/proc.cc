@@ -20,6 +20,8 @@
 #include <sstream>
 #include <thread>
 
+#include "conflux/common/http_client.h"
+
 extern char** environ;
 
 namespace conflux::tools {
@@ -159,48 +161,10 @@ std::string start_local_confluxd(const std::string& confluxd, const std::string&
 }
 
 std::string http_get(uint16_t port, const std::string& path, std::string* error) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{2, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    if (error) {
-      *error = std::string("metrics connect: ") + std::strerror(errno);
-    }
-    ::close(fd);
-    return "";
-  }
-  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
-    if (error) {
-      *error = "metrics request failed";
-    }
-    ::close(fd);
-    return "";
-  }
-  std::string resp;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) {
-      break;
-    }
-    resp.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  const size_t body = resp.find("\r\n\r\n");
-  if (resp.rfind("HTTP/1.", 0) != 0 || body == std::string::npos ||
-      resp.find(" 200 ") > resp.find("\r\n")) {
-    if (error) {
-      *error = "metrics: bad HTTP response";
-    }
-    return "";
-  }
-  return resp.substr(body + 4);
+  std::string err;
+  std::optional<std::string> body = http::get("127.0.0.1", port, path, 2000, &err);
+  if (!body && error != nullptr) *error = "metrics: " + err;
+  return body.value_or("");
 }
 
 namespace {

@@ -168,6 +168,65 @@ bool Progress::result_mac_ok(Agg& g, const proto::DataHeader& h, const uint8_t* 
          g.mac->verify(datagram, payload, h.wire_payload_bytes(), trailer);
 }
 
+Progress::Agg* Progress::result_source(const proto::DataHeader& h) {
+  bool job_seen = false;
+  for (Agg& cand : aggs_) {
+    if (cand.j.info.job_id != h.job_id) {
+      continue;
+    }
+    job_seen = true;
+    if (cand.j.job_token == h.job_token) {
+      return &cand;
+    }
+  }
+  sh_->ctr.drop(job_seen ? proto::DropReason::kBadToken : proto::DropReason::kUnknownJob);
+  return nullptr;
+}
+
+void Progress::place_result(Request& r, const SlotEntry& e, const proto::DataHeader& h,
+                            const uint8_t* payload) {
+  const size_t at = e.offset * dtype_size(e.dtype), n = h.payload_bytes(), end = at + n;
+  // The part of this payload that also goes to the failover's copy of the result's end
+  // (ResultCopy): [lo, end), written in the same pass while the payload is in cache.
+  const size_t lo = r.tail.dst != nullptr ? std::clamp(r.tail.from, at, end) : end;
+  uint8_t* kept = lo < end ? r.tail.dst + (lo - r.tail.from) : nullptr;
+  // A large result is not read back from this core's cache before it is evicted: it goes
+  // to memory with streaming stores (stream_copy.h). A small one stays cached for its reader.
+  if (r.bytes() < kStreamedResultBytes) {
+    std::memcpy(r.recv + at, payload, n);
+    if (kept != nullptr) stream_copy(kept, payload + (lo - at), end - lo);
+  } else {
+    stream_copy(r.recv + at, payload, lo - at);
+    if (kept != nullptr) stream_copy_twice(r.recv + lo, kept, payload + (lo - at), end - lo);
+  }
+}
+
+void Progress::note_delivery(Agg& g, SlotEntry& e, const proto::DataHeader& h, uint32_t slot,
+                             int64_t now) {
+  // Round-trip sample from the first send. A result without the RETRANSMIT flag is the
+  // aggregator's completion broadcast, not an answer to one of our resends, so it is a
+  // valid sample even if we resent meanwhile (skipping those, as Karn's rule would, biases
+  // the estimate low when resends were premature, which feeds more premature resends).
+  if ((h.flags & proto::kFlagRetransmit) == 0) {
+    rtt_sample(g, static_cast<double>(now - e.first_sent_ns) / 1000.0);
+  }
+  g.last_heard_ns = now;
+  // For the overtaking rule: when was the transmission sent that this result answers?
+  // A completion broadcast answers the first send; a RETRANSMIT result one of our resends.
+  uint64_t& delivered = g.delivered_tx[slot % g.port_addrs.size()];
+  delivered = std::max(delivered, (h.flags & proto::kFlagRetransmit) ? e.last_tx : e.first_tx);
+  g.last_result_ns = now;
+  g.delivered_since_scan = true;
+  e.spurious_check = e.retransmits > 0 && (h.flags & proto::kFlagRetransmit) == 0;
+  e.spurious_gen = e.generation;
+  const uint32_t before = g.cwnd.window();
+  g.cwnd.on_delivered();
+  if (g.cwnd.window() != before) {
+    publish_cwnd();
+  }
+  rate_sample(g, uint64_t{e.count} * dtype_size(e.dtype), now);
+}
+
 void Progress::on_result(const uint8_t* data, size_t len, bool truncated, int64_t now) {
   Counters& c = sh_->ctr;
   if (truncated) {
@@ -189,20 +248,8 @@ void Progress::on_result(const uint8_t* data, size_t len, bool truncated, int64_
     c.drop(proto::DropReason::kWrongDirection);
     return;
   }
-  Agg* g = nullptr;
-  bool job_seen = false;
-  for (Agg& cand : aggs_) {
-    if (cand.j.info.job_id != h.job_id) {
-      continue;
-    }
-    job_seen = true;
-    if (cand.j.job_token == h.job_token) {
-      g = &cand;
-      break;
-    }
-  }
+  Agg* g = result_source(h);
   if (g == nullptr) {
-    c.drop(job_seen ? proto::DropReason::kBadToken : proto::DropReason::kUnknownJob);
     return;
   }
   // Data MAC (SPEC.md §6): from an aggregator that signs, only what its threads signed.
@@ -234,43 +281,9 @@ void Progress::on_result(const uint8_t* data, size_t len, bool truncated, int64_
     return;
   }
   if (receiver) {
-    const size_t at = e.offset * dtype_size(e.dtype), n = h.payload_bytes(), end = at + n;
-    // The part of this payload that also goes to the failover's copy of the result's end
-    // (ResultCopy): [lo, end), written in the same pass while the payload is in cache.
-    const size_t lo = r->tail.dst != nullptr ? std::clamp(r->tail.from, at, end) : end;
-    uint8_t* kept = lo < end ? r->tail.dst + (lo - r->tail.from) : nullptr;
-    // A large result is not read back from this core's cache before it is evicted: it goes
-    // to memory with streaming stores (stream_copy.h). A small one stays cached for its reader.
-    if (r->bytes() < kStreamedResultBytes) {
-      std::memcpy(r->recv + at, payload, n);
-      if (kept != nullptr) stream_copy(kept, payload + (lo - at), end - lo);
-    } else {
-      stream_copy(r->recv + at, payload, lo - at);
-      if (kept != nullptr) stream_copy_twice(r->recv + lo, kept, payload + (lo - at), end - lo);
-    }
+    place_result(*r, e, h, payload);
   }
-  // Round-trip sample from the first send. A result without the RETRANSMIT flag is the
-  // aggregator's completion broadcast, not an answer to one of our resends, so it is a
-  // valid sample even if we resent meanwhile (skipping those, as Karn's rule would, biases
-  // the estimate low when resends were premature, which feeds more premature resends).
-  if ((h.flags & proto::kFlagRetransmit) == 0) {
-    rtt_sample(*g, static_cast<double>(now - e.first_sent_ns) / 1000.0);
-  }
-  g->last_heard_ns = now;
-  // For the overtaking rule: when was the transmission sent that this result answers?
-  // A completion broadcast answers the first send; a RETRANSMIT result one of our resends.
-  uint64_t& delivered = g->delivered_tx[slot % g->port_addrs.size()];
-  delivered = std::max(delivered, (h.flags & proto::kFlagRetransmit) ? e.last_tx : e.first_tx);
-  g->last_result_ns = now;
-  g->delivered_since_scan = true;
-  e.spurious_check = e.retransmits > 0 && (h.flags & proto::kFlagRetransmit) == 0;
-  e.spurious_gen = e.generation;
-  const uint32_t before = g->cwnd.window();
-  g->cwnd.on_delivered();
-  if (g->cwnd.window() != before) {
-    publish_cwnd();
-  }
-  rate_sample(*g, uint64_t{e.count} * dtype_size(e.dtype), now);
+  note_delivery(*g, e, h, slot, now);
   g->window.complete(slot);
   Counters::add(c.results_accepted);
   if (--r->results_pending == 0) {

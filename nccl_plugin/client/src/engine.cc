@@ -86,6 +86,68 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Engine::~Engine() = default;
 
+namespace {
+
+// Keeps the aggregators every rank joined (ClientConfig::join_agree); closing the others'
+// control connections ends this rank's part of their jobs.
+std::string keep_agreed(const ClientConfig& cfg, const std::string& refused,
+                        std::vector<JoinedAggregator>* joined) {
+  uint64_t mine = 0;
+  for (size_t i = 0; i < joined->size(); ++i) {
+    if ((*joined)[i].ctl) {
+      mine |= uint64_t{1} << i;
+    }
+  }
+  uint64_t agreed = 0;
+  std::string err = cfg.join_agree(mine, refused, &agreed);
+  if (!err.empty()) {
+    return err;
+  }
+  std::vector<JoinedAggregator> kept;
+  for (size_t i = 0; i < joined->size(); ++i) {
+    if (((agreed & mine) >> i) & 1) {
+      kept.push_back(std::move((*joined)[i]));
+    }
+  }
+  *joined = std::move(kept);
+  if (joined->empty()) {
+    return "no aggregator joined on every rank" + (refused.empty() ? "" : ": " + refused);
+  }
+  return "";
+}
+
+// The engine's INFO line on what it joined, and a warning when the UDP receive buffer cannot
+// hold the whole window.
+void log_joined(const ClientConfig& cfg, const std::vector<AggregatorInfo>& infos, int rcvbuf_bytes,
+                bool gso, bool gro) {
+  // Every outstanding packet may be answered at once: the socket must hold them all.
+  size_t window_bytes = 0;
+  for (const AggregatorInfo& a : infos) {
+    window_bytes += size_t{a.granted_slots} * (proto::kDataHeaderSize + a.payload_bytes +
+                                               (a.data_mac ? proto::kMacTrailerSize : 0));
+  }
+  if (cfg.log && static_cast<size_t>(rcvbuf_bytes) / 2 < window_bytes) {
+    cfg.log(LogLevel::kWarn, "UDP receive buffer (" + std::to_string(rcvbuf_bytes / 2) +
+                                 " B usable) is smaller than the window (" +
+                                 std::to_string(window_bytes) +
+                                 " B): results may be dropped; raise net.core.rmem_max");
+  }
+  if (cfg.log) {
+    std::string msg = "joined job " + std::to_string(cfg.job_key) + " as rank " +
+                      std::to_string(cfg.rank) + "/" + std::to_string(cfg.n_workers) + " on " +
+                      std::to_string(infos.size()) + " aggregator(s):";
+    for (const AggregatorInfo& a : infos) {
+      msg += " " + a.address + " (job " + std::to_string(a.job_id) + ", " +
+             std::to_string(a.granted_slots) + " slots, " + std::to_string(a.payload_bytes) + " B" +
+             (a.deterministic ? ", deterministic" : "") + (a.data_mac ? ", data MAC" : "") + ")";
+    }
+    msg += std::string("; UDP GSO ") + (gso ? "on" : "off") + ", GRO " + (gro ? "on" : "off");
+    cfg.log(LogLevel::kInfo, msg);
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string* error) {
   auto fail = [&](const std::string& msg) -> std::unique_ptr<Engine> {
     if (error != nullptr) {
@@ -122,30 +184,7 @@ std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string
     std::vector<JoinedAggregator> joined;
     std::string refused;
     err = join_all(cfg, impl->udp.port(), &joined, &refused);
-    if (err.empty() && cfg.join_agree) {
-      // Keep the aggregators every rank joined (ClientConfig::join_agree); closing the others'
-      // control connections ends this rank's part of their jobs.
-      uint64_t mine = 0;
-      for (size_t i = 0; i < joined.size(); ++i) {
-        if (joined[i].ctl) {
-          mine |= uint64_t{1} << i;
-        }
-      }
-      uint64_t agreed = 0;
-      err = cfg.join_agree(mine, refused, &agreed);
-      if (err.empty()) {
-        std::vector<JoinedAggregator> kept;
-        for (size_t i = 0; i < joined.size(); ++i) {
-          if (((agreed & mine) >> i) & 1) {
-            kept.push_back(std::move(joined[i]));
-          }
-        }
-        joined = std::move(kept);
-        if (joined.empty()) {
-          err = "no aggregator joined on every rank" + (refused.empty() ? "" : ": " + refused);
-        }
-      }
-    }
+    if (err.empty() && cfg.join_agree) err = keep_agreed(cfg, refused, &joined);
     if (err.empty()) {
       err = agree_multicast(cfg, &impl->sh.ctr, &joined);
     }
@@ -170,32 +209,7 @@ std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string
       p->run();
     });
 
-    // Every outstanding packet may be answered at once: the socket must hold them all.
-    size_t window_bytes = 0;
-    for (const AggregatorInfo& a : impl->infos) {
-      window_bytes += size_t{a.granted_slots} * (proto::kDataHeaderSize + a.payload_bytes +
-                                                 (a.data_mac ? proto::kMacTrailerSize : 0));
-    }
-    if (cfg.log && static_cast<size_t>(impl->udp.rcvbuf_bytes()) / 2 < window_bytes) {
-      cfg.log(LogLevel::kWarn,
-              "UDP receive buffer (" + std::to_string(impl->udp.rcvbuf_bytes() / 2) +
-                  " B usable) is smaller than the window (" + std::to_string(window_bytes) +
-                  " B): results may be dropped; raise net.core.rmem_max");
-    }
-    if (cfg.log) {
-      std::string msg = "joined job " + std::to_string(cfg.job_key) + " as rank " +
-                        std::to_string(cfg.rank) + "/" + std::to_string(cfg.n_workers) + " on " +
-                        std::to_string(impl->infos.size()) + " aggregator(s):";
-      for (const AggregatorInfo& a : impl->infos) {
-        msg += " " + a.address + " (job " + std::to_string(a.job_id) + ", " +
-               std::to_string(a.granted_slots) + " slots, " + std::to_string(a.payload_bytes) +
-               " B" + (a.deterministic ? ", deterministic" : "") +
-               (a.data_mac ? ", data MAC" : "") + ")";
-      }
-      msg += std::string("; UDP GSO ") + (impl->udp.gso() ? "on" : "off") + ", GRO " +
-             (impl->udp.gro() ? "on" : "off");
-      cfg.log(LogLevel::kInfo, msg);
-    }
+    log_joined(cfg, impl->infos, impl->udp.rcvbuf_bytes(), impl->udp.gso(), impl->udp.gro());
     return std::unique_ptr<Engine>(new Engine(std::move(impl)));
   } catch (const std::exception& e) {
     return fail(std::string("engine creation failed: ") + e.what());

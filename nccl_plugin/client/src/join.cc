@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <thread>
 #include <variant>
@@ -215,183 +216,208 @@ std::string send_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, bool
   return "";
 }
 
-}  // namespace
-
-std::string join_all(const ClientConfig& cfg, uint16_t udp_port, std::vector<JoinedAggregator>* out,
-                     std::string* refused) {
-  const size_t n = cfg.aggregators.size();
-  out->clear();
-  out->resize(n);
-  refused->clear();
-  // With cfg.join_agree an aggregator that fails is given up (its connection closed) instead
-  // of failing the join; settled: answered or given up.
-  const bool partial = static_cast<bool>(cfg.join_agree);
-  std::vector<bool> settled(n, false);
-  size_t left = n;
-  auto give_up = [&](size_t i, const std::string& err) {
-    if (!partial) {
-      return false;
+// One join_all: every aggregator's connection, Join, JoinAck (and Capacity), retries and
+// give-ups. Each step returns "" or the error that ends the join (with cfg.join_agree, an
+// aggregator that fails is given up instead, and the join goes on without it).
+class JoinRound {
+ public:
+  JoinRound(const ClientConfig& cfg, uint16_t udp_port, std::vector<JoinedAggregator>* out,
+            std::string* refused)
+      : cfg_(cfg),
+        udp_port_(udp_port),
+        out_(*out),
+        refused_(*refused),
+        n_(cfg.aggregators.size()),
+        partial_(static_cast<bool>(cfg.join_agree)),
+        settled_(n_, false),
+        left_(n_),
+        // An aggregator older than multicast (SPEC §8) answers the multicast Join flags with
+        // Error{bad_message}; in auto mode such an aggregator is joined again without them.
+        retried_(n_, cfg.multicast != MulticastMode::kAuto),
+        unicast_(n_, false),
+        got_ack_(n_, false) {
+    out_.clear();
+    out_.resize(n_);
+    refused_.clear();
+    // Every rank's JoinAck (and the Capacity that follows it when asked for) within the join
+    // timeout, connections tried again included; the aggregator answers join_timeout itself, we
+    // allow 1 s more.
+    const int64_t start = now_ns();
+    deadline_ = start +
+                std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.join_timeout).count() +
+                1'000'000'000;
+    const int64_t refused_budget =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.connect_timeout).count();
+    for (size_t i = 0; i < n_; ++i) {
+      const uint64_t seed = (uint64_t{cfg.rank} << 32) ^ (uint64_t{i} << 20) ^
+                            static_cast<uint64_t>(start) ^ reinterpret_cast<uintptr_t>(out);
+      retry_.push_back(Retry{ConnectBackoff(start, deadline_, refused_budget, seed), start});
     }
-    (*out)[i].ctl.reset();
-    if (!settled[i]) {
-      settled[i] = true;
-      --left;
-      *refused += (refused->empty() ? "" : "; ") + err;
+  }
+
+  std::string run() {
+    for (size_t i = 0; i < n_; ++i) {
+      std::string err = send_join(cfg_, i, udp_port_, true, &out_[i], &retry_[i]);
+      if (!err.empty() && !give_up(i, err)) return err;
+    }
+    while (left_ > 0) {
+      for (size_t i = 0; i < n_; ++i) {
+        std::string err = drain(i);
+        if (!err.empty()) return err;
+      }
+      give_up_what_peers_left_out();
+      if (left_ == 0) break;
+      const int64_t wait_ns = deadline_ - now_ns();
+      if (wait_ns <= 0) return time_out();
+      wait(wait_ns);
+    }
+    return "";
+  }
+
+ private:
+  // With partial joins, gives aggregator i up (true); else false: err ends the join.
+  bool give_up(size_t i, const std::string& err) {
+    if (!partial_) return false;
+    out_[i].ctl.reset();
+    if (!settled_[i]) {
+      settled_[i] = true;
+      --left_;
+      refused_ += (refused_.empty() ? "" : "; ") + err;
     }
     return true;
-  };
-  // Every rank's JoinAck (and the Capacity that follows it when asked for) within the join
-  // timeout, connections tried again included; the aggregator answers join_timeout itself, we
-  // allow 1 s more.
-  const int64_t start = now_ns();
-  const int64_t deadline =
-      start + std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.join_timeout).count() +
-      1'000'000'000;
-  const int64_t refused_budget =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.connect_timeout).count();
-  std::vector<Retry> retry;
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t seed = (uint64_t{cfg.rank} << 32) ^ (uint64_t{i} << 20) ^
-                          static_cast<uint64_t>(start) ^ reinterpret_cast<uintptr_t>(out);
-    retry.push_back(Retry{ConnectBackoff(start, deadline, refused_budget, seed), start});
   }
-  for (size_t i = 0; i < n; ++i) {
-    std::string err = send_join(cfg, i, udp_port, true, &(*out)[i], &retry[i]);
-    if (!err.empty() && !give_up(i, err)) {
+
+  // An error of aggregator i: "" when it was given up (the join goes on), else err.
+  std::string fail(size_t i, const std::string& err) { return give_up(i, err) ? "" : err; }
+
+  // Every buffered frame of aggregator i, before the round sleeps in poll().
+  std::string drain(size_t i) {
+    JoinedAggregator& ja = out_[i];
+    while (!settled_[i]) {
+      ControlMsg m;
+      std::string err;
+      const ControlChannel::Rx rx = ja.ctl->poll_message(&m, &err);
+      if (rx == ControlChannel::Rx::kNone) break;
+      if (rx == ControlChannel::Rx::kClosed && !got_ack_[i]) {
+        // Closed or reset with no answer to the Join: the aggregator shed the connection
+        // before it read the Join (its limits evicted it). Join again on a new one.
+        err = back_off(cfg_, i, ConnectFailure::kDropped, name(cfg_, i) + " during Join: " + err,
+                       &retry_[i]);
+        if (err.empty()) err = send_join(cfg_, i, udp_port_, !unicast_[i], &ja, &retry_[i]);
+        if (!err.empty()) return fail(i, err);
+        continue;
+      }
+      if (rx != ControlChannel::Rx::kMessage)
+        return fail(i, name(cfg_, i) + " during Join: " + err);
+      bool joined_again = false;
+      err = handle(i, m, &joined_again);
+      if (!err.empty()) return fail(i, err);
+      if (joined_again) continue;
+      if (got_ack_[i] && (ja.info.capacity_known || !cfg_.capacity)) {
+        settled_[i] = true;
+        --left_;
+      }
+    }
+    return "";
+  }
+
+  // One message from aggregator i during the join; *joined_again: it was joined again for
+  // unicast (the message is consumed, nothing settled).
+  std::string handle(size_t i, const ControlMsg& m, bool* joined_again) {
+    JoinedAggregator& ja = out_[i];
+    if (const auto* a = std::get_if<proto::JoinAck>(&m)) {
+      std::string err = accept_ack(cfg_, i, *a, &ja);
+      if (err.empty()) got_ack_[i] = true;
       return err;
     }
+    if (const auto* c = std::get_if<proto::Capacity>(&m); c && got_ack_[i]) {
+      ja.info.capacity_known = true;
+      ja.info.line_mbps = c->line_mbps;
+      ja.info.max_mbps = c->max_mbps;
+      ja.info.share_mbps = c->share_mbps;
+      ja.info.threads = c->threads;
+      return "";
+    }
+    if (const auto* e = std::get_if<proto::Error>(&m)) {
+      if (e->status != proto::Status::kBadMessage || retried_[i]) {
+        return name(cfg_, i) + " refused Join: " + error_text(*e);
+      }
+      retried_[i] = true;
+      if (cfg_.log) {
+        cfg_.log(LogLevel::kInfo, name(cfg_, i) + " does not know multicast (" + error_text(*e) +
+                                      "): joining it again for unicast");
+      }
+      unicast_[i] = true;
+      *joined_again = true;
+      return send_join(cfg_, i, udp_port_, false, &ja, &retry_[i]);
+    }
+    if (const auto* hb = std::get_if<proto::Heartbeat>(&m)) {
+      std::string unused;  // a failed send shows as the connection closing next
+      ja.ctl->send(proto::HeartbeatAck{hb->time_ns}, &unused);
+      return "";
+    }
+    if (const auto* s = std::get_if<proto::Shutdown>(&m)) {
+      return name(cfg_, i) + " is shutting down (reason " + std::to_string(s->reason) + ")";
+    }
+    if (!std::holds_alternative<proto::HeartbeatAck>(m)) {
+      return name(cfg_, i) + ": unexpected " +
+             std::string(proto::msg_type_name(proto::msg_type(m))) + " during Join";
+    }
+    return "";
   }
-  // An aggregator older than multicast (SPEC §8) answers the multicast Join flags with
-  // Error{bad_message}; in auto mode such an aggregator is joined again without them.
-  std::vector<bool> retried(n, cfg.multicast != MulticastMode::kAuto);
-  std::vector<bool> unicast(n, false);  // joined again without the multicast flags
-  std::vector<bool> got_ack(n, false);
-  while (left > 0) {
-    for (size_t i = 0; i < n; ++i) {
-      JoinedAggregator& ja = (*out)[i];
-      while (!settled[i]) {  // drain every buffered frame before sleeping in poll()
-        ControlMsg m;
-        std::string err;
-        const ControlChannel::Rx rx = ja.ctl->poll_message(&m, &err);
-        if (rx == ControlChannel::Rx::kNone) {
-          break;
-        }
-        if (rx == ControlChannel::Rx::kClosed && !got_ack[i]) {
-          // Closed or reset with no answer to the Join: the aggregator shed the connection
-          // before it read the Join (its limits evicted it). Join again on a new one.
-          err = back_off(cfg, i, ConnectFailure::kDropped, name(cfg, i) + " during Join: " + err,
-                         &retry[i]);
-          if (err.empty()) {
-            err = send_join(cfg, i, udp_port, !unicast[i], &ja, &retry[i]);
-          }
-          if (!err.empty()) {
-            if (!give_up(i, err)) {
-              return err;
-            }
-            break;
-          }
-          continue;
-        }
-        if (rx != ControlChannel::Rx::kMessage) {
-          err = name(cfg, i) + " during Join: " + err;
-          if (!give_up(i, err)) {
-            return err;
-          }
-          break;
-        }
-        if (const auto* a = std::get_if<proto::JoinAck>(&m)) {
-          err = accept_ack(cfg, i, *a, &ja);
-          if (!err.empty()) {
-            if (!give_up(i, err)) {
-              return err;
-            }
-            break;
-          }
-          got_ack[i] = true;
-        } else if (const auto* c = std::get_if<proto::Capacity>(&m); c && got_ack[i]) {
-          ja.info.capacity_known = true;
-          ja.info.line_mbps = c->line_mbps;
-          ja.info.max_mbps = c->max_mbps;
-          ja.info.share_mbps = c->share_mbps;
-          ja.info.threads = c->threads;
-        } else if (const auto* e = std::get_if<proto::Error>(&m)) {
-          if (e->status == proto::Status::kBadMessage && !retried[i]) {
-            retried[i] = true;
-            if (cfg.log) {
-              cfg.log(LogLevel::kInfo, name(cfg, i) + " does not know multicast (" +
-                                           error_text(*e) + "): joining it again for unicast");
-            }
-            unicast[i] = true;
-            err = send_join(cfg, i, udp_port, false, &ja, &retry[i]);
-            if (!err.empty()) {
-              if (!give_up(i, err)) {
-                return err;
-              }
-              break;
-            }
-            continue;
-          }
-          err = name(cfg, i) + " refused Join: " + error_text(*e);
-        } else if (const auto* hb = std::get_if<proto::Heartbeat>(&m)) {
-          std::string unused;  // a failed send shows as the connection closing next
-          ja.ctl->send(proto::HeartbeatAck{hb->time_ns}, &unused);
-        } else if (const auto* s = std::get_if<proto::Shutdown>(&m)) {
-          err = name(cfg, i) + " is shutting down (reason " + std::to_string(s->reason) + ")";
-        } else if (!std::holds_alternative<proto::HeartbeatAck>(m)) {
-          err = name(cfg, i) + ": unexpected " +
-                std::string(proto::msg_type_name(proto::msg_type(m))) + " during Join";
-        } else {
-          err.clear();
-        }
-        if (!err.empty()) {
-          if (!give_up(i, err)) {
-            return err;
-          }
-          break;
-        }
-        if (got_ack[i] && (ja.info.capacity_known || !cfg.capacity)) {
-          settled[i] = true;
-          --left;
-        }
-      }
-    }
-    // Another rank's outcome: an aggregator it could not join is left out on every rank, so
-    // waiting for its JoinAck here (which may never come) is pointless.
+
+  // Another rank's outcome: an aggregator it could not join is left out on every rank, so
+  // waiting for its JoinAck here (which may never come) is pointless.
+  void give_up_what_peers_left_out() {
     uint64_t alive = 0;
-    if (left > 0 && cfg.join_peers && cfg.join_peers(&alive)) {
-      for (size_t i = 0; i < n; ++i) {
-        if (!settled[i] && (i >= 64 || ((alive >> i) & 1) == 0)) {
-          give_up(i, name(cfg, i) + ": given up, another rank could not join it");
-        }
+    if (left_ == 0 || !cfg_.join_peers || !cfg_.join_peers(&alive)) return;
+    for (size_t i = 0; i < n_; ++i) {
+      if (!settled_[i] && (i >= 64 || ((alive >> i) & 1) == 0)) {
+        give_up(i, name(cfg_, i) + ": given up, another rank could not join it");
       }
     }
-    if (left == 0) {
-      break;
+  }
+
+  std::string time_out() {
+    for (size_t i = 0; i < n_; ++i) {
+      if (settled_[i]) continue;
+      const std::string err = name(cfg_, i) + ": no JoinAck within " +
+                              std::to_string(cfg_.join_timeout.count()) +
+                              " ms (not every rank joined?)";
+      if (!give_up(i, err)) return err;
     }
-    const int64_t wait_ns = deadline - now_ns();
-    if (wait_ns <= 0) {
-      for (size_t i = 0; i < n; ++i) {
-        if (!settled[i]) {
-          const std::string err = name(cfg, i) + ": no JoinAck within " +
-                                  std::to_string(cfg.join_timeout.count()) +
-                                  " ms (not every rank joined?)";
-          if (!give_up(i, err)) {
-            return err;
-          }
-        }
-      }
-      break;
-    }
+    return "";
+  }
+
+  void wait(int64_t wait_ns) {
     std::vector<pollfd> fds;
-    for (size_t i = 0; i < n; ++i) {
-      if (!settled[i]) {
-        fds.push_back({(*out)[i].ctl->fd(), POLLIN, 0});
-      }
+    for (size_t i = 0; i < n_; ++i) {
+      if (!settled_[i]) fds.push_back({out_[i].ctl->fd(), POLLIN, 0});
     }
     ::poll(fds.data(), fds.size(),
            static_cast<int>(std::min<int64_t>(wait_ns / 1'000'000 + 1, 100)));
   }
-  return "";
+
+  const ClientConfig& cfg_;
+  const uint16_t udp_port_;
+  std::vector<JoinedAggregator>& out_;
+  std::string& refused_;
+  const size_t n_;
+  const bool partial_;         // cfg.join_agree: give an aggregator up instead of failing the join
+  std::vector<bool> settled_;  // answered or given up
+  size_t left_;
+  std::vector<bool> retried_;
+  std::vector<bool> unicast_;  // joined again without the multicast flags
+  std::vector<bool> got_ack_;
+  std::vector<Retry> retry_;
+  int64_t deadline_ = 0;
+};
+
+}  // namespace
+
+std::string join_all(const ClientConfig& cfg, uint16_t udp_port, std::vector<JoinedAggregator>* out,
+                     std::string* refused) {
+  return JoinRound(cfg, udp_port, out, refused).run();
 }
 
 }  // namespace conflux::client

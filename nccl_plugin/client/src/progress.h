@@ -103,6 +103,13 @@ class Progress {
   bool drain(UdpChannel& ch, const JoinedAggregator* group_of, int64_t now);
   void check_timers(int64_t now);
   void on_result(const uint8_t* data, size_t len, bool truncated, int64_t now);
+  // on_result's steps: the job's aggregator by id and token (nullptr: dropped, counted); the
+  // payload into the request's buffer (and the failover's copy of its end); what a delivered
+  // result tells the window, the round trip and the rate.
+  Agg* result_source(const proto::DataHeader& h);
+  void place_result(Request& r, const SlotEntry& e, const proto::DataHeader& h,
+                    const uint8_t* payload);
+  void note_delivery(Agg& g, SlotEntry& e, const proto::DataHeader& h, uint32_t slot, int64_t now);
   // Queues slot's entry of aggregator a (g) for sending, signed when the job has a data MAC.
   // False when it could not be signed (the engine has failed).
   bool queue_tx(Agg& g, uint32_t a, uint32_t slot);

@@ -1,0 +1,27 @@
+// CollNet connect, phase 3 (join): every rank joins the job on the aggregators of
+// CONFLUX_AGGREGATORS (client::Engine), and the ranks agree over the setup pair on the entries
+// they all joined, so a striped job goes on without an aggregator that refused it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "collnet/connect_ring.h"
+#include "collnet/tree_layout.h"
+#include "conflux/client/engine.h"
+#include "core/params.h"
+
+namespace conflux::plugin::connect {
+
+// The engine's settings for this rank (also the re-join's base, connect_agree.h).
+client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, int rank,
+                                   const collnet::TreeCounts& tree, std::string* error);
+
+// Joins and agrees; the engine on the entries every rank joined, or null with *why. Every rank
+// takes part in the agreement exactly once, whatever happens to its own join.
+std::unique_ptr<client::Engine> join(const Config& cfg, Rendezvous& rv, int rank, int nranks,
+                                     std::chrono::milliseconds timeout, std::string* why);
+
+}  // namespace conflux::plugin::connect
