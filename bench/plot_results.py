@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""The results page's plots and tables, from the reports kept in bench/results/ (small JSON
+written by the benchmark harnesses), so that a plot or a table of RESULTS.md can never disagree
+with the run it shows.
+
+  bench/plot_results.py                 writes bench/results/<report>.png and .svg for every report
+  bench/plot_results.py --tables        prints each report's Markdown table
+  bench/plot_results.py --check FILE    exit 1 unless FILE (RESULTS.md) holds every report's table
+                                        exactly as --tables prints it (ctest results_page_tables)
+
+Reports: "conflux-fabric/1" (bench/fabric/conflux_fabric.py --out DIR: DIR/fabric.json), one
+row per (system, size) with algbw in GB/s. Plots need matplotlib (Debian's python3-matplotlib);
+the tables and the check do not."""
+import argparse
+import glob
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+
+
+def reports():
+    for path in sorted(glob.glob(os.path.join(RESULTS, "*.json"))):
+        with open(path) as f:
+            doc = json.load(f)
+        if doc.get("format") == "conflux-fabric/1":
+            yield os.path.splitext(os.path.basename(path))[0], doc
+
+
+def size_text(b):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if b >= 1 << shift and b % (1 << shift) == 0:
+            return f"{b >> shift} {unit}"
+    return f"{b} B"
+
+
+def fabric_table(name, doc):
+    """One row per system and size: algbw, its share of the link and of the first system."""
+    meta, rows = doc["meta"], [r for r in doc["rows"] if r.get("fabric", "lossless") == "lossless"]
+    link = meta["mbit"] * 1e6 / 8 / 1e9
+    lines = [f"<!-- table {name} -->",
+             f"| system | size | algbw (GB/s) | of the link | CPU-s per GB |",
+             "|---|---:|---:|---:|---:|"]
+    for r in rows:
+        cpu = r.get("cpu_s_per_gb")
+        lines.append(f"| {r['system']} | {size_text(r['bytes'])} | {r['algbw']:.4f} | "
+                     f"{r['algbw'] / link:.3f} | {cpu:.2f} |" if cpu is not None else
+                     f"| {r['system']} | {size_text(r['bytes'])} | {r['algbw']:.4f} | "
+                     f"{r['algbw'] / link:.3f} | |")
+    lines.append(f"<!-- end {name} -->")
+    return "\n".join(lines)
+
+
+def plot_fabric(name, doc):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    meta = doc["meta"]
+    rows = [r for r in doc["rows"] if r.get("fabric", "lossless") == "lossless"]
+    link = meta["mbit"] * 1e6 / 8 / 1e9
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    sizes = sorted({r["bytes"] for r in rows})
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    if len(sizes) == 1:  # one size: a bar per system
+        vals = [next(r["algbw"] for r in rows if r["system"] == s) for s in systems]
+        ax.barh(systems, vals, color="#4c72b0")
+        ax.axvline(link, color="k", ls="--", lw=1, label=f"link {meta['mbit']} Mbit/s")
+        ax.set_xlabel("algbw (GB/s)")
+        ax.invert_yaxis()
+        for y, v in enumerate(vals):
+            ax.text(v, y, f" {v:.3f}", va="center", fontsize=8)
+        ax.set_title(f"AllReduce float sum, N={meta['workers']}, {size_text(sizes[0])}")
+    else:
+        for s in systems:
+            pts = sorted((r["bytes"], r["algbw"]) for r in rows if r["system"] == s)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=s)
+        ax.axhline(link, color="k", ls="--", lw=1, label=f"link {meta['mbit']} Mbit/s")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("algbw (GB/s)")
+        ax.set_title(f"AllReduce float sum, N={meta['workers']} workers")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    for ext in ("png", "svg"):
+        fig.savefig(os.path.join(RESULTS, f"{name}.{ext}"), dpi=90)
+    plt.close(fig)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tables", action="store_true")
+    p.add_argument("--check", metavar="FILE")
+    a = p.parse_args()
+    found = list(reports())
+    if not found:
+        sys.exit("no report in bench/results")
+    if a.tables:
+        for name, doc in found:
+            print(fabric_table(name, doc) + "\n")
+        return 0
+    if a.check:
+        page = open(a.check).read()
+        stale = [name for name, doc in found if fabric_table(name, doc) not in page]
+        for name in stale:
+            print(f"{a.check}: the table of bench/results/{name}.json is missing or stale; "
+                  f"paste it from bench/plot_results.py --tables")
+        if not stale:
+            print(f"{a.check}: {len(found)} report table(s) as their JSON says")
+        return 1 if stale else 0
+    for name, doc in found:
+        plot_fabric(name, doc)
+        print(f"wrote bench/results/{name}.png and .svg")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
