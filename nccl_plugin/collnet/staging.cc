@@ -296,48 +296,34 @@ void Staging::end_locked(Chunk& c, const std::string& error, net::Status status)
 bool Staging::copy_in_locked(Chunk& c) {
   c.slot = free_slots_.back();
   free_slots_.pop_back();
-  const Slot& s = slots_[static_cast<size_t>(c.slot)];
-  for (const Piece& p : c.in) {
-    if (!p.device) {
-      std::memcpy(s.send + p.slot_offset, p.user, p.bytes);
-      continue;
-    }
-    const cuda::CUresult rc =
-        cuda_->cuMemcpyDtoHAsync(s.send + p.slot_offset, dptr(p.user), p.bytes, to_host_);
-    if (rc != cuda::CUDA_SUCCESS) {
-      end_locked(c, cuda::error_text(*cuda_, "cuMemcpyDtoHAsync", rc));
-      return false;
-    }
-  }
-  const cuda::CUresult rc = cuda_->cuEventRecord(s.copied_in, to_host_);
-  if (rc != cuda::CUDA_SUCCESS) {
-    end_locked(c, cuda::error_text(*cuda_, "cuEventRecord", rc));
-    return false;
-  }
-  c.state = Chunk::kCopyingIn;
-  return true;
+  return copy_locked(c, /*in=*/true);
 }
 
-bool Staging::copy_out_locked(Chunk& c) {
+bool Staging::copy_out_locked(Chunk& c) { return copy_locked(c, /*in=*/false); }
+
+bool Staging::copy_locked(Chunk& c, bool in) {
   const Slot& s = slots_[static_cast<size_t>(c.slot)];
-  for (const Piece& p : c.out) {
+  uint8_t* half = in ? s.send : s.recv;
+  const cuda::CUstream stream = in ? to_host_ : to_device_;
+  for (const Piece& p : in ? c.in : c.out) {
+    uint8_t* at = half + p.slot_offset;
     if (!p.device) {
-      std::memcpy(p.user, s.recv + p.slot_offset, p.bytes);
+      std::memcpy(in ? at : p.user, in ? p.user : at, p.bytes);
       continue;
     }
-    const cuda::CUresult rc =
-        cuda_->cuMemcpyHtoDAsync(dptr(p.user), s.recv + p.slot_offset, p.bytes, to_device_);
+    const cuda::CUresult rc = in ? cuda_->cuMemcpyDtoHAsync(at, dptr(p.user), p.bytes, stream)
+                                 : cuda_->cuMemcpyHtoDAsync(dptr(p.user), at, p.bytes, stream);
     if (rc != cuda::CUDA_SUCCESS) {
-      end_locked(c, cuda::error_text(*cuda_, "cuMemcpyHtoDAsync", rc));
+      end_locked(c, cuda::error_text(*cuda_, in ? "cuMemcpyDtoHAsync" : "cuMemcpyHtoDAsync", rc));
       return false;
     }
   }
-  const cuda::CUresult rc = cuda_->cuEventRecord(s.copied_out, to_device_);
+  const cuda::CUresult rc = cuda_->cuEventRecord(in ? s.copied_in : s.copied_out, stream);
   if (rc != cuda::CUDA_SUCCESS) {
     end_locked(c, cuda::error_text(*cuda_, "cuEventRecord", rc));
     return false;
   }
-  c.state = Chunk::kCopyingOut;
+  c.state = in ? Chunk::kCopyingIn : Chunk::kCopyingOut;
   return true;
 }
 

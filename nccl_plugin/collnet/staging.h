@@ -133,8 +133,11 @@ class Staging {
   void post_in_order_locked();
   void take_results_locked(const std::string& no_context);
   void end_copies_out_locked();
+  // A piece's copies into its slot (a free one taken first) or out of it, on the copy stream of
+  // that direction, then the slot's event; false (and the piece ended) when a call failed.
   bool copy_in_locked(Chunk& c);
   bool copy_out_locked(Chunk& c);
+  bool copy_locked(Chunk& c, bool in);
   // Frees c's slot; a non-empty error fails its request (with `status`, if it is the first).
   void end_locked(Chunk& c, const std::string& error,
                   net::Status status = net::Status::kUnhandledCudaError);
