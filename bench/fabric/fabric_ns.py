@@ -40,7 +40,7 @@ def transparent_hugepages(sysfs="/sys"):
     """The kernel's transparent huge page mode ("always", "madvise" or "never"), or None where
     the kernel has none. Under "madvise" the ranks' large buffers (both systems') sit on 4 KiB
     pages, and Conflux's copies out of and into them slow down more than Gloo's do
-    (bench/capacity/README.md, session 33): runs under different modes do not compare."""
+    (bench/capacity/README.md): runs under different modes do not compare."""
     try:
         with open(os.path.join(sysfs, "kernel/mm/transparent_hugepage/enabled")) as f:
             text = f.read()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Two CollNet jobs sharing one aggregator on the emulated fabric (issue 16, fair sharing).
+"""Two CollNet jobs sharing one aggregator on the emulated fabric (fair sharing).
 
 The fabric of conflux_fabric.py with 2 x J workers at --rate and one confluxd whose link is
 --agg-factor times that. Job A (the first J workers) starts alone; job B (the other J) joins

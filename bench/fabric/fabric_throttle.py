@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An aggregator throttled mid-run, and the throttle lifted (issue 16: the split follows).
+"""An aggregator throttled mid-run, and the throttle lifted (the split follows).
 
 The fabric of conflux_fabric.py with --workers workers at --rate and one confluxd whose link is
 --agg-factor times that (results by unicast, so the daemon's cap on its result bytes limits

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Several ranks per host on emulated hosts, with NCCL's connection count (issue 38).
+"""Several ranks per host on emulated hosts, with NCCL's connection count.
 
 --hosts network namespaces ("hosts", the fabric of fabric_ns.py with no aggregator: one
 namespace per host, joined through a Linux bridge, links shaped at --rate), --ranks-per-host

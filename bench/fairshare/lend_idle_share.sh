@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Work-conserving fair share (issue 16): job B (2 ranks, conflux-allreduce-worker) is joined to
+# Work-conserving fair share: job B (2 ranks, conflux-allreduce-worker) is joined to
 # a capped confluxd but mostly idle, one 1 MiB AllReduce then PAUSE ms of "compute", while job
 # A (2 ranks, conflux-nccl-driver --modes collnet, 1 MiB AllReduces back to back) runs. A is
 # granted half the cap; with the idle job's share lent it should get most of the cap. Every 0.5

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One CollNet job (2 ranks, 1 MiB float sums, every result verified) alone on a loopback confluxd
 # capped at MAX_MBPS (one dataplane thread, capped_daemon.sh): how much of the cap it reaches and
-# how many of the results the daemon sent it were resends (issue 42, "needless resends under
+# how many of the results the daemon sent it were resends ("needless resends under
 # pacing"). Prints one line: the daemon's mean result rate (conflux_job_result_mbps, sampled
 # every 0.5 s, without the first 2 s and the last sample) over the cap, the goodput (2 ranks x
 # 1 MiB over the driver's time per AllReduce) over the cap, the results resent

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Eight (or N) jobs on one capped confluxd: does each get its weighted share? (issue 42, point 3)
+"""Eight (or N) jobs on one capped confluxd: does each get its weighted share?
 
 Starts one confluxd on loopback (one dataplane thread, --max-mbps CAP; with weights, one tenant
 per distinct weight, each with its own secret), then N CollNet jobs of 2 ranks each through

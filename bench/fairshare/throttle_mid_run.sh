@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# An aggregator throttled mid-run (issue 16): one confluxd on loopback capped at CAP Mbit/s, a
+# An aggregator throttled mid-run: one confluxd on loopback capped at CAP Mbit/s, a
 # 2-rank job with the auto split (`conflux-nccl-driver --modes hybrid --ring-fraction auto`,
 # 1 MiB AllReduces), and after AFTER seconds `conflux throttle --max-mbps CAP/4`. Prints, every
 # 0.5 s, the job's grant and the result rate the daemon measures (conflux_job_grant_mbps,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Hunts the hang of NCCL's ring over Conflux's p2p net under nccl-tests (bench/gpu/README.md,
-# session 28): runs all_reduce_perf (CollNet off, 4 ranks on one GPU as 4 "nodes") again and
+# Hunts the hang of NCCL's ring over Conflux's p2p net under nccl-tests (bench/gpu/README.md):
+# runs all_reduce_perf (CollNet off, 4 ranks on one GPU as 4 "nodes") again and
 # again in each of several variants, and on a hang saves what the ranks were doing.
 #   bench/gpu/p2p_hang_hunt.sh <nccl-tests source> [runs per variant=5] [variant...]
 # A variant is a space-separated list of VAR=value (quote it) over the base settings

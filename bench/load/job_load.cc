@@ -1,4 +1,4 @@
-// conflux-job-load: many jobs on one confluxd, and many job lifetimes (issue 42, point 4).
+// conflux-job-load: many jobs on one confluxd, and many job lifetimes.
 //
 // Starts one confluxd on 127.0.0.1, then
 //   1. twice, `--jobs` concurrent jobs of `--ranks` ranks (one thread and one client engine per

@@ -4,7 +4,7 @@
 // AES-128-GMAC, ChaCha20-Poly1305 (AAD only) and HMAC-SHA256 through OpenSSL EVP.
 // Sizes: the MTU payload (1500 - 20 IP - 8 UDP - 48 header = 1424 bytes) and 8 KiB, each with
 // its 48-byte header. Packets cycle through a 2 MiB working set (cache-resident, like a
-// socket's receive batch). Groundwork for issue 14's optional MAC: no wire format uses it yet.
+// socket's receive batch). Groundwork for the optional data MAC: no wire format uses it yet.
 //   bench_mac [--quick] [--json FILE]
 #include <openssl/evp.h>
 #include <openssl/params.h>

@@ -31,8 +31,8 @@
 // Inline completion (with caller progress): a small AllReduce that goes wholly through the
 // first engine is not handed to the completion thread. NCCL's proxy thread, polling test(),
 // reads its result through the engine and completes it there, as NCCL's own transports do
-// their I/O inside test(): no thread hand-off, and no second thread polling for it (issue 12:
-// at N = 2 on two cores, five polling threads made a 4 B AllReduce's p90 50-120 us). Whoever
+// their I/O inside test(): no thread hand-off, and no second thread polling for it (at N = 2
+// on two cores, five polling threads made a 4 B AllReduce's p90 50-120 us). Whoever
 // completes requests holds complete_mu_: the completion thread while it works (test() then
 // leaves the request to it), or test() for one try. Anything but success (an engine error, a
 // failover) is left to the completion thread, which also takes such a request when it wakes

@@ -153,7 +153,7 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheSource) {
 }
 
 // A --config path that is not a regular readable file fails at start-up, naming the path
-// (issue 14: a directory used to be read as an empty document, i.e. defaults, secret lost).
+// (a directory used to be read as an empty document, i.e. defaults, secret lost).
 TEST(ConfigTest, ConfigPathMustBeARegularReadableFile) {
   char dir[] = "/tmp/confluxd_cfgdir_XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);

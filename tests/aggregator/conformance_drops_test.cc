@@ -108,7 +108,7 @@ TEST_P(DataplaneDrops, StateReasonsAreCountedExactly) {
   }
 }
 
-// The attack of issue 14: a forger who sniffed the job's id and token sends CONTRIBs for every
+// The forger attack: a forger who sniffed the job's id and token sends CONTRIBs for every
 // rank, for the slots and generations the job is using, with garbage payloads, from its own
 // port while AllReduces run back to back. Source binding (SPEC.md §4) drops every one of them
 // as wrong_source; every AllReduce is exact.

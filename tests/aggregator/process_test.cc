@@ -191,7 +191,7 @@ TEST_P(Process, ConfigurationErrorsExitWithCode2) {
   const pid_t b = spawn({CONFLUXD_PATH, "--config", dir_ + "/bad.toml"}, dir_ + "/b");
   EXPECT_EQ(wait_exit(b, 5000), 2);
   EXPECT_NE(slurp(dir_ + "/b").find("contro_port"), std::string::npos);
-  // A directory given as the config file (issue 14: it used to run on defaults).
+  // A directory given as the config file (it must not run on defaults).
   const pid_t c = spawn({CONFLUXD_PATH, "--config", dir_, "--control-port", "0", "--data-port", "0",
                          "--metrics-port", "-1"},
                         dir_ + "/c");
@@ -297,7 +297,7 @@ TEST_P(Process, FloodOfIdleConnectionsNeitherSpinsNorFloodsTheLogNorLocksOutAJob
   EXPECT_EQ(wait_exit(pid, 3000), 0);
 }
 
-// Issue 42: when accept() fails with EMFILE despite the limit (here metrics requests took the
+// When accept() fails with EMFILE despite the limit (here metrics requests took the
 // last descriptors), the oldest control connection without a Join is closed and the accept
 // retried: the new connection joins. A metrics request evicts nobody (it is shed as before).
 TEST_P(Process, OutOfDescriptorsAConnectionWithoutJoinMakesRoom) {
@@ -348,7 +348,7 @@ TEST_P(Process, OutOfDescriptorsAConnectionWithoutJoinMakesRoom) {
   EXPECT_EQ(wait_exit(pid, 3000), 0);
 }
 
-// Issue 14: SIGSTOP of the daemon for 2x the worker timeout while its workers keep sending
+// SIGSTOP of the daemon for 2x the worker timeout while its workers keep sending
 // Heartbeats. After SIGCONT it reads their waiting input before judging silence and treats the
 // gap in its own loop as its own stall (logged once): the job survives and still reduces
 // exactly. A worker that really went silent is still closed, one worker timeout later.

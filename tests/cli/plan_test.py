@@ -68,7 +68,7 @@ def main():
     check(f"cores bind: {one}", one["limit"] == "aggregator cores" and
           abs(one["algbw_gbit"] - 0.025) < 1e-9)
 
-    # Cores per aggregator host (issue 41): 4 workers at 100 Gbit/s, aggregators at the
+    # Cores per aggregator host: 4 workers at 100 Gbit/s, aggregators at the
     # workers' speed (the default). One aggregator: its link carries 4 streams, 25 Gbit/s each;
     # it reduces 100 Gbit/s of contributions: 4 DPDK lcores of 28 (bench/capacity), 5 kernel-UDP
     # cores of 22, 2 of a given 50; 4 striped reach the workers' link: each aggregator takes a

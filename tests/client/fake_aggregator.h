@@ -36,7 +36,7 @@ struct FakeOptions {
   // A bottleneck in front of the workers: results leave one after another at this many bytes
   // per second, queued in arrival order (0: at once).
   uint64_t result_bytes_per_s = 0;
-  // A busy aggregator shedding connections (issue 42): the first `close_before_hello`
+  // A busy aggregator shedding connections: the first `close_before_hello`
   // connections are closed at accept, before the ServerHello; the first `close_on_join`
   // Joins are answered by closing the connection (shed before it read the Join).
   uint32_t close_before_hello = 0;

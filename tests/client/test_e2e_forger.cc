@@ -1,4 +1,4 @@
-// End to end, the attack of issue 14: a real confluxd and three real worker processes on
+// End to end, the forger attack: a real confluxd and three real worker processes on
 // 127.0.0.1, and an on-path forger that sniffs the loopback (AF_PACKET, root), learns the job
 // id, token, slot and generation from every CONTRIB it sees and races CONTRIBs for the other
 // ranks, and for every rank on the slot's next generation, with garbage payloads from its own

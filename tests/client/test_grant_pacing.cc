@@ -1,7 +1,7 @@
 // GrantPacing (nccl_plugin/client/src/grant_pacing.h): what an aggregator that paces a job to
 // its grant implies for the ranks, the first retransmission timer behind a window of results
 // and the window worth keeping outstanding, and CongestionWindow::set_ceiling, which holds the
-// window to it (issue 42). Pure arithmetic: no clock, no socket.
+// window to it. Pure arithmetic: no clock, no socket.
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // A job striped over several aggregators that goes on without those that refuse it
-// (ClientConfig::join_agree, issue 42): the join waits for every answer instead of failing at
+// (ClientConfig::join_agree): the join waits for every answer instead of failing at
 // the first refusal, the ranks agree on the set, and the engine runs on it; join_peers lets a
 // rank stop waiting for an aggregator another rank could not join.
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 """ctest fabric_ranks_per_host: several ranks per emulated host with NCCL's connection count
-(bench/fabric/ranks_per_host.py, issue 38), small: 2 hosts x 4 ranks, 18 p2p comms per rank.
+(bench/fabric/ranks_per_host.py), small: 2 hosts x 4 ranks, 18 p2p comms per rank.
   1. Every result verified (ring and PXN), every rank process at most CONFLUX_NET_PROGRESS_THREADS
      (4) + 3 threads (the driver's main, liveness and service threads), exactly 4 of them the
      plugin's cfx-net helpers, as sampled from outside; no namespace left.

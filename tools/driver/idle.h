@@ -7,7 +7,7 @@
 // gaps between progressing passes (a decaying maximum), never more than kMaxIdlePauseUs. A bulk
 // transfer whose chunks complete every few milliseconds then costs a few dozen wake-ups per
 // chunk instead of one every N us: on a 2-core VM, 4 ranks polling every 50 us took 20 % of a
-// core (issue 12), which NCCL's own proxy thread would have spent on a core of its own. A small
+// core, which NCCL's own proxy thread would have spent on a core of its own. A small
 // request, whose completions come less than 8 N us apart, is polled every N us as before; so is
 // one that completes sooner than its predecessors did, within a quarter of its wait.
 #pragma once

@@ -69,7 +69,7 @@ std::map<std::string, double> prometheus_by_label(const std::string& text, const
 // CPU seconds the whole host has been idle so far (/proc/stat: idle + iowait), or -1 when
 // unreadable. With a tickless idle (NO_HZ) the kernel measures these exactly, while it only
 // samples the busy fields (user, system, softirq, ...) at each tick: on a 250 Hz kernel those
-// missed 17-35 % of the busy time of a fabric run (issue 12), more of short wake-ups than of
+// missed 17-35 % of the busy time of a fabric run, more of short wake-ups than of
 // long copies. So the busy time of a window is its CPUs x wall time less the idle time.
 double host_idle_cpu_seconds();
 

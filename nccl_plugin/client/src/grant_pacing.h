@@ -1,6 +1,6 @@
 // GrantPacing: the least time an aggregator that holds this job to its grant takes to send the
 // results of the packets outstanding ahead of a new one, and the first retransmission timer that
-// follows from it (issue 42).
+// follows from it.
 //
 // Why the measured delivery rate is not enough under pacing: the daemon paces a job's result
 // bytes with token buckets (max_mbps, Job::pacer) that hold a burst of max(64 KiB, 1 ms). Each

@@ -121,7 +121,7 @@ struct ClientConfig {
   // While more than spin_max_bytes are in flight, the progress thread takes results at most
   // once per bulk_wake (and at most four times per round trip to the aggregators): it sleeps
   // that long before it waits on the sockets, so that each wake-up takes a batch of results
-  // instead of one GRO buffer (issue 12: a wake-up costs more than the datagrams it takes). A
+  // instead of one GRO buffer (a wake-up costs more than the datagrams it takes). A
   // new request or abort() still wakes it at once. 0 = wake for every datagram.
   // 2 ms: the quarter round trip is then the bound wherever the round trip is under 8 ms.
   std::chrono::microseconds bulk_wake{2000};
