@@ -40,7 +40,11 @@ struct Connection {
   uint32_t rank = 0;
   uint32_t job_id = 0;
   bool wants_capacity = false;  // its Join set kJoinFlagCapacity
-  bool left = false;            // sent Leave (not lost)
+  // Its Join carried the versions it speaks (kJoinFlagVersions): the JoinAck names the one
+  // the job speaks here.
+  bool told_versions = false;
+  uint8_t version = proto::kMinProtocolVersion;
+  bool left = false;  // sent Leave (not lost)
   // Sent a Join that authenticated: never evicted to make room for a new connection (a
   // connection without one may be: ControlPlane::make_room).
   bool joined = false;

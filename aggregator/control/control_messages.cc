@@ -1,4 +1,6 @@
 // Control plane, protocol half: framing, message handlers, Join authentication, answers.
+#include <algorithm>
+
 #include "aggregator/control/control_plane.h"
 #include "conflux/protocol/data.h"
 #include "fmt/format.h"
@@ -137,6 +139,20 @@ void ControlPlane::handle_join(Connection& c, const proto::Join& j) {
   c.job_key = j.job_key;
   c.rank = j.rank;
   c.wants_capacity = (j.flags & proto::kJoinFlagCapacity) != 0;
+  // Version negotiation (SPEC.md §1): the highest version both speak; a Join without the
+  // versions extension speaks version 1.
+  const bool told = (j.flags & proto::kJoinFlagVersions) != 0;
+  const uint8_t lo = told ? j.min_version : 1, hi = told ? j.max_version : 1;
+  const uint8_t common_lo = std::max(lo, proto::kMinProtocolVersion);
+  const uint8_t common_hi = std::min(hi, proto::kMaxProtocolVersion);
+  if (common_lo > common_hi) {
+    fail(c, proto::Status::kVersionMismatch, ControlErrorReason::kBadVersion,
+         fmt::format("no common protocol version: the worker speaks {}..{}, this confluxd {}..{}",
+                     lo, hi, proto::kMinProtocolVersion, proto::kMaxProtocolVersion));
+    return;
+  }
+  c.told_versions = told;
+  c.version = common_hi;
   if (stopping_.load(std::memory_order_relaxed) || draining_) {
     proto::JoinAck ack;
     ack.status = proto::Status::kShuttingDown;
@@ -182,7 +198,14 @@ void ControlPlane::deliver(ConnId conn, const proto::JoinAck& ack) {
     c.state = Connection::State::kMember;
     c.job_id = ack.job_id;
     c.last_heartbeat = Clock::now();
-    send(c, ack);
+    if (c.told_versions) {
+      proto::JoinAck versioned = ack;
+      versioned.flags |= proto::kJoinAckFlagVersion;
+      versioned.version = c.version;
+      send(c, versioned);
+    } else {
+      send(c, ack);
+    }
     if (c.wants_capacity) {
       proto::Capacity cap = capacity_;
       cap.share_mbps = manager_.share_mbps(c.job_key);

@@ -53,6 +53,11 @@ void encode_body(const Join& m, Writer& w) {
       for (uint16_t s : m.served_up) w.put<uint16_t>(s);
     }
   }
+  if ((m.flags & kJoinFlagVersions) != 0) {
+    w.put<uint8_t>(m.min_version);
+    w.put<uint8_t>(m.max_version);
+    w.put<uint16_t>(0);
+  }
 }
 void encode_body(const JoinAck& m, Writer& w) {
   w.put<uint32_t>(static_cast<uint32_t>(m.status));
@@ -67,6 +72,11 @@ void encode_body(const JoinAck& m, Writer& w) {
   if ((m.flags & kJoinAckFlagMulticast) != 0) {
     w.put<uint32_t>(m.group);
     w.put<uint16_t>(m.group_port);
+    w.put<uint16_t>(0);
+  }
+  if ((m.flags & kJoinAckFlagVersion) != 0) {
+    w.put<uint8_t>(m.version);
+    w.put<uint8_t>(0);
     w.put<uint16_t>(0);
   }
 }
@@ -123,7 +133,8 @@ bool valid_multicast_mode(uint8_t mode, uint8_t reason) {
 
 bool valid_status(uint32_t s) { return s <= static_cast<uint32_t>(Status::kInternal); }
 
-ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
+ControlParse decode_body(MsgType t, Reader& whole, ControlMsg* out) {
+  Reader& r = whole;
   switch (t) {
     case MsgType::kServerHello: {
       ServerHello m;
@@ -145,6 +156,20 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
     }
     case MsgType::kJoin: {
       Join m;
+      // The versions extension (kJoinFlagVersions) closes the body: taken off first, so that
+      // the tree extension before it keeps its length rule. flags is byte 22 of the body.
+      const std::span<const uint8_t> body = whole.rest();
+      std::span<const uint8_t> rest = body;
+      uint16_t versions_reserved = 0;
+      if (body.size() > 22 && (body[22] & kJoinFlagVersions) != 0) {
+        if (body.size() < 48) return ControlParse::kBadLength;
+        Reader v(body.subspan(body.size() - 4));
+        m.min_version = v.get<uint8_t>();
+        m.max_version = v.get<uint8_t>();
+        versions_reserved = v.get<uint16_t>();
+        rest = body.first(body.size() - 4);
+      }
+      Reader r(rest);  // shadows the whole body's reader
       m.job_key = r.get<uint64_t>();
       m.n_workers = r.get<uint32_t>();
       m.rank = r.get<uint32_t>();
@@ -170,7 +195,11 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
         if (!r.ok_and_done()) return ControlParse::kBadLength;
         if (!m.has_tree_extension()) return ControlParse::kBadField;  // defaults: must be absent
       }
-      if (reserved != 0) return ControlParse::kReservedNonZero;
+      if (reserved != 0 || versions_reserved != 0) return ControlParse::kReservedNonZero;
+      if ((m.flags & kJoinFlagVersions) != 0 &&
+          (m.min_version == 0 || m.min_version > m.max_version)) {
+        return ControlParse::kBadField;
+      }
       if (m.n_workers == 0 || m.n_workers > kMaxWorkersPerJob || m.rank >= m.n_workers ||
           m.udp_port == 0 || (m.flags & ~kJoinKnownFlags) != 0 ||
           ((m.flags & kJoinFlagMulticastNoProbe) != 0 && (m.flags & kJoinFlagMulticast) == 0) ||
@@ -197,17 +226,23 @@ ControlParse decode_body(MsgType t, Reader& r, ControlMsg* out) {
       if (n_ports > kMaxPorts) return ControlParse::kBadField;
       m.ports.reserve(n_ports);
       for (uint16_t i = 0; i < n_ports; ++i) m.ports.push_back(r.get<uint16_t>());
-      uint16_t reserved2 = 0;
+      uint16_t reserved2 = 0, reserved3 = 0;
       if ((m.flags & kJoinAckFlagMulticast) != 0) {
         m.group = r.get<uint32_t>();
         m.group_port = r.get<uint16_t>();
         reserved2 = r.get<uint16_t>();
       }
+      if ((m.flags & kJoinAckFlagVersion) != 0) {
+        m.version = r.get<uint8_t>();
+        reserved3 = r.get<uint8_t>();
+        reserved3 |= r.get<uint16_t>();
+      }
       if (!r.ok_and_done()) return ControlParse::kBadLength;
-      if (reserved != 0 || reserved2 != 0) return ControlParse::kReservedNonZero;
+      if (reserved != 0 || reserved2 != 0 || reserved3 != 0) return ControlParse::kReservedNonZero;
       if (!valid_status(status) ||
           (m.flags & ~(kJoinFlagDeterministic | kJoinAckFlagMulticast | kJoinFlagDataMac |
-                       kJoinAckFlagDirectResults)) != 0) {
+                       kJoinAckFlagDirectResults | kJoinAckFlagVersion)) != 0 ||
+          m.version == 0) {
         return ControlParse::kBadField;
       }
       if ((m.flags & kJoinAckFlagMulticast) != 0 &&

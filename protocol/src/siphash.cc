@@ -93,6 +93,10 @@ uint64_t join_mac(std::string_view secret, uint64_t nonce, const Join& j) {
       }
     }
   }
+  if ((j.flags & kJoinFlagVersions) != 0) {  // the versions extension, authenticated too
+    msg.push_back(j.min_version);
+    msg.push_back(j.max_version);
+  }
   const uint64_t mac = siphash24(k0, k1, msg);
   return mac == 0 ? 1 : mac;  // 0 is reserved for "no authentication"
 }

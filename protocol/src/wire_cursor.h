@@ -50,6 +50,10 @@ class Reader {
     pos_ += n;
     return s;
   }
+  // The bytes not read yet (empty after a failed read).
+  std::span<const uint8_t> rest() const {
+    return failed_ ? std::span<const uint8_t>{} : in_.subspan(pos_);
+  }
   // True when every read fitted and the body was consumed exactly.
   bool ok_and_done() const { return !failed_ && pos_ == in_.size(); }
   // True when every read fitted and bytes remain (an optional trailing part follows).

@@ -451,6 +451,39 @@ TEST_P(ControlPlane, JoinTimeout) {
   EXPECT_EQ(w2.finish_join(3000), Status::kJoinTimeout);
 }
 
+// Version negotiation (SPEC.md §1): a Join offering a range that includes this daemon's
+// version gets a JoinAck naming it; a plain Join (an older plugin) one without; a range with
+// no version in common is refused with both ranges named, and the connection closed.
+TEST_P(ControlPlane, JoinNegotiatesTheProtocolVersion) {
+  start();
+  JoinSpec spec;
+  spec.flags = proto::kJoinFlagVersions;
+  spec.min_version = 1;
+  spec.max_version = 2;  // a newer plugin
+  auto a = join_job(spec, 1);
+  EXPECT_NE(a[0]->ack.flags & proto::kJoinAckFlagVersion, 0);
+  EXPECT_EQ(a[0]->ack.version, proto::kMaxProtocolVersion);
+  JoinSpec old;
+  old.job_key = 2;
+  auto b = join_job(old, 1);
+  EXPECT_EQ(b[0]->ack.flags & proto::kJoinAckFlagVersion, 0);
+  Worker c;
+  JoinSpec later = spec;
+  later.job_key = 3;
+  later.min_version = proto::kMaxProtocolVersion + 1;
+  later.max_version = proto::kMaxProtocolVersion + 2;
+  ASSERT_TRUE(c.start_join(daemon().control_port(), later));
+  auto m = c.ctl.recv_skip_heartbeats(3000);
+  ASSERT_TRUE(m.has_value());
+  ASSERT_TRUE(std::holds_alternative<proto::Error>(*m)) << proto::to_string(*m);
+  const auto& e = std::get<proto::Error>(*m);
+  EXPECT_EQ(e.status, Status::kVersionMismatch);
+  EXPECT_NE(e.text.find("no common protocol version: the worker speaks 2..3, this confluxd 1..1"),
+            std::string::npos)
+      << e.text;
+  EXPECT_TRUE(c.ctl.wait_closed(3000));
+}
+
 TEST_P(ControlPlane, CapacityQuotaAndNoCapacity) {
   Config cfg = base_config();
   cfg.total_slots = 4;

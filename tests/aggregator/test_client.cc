@@ -176,6 +176,8 @@ bool Worker::start_join(uint16_t control_port, const JoinSpec& s) {
   j.requested_slots = s.requested_slots;
   j.payload_bytes = s.payload_bytes;
   j.join_timeout_ms = s.join_timeout_ms;
+  j.min_version = s.min_version;
+  j.max_version = s.max_version;
   if (!s.secret.empty()) j.auth_mac = proto::join_mac(s.secret, ctl.hello().nonce, j);
   if (s.corrupt_mac) j.auth_mac ^= 0x5a5a;
   return ctl.send(j);

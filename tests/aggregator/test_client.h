@@ -78,6 +78,9 @@ struct JoinSpec {
   uint32_t requested_slots = 8;
   uint32_t payload_bytes = 256;
   uint8_t flags = 0;
+  // With kJoinFlagVersions in flags: the versions offered (SPEC.md §1).
+  uint8_t min_version = 1;
+  uint8_t max_version = 1;
   uint32_t join_timeout_ms = 0;
   std::string secret;        // computes the MAC when non-empty
   bool corrupt_mac = false;  // sends a wrong MAC

@@ -161,8 +161,10 @@ void FakeAggregator::run() {
         send_frame(c.fd, nak);
         return;
       }
-      if (opt_.predates_multicast &&
-          (j->flags & (proto::kJoinFlagMulticast | proto::kJoinFlagMulticastNoProbe)) != 0) {
+      if ((opt_.predates_versions && (j->flags & proto::kJoinFlagVersions) != 0) ||
+          (opt_.predates_multicast &&
+           (j->flags & (proto::kJoinFlagMulticast | proto::kJoinFlagMulticastNoProbe |
+                        proto::kJoinFlagVersions)) != 0)) {
         ++refused_joins_;
         send_frame(c.fd,
                    proto::Error{proto::Status::kBadMessage, "malformed control frame: bad_field"});

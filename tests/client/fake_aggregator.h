@@ -33,6 +33,8 @@ struct FakeOptions {
   // An aggregator older than multicast (SPEC §8): a Join with a multicast flag is malformed
   // to it (Error{bad_message} and the connection closed).
   bool predates_multicast = false;
+  // Older than version negotiation (SPEC §1): a Join offering versions is a bad message.
+  bool predates_versions = false;
   // A bottleneck in front of the workers: results leave one after another at this many bytes
   // per second, queued in arrival order (0: at once).
   uint64_t result_bytes_per_s = 0;

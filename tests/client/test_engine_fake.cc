@@ -354,16 +354,18 @@ TEST(EngineFake, JoinsAnAggregatorThatPredatesMulticastAgainForUnicast) {
   FakeOptions o;
   o.predates_multicast = true;
   FakeAggregator agg(o);
-  auto es = make_engines({&agg}, 2);  // CONFLUX_MULTICAST=auto: ask, then join again without
+  // CONFLUX_MULTICAST=auto: ask (and offer versions, which it predates too), then join again
+  // without the versions extension, then without multicast: two refusals per rank.
+  auto es = make_engines({&agg}, 2);
   ASSERT_TRUE(es[0] && es[1]);
-  EXPECT_EQ(agg.refused_joins(), 2u);
+  EXPECT_EQ(agg.refused_joins(), 4u);
   EXPECT_FALSE(es[0]->aggregators()[0].multicast);
   check_sum(es, 100);
 
   FakeAggregator agg2(o);
   auto off = make_engines({&agg2}, 2, [](ClientConfig& c) { c.multicast = MulticastMode::kOff; });
   ASSERT_TRUE(off[0] && off[1]);
-  EXPECT_EQ(agg2.refused_joins(), 0u);  // no multicast flag: joined at once
+  EXPECT_EQ(agg2.refused_joins(), 2u);  // no multicast flag: only the versions refused
   check_sum(off, 100);
 
   FakeAggregator agg3(o);
@@ -371,6 +373,28 @@ TEST(EngineFake, JoinsAnAggregatorThatPredatesMulticastAgainForUnicast) {
   on.multicast = MulticastMode::kOn;  // forced: an aggregator that cannot is an error
   std::string err;
   EXPECT_EQ(Engine::create(on, &err), nullptr);
+  EXPECT_NE(err.find("bad_message"), std::string::npos) << err;
+}
+
+// Version negotiation (SPEC.md §1) with an aggregator older than it: the engine joins it again
+// without the versions extension and speaks version 1 there; a worker that speaks only later
+// versions than an aggregator is refused with both ranges named.
+TEST(EngineFake, JoinsAnAggregatorThatPredatesVersionsAgainForVersion1) {
+  FakeOptions o;
+  o.predates_versions = true;
+  FakeAggregator agg(o);
+  auto es = make_engines({&agg}, 2);
+  ASSERT_TRUE(es[0] && es[1]);
+  EXPECT_EQ(agg.refused_joins(), 2u);  // one per rank
+  EXPECT_EQ(es[0]->aggregators()[0].protocol_version, 1u);
+  check_sum(es, 100);
+
+  FakeAggregator agg2(o);
+  ClientConfig later = base_config({&agg2}, 1, 0);
+  later.min_version = 2;  // a future plugin that dropped version 1
+  later.max_version = 3;
+  std::string err;
+  EXPECT_EQ(Engine::create(later, &err), nullptr);
   EXPECT_NE(err.find("bad_message"), std::string::npos) << err;
 }
 

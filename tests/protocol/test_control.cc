@@ -277,6 +277,46 @@ TEST(Control, JoinAckOkNeedsUsableGrant) {
   EXPECT_EQ(parse(b), ControlParse::kBadField);
 }
 
+// Version negotiation (SPEC.md §1): the versions extension closes a Join's body (after the tree
+// extension), the version one closes a JoinAck's; both only with their flag, both checked.
+TEST(Control, VersionsExtensionsCloseJoinAndJoinAck) {
+  Join plain{1, 4, 1, 0, 40000, 0, 16, 8192, 0, 0};
+  Join v = plain;
+  v.flags = kJoinFlagVersions;
+  v.min_version = 1;
+  v.max_version = 3;
+  EXPECT_EQ(frame(v).size(), kControlHeaderSize + 44 + 4);
+  ControlMsg got;
+  ASSERT_EQ(parse(frame(v), &got), ControlParse::kOk);
+  EXPECT_EQ(std::get<Join>(got).min_version, 1u);
+  EXPECT_EQ(std::get<Join>(got).max_version, 3u);
+  v.weight = 2;  // with the tree extension before it
+  v.data_ports = {9001, 9002};
+  v.served_up = {};
+  ASSERT_EQ(parse(frame(v), &got), ControlParse::kOk);
+  EXPECT_EQ(std::get<Join>(got).data_ports, (std::vector<uint16_t>{9001, 9002}));
+  EXPECT_EQ(std::get<Join>(got).max_version, 3u);
+  v.min_version = 0;
+  EXPECT_EQ(parse(frame(v)), ControlParse::kBadField);
+  v.min_version = 4;  // above max
+  EXPECT_EQ(parse(frame(v)), ControlParse::kBadField);
+  v.min_version = 1;
+  auto b = frame(v);
+  b.back() = 1;  // its reserved u16
+  EXPECT_EQ(parse(b), ControlParse::kReservedNonZero);
+  // A Join without the flag has no extension: a plain one parses as version 1 only.
+  ASSERT_EQ(parse(frame(plain), &got), ControlParse::kOk);
+  EXPECT_EQ(std::get<Join>(got).flags & kJoinFlagVersions, 0);
+
+  JoinAck a{Status::kOk, 1, 1, 4, 8192, kJoinAckFlagVersion, {7471}};
+  a.version = 2;
+  EXPECT_EQ(frame(a).size(), kControlHeaderSize + 28 + 2 + 4);
+  ASSERT_EQ(parse(frame(a), &got), ControlParse::kOk);
+  EXPECT_EQ(std::get<JoinAck>(got).version, 2u);
+  a.version = 0;
+  EXPECT_EQ(parse(frame(a)), ControlParse::kBadField);
+}
+
 TEST(Control, CapacityFields) {
   ControlMsg got;
   ASSERT_EQ(parse(frame(Capacity{25000, 1000, 500, 4}), &got), ControlParse::kOk);
@@ -310,8 +350,8 @@ TEST(Control, DirectResultsFlags) {
       parse(frame(JoinAck{Status::kOk, 1, 1, 4, 8192, kJoinAckFlagDirectResults, {7471}}), &got),
       ControlParse::kOk);
   EXPECT_EQ(std::get<JoinAck>(got).flags, kJoinAckFlagDirectResults);
-  EXPECT_EQ(parse(frame(JoinAck{Status::kOk, 1, 1, 4, 8192, 1u << 5, {7471}})),
-            ControlParse::kBadField);
+  EXPECT_EQ(parse(frame(JoinAck{Status::kOk, 1, 1, 4, 8192, 1u << 6, {7471}})),
+            ControlParse::kBadField);  // the first unassigned bit (5 is the version)
 }
 
 TEST(Control, CapacityFlagIsForJoinOnly) {
@@ -355,7 +395,7 @@ TEST(Control, JoinMulticastFlags) {
   EXPECT_EQ(std::get<Join>(got).flags, kJoinFlagMulticast | kJoinFlagMulticastNoProbe);
   j.flags = kJoinFlagMulticastNoProbe;  // no probe needs multicast
   EXPECT_EQ(parse(frame(j)), ControlParse::kBadField);
-  j.flags = 1u << 5;  // the first unassigned bit (3 is capacity, 4 direct results)
+  j.flags = 1u << 6;  // the first unassigned bit (3 capacity, 4 direct results, 5 versions)
   EXPECT_EQ(parse(frame(j)), ControlParse::kBadField);
 }
 

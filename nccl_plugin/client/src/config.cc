@@ -104,6 +104,10 @@ std::string validate(const ClientConfig& c) {
   if (c.aggregators.empty()) {
     return "no aggregators configured";
   }
+  if (c.min_version == 0 || c.min_version > c.max_version) {
+    return "invalid protocol version range " + std::to_string(c.min_version) + ".." +
+           std::to_string(c.max_version);
+  }
   if (c.aggregators.size() > 64) {
     return "more than 64 aggregators";
   }

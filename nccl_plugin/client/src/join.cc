@@ -126,9 +126,10 @@ std::string hello(const ClientConfig& cfg, size_t i, JoinedAggregator* ja, proto
   }
 }
 
-// multicast: ask for a group (SPEC §8); false for an aggregator that predates it.
+// multicast: ask for a group (SPEC §8); versions: offer the versions this worker speaks (SPEC
+// §1); each false for an aggregator that predates it.
 proto::Join make_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, uint64_t nonce,
-                      bool multicast) {
+                      bool multicast, bool versions) {
   proto::Join j;
   j.job_key = cfg.job_key;
   j.n_workers = cfg.n_workers;
@@ -140,7 +141,10 @@ proto::Join make_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, uint
   j.udp_port = udp_port;
   j.flags = static_cast<uint8_t>((cfg.deterministic ? proto::kJoinFlagDeterministic : 0) |
                                  (cfg.capacity ? proto::kJoinFlagCapacity : 0) |
-                                 (multicast ? multicast_join_flags(cfg) : 0));
+                                 (multicast ? multicast_join_flags(cfg) : 0) |
+                                 (versions ? proto::kJoinFlagVersions : 0));
+  j.min_version = cfg.min_version;
+  j.max_version = cfg.max_version;
   j.requested_slots = cfg.window_slots;
   j.payload_bytes = cfg.payload_bytes;
   j.join_timeout_ms = static_cast<uint32_t>(cfg.join_timeout.count());
@@ -176,6 +180,13 @@ std::string accept_ack(const ClientConfig& cfg, size_t i, const proto::JoinAck& 
   if (cfg.deterministic && !det) {
     return name(cfg, i) + " did not grant deterministic mode";
   }
+  // The version the job speaks here: named by an aggregator that negotiates, else 1.
+  const uint8_t version = (a.flags & proto::kJoinAckFlagVersion) != 0 ? a.version : 1;
+  if (version < cfg.min_version || version > cfg.max_version) {
+    return name(cfg, i) + " speaks protocol version " + std::to_string(version) + ", this worker " +
+           std::to_string(cfg.min_version) + ".." + std::to_string(cfg.max_version);
+  }
+  ja->info.protocol_version = version;
   ja->info.job_id = a.job_id;
   ja->info.granted_slots = a.granted_slots;
   ja->info.payload_bytes = a.payload_bytes;
@@ -200,7 +211,7 @@ std::string accept_ack(const ClientConfig& cfg, size_t i, const proto::JoinAck& 
 
 // Connects to aggregator i (again) and sends its Join.
 std::string send_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, bool multicast,
-                      JoinedAggregator* ja, Retry* r) {
+                      bool versions, JoinedAggregator* ja, Retry* r) {
   proto::ServerHello h;
   std::string err = hello(cfg, i, ja, &h, r);
   if (!err.empty()) {
@@ -210,7 +221,7 @@ std::string send_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, bool
   ja->info.stripe = i;
   ja->info.address = ja->ctl->peer_address();
   ja->info.support_mask = h.support_mask;
-  if (!ja->ctl->send(make_join(cfg, i, udp_port, h.nonce, multicast), &err)) {
+  if (!ja->ctl->send(make_join(cfg, i, udp_port, h.nonce, multicast, versions), &err)) {
     return name(cfg, i) + ": sending Join failed: " + err;
   }
   return "";
@@ -235,6 +246,7 @@ class JoinRound {
         // Error{bad_message}; in auto mode such an aggregator is joined again without them.
         retried_(n_, cfg.multicast != MulticastMode::kAuto),
         unicast_(n_, false),
+        versions_(n_, true),
         got_ack_(n_, false) {
     out_.clear();
     out_.resize(n_);
@@ -257,7 +269,7 @@ class JoinRound {
 
   std::string run() {
     for (size_t i = 0; i < n_; ++i) {
-      std::string err = send_join(cfg_, i, udp_port_, true, &out_[i], &retry_[i]);
+      std::string err = send_join(cfg_, i, udp_port_, true, true, &out_[i], &retry_[i]);
       if (!err.empty() && !give_up(i, err)) return err;
     }
     while (left_ > 0) {
@@ -303,7 +315,9 @@ class JoinRound {
         // before it read the Join (its limits evicted it). Join again on a new one.
         err = back_off(cfg_, i, ConnectFailure::kDropped, name(cfg_, i) + " during Join: " + err,
                        &retry_[i]);
-        if (err.empty()) err = send_join(cfg_, i, udp_port_, !unicast_[i], &ja, &retry_[i]);
+        if (err.empty()) {
+          err = send_join(cfg_, i, udp_port_, !unicast_[i], versions_[i], &ja, &retry_[i]);
+        }
         if (!err.empty()) return fail(i, err);
         continue;
       }
@@ -339,6 +353,17 @@ class JoinRound {
       return "";
     }
     if (const auto* e = std::get_if<proto::Error>(&m)) {
+      if (e->status == proto::Status::kBadMessage && versions_[i] && cfg_.min_version <= 1) {
+        // Older than version negotiation (SPEC §1): join again without the extension (the
+        // job then speaks version 1 there).
+        versions_[i] = false;
+        if (cfg_.log) {
+          cfg_.log(LogLevel::kInfo, name(cfg_, i) + " does not negotiate versions (" +
+                                        error_text(*e) + "): joining it again for version 1");
+        }
+        *joined_again = true;
+        return send_join(cfg_, i, udp_port_, !unicast_[i], false, &ja, &retry_[i]);
+      }
       if (e->status != proto::Status::kBadMessage || retried_[i]) {
         return name(cfg_, i) + " refused Join: " + error_text(*e);
       }
@@ -349,7 +374,7 @@ class JoinRound {
       }
       unicast_[i] = true;
       *joined_again = true;
-      return send_join(cfg_, i, udp_port_, false, &ja, &retry_[i]);
+      return send_join(cfg_, i, udp_port_, false, versions_[i], &ja, &retry_[i]);
     }
     if (const auto* hb = std::get_if<proto::Heartbeat>(&m)) {
       std::string unused;  // a failed send shows as the connection closing next
@@ -407,7 +432,8 @@ class JoinRound {
   std::vector<bool> settled_;  // answered or given up
   size_t left_;
   std::vector<bool> retried_;
-  std::vector<bool> unicast_;  // joined again without the multicast flags
+  std::vector<bool> unicast_;   // joined again without the multicast flags
+  std::vector<bool> versions_;  // the Join offers the versions extension (not to an old daemon)
   std::vector<bool> got_ack_;
   std::vector<Retry> retry_;
   int64_t deadline_ = 0;

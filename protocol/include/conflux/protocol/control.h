@@ -75,9 +75,20 @@ inline constexpr uint8_t kJoinFlagCapacity = 1u << 3;
 // and accepts its group's results from the source it names. From a child aggregator: it may
 // send DirectDown once its members agreed on a group.
 inline constexpr uint8_t kJoinFlagDirectResults = 1u << 4;
+// Join: the versions extension closes the body (SPEC.md §1 "Negotiation"): the range of
+// protocol versions the worker speaks. An aggregator older than it answers Error{bad_message};
+// the worker then joins again without it (and speaks version 1).
+inline constexpr uint8_t kJoinFlagVersions = 1u << 5;
 inline constexpr uint8_t kJoinKnownFlags = kJoinFlagDeterministic | kJoinFlagMulticast |
                                            kJoinFlagMulticastNoProbe | kJoinFlagCapacity |
-                                           kJoinFlagDirectResults;
+                                           kJoinFlagDirectResults | kJoinFlagVersions;
+// JoinAck, to a Join with kJoinFlagVersions: the version extension closes the body, the version
+// the job speaks on this aggregator (the highest both sides speak).
+inline constexpr uint8_t kJoinAckFlagVersion = 1u << 5;
+// The protocol versions this build speaks (a range: an aggregator and a plugin of different
+// builds agree at Join on the highest version both speak).
+inline constexpr uint8_t kMinProtocolVersion = 1;
+inline constexpr uint8_t kMaxProtocolVersion = 1;
 // JoinAck: the job has a multicast group on this aggregator (JoinAck::group, group_port).
 inline constexpr uint8_t kJoinAckFlagMulticast = 1u << 1;
 // JoinAck only: the job's data packets carry the data MAC (data.h kFlagMac, SPEC.md §6).
@@ -106,6 +117,9 @@ struct Join {
   // member's ranks reach, nearest first; the receiver passes it on, less its first entry, as
   // its own Join's `served` and `served_up` when it joins its parent. Empty below a root.
   std::vector<uint16_t> served_up{};
+  // With kJoinFlagVersions: the versions the worker speaks, min_version <= max_version.
+  uint8_t min_version = 1;
+  uint8_t max_version = 1;
 
   bool has_tree_extension() const {
     return weight != 1 || served != 0 || !data_ports.empty() || !served_up.empty();
@@ -124,6 +138,8 @@ struct JoinAck {
   // With kJoinAckFlagMulticast (appended after the ports on the wire, SPEC §8):
   uint32_t group = 0;  // IPv4 multicast group (host order), in 224.0.0.0/4
   uint16_t group_port = 0;
+  // With kJoinAckFlagVersion (the last 4 bytes on the wire): the version the job speaks.
+  uint8_t version = 1;
 };
 
 struct Leave {};

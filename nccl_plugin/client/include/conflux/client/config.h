@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "conflux/protocol/control.h"
+
 namespace conflux::client {
 
 enum class LogLevel : uint8_t { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
@@ -81,6 +83,10 @@ struct ClientConfig {
   uint32_t payload_bytes = 8192;      // requested payload per packet (<= 61440)
   bool deterministic = false;         // ask for contributor-order reduction (bitwise stable)
   bool capacity = true;  // ask each aggregator for its Capacity (SPEC.md §3; not with old daemons)
+  // The protocol versions this worker speaks, offered at Join (SPEC.md §1 "Negotiation"); the
+  // job speaks the highest one the aggregator speaks too. This build's range by default.
+  uint8_t min_version = proto::kMinProtocolVersion;
+  uint8_t max_version = proto::kMaxProtocolVersion;
   // Reduction tree (protocol/SPEC.md §7): for aggregator i, how many of the job's ranks join
   // it (this rank's leaf serves that many). Empty, or n_workers: every rank joins it (depth 1).
   std::vector<uint32_t> served_ranks;

@@ -52,11 +52,12 @@ struct AggregatorInfo {
   size_t stripe = 0;    // its entry in ClientConfig::aggregators
   std::string address;  // resolved control address "ip:port"
   uint32_t job_id = 0;
-  uint32_t granted_slots = 0;  // window W on this aggregator
-  uint32_t payload_bytes = 0;  // granted payload per packet
-  uint64_t support_mask = 0;   // bit dtype*4+op (ServerHello)
-  bool deterministic = false;  // JoinAck flag
-  bool data_mac = false;       // JoinAck flag: data packets carry a MAC (SPEC.md §6)
+  uint32_t granted_slots = 0;    // window W on this aggregator
+  uint32_t payload_bytes = 0;    // granted payload per packet
+  uint64_t support_mask = 0;     // bit dtype*4+op (ServerHello)
+  bool deterministic = false;    // JoinAck flag
+  bool data_mac = false;         // JoinAck flag: data packets carry a MAC (SPEC.md §6)
+  uint8_t protocol_version = 1;  // agreed at Join (SPEC.md §1 "Negotiation")
   std::vector<uint16_t> data_ports;
   // Its Capacity message (ClientConfig::capacity), Mbit/s; 0 = unknown / no cap. As at join:
   // later grant updates show in Engine::grants() and EngineStats::grant_mbps.
