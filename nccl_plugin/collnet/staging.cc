@@ -163,6 +163,19 @@ std::vector<Staging::Chunk> Staging::allreduce_chunks(const uint8_t* send, uint8
   return chunks;
 }
 
+void Staging::cut_parts(const std::vector<CollPart>& parts, size_t from, size_t bytes,
+                        std::vector<CollPart>* sub, std::vector<Piece>* pieces) const {
+  size_t pos = 0;
+  for (const CollPart& p : parts) {
+    const size_t lo = std::max(pos, from), hi = std::min(pos + p.size, from + bytes);
+    if (hi > lo) {
+      sub->push_back({p.address + (lo - pos), hi - lo});
+      pieces->push_back({p.address + (lo - pos), lo - from, hi - lo, is_device(p.address, p.size)});
+    }
+    pos += p.size;
+  }
+}
+
 std::vector<Staging::Chunk> Staging::reducescatter_chunks(const std::vector<CollPart>& parts,
                                                           uint8_t* recv, const CollWindow& w,
                                                           DType dtype, Op op) {
@@ -178,15 +191,7 @@ std::vector<Staging::Chunk> Staging::reducescatter_chunks(const std::vector<Coll
     Chunk c;
     c.bytes = nb;
     std::vector<CollPart> sub_parts;
-    size_t pos = 0;
-    for (const CollPart& p : parts) {
-      const size_t lo = std::max(pos, a), hi = std::min(pos + p.size, a + nb);
-      if (hi > lo) {
-        sub_parts.push_back({p.address + (lo - pos), hi - lo});
-        c.in.push_back({p.address + (lo - pos), lo - a, hi - lo, is_device(p.address, p.size)});
-      }
-      pos += p.size;
-    }
+    cut_parts(parts, a, nb, &sub_parts, &c.in);
     const auto [s_lo, s_hi] = owned_in(w, rank, sub.offset, sub.offset + nb);
     uint8_t* mine = s_hi > s_lo ? recv + (s_lo - own_lo) : recv;
     if (s_hi > s_lo) c.out.push_back({mine, 0, s_hi - s_lo, drecv});
@@ -218,15 +223,7 @@ std::vector<Staging::Chunk> Staging::allgather_chunks(const uint8_t* send,
     const uint8_t* mine = s_hi > s_lo ? send + (s_lo - own_lo) : send;
     if (s_hi > s_lo) c.in.push_back({const_cast<uint8_t*>(mine), 0, s_hi - s_lo, dsend});
     std::vector<CollPart> sub_parts;
-    size_t pos = 0;
-    for (const CollPart& p : parts) {
-      const size_t lo = std::max(pos, a), hi = std::min(pos + p.size, a + nb);
-      if (hi > lo) {
-        sub_parts.push_back({p.address + (lo - pos), hi - lo});
-        c.out.push_back({p.address + (lo - pos), lo - a, hi - lo, is_device(p.address, p.size)});
-      }
-      pos += p.size;
-    }
+    cut_parts(parts, a, nb, &sub_parts, &c.out);
     c.staged = nb > 0 && (any_device(c.out) || (s_hi > s_lo && dsend));
     c.post = [this, sub_parts, mine, sub](uint8_t* s, uint8_t* r, CollRequest** out) {
       if (s == nullptr) return comm_.iallgather(mine, sub_parts, sub, out);

@@ -122,6 +122,10 @@ class Staging {
   // The pieces of one collective, before start().
   std::vector<Chunk> allreduce_chunks(const uint8_t* send, uint8_t* recv, size_t count, DType dtype,
                                       Op op);
+  // The bytes [from, from + bytes) of a window laid out in `parts`: as parts of their own
+  // (*sub) and as pieces at their offsets in a slot (*pieces).
+  void cut_parts(const std::vector<CollPart>& parts, size_t from, size_t bytes,
+                 std::vector<CollPart>* sub, std::vector<Piece>* pieces) const;
   std::vector<Chunk> reducescatter_chunks(const std::vector<CollPart>& parts, uint8_t* recv,
                                           const CollWindow& w, DType dtype, Op op);
   std::vector<Chunk> allgather_chunks(const uint8_t* send, const std::vector<CollPart>& parts,
