@@ -7,6 +7,9 @@ with the run it shows.
   bench/plot_results.py --tables        prints each report's Markdown table
   bench/plot_results.py --check FILE    exit 1 unless FILE (RESULTS.md) holds every report's table
                                         exactly as --tables prints it (ctest results_page_tables)
+  bench/plot_results.py --driver-json F --out P.png
+                                        algbw against size, one line per mode, of one
+                                        conflux-nccl-driver --json report (scripts/demo.sh)
 
 Reports: "conflux-fabric/1" (bench/fabric/conflux_fabric.py --out DIR: DIR/fabric.json), one
 row per (system, size) with algbw in GB/s. Plots need matplotlib (Debian's python3-matplotlib);
@@ -89,11 +92,47 @@ def plot_fabric(name, doc):
     plt.close(fig)
 
 
+def plot_driver(path, out):
+    """One conflux-nccl-driver --json report: algbw against size, a line per mode (and type)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    with open(path) as f:
+        doc = json.load(f)
+    if doc.get("format") != "conflux-nccl-driver/1":
+        sys.exit(f"{path}: not a conflux-nccl-driver report")
+    lines = {}
+    for r in doc["rows"]:
+        key = r["mode"] + ("" if r["dtype"] == "float" else f" {r['dtype']}")
+        lines.setdefault(key, []).append((r["bytes"], r["algbw"]))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for key, pts in lines.items():
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=key)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("algbw (GB/s)")
+    ax.set_title("AllReduce through the plugin: " + ", ".join(lines))
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tables", action="store_true")
     p.add_argument("--check", metavar="FILE")
+    p.add_argument("--driver-json", metavar="FILE")
+    p.add_argument("--out", metavar="PNG")
     a = p.parse_args()
+    if a.driver_json:
+        if not a.out:
+            p.error("--driver-json needs --out")
+        plot_driver(a.driver_json, a.out)
+        print(f"# plot: {a.out}")
+        return 0
     found = list(reports())
     if not found:
         sys.exit("no report in bench/results")

@@ -36,9 +36,19 @@ metrics=$(sed -n 's/^metrics_port=//p' "$work/ready")
 echo "# confluxd pid $daemon_pid: control 127.0.0.1:$control, metrics http://127.0.0.1:$metrics/metrics"
 
 export CONFLUX_AGGREGATORS=127.0.0.1:$control CONFLUX_SOCKET_IFNAME=lo CONFLUX_PAYLOAD_BYTES=$payload
+# The rows as JSON too (the caller's --json FILE, else one of our own), for the plot below.
+json="$work/demo.json"
+for a in "$@"; do [[ $a == --json=* ]] && json=${a#--json=}; done
+prev=
+for a in "$@"; do [[ $prev == --json ]] && json=$a; prev=$a; done
+extra=()
+[[ $json == "$work/demo.json" ]] && extra=(--json "$json")
 "$B/tools/driver/conflux-nccl-driver" --plugin "$B/nccl_plugin/libnccl-net-conflux.so" \
   --nranks 4 --modes collnet,hybrid,ring --ring-fraction 0.5 -b 4 -e 64M -f 4 -n 10 -w 2 \
-  --require-collnet --idle-sleep-us 20 "$@"
+  --require-collnet --idle-sleep-us 20 "${extra[@]}" "$@"
+# A plot of the three paths next to the tables (Debian's python3-matplotlib).
+/usr/bin/python3 bench/plot_results.py --driver-json "$json" --out "$B/demo.png" ||
+  echo "# (no plot: bench/plot_results.py failed)"
 
 echo "# confluxd counters (summed over dataplane threads):"
 curl -s "http://127.0.0.1:$metrics/metrics" |
