@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <tuple>
 #include <unordered_set>
 
 #include "collnet/coll_comm.h"
@@ -163,76 +164,92 @@ std::vector<Staging::Chunk> Staging::allreduce_chunks(const uint8_t* send, uint8
   return chunks;
 }
 
-void Staging::cut_parts(const std::vector<CollPart>& parts, size_t from, size_t bytes,
-                        std::vector<CollPart>* sub, std::vector<Piece>* pieces) const {
+std::vector<bool> Staging::device_parts(const std::vector<CollPart>& parts) const {
+  std::vector<bool> device;
+  device.reserve(parts.size());
+  for (const CollPart& p : parts) device.push_back(is_device(p.address, p.size));
+  return device;
+}
+
+void Staging::cut_parts(const std::vector<CollPart>& parts, const std::vector<bool>& device,
+                        size_t from, size_t bytes, std::vector<CollPart>* sub,
+                        std::vector<Piece>* pieces) {
   size_t pos = 0;
-  for (const CollPart& p : parts) {
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const CollPart& p = parts[i];
     const size_t lo = std::max(pos, from), hi = std::min(pos + p.size, from + bytes);
     if (hi > lo) {
       sub->push_back({p.address + (lo - pos), hi - lo});
-      pieces->push_back({p.address + (lo - pos), lo - from, hi - lo, is_device(p.address, p.size)});
+      pieces->push_back({p.address + (lo - pos), lo - from, hi - lo, device[i]});
     }
     pos += p.size;
   }
+}
+
+std::vector<Staging::Chunk> Staging::subwindow_chunks(const CollWindow& w, size_t per,
+                                                      const SubwindowFn& fill) const {
+  const size_t own_lo = owned_in(w, comm_.rank(), w.offset, w.offset + w.bytes).first;
+  std::vector<Chunk> chunks;
+  for (size_t a = 0; a < w.bytes || chunks.empty(); a += per) {
+    Subwindow sw;
+    sw.from = a;
+    sw.window = {w.bytes_per_rank, w.offset + a, std::min(per, w.bytes - a)};
+    std::tie(sw.own_lo, sw.own_hi) =
+        owned_in(w, comm_.rank(), sw.window.offset, sw.window.offset + sw.window.bytes);
+    sw.own_at = sw.own_hi > sw.own_lo ? sw.own_lo - own_lo : 0;
+    Chunk c;
+    c.bytes = sw.window.bytes;
+    fill(sw, c);
+    chunks.push_back(std::move(c));
+    if (w.bytes == 0) break;
+  }
+  return chunks;
 }
 
 std::vector<Staging::Chunk> Staging::reducescatter_chunks(const std::vector<CollPart>& parts,
                                                           uint8_t* recv, const CollWindow& w,
                                                           DType dtype, Op op) {
   const size_t esize = dtype_size(dtype);
-  const size_t per = std::max(esize, opts_.chunk_bytes / esize * esize);
-  const int rank = comm_.rank();
-  const auto [own_lo, own_hi] = owned_in(w, rank, w.offset, w.offset + w.bytes);
+  const auto [own_lo, own_hi] = owned_in(w, comm_.rank(), w.offset, w.offset + w.bytes);
   const bool drecv = own_hi > own_lo && is_device(recv, own_hi - own_lo);
-  std::vector<Chunk> chunks;
-  for (size_t a = 0; a < w.bytes || chunks.empty(); a += per) {
-    const size_t nb = std::min(per, w.bytes - a);
-    const CollWindow sub{w.bytes_per_rank, w.offset + a, nb};
-    Chunk c;
-    c.bytes = nb;
-    std::vector<CollPart> sub_parts;
-    cut_parts(parts, a, nb, &sub_parts, &c.in);
-    const auto [s_lo, s_hi] = owned_in(w, rank, sub.offset, sub.offset + nb);
-    uint8_t* mine = s_hi > s_lo ? recv + (s_lo - own_lo) : recv;
-    if (s_hi > s_lo) c.out.push_back({mine, 0, s_hi - s_lo, drecv});
-    c.staged = nb > 0 && (any_device(c.in) || (s_hi > s_lo && drecv));
-    c.post = [this, sub_parts, mine, sub, dtype, op](uint8_t* s, uint8_t* r, CollRequest** out) {
-      if (s == nullptr) return comm_.ireducescatter(sub_parts, mine, sub, dtype, op, out);
-      return comm_.ireducescatter({{s, sub.bytes}}, r, sub, dtype, op, out);
-    };
-    chunks.push_back(std::move(c));
-    if (w.bytes == 0) break;
-  }
-  return chunks;
+  const std::vector<bool> device = device_parts(parts);
+  return subwindow_chunks(w, std::max(esize, opts_.chunk_bytes / esize * esize),
+                          [&](const Subwindow& sw, Chunk& c) {
+                            std::vector<CollPart> sub_parts;
+                            cut_parts(parts, device, sw.from, sw.window.bytes, &sub_parts, &c.in);
+                            const bool owns = sw.own_hi > sw.own_lo;
+                            uint8_t* mine = recv + sw.own_at;
+                            if (owns) c.out.push_back({mine, 0, sw.own_hi - sw.own_lo, drecv});
+                            c.staged = sw.window.bytes > 0 && (any_device(c.in) || (owns && drecv));
+                            c.post = [this, sub_parts, mine, sub = sw.window, dtype, op](
+                                         uint8_t* s, uint8_t* r, CollRequest** out) {
+                              if (s == nullptr)
+                                return comm_.ireducescatter(sub_parts, mine, sub, dtype, op, out);
+                              return comm_.ireducescatter({{s, sub.bytes}}, r, sub, dtype, op, out);
+                            };
+                          });
 }
 
 std::vector<Staging::Chunk> Staging::allgather_chunks(const uint8_t* send,
                                                       const std::vector<CollPart>& parts,
                                                       const CollWindow& w) {
-  const size_t per = std::max<size_t>(1, opts_.chunk_bytes);
-  const int rank = comm_.rank();
-  const auto [own_lo, own_hi] = owned_in(w, rank, w.offset, w.offset + w.bytes);
+  const auto [own_lo, own_hi] = owned_in(w, comm_.rank(), w.offset, w.offset + w.bytes);
   const bool dsend = own_hi > own_lo && is_device(send, own_hi - own_lo);
-  std::vector<Chunk> chunks;
-  for (size_t a = 0; a < w.bytes || chunks.empty(); a += per) {
-    const size_t nb = std::min(per, w.bytes - a);
-    const CollWindow sub{w.bytes_per_rank, w.offset + a, nb};
-    Chunk c;
-    c.bytes = nb;
-    const auto [s_lo, s_hi] = owned_in(w, rank, sub.offset, sub.offset + nb);
-    const uint8_t* mine = s_hi > s_lo ? send + (s_lo - own_lo) : send;
-    if (s_hi > s_lo) c.in.push_back({const_cast<uint8_t*>(mine), 0, s_hi - s_lo, dsend});
-    std::vector<CollPart> sub_parts;
-    cut_parts(parts, a, nb, &sub_parts, &c.out);
-    c.staged = nb > 0 && (any_device(c.out) || (s_hi > s_lo && dsend));
-    c.post = [this, sub_parts, mine, sub](uint8_t* s, uint8_t* r, CollRequest** out) {
-      if (s == nullptr) return comm_.iallgather(mine, sub_parts, sub, out);
-      return comm_.iallgather(s, {{r, sub.bytes}}, sub, out);
-    };
-    chunks.push_back(std::move(c));
-    if (w.bytes == 0) break;
-  }
-  return chunks;
+  const std::vector<bool> device = device_parts(parts);
+  return subwindow_chunks(
+      w, std::max<size_t>(1, opts_.chunk_bytes), [&](const Subwindow& sw, Chunk& c) {
+        const bool owns = sw.own_hi > sw.own_lo;
+        const uint8_t* mine = send + sw.own_at;
+        if (owns) c.in.push_back({const_cast<uint8_t*>(mine), 0, sw.own_hi - sw.own_lo, dsend});
+        std::vector<CollPart> sub_parts;
+        cut_parts(parts, device, sw.from, sw.window.bytes, &sub_parts, &c.out);
+        c.staged = sw.window.bytes > 0 && (any_device(c.out) || (owns && dsend));
+        c.post = [this, sub_parts, mine, sub = sw.window](uint8_t* s, uint8_t* r,
+                                                          CollRequest** out) {
+          if (s == nullptr) return comm_.iallgather(mine, sub_parts, sub, out);
+          return comm_.iallgather(s, {{r, sub.bytes}}, sub, out);
+        };
+      });
 }
 
 net::Status Staging::iallreduce(const void* send, void* recv, size_t count, DType dtype, Op op,

@@ -122,10 +122,26 @@ class Staging {
   // The pieces of one collective, before start().
   std::vector<Chunk> allreduce_chunks(const uint8_t* send, uint8_t* recv, size_t count, DType dtype,
                                       Op op);
-  // The bytes [from, from + bytes) of a window laid out in `parts`: as parts of their own
-  // (*sub) and as pieces at their offsets in a slot (*pieces).
-  void cut_parts(const std::vector<CollPart>& parts, size_t from, size_t bytes,
-                 std::vector<CollPart>* sub, std::vector<Piece>* pieces) const;
+  // Whether each part is device memory (asked once per request, not per piece).
+  std::vector<bool> device_parts(const std::vector<CollPart>& parts) const;
+  // The bytes [from, from + bytes) of a window laid out in `parts` (`device`: each part's
+  // memory): as parts of their own (*sub) and as pieces at their offsets in a slot (*pieces).
+  static void cut_parts(const std::vector<CollPart>& parts, const std::vector<bool>& device,
+                        size_t from, size_t bytes, std::vector<CollPart>* sub,
+                        std::vector<Piece>* pieces);
+  // One sub-window of a ReduceScatter / AllGather window: its bytes from `from` on, the part of
+  // it this rank owns ([own_lo, own_hi) of the whole buffer) and where that part starts in the
+  // rank's owned bytes of the whole window.
+  struct Subwindow {
+    size_t from = 0;
+    CollWindow window;
+    size_t own_lo = 0, own_hi = 0, own_at = 0;
+  };
+  using SubwindowFn = std::function<void(const Subwindow&, Chunk&)>;
+  // A piece per sub-window of at most `per` bytes (one, empty, for an empty window), each
+  // filled by `fill`.
+  std::vector<Chunk> subwindow_chunks(const CollWindow& w, size_t per,
+                                      const SubwindowFn& fill) const;
   std::vector<Chunk> reducescatter_chunks(const std::vector<CollPart>& parts, uint8_t* recv,
                                           const CollWindow& w, DType dtype, Op op);
   std::vector<Chunk> allgather_chunks(const uint8_t* send, const std::vector<CollPart>& parts,
