@@ -205,6 +205,7 @@ Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight, 
         return Status::Error(std::string("collnet.test reported size ") + std::to_string(size) +
                              " for a " + what + " chunk of " + std::to_string(expect) + " bytes");
       }
+      DRV_TRY(flush(dev_ != nullptr ? dev_->twin(bufs_->recv) : nullptr, expect, recv_mh_));
       if (on_done) on_done(done);
       reqs[done % window] = nullptr;
       ++done;
@@ -319,6 +320,8 @@ Status CollNetSession::allreduce_regions(void* send, void* recv, size_t count, D
                                  " for a region of " + std::to_string(region * es) + " bytes");
           }
           const size_t i = x.done * groups + k;
+          const size_t ch = k * kCollNetGroupChannels;
+          DRV_TRY(flush(out + slot(i), region * es, stage_mh_[2 * ch + 1]));
           DRV_TRY(copy(static_cast<char*>(recv) + i * region * es, out + slot(i), user(i) * es));
           ++x.done;
           ++finished;
@@ -330,6 +333,20 @@ Status CollNetSession::allreduce_regions(void* send, void* recv, size_t count, D
       return Status::Error("--timeout reached in collnet AllReduce regions (" +
                            std::to_string(finished) + "/" + std::to_string(nreq) + " done)");
     }
+  }
+  return Status::Ok();
+}
+
+Status CollNetSession::flush(void* data, size_t bytes, void* mhandle) {
+  if (dev_ == nullptr) return Status::Ok();  // NCCL flushes only what the NIC wrote to the GPU
+  void* req = nullptr;
+  DRV_CALL(rank_, "collnet.iflush",
+           cn_->iflush(coll_comm_, data, static_cast<int>(bytes), mhandle, &req));
+  PollPass pass;
+  for (int done = 0; req != nullptr && !done;) {
+    int size = 0;
+    DRV_CALL(rank_, "collnet.test(iflush)", cn_->test(req, &done, &size));
+    if (pass.expired(done != 0, *dl_)) return Status::Error("--timeout reached in collnet.iflush");
   }
   return Status::Ok();
 }

@@ -113,6 +113,9 @@ class CollNetSession {
                   const std::function<void(size_t)>& done = nullptr);
   size_t chunk_bytes(size_t requested, size_t esize) const;
   // The window loop shared by reducescatter and allgather.
+  // --device-buffers: after each completed request, iflush of its receive region, tested to
+  // completion, as NCCL's CollNet proxy does when the NIC wrote into GPU memory (gdr 1).
+  Status flush(void* data, size_t bytes, void* mhandle);
   // --nccl-regions' copies (NCCL's kernels): host or device memory as the buffers are.
   Status copy(void* dst, const void* src, size_t bytes) const;
   Status fill(void* dst, unsigned char value, size_t bytes) const;

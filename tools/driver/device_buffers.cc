@@ -13,9 +13,7 @@ cuda::CUdeviceptr dptr(const void* p) {
 
 DeviceBuffers::~DeviceBuffers() {
   if (api_ == nullptr) return;
-  for (void* p : extra_) api_->cuMemFree(dptr(p));
-  if (send_ != nullptr) api_->cuMemFree(dptr(send_));
-  if (recv_ != nullptr) api_->cuMemFree(dptr(recv_));
+  for (void* p : allocations_) api_->cuMemFree(dptr(p));
 }
 
 Status DeviceBuffers::check(cuda::CUresult rc, const char* call) const {
@@ -34,7 +32,6 @@ Status DeviceBuffers::open(const HostBuffers& host) {
   DRV_TRY(check(api_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"));
   DRV_TRY(alloc(host.bytes, &send_));
   DRV_TRY(alloc(host.bytes, &recv_));
-  extra_.clear();  // send_ and recv_ are freed on their own
   return Status::Ok();
 }
 
@@ -42,7 +39,7 @@ Status DeviceBuffers::alloc(size_t bytes, void** out) {
   cuda::CUdeviceptr p = 0;
   DRV_TRY(check(api_->cuMemAlloc(&p, bytes), "cuMemAlloc"));
   *out = reinterpret_cast<void*>(static_cast<uintptr_t>(p));
-  extra_.push_back(*out);
+  allocations_.push_back(*out);
   return Status::Ok();
 }
 

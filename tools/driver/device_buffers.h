@@ -30,7 +30,7 @@ class DeviceBuffers {
   // Loads CUDA, makes device 0's primary context current on this thread and allocates device
   // twins of host's send and receive buffers.
   Status open(const HostBuffers& host);
-  // Device memory of its own (NCCL's CollNet staging area at gdr 1); freed with the object.
+  // Device memory (the twins; NCCL's CollNet staging area at gdr 1); freed with the object.
   Status alloc(size_t bytes, void** out);
 
   // The device twin of a pointer into the host send or receive buffer (itself otherwise).
@@ -53,7 +53,7 @@ class DeviceBuffers {
   const HostBuffers* host_ = nullptr;
   void* send_ = nullptr;
   void* recv_ = nullptr;
-  std::vector<void*> extra_;
+  std::vector<void*> allocations_;  // every cuMemAlloc, send_ and recv_ included
 };
 
 }  // namespace conflux::driver
