@@ -13,6 +13,8 @@ PACKAGES=(
   # its mlx drivers).
   libxsimd-dev libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libssl-dev dpdk-dev libdpdk-dev
+  # GLPK, the MILP solver of the direct-connect planner (conflux plan --fabric direct).
+  libglpk-dev
   # Tests and benchmarks: GoogleTest, Google Benchmark (bench/), Gloo and Open MPI (the ring
   # baselines of tests/fabric and bench/fabric), matplotlib (bench/fabric plots).
   libgtest-dev libbenchmark-dev libgloo-dev openmpi-bin libopenmpi-dev python3 python3-matplotlib

@@ -7,6 +7,8 @@
 //   conflux check [--aggregators LIST | CONFLUX_AGGREGATORS] [--secret S] [--payload B] [--json]
 //   conflux plan --workers N --worker-gbit R [--agg-gbit A] [--dataplane udp|dpdk] [--agg-cores C]
 //   ... [--json]
+//   conflux plan --fabric direct --workers N --worker-gbit R --ports E[,PxN...] --devices D
+//   ... [--device-ports E_d] [--pareto] [--circuits] [--time-limit S] [--json]
 // check exits 0 when a job would use every aggregator, 1 when the plugin would fall back.
 #include <cstdio>
 #include <string>
@@ -15,9 +17,82 @@
 #include "CLI/CLI.hpp"
 #include "aggregator/cli/admin.h"
 #include "aggregator/cli/check.h"
+#include "aggregator/cli/direct_plan.h"
 #include "aggregator/cli/plan.h"
 #include "aggregator/cli/status.h"
 #include "fmt/format.h"
+
+namespace {
+
+struct DirectArgs {
+  std::string fabric = "switched";
+  std::string ports;
+  int device_ports = 0;  // 0: the fewest ports a worker has
+  int devices = 0;
+  double time_limit_s = 60;
+  bool pareto = false;
+  bool circuits = false;
+};
+
+void add_direct_options(CLI::App* plan, DirectArgs& d) {
+  plan->add_option("--fabric", d.fabric,
+                   "switched (every host reaches every aggregator; the layouts above) or direct "
+                   "(hosts and devices wired port to port: the fewest devices for the most "
+                   "algbw, a MILP solved by GLPK)")
+      ->check(CLI::IsMember({"switched", "direct"}));
+  plan->add_option("--ports", d.ports,
+                   "direct: ports per worker, E for all or PORTSxCOUNT,... (8x1000,4x24)");
+  plan->add_option("--device-ports", d.device_ports,
+                   "direct: ports per aggregation device (default: the fewest a worker has)")
+      ->check(CLI::Range(3, 256));
+  plan->add_option("--devices", d.devices, "direct: devices available (the budget)")
+      ->check(CLI::Range(0, 1000000));
+  plan->add_option("--time-limit", d.time_limit_s,
+                   "direct: seconds the solver may take per plan; then the best plan found and "
+                   "its gap")
+      ->check(CLI::Range(0.01, 86400.0));
+  plan->add_flag("--pareto", d.pareto, "direct: the best plan for every budget 0..--devices");
+  plan->add_flag("--circuits", d.circuits, "direct: list every circuit in the table");
+}
+
+int run_direct_plan(const conflux::cli::PlanInput& pin, const DirectArgs& d, bool json) {
+  namespace direct = conflux::cli::direct;
+  try {
+#ifndef CONFLUX_DIRECT_PLANNER
+    throw direct::PlanError(
+        "this conflux was built without the direct-connect planner (CONFLUX_DIRECT_PLANNER=OFF, "
+        "no GLPK)");
+#else
+    if (d.ports.empty()) throw direct::PlanError("--fabric direct needs --ports");
+    direct::Input in;
+    in.workers = direct::parse_ports(d.ports, pin.workers);
+    in.link_gbit = pin.worker_gbit;
+    in.device_ports = d.device_ports > 0 ? d.device_ports : in.min_ports();
+    in.device_budget = d.devices;
+    in.agg_cores = pin.agg_cores;
+    in.core_gbit = pin.core_gbit;
+    in.dataplane = pin.dataplane;
+    in.time_limit_s = d.time_limit_s;
+    const direct::Plan plan = direct::solve(in);
+    std::vector<direct::Plan> rows;
+    if (d.pareto) rows = direct::pareto(in);
+    if (json) {
+      std::fputs(direct::plan_json(in, plan, d.pareto ? &rows : nullptr).c_str(), stdout);
+    } else {
+      std::fputs(
+          (d.pareto ? direct::pareto_table(in, rows) : direct::plan_table(in, plan, d.circuits))
+              .c_str(),
+          stdout);
+    }
+    return 0;
+#endif
+  } catch (const direct::PlanError& e) {
+    std::fprintf(stderr, "conflux plan: %s\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace conflux::cli;
@@ -110,7 +185,7 @@ int main(int argc, char** argv) {
       "link rates and cores (a model, no traffic)");
   plan_cmd->add_option("--workers", pin.workers, "workers (ranks)")
       ->required()
-      ->check(CLI::Range(2, 1024));
+      ->check(CLI::Range(2, 65536));
   plan_cmd->add_option("--worker-gbit", pin.worker_gbit, "each worker's link, Gbit/s")
       ->required()
       ->check(CLI::PositiveNumber);
@@ -155,6 +230,8 @@ int main(int argc, char** argv) {
                    "parent multicasts them straight to the leaf's workers)")
       ->check(CLI::IsMember({"leaf", "direct"}));
   plan_cmd->add_flag("--json", json, "print JSON instead of a table");
+  DirectArgs direct;
+  add_direct_options(plan_cmd, direct);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -189,7 +266,14 @@ int main(int argc, char** argv) {
     if (json) std::fputs(admin_json(daemons, results).c_str(), stdout);
     return all_ok ? 0 : 1;
   }
+  if (plan_cmd->parsed() && direct.fabric == "direct") return run_direct_plan(pin, direct, json);
   if (plan_cmd->parsed()) {
+    if (!direct.ports.empty()) {
+      std::fprintf(stderr,
+                   "conflux plan: --ports and the other direct-connect options need "
+                   "--fabric direct\n");
+      return 2;
+    }
     pin.direct_results = tree_results == "direct";
     const std::vector<PlanRow> rows = plan(pin);
     std::fputs((json ? plan_json(pin, rows) : plan_table(pin, rows)).c_str(), stdout);

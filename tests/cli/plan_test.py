@@ -179,10 +179,60 @@ def main():
     r = plan(conflux, "--workers", "8", "--worker-gbit", "-1", "--agg-gbit", "1")
     check(f"negative rate is a usage error: {r.returncode}", r.returncode == 2)
 
+    direct_checks(conflux, check)
+
     for f in failures:
         print("FAIL:", f)
     print("PASS" if not failures else f"{len(failures)} failure(s)")
     return 1 if failures else 0
+
+
+def direct_checks(conflux, check):
+    """--fabric direct through the CLI: the JSON document, the circuits, --pareto, the errors
+    (direct_plan_tests has the planner's cases)."""
+    # 6 workers of 4 ports and 2 of 3, 4-port devices, 1 device: a ring on every worker's
+    # first two ports and a segment ring whose device takes the two 3-port workers.
+    args = ["--fabric", "direct", "--workers", "8", "--worker-gbit", "10", "--ports", "4x6,3x2",
+            "--device-ports", "4", "--devices", "1"]
+    r = plan(conflux, *args, "--json")
+    check(f"direct: exit {r.returncode} {r.stderr}", r.returncode == 0)
+    out = json.loads(r.stdout) if r.returncode == 0 else {}
+    p = out.get("plan", {})
+    check(f"direct plan: {p.get('algbw_gbit')} {p.get('devices')}",
+          abs(p.get("algbw_gbit", 0) - (80 / 7 + 10)) < 1e-9 and p.get("devices") == 1 and
+          p.get("optimal") is True and p.get("gap") == 0)
+    kinds = sorted(t["kind"] for t in p.get("topologies", []))
+    check(f"direct kinds: {kinds}", kinds == ["ring", "segment ring"])
+    check(f"ring only: {out.get('ring_only')}", out.get("ring_only", {}).get("rings") == 1)
+    check(f"full tree: {out.get('full_tree')}", out.get("full_tree", {}).get("devices") == 9)
+    circuits = p.get("circuits", [])
+    # 8 ring links; the segment ring: 2 members, 6 other workers and the device in a ring of 7.
+    check(f"{len(circuits)} circuits", len(circuits) == 8 + 2 + 7)
+    check("the members are the 3-port workers",
+          [1, "w6:2", "d0:0"] in circuits and [1, "w7:2", "d0:1"] in circuits)
+    r = plan(conflux, *args[:-1], "4", "--pareto", "--json")
+    rows = json.loads(r.stdout).get("pareto", []) if r.returncode == 0 else []
+    check(f"--pareto: one row per budget 0..4: {len(rows)}",
+          [x["budget"] for x in rows] == [0, 1, 2, 3, 4] and rows[0]["devices"] == 0 and
+          all(x["devices"] == 1 for x in rows[1:]))
+    r = plan(conflux, *args[:-1], "4", "--pareto")
+    check(f"--pareto table: {r.stdout}", r.returncode == 0 and "ring + segment ring" in r.stdout)
+    r = plan(conflux, *args, "--circuits")
+    check(f"--circuits table: {r.stdout}", "w6:2 <-> d0:0" in r.stdout)
+    # Errors: no plan fits (exit 2, the reason), ports that do not add up, direct options
+    # without --fabric direct.
+    r = plan(conflux, "--fabric", "direct", "--workers", "8", "--worker-gbit", "10", "--ports",
+             "1", "--device-ports", "4", "--devices", "2")
+    check(f"one port, 2 devices: {r.returncode} {r.stderr}",
+          r.returncode == 2 and "needs 3 devices" in r.stderr)
+    r = plan(conflux, *args[:7], "4x5", "--devices", "1")
+    check(f"5 of 8 workers: {r.returncode} {r.stderr}", r.returncode == 2 and "--ports 4x5" in r.stderr)
+    r = plan(conflux, "--workers", "8", "--worker-gbit", "10", "--ports", "4")
+    check(f"--ports without --fabric direct: {r.returncode}",
+          r.returncode == 2 and "--fabric direct" in r.stderr)
+    r = plan(conflux, "--fabric", "direct", "--workers", "8", "--worker-gbit", "10")
+    check(f"--fabric direct without --ports: {r.returncode}", r.returncode == 2 and
+          "--ports" in r.stderr)
 
 
 if __name__ == "__main__":
