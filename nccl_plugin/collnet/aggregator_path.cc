@@ -18,10 +18,12 @@ constexpr std::chrono::microseconds kFeedSlice{1'000};
 }  // namespace
 
 AggregatorPath::AggregatorPath(int rank, std::unique_ptr<client::Engine> engine,
-                               const ResultTails& tails, Rejoin rejoin)
+                               const ResultTails& tails, Rejoin rejoin, ReturnProber::Probe probe)
     : rank_(rank), tails_(tails), rejoin_(std::move(rejoin)), engine_(std::move(engine)) {
   if (engine_ == nullptr) return;
   sampled_aggregators_ = static_cast<uint32_t>(engine_->aggregators().size());
+  original_ = engine_->aggregators().size();
+  if (rank_ == 0 && probe && rejoin_) prober_ = std::make_unique<ReturnProber>(std::move(probe));
   live_ = true;
   for (size_t i = 0; i < engine_->aggregators().size(); ++i) aggs_.push_back(i);
   for (int d = 0; d < kNumDTypes; ++d) {
@@ -92,6 +94,7 @@ AggregatorSample AggregatorPath::sample() const {
   }
   a.epoch = sampled_epoch_;
   a.aggregators = sampled_aggregators_;
+  if (prober_ != nullptr) a.answered = prober_->answered();
   return a;
 }
 
@@ -135,8 +138,10 @@ uint64_t AggregatorPath::fail_over() {
     std::lock_guard<std::mutex> lk(mu_);  // submit() stops handing requests to engine_
     stopped_ = true;
   }
+  const bool was_live = live_;
   live_ = false;
-  if (engine_ == nullptr) return 0;
+  // Not live: the engine is one an earlier failover aborted, whose failure is counted.
+  if (engine_ == nullptr || !was_live) return 0;
   uint64_t dead = 0;
   const int failed = engine_->failed_aggregator();
   if (failed >= 0 && static_cast<size_t>(failed) < aggs_.size() &&
@@ -183,6 +188,29 @@ void AggregatorPath::adopt(std::unique_ptr<client::Engine> fresh, std::vector<si
   live_ = true;
   from_ = from;
   restripe_next_ = from;
+}
+
+uint64_t AggregatorPath::missing() const {
+  uint64_t all = 0;
+  for (size_t i = 0; i < std::min<size_t>(original_, 64); ++i) all |= uint64_t{1} << i;
+  if (!live_) return all;
+  for (size_t i : aggs_) {
+    if (i < 64) all &= ~(uint64_t{1} << i);
+  }
+  return all;
+}
+
+bool AggregatorPath::return_due(uint64_t dead, uint64_t back, std::vector<size_t>* target) {
+  dead_mask_ = (dead_mask_ & ~back) | dead;
+  target->clear();
+  for (size_t i = 0; i < original_; ++i) {
+    if (i >= 64 || ((dead_mask_ >> i) & 1) == 0) target->push_back(i);
+  }
+  return rejoin_ && !target->empty();
+}
+
+void AggregatorPath::watch_missing() {
+  if (prober_ != nullptr) prober_->watch(missing());
 }
 
 void AggregatorPath::log_totals() const {

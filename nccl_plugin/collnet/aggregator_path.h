@@ -10,6 +10,11 @@
 // of requests from `from` on (re-striping): the completer then hands it the queued requests
 // itself, in order (feed()), since submit() no longer does.
 //
+// Returning: on rank 0 a ReturnProber asks the aggregators the path no longer uses (missing())
+// whether they take jobs again; sample() carries what answered to the other ranks (the
+// measured split's exchange). Once the ranks agreed to return (coll_comm.h), return_due()
+// names the aggregators to join, and rejoin()/adopt() carry on as for a re-stripe.
+//
 // Threads: submit() is called by NCCL's proxy thread, sample() by the ring thread (the
 // measured split), everything else by the completer (whoever holds CollComm's complete_mu_:
 // its completion thread, or test() for one try; see coll_comm.h, "Inline completion"). mu_
@@ -28,6 +33,7 @@
 
 #include "collnet/coll_request.h"
 #include "collnet/result_tails.h"
+#include "collnet/return_prober.h"
 #include "conflux/client/engine.h"
 #include "conflux/common/dtype.h"
 
@@ -42,6 +48,7 @@ struct AggregatorSample {
   double grant_mbps = 0;
   uint32_t epoch = 0;        // re-stripes so far
   uint32_t aggregators = 0;  // aggregators of that epoch's engine
+  uint64_t answered = 0;     // rank 0: missing aggregators that answer again (ReturnProber)
 };
 
 class AggregatorPath {
@@ -54,9 +61,10 @@ class AggregatorPath {
 
   // `engine` may be null (ring only). `tails`: where the failover keeps result ends (the
   // engine writes each AllReduce's end there as it arrives). `rejoin` empty: a failover never
-  // re-stripes.
+  // re-stripes. `probe` (used on rank 0, with `rejoin`): whether a missing aggregator takes
+  // jobs again; empty: the job never returns to one.
   AggregatorPath(int rank, std::unique_ptr<client::Engine> engine, const ResultTails& tails,
-                 Rejoin rejoin);
+                 Rejoin rejoin, ReturnProber::Probe probe = {});
   AggregatorPath(const AggregatorPath&) = delete;
   AggregatorPath& operator=(const AggregatorPath&) = delete;
 
@@ -108,6 +116,20 @@ class AggregatorPath {
   // Every rank joined: `fresh` carries the aggregator shares of requests from `from` on.
   void adopt(std::unique_ptr<client::Engine> fresh, std::vector<size_t> survivors, uint32_t from);
 
+  // Returning. The aggregators of the connect's list that carry nothing now (bit i: index i;
+  // every one while the path is not live). Agreed state: the same on every rank.
+  uint64_t missing() const;
+  // The aggregators the engine uses (indices), empty when not live.
+  std::vector<size_t> members() const { return live_ ? aggs_ : std::vector<size_t>{}; }
+  // After an agreement to return (`back`: what answered rank 0's probes; `dead`: what some
+  // rank saw fail): forgets `back` as dead (but what failed again) and names every aggregator
+  // not dead (*target). False when there is nothing to join (or no re-join).
+  bool return_due(uint64_t dead, uint64_t back, std::vector<size_t>* target);
+  // A return some rank could not join: `back` counts as dead again (probed again later).
+  void still_dead(uint64_t back) { dead_mask_ |= back; }
+  // Rank 0: probes what missing() names from now on (after every failover and return).
+  void watch_missing();
+
   // At close, the threads gone: the engine's totals, logged at INFO.
   void log_totals() const;
 
@@ -139,6 +161,9 @@ class AggregatorPath {
   uint32_t restripe_next_ = 0;
   std::vector<size_t> aggs_;
   uint64_t dead_mask_ = 0;
+  size_t original_ = 0;  // aggregators of the first engine (the connect's list)
+
+  std::unique_ptr<ReturnProber> prober_;  // rank 0 with a probe, else null
 };
 
 }  // namespace conflux::collnet

@@ -37,7 +37,7 @@ CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client
       failover_(std::make_unique<Failover>(rank, nranks, std::move(rings.failover_next),
                                            std::move(rings.failover_prev), opts.ring,
                                            tail_window(engine.get()), stopping_)),
-      aggs_(rank, std::move(engine), failover_->tails(), opts.rejoin),
+      aggs_(rank, std::move(engine), failover_->tails(), opts.rejoin, opts.probe),
       // Without aggregators there is no split to measure.
       split_(rank, nranks, opts.ring_fraction,
              aggs_.live() ? opts.controller : std::optional<SplitController>(), &aggs_,
@@ -346,14 +346,18 @@ void CollComm::feed_engine() {
   for (CollRequest* p : queue_) aggs_.feed(*p);
 }
 
-bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std::string* error) {
+bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std::string* error,
+                         uint64_t back) {
+  const std::vector<size_t> before = aggs_.members();
   // submit() stops handing requests to the engine, which is aborted.
   const uint64_t dead = aggs_.fail_over();
-  const FailoverVote mine{first_incomplete, next_seq_.load(std::memory_order_relaxed), dead};
-  CFX_WARN(net::kLogColl,
-           "Conflux aggregators failed (%s); the worker ring takes over their share of this "
-           "and every later collective of this communicator",
-           why.c_str());
+  const FailoverVote mine{first_incomplete, next_seq_.load(std::memory_order_relaxed), dead, back};
+  if (back == 0) {
+    CFX_WARN(net::kLogColl,
+             "Conflux aggregators failed (%s); the worker ring takes over their share of this "
+             "and every later collective of this communicator",
+             why.c_str());
+  }
   FailoverAgreement a;
   if (!failover_->agree(mine, &a, error)) return false;
   CFX_INFO(net::kLogColl,
@@ -369,7 +373,39 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
   if (!failover_->hand_over(
           a, [this](uint32_t seq) { return queued(seq); }, error))
     return false;
-  return rejoin_survivors(a.dead, std::max(a.hi, a.given), error);
+  const uint32_t from = std::max(a.hi, a.given);
+  const bool ok = a.back != 0 ? return_to(a, before, from, error)
+                              : rejoin_survivors(a.dead, from, error);
+  aggs_.watch_missing();
+  return ok;
+}
+
+void CollComm::return_if_agreed(const CollRequest& r) {
+  const uint64_t back = split_.returning_at(r.seq) & aggs_.missing();
+  if (back == 0) return;
+  std::string error;
+  CFX_INFO(net::kLogColl,
+           "CollNet rank %d: aggregator(s) 0x%llx answer again; returning at request #%u", rank_,
+           static_cast<unsigned long long>(back), r.seq);
+  if (!fail_over(r.seq, "returning", &error, back)) {
+    CFX_WARN(net::kLogColl, "CollNet: returning to the aggregators failed: %s", error.c_str());
+  }
+}
+
+bool CollComm::return_to(const FailoverAgreement& a, const std::vector<size_t>& before,
+                         uint32_t from, std::string* error) {
+  std::vector<size_t> target;
+  if (!aggs_.return_due(a.dead, a.back, &target)) return true;
+  bool joined = false;
+  if (!join_everywhere(target, from, "returned to", "aggregator(s)", &joined, error)) return false;
+  if (joined) return true;
+  aggs_.still_dead(a.back);
+  std::vector<size_t> survivors;
+  for (size_t i : before) {
+    if (i >= 64 || ((a.dead >> i) & 1) == 0) survivors.push_back(i);
+  }
+  if (survivors.empty()) return true;  // the ring, as before
+  return join_everywhere(survivors, from, "went back to", "aggregator(s) it had", &joined, error);
 }
 
 CollRequest* CollComm::queued(uint32_t seq) {
@@ -385,26 +421,34 @@ bool CollComm::rejoin_survivors(uint64_t dead, uint32_t from, std::string* error
   // decision uses agreed values only, so every rank takes the same branch.
   std::vector<size_t> survivors;
   if (!aggs_.restripe_due(dead, &survivors)) return true;
+  bool joined = false;
+  return join_everywhere(std::move(survivors), from, "re-striped over", "surviving aggregator(s)",
+                         &joined, error);
+}
+
+bool CollComm::join_everywhere(std::vector<size_t> target, uint32_t from, const char* what,
+                               const char* noun, bool* joined, std::string* error) {
+  *joined = false;
   std::string why;
-  std::unique_ptr<client::Engine> fresh = aggs_.rejoin(survivors, &why);
-  std::vector<uint32_t> joined;
-  if (!failover_->all_say(fresh != nullptr ? 1 : 0, &joined, 2 * opts_.ring.timeout,
+  std::unique_ptr<client::Engine> fresh = aggs_.rejoin(target, &why);
+  std::vector<uint32_t> all;
+  if (!failover_->all_say(fresh != nullptr ? 1 : 0, &all, 2 * opts_.ring.timeout,
                           "re-join agreement", error)) {
     return false;
   }
   for (int i = 0; i < nranks_; ++i) {
-    if (joined[static_cast<size_t>(i)] != 0) continue;
+    if (all[static_cast<size_t>(i)] != 0) continue;
     CFX_WARN(net::kLogColl,
-             "CollNet: rank %d could not join the %zu surviving aggregator(s)%s%s; the worker "
-             "ring keeps every aggregator share",
-             i, survivors.size(), i == rank_ ? ": " : "", i == rank_ ? why.c_str() : "");
+             "CollNet: rank %d could not join the %zu %s%s%s; the worker ring keeps every "
+             "aggregator share",
+             i, target.size(), noun, i == rank_ ? ": " : "", i == rank_ ? why.c_str() : "");
     return true;
   }
-  const size_t n = survivors.size();
-  aggs_.adopt(std::move(fresh), std::move(survivors), from);
-  CFX_WARN(net::kLogColl,
-           "CollNet rank %d: re-striped over %zu surviving aggregator(s) from request #%u on",
-           rank_, n, from);
+  const size_t n = target.size();
+  aggs_.adopt(std::move(fresh), std::move(target), from);
+  *joined = true;
+  CFX_WARN(net::kLogColl, "CollNet rank %d: %s %zu %s from request #%u on", rank_, what, n, noun,
+           from);
   return true;
 }
 
@@ -472,6 +516,7 @@ void CollComm::run_completion() {
       }
       continue;
     }
+    if (r->agg_count > 0) return_if_agreed(*r);
     std::string error;
     bool ok = r->agg_count == 0 || aggregator_share(*r, &error);
     std::string ring_error;

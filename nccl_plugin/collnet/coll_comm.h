@@ -16,6 +16,17 @@
 // aggregator share there (requests in [hi, S) are redone over the failover ring). A later
 // failure of the new engine fails over the same way.
 //
+// Returning: a job that lost aggregators (failure, drain, restart) comes back to them. Rank
+// 0's ReturnProber (return_prober.h) asks the missing ones in the background whether they take
+// jobs again; what answered travels with the measured split's next exchange, whose decision
+// gives every rank the same request R to return at (MeasuredSplit::returning_at(): the first
+// request from the decision's start on that may use the aggregators). At R every rank fails
+// over on purpose with the returning aggregators in its vote: the failover's hand-overs and
+// redo keep every result exact, then the ranks join a new job on every aggregator not seen
+// dead and carry on from S as after a re-stripe. If some rank cannot join, the job goes back to
+// the aggregators it had (or the ring) and rank 0 probes again. Without the measured split
+// (CONFLUX_RING_FRACTION a number) there is no exchange, and no return.
+//
 // ReduceScatter and AllGather (CollNetDirect) work on a window [offset, offset + bytes) of
 // the nranks * bytes_per_rank buffer; rank k owns the part of the window inside
 // [k * bytes_per_rank, (k + 1) * bytes_per_rank). ReduceScatter splits the window as above;
@@ -88,6 +99,9 @@ struct CollOptions {
   // Joins a new job on the surviving aggregators (AggregatorPath::Rejoin). Empty: a failover
   // never re-stripes.
   AggregatorPath::Rejoin rejoin;
+  // Whether an aggregator the job lost takes jobs again (rank 0 asks; "Returning"). Empty: a
+  // job never returns to one.
+  ReturnProber::Probe probe;
   // How NCCL's requests are cut and device memory is staged (staging.h).
   StagingOptions staging;
 };
@@ -165,7 +179,20 @@ class CollComm {
   bool aggregator_share(CollRequest& r, std::string* error);
   // Fails over (failover.h) with `first_incomplete` as this rank's fi, then re-stripes.
   // False if the failover ring failed (every later aggregator share then fails).
-  bool fail_over(uint32_t first_incomplete, const std::string& why, std::string* error);
+  // With `back`, a planned failover to return to those aggregators ("Returning").
+  bool fail_over(uint32_t first_incomplete, const std::string& why, std::string* error,
+                 uint64_t back = 0);
+  // Before r's aggregator share: fails over to return if the ranks agreed to at r.
+  void return_if_agreed(const CollRequest& r);
+  // After a returning failover's hand-overs: joins every aggregator not seen dead; if some rank
+  // cannot, the ones of `before` not seen dead (none: the ring). False if the ring failed.
+  bool return_to(const FailoverAgreement& a, const std::vector<size_t>& before, uint32_t from,
+                 std::string* error);
+  // Every rank joins a new job on `target` (indices of the connect's list) and, if all did,
+  // carries aggregator shares from `from` on through it (*joined). `what` and `noun` name
+  // the step in the log. False if the failover ring failed.
+  bool join_everywhere(std::vector<size_t> target, uint32_t from, const char* what,
+                       const char* noun, bool* joined, std::string* error);
   // After a failover's hand-overs: joins a new job on the aggregators no rank saw fail, if
   // any are left, and (when every rank joined) carries aggregator shares from request
   // `from` on through it. False if the failover ring failed.

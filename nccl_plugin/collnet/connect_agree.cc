@@ -107,6 +107,41 @@ Status agree_verdicts(const Config& cfg, net::SendComm* next, net::RecvComm* pre
   return Status::kOk;
 }
 
+namespace {
+
+// Rank 0's probe of an aggregator the job lost (collnet/return_prober.h): a job of one rank on
+// it alone, under a key of its own, left at once. Short timeouts: a host that is still down
+// answers nothing, and the prober's thread is joined at close.
+collnet::ReturnProber::Probe probe_function(const client::ClientConfig& base) {
+  client::ClientConfig c = base;
+  c.aggregators.clear();
+  c.served_ranks.clear();
+  c.served_up_ranks.clear();
+  c.join_agree = nullptr;
+  c.join_peers = nullptr;
+  c.n_workers = 1;
+  c.rank = 0;
+  c.window_slots = 4;
+  c.connect_timeout = std::chrono::milliseconds(500);
+  c.join_timeout = std::chrono::milliseconds(1000);
+  // "Connection refused" every few seconds while a daemon is down is no news: a probe says
+  // nothing below TRACE (ReturnProber logs the outcome).
+  c.log = [](client::LogLevel, std::string_view line) {
+    CFX_TRACE(kLogColl, "CollNet probe: %.*s", static_cast<int>(line.size()), line.data());
+  };
+  // Every probe a key of its own (a daemon may still hold the last probe's job): the job's key
+  // mixed with a count, apart from the re-joins' keys.
+  return [c, list = base.aggregators, key = base.job_key, n = uint64_t{0}](
+             size_t index, std::string* why) mutable {
+    if (index >= list.size()) return false;
+    c.aggregators = {client::Endpoint{list[index].host, list[index].port}};
+    c.job_key = key ^ 0x50524f4245000000ULL ^ (0xc2b2ae3d27d4eb4fULL * ++n);
+    return client::Engine::create(c, why) != nullptr;
+  };
+}
+
+}  // namespace
+
 // The communicator's options from the agreed verdicts, with the re-join on survivors.
 collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>& all, uint64_t key,
                                   int nranks, int rank, const collnet::TreeCounts& tree,
@@ -169,6 +204,7 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
     c.job_key = base.job_key ^ (0x9e3779b97f4a7c15ULL * epoch);
     return client::Engine::create(c, why);
   };
+  opts.probe = probe_function(base);
   return opts;
 }
 

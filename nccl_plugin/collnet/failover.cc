@@ -119,6 +119,7 @@ bool Failover::agree(const FailoverVote& mine, FailoverAgreement* out, std::stri
     const FailoverVote& v = all[static_cast<size_t>(i)];
     a.given = std::max(a.given, v.next_seq);
     a.dead |= v.dead_mask;
+    a.back |= v.back;
     a.lo = std::min(a.lo, v.first_incomplete);
     if (v.first_incomplete > a.hi) {
       a.hi = v.first_incomplete;

@@ -14,7 +14,8 @@
 //   requests from hi on: their aggregator share is redone over the failover ring from the
 //     aggregators' input (redo()), in request order on every rank.
 // Each rank also says which aggregator its engine saw fail and how many requests it has been
-// given, for CollComm's re-stripe; whether every rank joined the survivors is agreed with
+// given, for CollComm's re-stripe, and which aggregators it fails over to return to (a
+// planned failover: CollComm's "Returning"); whether every rank joined the survivors is agreed with
 // all_say(). Nothing hangs: every wait is bounded by the ring timeout. Once any step fails,
 // broken() stays true and every later request's aggregator share fails.
 //
@@ -43,6 +44,7 @@ struct FailoverVote {
   uint32_t first_incomplete = 0;
   uint32_t next_seq = 0;   // requests this rank has been given so far
   uint64_t dead_mask = 0;  // original aggregator indices this rank's engine saw fail
+  uint64_t back = 0;       // original indices this rank fails over to return to (coll_comm.h)
 };
 
 // What the ranks agreed.
@@ -51,6 +53,7 @@ struct FailoverAgreement {
   int holder = 0;           // the (lowest) rank whose first_incomplete is hi
   uint32_t given = 0;       // most requests given to any rank
   uint64_t dead = 0;        // aggregators some rank saw fail
+  uint64_t back = 0;        // aggregators some rank fails over to return to
 };
 
 class Failover {

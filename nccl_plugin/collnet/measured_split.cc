@@ -115,13 +115,14 @@ void MeasuredSplit::start_exchange(uint32_t seq) {
   mine.ring_busy_s = ring_busy_s_;
   mine.epoch = a.epoch;
   mine.aggregators = a.aggregators;
+  mine.answered = a.answered;
   ring_bytes_ = ring_busy_s_ = agg_sent_with_ring_ = 0;
   seq_ = seq;
   if (broken_) {
     SplitDecision keep;
     keep.ring_fraction = controller_->ring_fraction();
     keep.min_ring_bytes = controller_->min_ring_bytes();
-    publish(seq, keep);
+    publish(seq, keep, 0);
     return;
   }
   round_->start(&mine);
@@ -138,6 +139,7 @@ bool MeasuredSplit::advance() {
   SplitDecision d;
   d.ring_fraction = controller_->ring_fraction();
   d.min_ring_bytes = controller_->min_ring_bytes();
+  uint64_t answered = 0;
   if (st != net::Status::kOk) {
     broken_ = true;  // the ring shares do not depend on it: the split just stays
     CFX_WARN(net::kLogColl,
@@ -147,8 +149,9 @@ bool MeasuredSplit::advance() {
     const auto* all = reinterpret_cast<const PathSample*>(round_->all());
     if (rank_ == 0) trace_samples(all);
     d = controller_->update({all, static_cast<size_t>(nranks_)});
+    for (int i = 0; i < nranks_; ++i) answered |= all[i].answered;
   }
-  publish(seq_, d);
+  publish(seq_, d, answered);
   return true;
 }
 
@@ -167,7 +170,17 @@ void MeasuredSplit::trace_samples(const PathSample* all) const {
   CFX_TRACE(net::kLogColl, "CollNet split period ending at request #%u%s", seq_, line.c_str());
 }
 
-void MeasuredSplit::publish(uint32_t seq, const SplitDecision& d) {
+uint64_t MeasuredSplit::returning_at(uint32_t seq) {
+  std::lock_guard<std::mutex> lk(mu_);
+  uint64_t back = 0;
+  while (!returns_.empty() && returns_.front().from <= seq) {
+    back |= returns_.front().aggregators;
+    returns_.pop_front();
+  }
+  return back;
+}
+
+void MeasuredSplit::publish(uint32_t seq, const SplitDecision& d, uint64_t answered) {
   if (d.changed) {
     const std::string floor = d.min_ring_bytes == 0
                                   ? ""
@@ -179,6 +192,7 @@ void MeasuredSplit::publish(uint32_t seq, const SplitDecision& d) {
   }
   std::lock_guard<std::mutex> lk(mu_);
   changes_.push_back({seq + kLag, d.ring_fraction, d.min_ring_bytes});
+  if (answered != 0) returns_.push_back({seq + kLag, answered});
   pending_.pop_front();
 }
 

@@ -12,9 +12,13 @@
 // (ring_carried(), ring_busy()), and the aggregator path's counters (AggregatorPath::sample(),
 // also read when a ring share starts and ends: the aggregator bytes sent beside the ring).
 //
+// The exchange also carries what rank 0's ReturnProber found answering again: the same
+// decision tells every rank to return to those aggregators at the mark + kLag
+// (returning_at()).
+//
 // Threads: fraction_for() is called by one submitting thread (NCCL's proxy thread),
-// everything else by the ring thread (RingWorker); mu_ guards what they share. Nothing here
-// blocks.
+// returning_at() by the completer, everything else by the ring thread (RingWorker); mu_
+// guards what they share. Nothing here blocks.
 #pragma once
 
 #include <chrono>
@@ -62,6 +66,12 @@ class MeasuredSplit {
   // True if it replaced the capacity prior; *fraction: the ring fraction from now on.
   bool take_connect_probe(double delivered_bps, double* fraction);
 
+  // Completer: the aggregators the ranks agreed to return to at or before request `seq` (bit
+  // i: index i), each agreement given once; 0 when none. Every decision with a start at or
+  // before `seq` is known once a request from `seq` on that may use the aggregators was
+  // taken (fraction_for()), so the answer is the same on every rank for such requests.
+  uint64_t returning_at(uint32_t seq);
+
   // Ring thread, from here on (measured only, but for ring_carried()).
   // A period's exchange is running (the next one starts only after it).
   bool exchanging() const { return running_; }
@@ -77,7 +87,7 @@ class MeasuredSplit {
  private:
   // NCCL_DEBUG=TRACE, rank 0: every rank's sample of the period the split is decided from.
   void trace_samples(const PathSample* all) const;
-  void publish(uint32_t seq, const SplitDecision& d);
+  void publish(uint32_t seq, const SplitDecision& d, uint64_t answered);
 
   const int rank_, nranks_;
   const AggregatorPath* aggregators_;
@@ -95,6 +105,11 @@ class MeasuredSplit {
   size_t min_now_ = 0;            // mu_
   std::deque<Change> changes_;    // mu_
   std::deque<uint32_t> pending_;  // mu_: marks not decided
+  struct Return {
+    uint32_t from = 0;
+    uint64_t aggregators = 0;
+  };
+  std::deque<Return> returns_;  // mu_: agreed returns, by `from`
   uint64_t period_bytes_ = 0;     // mu_
   uint32_t period_requests_ = 0;  // mu_
   uint32_t periods_ended_ = 0;    // mu_: requests marked as a period's end so far

@@ -64,8 +64,11 @@ struct PathSample {
   // Time with aggregator contributions waiting for a window slot: the aggregators (or the
   // path to them) held the share back, not the caller's pace.
   double agg_window_full_s = 0;
+  // Rank 0: the aggregators the job lost that answer again (ReturnProber); the ranks return to
+  // them together (coll_comm.h, "Returning"). Not part of the split's model.
+  uint64_t answered = 0;
 };
-static_assert(sizeof(PathSample) == 64, "exchanged between ranks as raw bytes");
+static_assert(sizeof(PathSample) == 72, "exchanged between ranks as raw bytes");
 
 struct SplitTuning {
   double band = 0.03;            // keep the split unless the model expects it this much faster

@@ -21,14 +21,16 @@ def check(cond, msg):
 
 
 class Daemon:
-    """confluxd on loopback with ephemeral ports; stopped with SIGTERM by stop()."""
+    """confluxd on loopback with ephemeral ports (or the given control and data ports: a
+    restart on the same address); stopped with SIGTERM by stop(), or SIGKILL by kill()."""
 
-    def __init__(self, confluxd, *extra):
+    def __init__(self, confluxd, *extra, control_port=0, data_port=0):
         self.dir = tempfile.mkdtemp(prefix="conflux-deploy-")
         ready = os.path.join(self.dir, "ready")
         self.log = open(os.path.join(self.dir, "confluxd.log"), "w")
         self.proc = subprocess.Popen(
-            [confluxd, "--listen", "127.0.0.1", "--control-port", "0", "--data-port", "0",
+            [confluxd, "--listen", "127.0.0.1", "--control-port", str(control_port),
+             "--data-port", str(data_port),
              "--metrics-port", "0", "--ready-file", ready, "--log-level", "warn", *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
@@ -48,6 +50,10 @@ class Daemon:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=5) as r:
             return r.read().decode()
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait(timeout=10)
 
     def stop(self):
         if self.proc.poll() is None:

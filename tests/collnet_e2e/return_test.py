@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""A CollNet job comes back to the aggregators it lost, with every result exact throughout
+(the driver loads the NCCL plugin as NCCL does and verifies every iteration):
+  restart  a 4-rank job on one aggregator; the daemon is killed (SIGKILL), the job goes on
+           over the ring; the daemon starts again on the same ports and the job is back on it
+           within 10 s of it answering;
+  drain    a 4-rank job striped over two aggregators; one is drained (the job re-stripes over
+           the other), then undrained: the job returns to both.
+Each scenario prints the job's timeline (iteration durations) around the events.
+Usage: return_test.py CONFLUXD DRIVER PLUGIN CONFLUX [restart|drain]..."""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy"))
+from procs import Daemon, check, closed_port, metric, wait_for  # noqa: E402
+
+NRANKS = 4
+SIZE = "1M"
+
+
+def job_env(aggs):
+    return dict(os.environ, CONFLUX_AGGREGATORS=aggs, CONFLUX_SOCKET_IFNAME="lo",
+                CONFLUX_AGGREGATOR_TIMEOUT_MS="1000",
+                NCCL_DEBUG=os.environ.get("RETURN_TEST_NCCL_DEBUG", "WARN"))
+
+
+def start_job(driver, plugin, aggs, iters, timeline):
+    return subprocess.Popen(
+        [driver, "--plugin", plugin, "--nranks", str(NRANKS), "--modes", "hybrid",
+         "--ring-fraction", "auto",
+         "--require-collnet", "-d", "float", "-o", "sum", "-b", SIZE, "-e", SIZE, "-n",
+         str(iters), "-w", "1", "--check-iters", "--timeline", timeline, "--timeout", "280"],
+        env=job_env(aggs), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def iterations_for(driver, plugin, aggs, seconds):
+    """Iterations that take about `seconds` through the aggregators on this machine (a short
+    job first measures them: its timeline's durations), so the events land mid-job on a fast
+    or a loaded machine."""
+    with tempfile.TemporaryDirectory() as d:
+        timeline = os.path.join(d, "t")
+        p = start_job(driver, plugin, aggs, 200, timeline)
+        out, _ = p.communicate(timeout=200)
+        check(p.returncode == 0, f"calibration job failed:\n{out}")
+        ends = [end for end, _ in read_timeline(timeline)]
+    per = (ends[-1] - ends[0]) / max(1, len(ends) - 1) if len(ends) > 1 else 0.01
+    return max(400, min(50000, int(seconds / max(per, 1e-5))))
+
+
+def read_timeline(path):
+    """(end, duration) of each timed iteration, in seconds (the driver's --timeline lines:
+    mode bytes end_unix_s us)."""
+    rows = []
+    for line in open(path):
+        f = line.split()
+        if len(f) == 4 and not line.startswith("#"):
+            rows.append((float(f[2]), float(f[3]) * 1e-6))
+    return rows
+
+
+def packets(d):
+    try:
+        return metric(d.metrics(), "conflux_job_packets_in_total")
+    except OSError:
+        return 0
+
+
+def show_timeline(path, events):
+    """The iterations' durations in 1 s bins up to 5 s after the last event (unix times), the
+    events marked."""
+    rows = read_timeline(path)
+    if not rows:
+        print("timeline: empty")
+        return
+    start = rows[0][0]
+    last = max(t for _, t in events) - start + 5
+    print(f"timeline ({len(rows)} iterations; mean duration per 1 s of the job):")
+    bins = {}
+    for end, dur in rows:
+        if end - start <= last:
+            bins.setdefault(int(end - start), []).append(dur)
+    marks = {}
+    for name, t in events:
+        marks.setdefault(int(t - start), []).append(name)
+    for b in sorted(set(bins) | set(marks)):
+        ds = bins.get(b, [])
+        mean = f"{sum(ds) / len(ds) * 1e3:8.2f} ms" if ds else "       -   "
+        print(f"  t={b:4d} s {len(ds):5d} it  mean {mean}  {'; '.join(marks.get(b, []))}")
+
+
+def stop(job):
+    """After a failed check: kills the job if it still runs and shows what it said."""
+    if job.stdout is None or job.stdout.closed:
+        return  # finish() read it
+    if job.poll() is None:
+        job.kill()
+    out, _ = job.communicate(timeout=30)
+    print(f"the job (exit {job.returncode}):\n{out[-6000:]}")
+
+
+def finish(job, what):
+    out, _ = job.communicate(timeout=280)
+    check(job.returncode == 0, f"{what}: the job failed:\n{out}")
+    check("verified: all results correct" in out, f"{what}: results not all verified:\n{out}")
+    return out
+
+
+def restart(confluxd, driver, plugin, workdir):
+    control, data = closed_port(), closed_port()
+    d = Daemon(confluxd, control_port=control, data_port=data)
+    aggs = f"127.0.0.1:{control}"
+    iters = iterations_for(driver, plugin, aggs, 20)
+    timeline = os.path.join(workdir, "restart.timeline")
+    job = start_job(driver, plugin, aggs, iters, timeline)
+    events = []
+    try:
+        wait_for(lambda: packets(d) > 0, "the job's packets", timeout=60)
+        time.sleep(1)
+        d.kill()
+        events.append(("aggregator killed", time.time()))
+        time.sleep(3)  # the job fails over and runs on the ring
+        check(job.poll() is None, "the job ended before the restart: make it longer")
+        d = Daemon(confluxd, control_port=control, data_port=data)
+        answered = time.monotonic()
+        events.append(("aggregator answers again", time.time()))
+        wait_for(lambda: packets(d) > 0, "the job back on the restarted aggregator", timeout=30)
+        back = time.monotonic() - answered
+        events.append(("job back on it", time.time()))
+        print(f"restart: the job was back on the aggregator {back:.1f} s after it answered")
+        check(back <= 10, f"back only after {back:.1f} s (goal: 10 s)")
+        out = finish(job, "restart")
+        check("returned to 1 aggregator(s)" in out, f"no return in the job's log:\n{out}")
+    finally:
+        stop(job)
+        d.stop()
+    show_timeline(timeline, events)
+
+
+def drain(confluxd, driver, plugin, cli, workdir):
+    a, b = Daemon(confluxd), Daemon(confluxd)
+    aggs = f"127.0.0.1:{a.control_port},127.0.0.1:{b.control_port}"
+    iters = iterations_for(driver, plugin, aggs, 20)
+    timeline = os.path.join(workdir, "drain.timeline")
+    job = start_job(driver, plugin, aggs, iters, timeline)
+    events = []
+    try:
+        wait_for(lambda: packets(b) > 0, "the job's packets on both", timeout=60)
+        time.sleep(1)
+        r = subprocess.run([cli, "drain", f"127.0.0.1:{b.metrics_port}", "--wait",
+                            "--wait-timeout", "60"], capture_output=True, text=True, timeout=90)
+        check(r.returncode == 0, f"drain: {r.stdout}{r.stderr}")
+        events.append(("b drained, the job left it", time.time()))
+        before = packets(b)
+        time.sleep(2)
+        check(packets(b) == before, "the job still sends to the drained aggregator")
+        check(job.poll() is None, "the job ended before the undrain: make it longer")
+        r = subprocess.run([cli, "undrain", f"127.0.0.1:{b.metrics_port}"], capture_output=True,
+                           text=True, timeout=30)
+        check(r.returncode == 0, f"undrain: {r.stdout}{r.stderr}")
+        undrained = time.monotonic()
+        events.append(("b undrained", time.time()))
+        wait_for(lambda: packets(b) > before, "the job back on the undrained aggregator",
+                 timeout=30)
+        back = time.monotonic() - undrained
+        events.append(("job back on b", time.time()))
+        print(f"drain: the job was back on both aggregators {back:.1f} s after the undrain")
+        check(back <= 10, f"back only after {back:.1f} s (goal: 10 s)")
+        out = finish(job, "drain")
+        check("re-striped over 1 surviving aggregator(s)" in out, f"no re-stripe:\n{out}")
+        check("returned to 2 aggregator(s)" in out, f"no return in the job's log:\n{out}")
+    finally:
+        stop(job)
+        a.stop()
+        b.stop()
+    show_timeline(timeline, events)
+
+
+def main():
+    confluxd, driver, plugin, cli = sys.argv[1:5]
+    scenarios = sys.argv[5:] or ["restart", "drain"]
+    with tempfile.TemporaryDirectory(prefix="conflux-return-") as workdir:
+        for s in scenarios:
+            if s == "restart":
+                restart(confluxd, driver, plugin, workdir)
+            elif s == "drain":
+                drain(confluxd, driver, plugin, cli, workdir)
+            else:
+                check(False, f"unknown scenario {s}")
+    print("return: ok")
+
+
+if __name__ == "__main__":
+    main()
