@@ -1,14 +1,18 @@
 // The selection program of `conflux plan --fabric direct`, solved by GLPK's branch and cut.
 //
-// Slots k = 0..K-1, K = the fewest ports any worker has (every topology uses at least one port
-// of every worker). Per slot: binaries ring_k, seg_k, tree_k (at most one), the segment ring's
-// devices dev_k and its members per port class mem_k,c. Per class c (P_c ports, N_c workers),
-// every worker uses 2 ports per ring or segment ring and 1 per tree, less 1 per membership;
-// spread round-robin, N_c workers fit P_c ports each exactly when
-//   sum_k mem_k,c >= N_c * (2 * sum_k (ring_k + seg_k) + sum_k tree_k - P_c).
-// Two passes: the first maximises algbw = sum_k (ring_k * r.ring + seg_k * r.segment +
-// tree_k * r.tree); the second keeps that algbw and minimises the devices, so that a plan never
-// spends a device it does not need.
+// Integer counts, K = the fewest ports any worker has (every topology uses at least one port
+// of every worker): rings Rp, segment rings Rs, trees T with Rp + Rs + T <= K; memberships
+// M_c per port class c (P_c ports, N_c workers), at most one per worker and segment ring
+// (M_c <= N_c * Rs). Spread round-robin, the N_c workers of a class fit their ports exactly
+// when
+//   M_c >= N_c * (2 * (Rp + Rs) + T - P_c).
+// A segment device holds up to g = E_d - 2 members; a segment ring holds at most q = N / g
+// full devices and, when r = N mod g > 0, one partial device of up to r members: with F full
+// and H partial devices, sum_c M_c <= g F + r H, F <= q Rs, H <= Rs, F + H >= Rs (every
+// segment ring has a device). Devices: F + H + T * (a tree's devices) <= the budget.
+// Two passes: the first maximises algbw = Rp * r.ring + Rs * r.segment + T * r.tree; the
+// second keeps that algbw and minimises the devices, so that a plan never spends a device
+// it does not need. The program's size depends on the number of port classes only.
 #include <glpk.h>
 
 #include <algorithm>
@@ -67,64 +71,40 @@ class Program {
 };
 
 struct Columns {
-  std::vector<int> ring, seg, tree, dev;
-  std::vector<std::vector<int>> mem;  // [slot][class]
+  int rings = 0, segs = 0, trees = 0, full = 0, partial = 0;
+  std::vector<int> members;  // per class
 };
 
 Columns add_columns(Program& prog, const Input& in, const Rates& r) {
-  const int slots = in.min_ports();
+  const int k = in.min_ports();
   const int n = in.worker_count();
-  const int max_seg_devices = (n + r.group - 1) / r.group;
   Columns c;
-  for (int k = 0; k < slots; ++k) {
-    c.ring.push_back(prog.column(GLP_BV, 0, 1, r.ring));
-    c.seg.push_back(prog.column(GLP_BV, 0, 1, r.segment));
-    c.tree.push_back(prog.column(GLP_BV, 0, 1, r.tree));
-    c.dev.push_back(prog.column(GLP_IV, 0, max_seg_devices, 0));
-    std::vector<int>& mem = c.mem.emplace_back();
-    for (const PortClass& pc : in.workers) mem.push_back(prog.column(GLP_IV, 0, pc.count, 0));
-  }
+  c.rings = prog.column(GLP_IV, 0, k, r.ring);
+  c.segs = prog.column(GLP_IV, 0, k, r.segment);
+  c.trees = prog.column(GLP_IV, 0, k, r.tree);
+  c.full = prog.column(GLP_IV, 0, k * (n / r.group), 0);
+  c.partial = prog.column(GLP_IV, 0, n % r.group > 0 ? k : 0, 0);
+  for (const PortClass& pc : in.workers)
+    c.members.push_back(prog.column(GLP_IV, 0, pc.count * k, 0));
   return c;
 }
 
 void add_rows(Program& prog, const Input& in, const Rates& r, const Columns& c) {
-  const size_t slots = c.ring.size();
   const int n = in.worker_count();
-  std::vector<std::pair<int, double>> devices;
-  for (size_t k = 0; k < slots; ++k) {
-    prog.row({{c.ring[k], 1}, {c.seg[k], 1}, {c.tree[k], 1}}, GLP_UP, 1);
-    if (k + 1 < slots) {  // used slots first: one solution per selection, not K! of them
-      prog.row({{c.ring[k], 1},
-                {c.seg[k], 1},
-                {c.tree[k], 1},
-                {c.ring[k + 1], -1},
-                {c.seg[k + 1], -1},
-                {c.tree[k + 1], -1}},
-               GLP_LO, 0);
-    }
-    std::vector<std::pair<int, double>> held{{c.dev[k], -r.group}};
-    for (size_t cls = 0; cls < in.workers.size(); ++cls) {
-      prog.row({{c.mem[k][cls], 1}, {c.seg[k], -in.workers[cls].count}}, GLP_UP, 0);
-      held.emplace_back(c.mem[k][cls], 1);
-    }
-    prog.row(held, GLP_UP, 0);  // members fit the devices' ports
-    prog.row({{c.dev[k], 1}, {c.seg[k], -1}}, GLP_LO, 0);
-    prog.row({{c.dev[k], 1}, {c.seg[k], -(n + r.group - 1) / r.group}}, GLP_UP, 0);
-    devices.emplace_back(c.dev[k], 1);
-    devices.emplace_back(c.tree[k], r.tree_devices);
-  }
-  prog.row(devices, GLP_UP, in.device_budget);
+  prog.row({{c.rings, 1}, {c.segs, 1}, {c.trees, 1}}, GLP_UP, in.min_ports());
+  std::vector<std::pair<int, double>> held{{c.full, -r.group}, {c.partial, -(n % r.group)}};
   for (size_t cls = 0; cls < in.workers.size(); ++cls) {
     const double count = in.workers[cls].count;
-    std::vector<std::pair<int, double>> ports;
-    for (size_t k = 0; k < slots; ++k) {
-      ports.emplace_back(c.mem[k][cls], 1);
-      ports.emplace_back(c.ring[k], -2 * count);
-      ports.emplace_back(c.seg[k], -2 * count);
-      ports.emplace_back(c.tree[k], -count);
-    }
-    prog.row(ports, GLP_LO, -count * in.workers[cls].ports);
+    prog.row({{c.members[cls], 1}, {c.segs, -count}}, GLP_UP, 0);
+    prog.row({{c.members[cls], 1}, {c.rings, -2 * count}, {c.segs, -2 * count}, {c.trees, -count}},
+             GLP_LO, -count * in.workers[cls].ports);
+    held.emplace_back(c.members[cls], 1);
   }
+  prog.row(held, GLP_UP, 0);  // the members fit the devices
+  prog.row({{c.full, 1}, {c.segs, -(n / r.group)}}, GLP_UP, 0);
+  prog.row({{c.partial, 1}, {c.segs, -1}}, GLP_UP, 0);
+  prog.row({{c.full, 1}, {c.partial, 1}, {c.segs, -1}}, GLP_LO, 0);
+  prog.row({{c.full, 1}, {c.partial, 1}, {c.trees, r.tree_devices}}, GLP_UP, in.device_budget);
 }
 
 // The relative gap at the solver's last look, kept for a run stopped by the time limit.
@@ -133,20 +113,15 @@ void remember_gap(glp_tree* tree, void* info) {
   if (std::isfinite(gap)) *static_cast<double*>(info) = gap;
 }
 
-Selection read(glp_prob* p, const Input& in, const Columns& c) {
-  Selection s;
+Selection read(glp_prob* p, const Columns& c) {
   const auto value = [&](int j) { return static_cast<int>(std::lround(glp_mip_col_val(p, j))); };
-  for (size_t k = 0; k < c.ring.size(); ++k) {
-    if (value(c.ring[k])) s.topologies.push_back({Kind::kRing, 0, {}});
-    if (value(c.tree[k])) s.topologies.push_back({Kind::kTree, 0, {}});
-    if (!value(c.seg[k])) continue;
-    Selected seg{Kind::kSegmentRing, value(c.dev[k]), {}};
-    for (size_t cls = 0; cls < in.workers.size(); ++cls)
-      seg.members.push_back(value(c.mem[k][cls]));
-    s.topologies.push_back(std::move(seg));
-  }
-  std::stable_sort(s.topologies.begin(), s.topologies.end(),
-                   [](const Selected& a, const Selected& b) { return a.kind < b.kind; });
+  Selection s;
+  s.rings = value(c.rings);
+  s.segment_rings = value(c.segs);
+  s.trees = value(c.trees);
+  s.full = value(c.full);
+  s.partial = value(c.partial);
+  for (int j : c.members) s.members.push_back(value(j));
   return s;
 }
 
@@ -187,22 +162,21 @@ Selection select(const Input& in, const Rates& r) {
     throw PlanError(
         fmt::format("the solver found no plan within {:g} s (--time-limit)", in.time_limit_s));
   }
-  Selection s = read(p, in, c);
+  Selection s = read(p, c);
   s.optimal = optimal;
   s.gap = optimal ? 0 : gap;
   // Second pass: the same algbw (to the solver's tolerance) with the fewest devices.
   const double best = glp_mip_obj_val(p);
-  std::vector<std::pair<int, double>> algbw, devices;
-  for (size_t k = 0; k < c.ring.size(); ++k) {
-    algbw.insert(algbw.end(), {{c.ring[k], r.ring}, {c.seg[k], r.segment}, {c.tree[k], r.tree}});
-    devices.insert(devices.end(), {{c.dev[k], 1}, {c.tree[k], r.tree_devices}});
-  }
+  const std::vector<std::pair<int, double>> algbw{
+      {c.rings, r.ring}, {c.segs, r.segment}, {c.trees, r.tree}};
+  const std::vector<std::pair<int, double>> devices{
+      {c.full, 1}, {c.partial, 1}, {c.trees, r.tree_devices}};
   prog.row(algbw, GLP_LO, best - 1e-7 * best);
   prog.objective(GLP_MIN, devices);
   double gap2 = 1;
   bool optimal2 = false;
   if (left() > 0 && run(prog.load(), left(), gap2, optimal2)) {
-    s = read(p, in, c);
+    s = read(p, c);
     s.optimal = optimal && optimal2;
     s.gap = optimal ? 0 : gap;
   }

@@ -17,15 +17,15 @@ struct Rates {
 };
 Rates rates(const Input& in);
 
-// One selected topology: its kind, its devices and, for a segment ring, its members per port
-// class (Input::workers order).
-struct Selected {
-  Kind kind = Kind::kRing;
-  int devices = 0;
-  std::vector<int> members;
-};
+// What the program selects: how many topologies of each kind, and for the segment rings
+// together their memberships per port class (Input::workers order) and their devices: `full`
+// devices of up to group members each and `partial` ones of up to (N mod group) members, at
+// most one of those per segment ring (a segment ring of all N workers as members needs
+// ceil(N / group) devices).
 struct Selection {
-  std::vector<Selected> topologies;
+  int rings = 0, segment_rings = 0, trees = 0;
+  std::vector<int> members;
+  int full = 0, partial = 0;
   bool optimal = false;
   double gap = 0;
   double solve_s = 0;

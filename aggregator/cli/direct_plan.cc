@@ -154,12 +154,13 @@ Plan solve(const Input& in) {
   return p;
 }
 
-std::vector<Plan> pareto(const Input& in) {
+std::vector<Plan> pareto(const Input& in, bool circuits) {
   std::vector<Plan> plans;
   Input one = in;
   for (one.device_budget = 0; one.device_budget <= in.device_budget; ++one.device_budget) {
     try {
       plans.push_back(solve(one));
+      if (!circuits) std::vector<Circuit>().swap(plans.back().circuits);
     } catch (const PlanError&) {
       if (one.device_budget == in.device_budget) throw;  // nothing fits at any budget
     }
@@ -215,14 +216,25 @@ std::string plan_table(const Input& in, const Plan& p, bool circuits) {
 std::string pareto_table(const Input& in, const std::vector<Plan>& plans) {
   const Baselines base = baselines(in);
   std::string out = header(in);
-  out += fmt::format("{:>7} {:>7} {:>12} {:>8}  {}\n", "budget", "devices", "algbw Gbit/s",
+  out += fmt::format("{:>11} {:>7} {:>12} {:>8}  {}\n", "budget", "devices", "algbw Gbit/s",
                      "vs ring", "topologies");
-  for (const Plan& p : plans) {
+  // Budgets that give the same plan share a row ("342-682").
+  for (size_t i = 0; i < plans.size();) {
+    const Plan& p = plans[i];
+    size_t j = i + 1;
+    while (j < plans.size() && plans[j].devices == p.devices &&
+           plans[j].algbw_gbit == p.algbw_gbit) {
+      ++j;
+    }
     std::string kinds;
-    for (const Topology& t : p.topologies)
+    for (const Topology& t : p.topologies) {
       kinds += fmt::format("{}{}", kinds.empty() ? "" : " + ", kind_name(t.kind));
-    out += fmt::format("{:>7} {:>7} {:>12.3f} {:>8.3f}  {}\n", p.budget, p.devices, p.algbw_gbit,
+    }
+    const std::string budgets =
+        j - 1 > i ? fmt::format("{}-{}", p.budget, plans[j - 1].budget) : std::to_string(p.budget);
+    out += fmt::format("{:>11} {:>7} {:>12.3f} {:>8.3f}  {}\n", budgets, p.devices, p.algbw_gbit,
                        base.ring_gbit > 0 ? p.algbw_gbit / base.ring_gbit : 0.0, kinds);
+    i = j;
   }
   out += fmt::format("full tree: {} devices, algbw {:.3f} Gbit/s\n", base.tree_devices,
                      base.tree_gbit);

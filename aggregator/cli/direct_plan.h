@@ -111,8 +111,9 @@ int tree_devices(int n, int device_ports);
 // against the ports (a worker's or a device's port is used once).
 Plan solve(const Input& in);
 Baselines baselines(const Input& in);
-// The best plan for every budget 0..in.device_budget, one per budget.
-std::vector<Plan> pareto(const Input& in);
+// The best plan for every budget 0..in.device_budget, one per budget (their circuits only
+// with `circuits`: at N = 1024 they take megabytes per plan).
+std::vector<Plan> pareto(const Input& in, bool circuits = false);
 
 std::string plan_table(const Input& in, const Plan& p, bool circuits);
 std::string pareto_table(const Input& in, const std::vector<Plan>& plans);

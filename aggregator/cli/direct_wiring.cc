@@ -81,33 +81,80 @@ class Memberships {
 };
 
 // A ring through every worker that is not a member and every device (each at its first
-// member's place); members are wired to their device, split evenly over the devices.
-void wire_ring(Builder& b, const std::vector<int>& members, int devices, int topology) {
-  std::vector<int> device_of(b.workers(), -1), ids(devices);
-  for (int& d : ids) d = b.new_device();
-  const size_t m = members.size();
-  for (int j = 0; j < devices; ++j) {
-    for (size_t i = m * j / devices; i < m * (j + 1) / devices; ++i) device_of[members[i]] = ids[j];
+// member's place, or at the end with no member: a relay); members are wired to their device,
+// groups[j] of them to device j in order.
+void wire_ring(Builder& b, const std::vector<int>& members, const std::vector<int>& groups,
+               int topology) {
+  std::vector<int> device_of(b.workers(), -1), ids;
+  size_t next = 0;
+  for (int size : groups) {
+    ids.push_back(b.new_device());
+    for (int i = 0; i < size; ++i) device_of[members.at(next++)] = ids.back();
   }
   std::vector<Builder::Node> ring;
-  std::vector<bool> placed(devices, false);
+  std::vector<bool> placed(ids.size(), false);
   for (int w = 0; w < b.workers(); ++w) {
     if (device_of[w] < 0) {
       ring.push_back({false, w});
       continue;
     }
     b.connect({false, w}, {true, device_of[w]}, topology);
-    const int j = device_of[w] - ids.front();
+    const size_t j = static_cast<size_t>(device_of[w] - ids.front());
     if (!placed[j]) ring.push_back({true, device_of[w]});
     placed[j] = true;
   }
-  for (int j = 0; j < devices; ++j) {
-    if (!placed[j]) ring.push_back({true, ids[j]});  // a device with no member: a relay
+  for (size_t j = 0; j < ids.size(); ++j) {
+    if (!placed[j]) ring.push_back({true, ids[j]});
   }
   // Two nodes are joined by two circuits (one per direction of travel), one node by none.
   if (ring.size() < 2) return;
   for (size_t i = 0; i < ring.size(); ++i)
     b.connect(ring[i], ring[(i + 1) % ring.size()], topology);
+}
+
+// The segment rings of a selection: per ring, its members per class and its devices' member
+// counts. Full devices go round-robin from the first ring, partial ones from the last (so
+// every ring has one when full + partial >= rings); members fill the rings' devices in order,
+// each ring from the classes with the most memberships left (at most a class's workers).
+struct SegmentRing {
+  std::vector<int> per_class;
+  std::vector<int> groups;
+};
+
+std::vector<SegmentRing> split_segment_rings(const Input& in, const Rates& r, const Selection& s) {
+  const int rings = s.segment_rings;
+  const int n = in.worker_count();
+  std::vector<std::vector<int>> caps(rings);
+  for (int i = 0; i < s.full; ++i) caps[i % rings].push_back(r.group);
+  for (int i = 0; i < s.partial; ++i) caps[rings - 1 - i % rings].push_back(n % r.group);
+  int left = 0;
+  for (int m : s.members) left += m;
+  std::vector<int> per_class_left = s.members;
+  std::vector<SegmentRing> out(rings);
+  for (int k = 0; k < rings; ++k) {
+    int size = 0;
+    for (int cap : caps[k]) size += cap;
+    size = std::min(size, left);
+    SegmentRing& ring = out[k];
+    ring.per_class.assign(in.workers.size(), 0);
+    std::vector<size_t> order(in.workers.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return per_class_left[a] > per_class_left[b]; });
+    int taken = 0;
+    for (size_t c : order) {
+      const int t = std::min({per_class_left[c], in.workers[c].count, size - taken});
+      ring.per_class[c] = t;
+      per_class_left[c] -= t;
+      taken += t;
+    }
+    left -= taken;
+    for (int cap : caps[k]) {
+      ring.groups.push_back(std::min(cap, taken));
+      taken -= ring.groups.back();
+    }
+  }
+  return out;
 }
 
 // A reduction tree: devices take up to E_d - 1 children (the root E_d) from the front of a
@@ -143,22 +190,28 @@ std::vector<Circuit> wire(const Input& in, const Rates& r, const Selection& s,
   std::vector<Circuit> circuits;
   Builder b(in, circuits);
   Memberships memberships(in);
-  for (const Selected& sel : s.topologies) {
-    const int topology = static_cast<int>(topologies.size());
+  const auto add = [&](Kind kind, double algbw, auto&& build) {
     const int before = b.devices();
     Topology t;
-    t.kind = sel.kind;
-    if (sel.kind == Kind::kTree) {
-      t.depth = wire_tree(b, in.device_ports, topology);
-      t.algbw_gbit = r.tree;
-    } else {
-      const std::vector<int> members = memberships.take(sel.members);
-      wire_ring(b, members, sel.devices, topology);
-      t.members = static_cast<int>(members.size());
-      t.algbw_gbit = sel.kind == Kind::kRing ? r.ring : r.segment;
-    }
+    t.kind = kind;
+    t.algbw_gbit = algbw;
+    build(t, static_cast<int>(topologies.size()));
     t.devices = b.devices() - before;
     topologies.push_back(t);
+  };
+  for (int i = 0; i < s.rings; ++i) {
+    add(Kind::kRing, r.ring, [&](Topology&, int t) { wire_ring(b, {}, {}, t); });
+  }
+  for (const SegmentRing& seg : split_segment_rings(in, r, s)) {
+    add(Kind::kSegmentRing, r.segment, [&](Topology& top, int t) {
+      const std::vector<int> members = memberships.take(seg.per_class);
+      wire_ring(b, members, seg.groups, t);
+      top.members = static_cast<int>(members.size());
+    });
+  }
+  for (int i = 0; i < s.trees; ++i) {
+    add(Kind::kTree, r.tree,
+        [&](Topology& top, int t) { top.depth = wire_tree(b, in.device_ports, t); });
   }
   return circuits;
 }

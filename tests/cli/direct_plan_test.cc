@@ -168,7 +168,7 @@ TEST(DirectPlan, BudgetZeroIsTheRingAndAFullBudgetTheTree) {
 
 TEST(DirectPlan, ParetoIsMonotoneAndWithinEachBudget) {
   const Input in = input("4x20,3x4", 24, 4, 40);
-  const std::vector<Plan> rows = pareto(in);
+  const std::vector<Plan> rows = pareto(in, /*circuits=*/true);
   ASSERT_EQ(rows.size(), 41u);
   for (size_t b = 0; b < rows.size(); ++b) {
     EXPECT_EQ(rows[b].budget, static_cast<int>(b));

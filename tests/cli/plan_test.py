@@ -216,7 +216,8 @@ def direct_checks(conflux, check):
           [x["budget"] for x in rows] == [0, 1, 2, 3, 4] and rows[0]["devices"] == 0 and
           all(x["devices"] == 1 for x in rows[1:]))
     r = plan(conflux, *args[:-1], "4", "--pareto")
-    check(f"--pareto table: {r.stdout}", r.returncode == 0 and "ring + segment ring" in r.stdout)
+    check(f"--pareto table: {r.stdout}", r.returncode == 0 and
+          "        1-4       1" in r.stdout and "ring + segment ring" in r.stdout)
     r = plan(conflux, *args, "--circuits")
     check(f"--circuits table: {r.stdout}", "w6:2 <-> d0:0" in r.stdout)
     # Errors: no plan fits (exit 2, the reason), ports that do not add up, direct options
