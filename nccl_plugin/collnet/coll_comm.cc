@@ -374,8 +374,8 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
           a, [this](uint32_t seq) { return queued(seq); }, error))
     return false;
   const uint32_t from = std::max(a.hi, a.given);
-  const bool ok = a.back != 0 ? return_to(a, before, from, error)
-                              : rejoin_survivors(a.dead, from, error);
+  const bool ok =
+      a.back != 0 ? return_to(a, before, from, error) : rejoin_survivors(a.dead, from, error);
   aggs_.watch_missing();
   return ok;
 }

@@ -109,7 +109,7 @@ class MeasuredSplit {
     uint32_t from = 0;
     uint64_t aggregators = 0;
   };
-  std::deque<Return> returns_;  // mu_: agreed returns, by `from`
+  std::deque<Return> returns_;    // mu_: agreed returns, by `from`
   uint64_t period_bytes_ = 0;     // mu_
   uint32_t period_requests_ = 0;  // mu_
   uint32_t periods_ended_ = 0;    // mu_: requests marked as a period's end so far

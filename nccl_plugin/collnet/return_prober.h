@@ -47,9 +47,9 @@ class ReturnProber {
   const Probe probe_;
   std::mutex mu_;
   std::condition_variable cv_;
-  uint64_t missing_ = 0;   // mu_
-  uint64_t watches_ = 0;   // mu_: watch() calls so far (a new one restarts the backoff)
-  bool stop_ = false;      // mu_
+  uint64_t missing_ = 0;  // mu_
+  uint64_t watches_ = 0;  // mu_: watch() calls so far (a new one restarts the backoff)
+  bool stop_ = false;     // mu_
   std::atomic<uint64_t> answered_{0};
   std::thread thread_;
 };
