@@ -71,6 +71,7 @@ struct Config {
   // Multicast result delivery (protocol/SPEC.md §8).
   std::string multicast = "auto";
   std::string multicast_range = "";
+  int64_t multicast_slice = 64;  // groups this daemon grants from; where: its address (ipv4.h)
   int64_t multicast_port = 0;
   int64_t multicast_ttl = 1;
   std::string multicast_interface = "";

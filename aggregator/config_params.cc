@@ -191,6 +191,12 @@ const std::array kRows = {
          "multicast groups granted to jobs, CIDR in 224.0.0.0/4 (e.g. 239.77.0.0/16; empty = "
          "results by unicast only)"},
         &Config::multicast_range},
+    Row{{"multicast_slice", ParamType::kInt,
+         "groups of multicast_range this daemon grants: the slice at (its address mod the "
+         "range's slices), so that daemons sharing one configuration never grant the same group "
+         "(0 = the whole range: give each daemon a range of its own)",
+         0, 65536},
+        &Config::multicast_slice},
     Row{{"multicast_port", ParamType::kInt,
          "UDP port of the jobs' multicast groups (0 = the first data port)", 0, kPortMax},
         &Config::multicast_port},

@@ -1,6 +1,7 @@
 #include "aggregator/util/ipv4.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 
 #include <algorithm>
 #include <charconv>
@@ -63,6 +64,38 @@ std::string parse_multicast_range(std::string_view text, MulticastRange* out) {
   out->base = base;
   out->size = static_cast<uint32_t>(std::min<uint64_t>(size, kMaxGroups));
   return "";
+}
+
+MulticastRange multicast_slice(MulticastRange range, uint32_t slice, uint32_t address,
+                               uint32_t* index, uint32_t* slices) {
+  const uint32_t count = slice == 0 || slice >= range.size ? 1 : range.size / slice;
+  const uint32_t at = address % count;
+  if (index != nullptr) *index = at;
+  if (slices != nullptr) *slices = count;
+  if (count == 1) return range;
+  return {range.base + at * slice, slice};
+}
+
+uint32_t daemon_address(const std::string& listen, const std::string& multicast_interface) {
+  for (const std::string& text : {multicast_interface, listen}) {
+    in_addr a{};
+    if (!text.empty() && inet_pton(AF_INET, text.c_str(), &a) == 1 && a.s_addr != INADDR_ANY) {
+      return ntohl(a.s_addr);
+    }
+  }
+  ifaddrs* list = nullptr;
+  uint32_t found = INADDR_LOOPBACK;
+  if (getifaddrs(&list) == 0) {
+    for (const ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+      const uint32_t a = ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+      if ((a >> 24) == 127) continue;
+      found = a;
+      break;
+    }
+    freeifaddrs(list);
+  }
+  return found;
 }
 
 }  // namespace conflux::agg

@@ -22,7 +22,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const std::vector<std::string> kMulticastDaemon = {"--multicast-range", "239.77.0.0/16",
+// A range of one slice (multicast_slice 64): the groups start at 239.77.0.0 on any address.
+const std::vector<std::string> kMulticastDaemon = {"--multicast-range", "239.77.0.0/26",
                                                    "--log-level", "info"};
 
 std::vector<std::string> worker_args(std::vector<std::string> extra) {

@@ -52,7 +52,7 @@ class TreeE2E : public TempDirFixture {
   void start_multicast_leaves(const std::vector<std::string>& extra = {}) {
     for (int l = 0; l < 2; ++l) {
       std::vector<std::string> a = {"--parent",          root_.endpoint(),
-                                    "--multicast-range", l == 0 ? "239.77.0.0/24" : "239.78.0.0/24",
+                                    "--multicast-range", l == 0 ? "239.77.0.0/26" : "239.78.0.0/26",
                                     "--log-level",       "info"};
       a.insert(a.end(), extra.begin(), extra.end());
       ASSERT_EQ(start_in("leaf" + std::to_string(l), leaf_[l], a), "");
@@ -181,7 +181,7 @@ class TreeDirectE2E : public TreeE2E {
  protected:
   void start_direct_tree(std::vector<std::string> root_extra = {},
                          std::vector<std::string> leaf_extra = {}) {
-    std::vector<std::string> root_args = {"--multicast-range", "239.79.0.0/24", "--log-level",
+    std::vector<std::string> root_args = {"--multicast-range", "239.79.0.0/26", "--log-level",
                                           "info"};
     root_args.insert(root_args.end(), root_extra.begin(), root_extra.end());
     ASSERT_EQ(start_in("root", root_, root_args), "");

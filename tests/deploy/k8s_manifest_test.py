@@ -70,6 +70,21 @@ def main():
     check(ref["name"] == secret["metadata"]["name"] and ref["key"] in secret_keys,
           f"CONFLUX_SECRET references {ref}, the Secret is {secret['metadata']['name']}:{secret_keys}")
     check("--config" in c.get("args", []), "confluxd args name no --config")
+    # The shared configuration: a ConfigMap mounted where --config points, whose TOML the
+    # daemon's keys read, with multicast sliced per daemon (multicast_slice > 0).
+    config_path = c["args"][c["args"].index("--config") + 1]
+    cm = kinds.get("ConfigMap")
+    check(cm is not None, "no ConfigMap with the daemons' configuration")
+    (vol,) = [v for v in pod.get("volumes", []) if v.get("configMap", {}).get("name") ==
+              cm["metadata"]["name"]]
+    (mount,) = [m for m in c.get("volumeMounts", []) if m["name"] == vol["name"]]
+    name = os.path.relpath(config_path, mount["mountPath"])
+    check(name in cm["data"], f"{config_path} is not in the ConfigMap ({sorted(cm['data'])})")
+    shared = tomllib.loads(cm["data"][name])
+    check(shared.get("control_port", 7470) == control_port and
+          shared.get("metrics_port", 9470) == metrics_port, f"ConfigMap ports {shared}")
+    check(shared.get("multicast_range") and shared.get("multicast_slice", 64) > 0,
+          f"the shared configuration must slice its multicast range: {shared}")
 
     job = yaml.safe_load(open(os.path.join(kdir, "training-job-env.yaml")))
     env = {e["name"]: e for e in job["env"]}

@@ -24,12 +24,13 @@ class Daemon:
     """confluxd on loopback with ephemeral ports (or the given control and data ports: a
     restart on the same address); stopped with SIGTERM by stop(), or SIGKILL by kill()."""
 
-    def __init__(self, confluxd, *extra, control_port=0, data_port=0):
+    def __init__(self, confluxd, *extra, control_port=0, data_port=0, listen="127.0.0.1"):
+        self.listen = listen
         self.dir = tempfile.mkdtemp(prefix="conflux-deploy-")
         ready = os.path.join(self.dir, "ready")
         self.log = open(os.path.join(self.dir, "confluxd.log"), "w")
         self.proc = subprocess.Popen(
-            [confluxd, "--listen", "127.0.0.1", "--control-port", str(control_port),
+            [confluxd, "--listen", listen, "--control-port", str(control_port),
              "--data-port", str(data_port),
              "--metrics-port", "0", "--ready-file", ready, "--log-level", "warn", *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
@@ -47,7 +48,7 @@ class Daemon:
         return open(self.log.name).read()[-2000:]
 
     def metrics(self):
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        url = f"http://{self.listen}:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=5) as r:
             return r.read().decode()
 

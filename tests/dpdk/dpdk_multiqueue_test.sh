@@ -38,7 +38,7 @@ for q in $(seq $queues); do lcores="$lcores,$q@$cpus"; done
 payload=8192
 vargs="net_af_packet0,iface=$VD,framesz=9216,blocksz=36864,framecnt=512,qpairs=$queues"
 extra=()
-[ $scenario = multicast_2q ] && extra=(--multicast-range 239.78.0.0/24)
+[ $scenario = multicast_2q ] && extra=(--multicast-range 239.78.0.0/26)
 eal="$lcores --no-huge -m 512 --no-pci --file-prefix=cfx$id --no-telemetry --log-level=*:warning"
 ip netns exec $A "$confluxd" --listen $AGG_IP --control-port $CTL --data-port $DATA \
     --metrics-port $MET --threads $queues --dataplane dpdk --dpdk-eal-args "$eal --vdev=$vargs" \
