@@ -31,22 +31,25 @@ MulticastAgreement::MulticastAgreement(const Config& cfg, const Dataplane& dp,
   // and leaves of one job and for different jobs alike.
   const uint32_t self = daemon_address(cfg.listen, cfg.multicast_interface);
   uint32_t index = 0, slices = 1;
-  const MulticastRange mine = multicast_slice(
-      range, static_cast<uint32_t>(cfg.multicast_slice), self, &index, &slices);
+  const MulticastRange mine =
+      multicast_slice(range, static_cast<uint32_t>(cfg.multicast_slice), self, &index, &slices);
   groups_.emplace(mine);
   port_ = htons(cfg.multicast_port != 0 ? static_cast<uint16_t>(cfg.multicast_port) : ports[0]);
   spdlog::info("multicast: groups {}..{} (slice {} of {} of {}, from this daemon's address {})",
                ipv4_text(mine.base), ipv4_text(mine.base + mine.size - 1), index, slices,
                cfg.multicast_range, ipv4_text(self));
   if (slices == 1) {
-    spdlog::warn("multicast: this daemon grants from the whole of {} (multicast_slice {}): "
-                 "daemons sharing it must not share a network segment, or they grant the same "
-                 "groups", cfg.multicast_range, cfg.multicast_slice);
+    spdlog::warn(
+        "multicast: this daemon grants from the whole of {} (multicast_slice {}): "
+        "daemons sharing it must not share a network segment, or they grant the same "
+        "groups",
+        cfg.multicast_range, cfg.multicast_slice);
   } else if (slices < 256) {
-    spdlog::warn("multicast: {} has {} slices of {} groups: daemons whose addresses are equal "
-                 "mod {} grant the same groups (a larger range or a smaller multicast_slice "
-                 "gives every host of a /24 its own)",
-                 cfg.multicast_range, slices, cfg.multicast_slice, slices);
+    spdlog::warn(
+        "multicast: {} has {} slices of {} groups: daemons whose addresses are equal "
+        "mod {} grant the same groups (a larger range or a smaller multicast_slice "
+        "gives every host of a /24 its own)",
+        cfg.multicast_range, slices, cfg.multicast_slice, slices);
   }
 }
 
