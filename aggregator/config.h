@@ -40,6 +40,9 @@ struct Config {
   int64_t max_payload_bytes = 8192;
   std::string secret;
   std::string secret_file;
+  // After a reload changed the secret, the previous one still authenticates Joins and admin
+  // commands this long (jobs rejoin with the secret they started with).
+  int64_t secret_overlap_s = 600;
   bool deterministic = false;
   int64_t join_timeout_ms = 30000;
   int64_t worker_timeout_ms = 10000;

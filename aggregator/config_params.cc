@@ -76,6 +76,11 @@ const std::array kRows = {
     Row{{"secret_file", ParamType::kString,
          "file holding the shared secret (trailing newline ignored); excludes `secret`"},
         &Config::secret_file},
+    Row{{"secret_overlap_s", ParamType::kInt,
+         "after a reload changed the secret (or a tenant's), the previous one still "
+         "authenticates Joins and admin commands this many seconds",
+         0, 86400},
+        &Config::secret_overlap_s},
     Row{{"data_mac", ParamType::kBool,
          "every data packet of every job carries an AES-128-GMAC keyed per job from the secret "
          "(untrusted fabrics; needs `secret`)"},

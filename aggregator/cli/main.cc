@@ -4,6 +4,7 @@
 //   conflux drain|undrain HOST[:METRICS_PORT]... [--secret S | CONFLUX_SECRET] [--json]
 //   conflux drain --wait [--wait-timeout S] ...: returns once the daemon serves no job
 //   conflux throttle HOST[:METRICS_PORT]... --max-mbps N [--secret S] [--json]
+//   conflux reload HOST[:METRICS_PORT]... [--secret S] [--json]
 //   conflux check [--aggregators LIST | CONFLUX_AGGREGATORS] [--secret S] [--payload B] [--json]
 //   conflux plan --workers N --worker-gbit R [--agg-gbit A] [--dataplane udp|dpdk] [--agg-cores C]
 //   ... [--json]
@@ -119,14 +120,18 @@ int main(int argc, char** argv) {
   uint32_t max_mbps = 0;
   bool drain_wait = false;
   double drain_wait_s = 120;
-  for (const char* name : {"drain", "undrain", "throttle"}) {
+  for (const char* name : {"drain", "undrain", "throttle", "reload"}) {
     const std::string n = name;
     CLI::App* a = app.add_subcommand(
         name, n == "drain" ? "refuse new jobs and tell the running ones to leave (their ranks go "
                              "on over their other aggregators or the ring); the daemon keeps "
                              "running"
-              : n == "undrain"
-                  ? "take new jobs again after a drain"
+              : n == "undrain" ? "take new jobs again after a drain"
+              : n == "reload"
+                  ? "read the configuration again (as SIGHUP): max_mbps, log_level, the secret "
+                    "(the previous one stays valid secret_overlap_s) and the tenants' weights "
+                    "and secrets apply at once; a change to any other key is refused, naming "
+                    "it, and nothing changes"
                   : "change the daemon's cap on the result bytes it sends (max_mbps) while it "
                     "runs: its jobs' grants are divided again and each running job hears its "
                     "new grant (the plugin moves work to or from its ring)");

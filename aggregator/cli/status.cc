@@ -59,7 +59,8 @@ json::Json daemon_json(const DaemonStatus& d) {
                         {"bytes_per_second", json::fixed(d.bytes_per_s, 1)},
                         {"drops", d.drops},
                         {"retransmits_served", d.retransmits},
-                        {"multicast_unasked_mbps", d.multicast_unasked_mbps}});
+                        {"multicast_unasked_mbps", d.multicast_unasked_mbps},
+                        {"config_generation", d.config_generation}});
   json::Json& jobs = out["jobs"] = json::Json::array();
   for (const JobStatus& j : d.jobs) jobs.push_back(job_json(j));
   return out;
@@ -95,6 +96,7 @@ DaemonStatus query_status(const std::string& address, int interval_ms, int timeo
   d.uptime_s = static_cast<uint64_t>(sum(m, "conflux_uptime_seconds"));
   d.jobs_active = static_cast<uint64_t>(sum(m, "conflux_jobs_active"));
   d.draining = sum(m, "conflux_draining") > 0;
+  d.config_generation = static_cast<uint64_t>(sum(m, "conflux_config_generation"));
   d.slots_in_use = static_cast<uint64_t>(sum(m, "conflux_slots_in_use"));
   d.drops = static_cast<uint64_t>(sum(m, "conflux_dataplane_drops_total"));
   d.retransmits = static_cast<uint64_t>(sum(m, "conflux_dataplane_retransmits_served_total"));
@@ -149,19 +151,20 @@ DaemonStatus query_status(const std::string& address, int interval_ms, int timeo
 std::string status_table(const std::vector<DaemonStatus>& all) {
   std::string out = fmt::format(
       "{:<22} {:<8} {:<8} {:<9} {:>7} {:>8} {:>5} {:>6} {:>11} {:>12} "
-      "{:>8} {:>8}\n",
+      "{:>8} {:>8} {:>6}\n",
       "DAEMON", "HEALTH", "VERSION", "DATAPLANE", "THREADS", "UPTIME", "JOBS", "SLOTS", "PKT/S",
-      "BYTES/S", "DROPS", "RETRANS");
+      "BYTES/S", "DROPS", "RETRANS", "CONFIG");
   for (const DaemonStatus& d : all) {
     if (!d.ok && d.version.empty()) {
       out += fmt::format("{:<22} {:<8} {}\n", d.address, "DOWN", d.error);
       continue;
     }
     out += fmt::format(
-        "{:<22} {:<8} {:<8} {:<9} {:>7} {:>7}s {:>5} {:>6} {:>11.0f} {:>12.0f} {:>8} {:>8}\n",
+        "{:<22} {:<8} {:<8} {:<9} {:>7} {:>7}s {:>5} {:>6} {:>11.0f} {:>12.0f} {:>8} {:>8} "
+        "{:>6}\n",
         d.address, d.ok ? (d.draining ? "draining" : "ok") : d.health, d.version, d.dataplane,
         d.threads, d.uptime_s, d.jobs_active, d.slots_in_use, d.packets_per_s, d.bytes_per_s,
-        d.drops, d.retransmits);
+        d.drops, d.retransmits, d.config_generation);
     if (d.multicast_unasked_mbps > 0) {
       out += fmt::format(
           "  {} Mbit/s of multicast reach this host unasked: the network floods it to every "

@@ -32,6 +32,9 @@ struct DaemonStatus {
   double packets_per_s = 0, bytes_per_s = 0;
   // Multicast reaching the daemon's host unasked, Mbit/s: the network floods it there.
   uint64_t multicast_unasked_mbps = 0;
+  // The configuration's generation (conflux_config_generation: 1 at start, +1 per reload
+  // applied); 0 from a daemon that does not say.
+  uint64_t config_generation = 0;
   std::vector<JobStatus> jobs;
 };
 

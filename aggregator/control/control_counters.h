@@ -32,6 +32,9 @@ enum class RefuseReason : uint8_t {
 };
 std::string_view refuse_reason_name(RefuseReason r);
 
+// How a reload of the configuration ended (label `result`).
+enum class ReloadResult : uint8_t { kApplied = 0, kRefused, kError, kCount };
+
 struct ControlCounters {
   Counter connections_total;            // control connections accepted
   Counter connections_open;             // gauge
@@ -55,6 +58,8 @@ struct ControlCounters {
   Counter multicast_decisions[2];   // jobs decided, [0] unicast, [1] multicast
   Counter multicast_unasked_mbps;   // gauge: multicast reaching this host unasked (flooded)
   Counter multicast_flood_unicast;  // multicast jobs moved to unicast for a flooding network
+  Counter config_generation;        // gauge: 1 at start, +1 per applied reload
+  Counter config_reloads[static_cast<int>(ReloadResult::kCount)];
 };
 
 }  // namespace conflux::agg

@@ -79,6 +79,7 @@ void ControlPlane::run() {
     const Clock::duration gap = now - last - std::chrono::milliseconds(kWaitMs);
     last = now;
     if (gap >= stall) on_stall(gap, now);
+    if (reload_requested_.exchange(false, std::memory_order_acq_rel)) reload();
     tick(now);
     reap();
   }

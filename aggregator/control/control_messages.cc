@@ -180,11 +180,17 @@ void ControlPlane::handle_join(Connection& c, const proto::Join& j) {
 std::optional<uint32_t> ControlPlane::authenticate(const Connection& c,
                                                    const proto::Join& j) const {
   if (!cfg_.auth_required()) return kSharedTenant;
-  if (!cfg_.secret.empty() && same_mac(j.auth_mac, proto::join_mac(cfg_.secret, c.nonce, j))) {
-    return kSharedTenant;
-  }
+  const auto made = [&](const std::string& secret) {
+    return !secret.empty() && same_mac(j.auth_mac, proto::join_mac(secret, c.nonce, j));
+  };
+  if (made(cfg_.secret)) return kSharedTenant;
   for (uint32_t i = 0; i < cfg_.tenants.size(); ++i) {
-    if (same_mac(j.auth_mac, proto::join_mac(cfg_.tenants[i].secret, c.nonce, j))) return i + 1;
+    if (made(cfg_.tenants[i].secret)) return i + 1;
+  }
+  if (!previous_secrets_valid()) return std::nullopt;
+  if (made(previous_secret_)) return kSharedTenant | kPreviousSecret;
+  for (uint32_t i = 0; i < previous_tenant_secrets_.size(); ++i) {
+    if (made(previous_tenant_secrets_[i])) return (i + 1) | kPreviousSecret;
   }
   return std::nullopt;
 }

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -49,6 +50,15 @@ class ControlPlane final : private JoinOutbox {
   void run();
   // Any thread, async-signal-safe.
   void request_stop();
+
+  // Reloading (SIGHUP, `conflux reload`; control/reload.cc). `source` reads the configuration
+  // again as at start (file, environment, flags) into a Config, or says why it cannot; `live`
+  // is the running configuration (the one this plane was created with), which a reload
+  // changes on the control thread only. Before start.
+  using ReloadSource = std::function<std::string(Config*)>;
+  void set_reload_source(ReloadSource source, Config* live);
+  // Any thread: the control thread reloads at its next turn (within ~50 ms).
+  void request_reload() { reload_requested_.store(true, std::memory_order_release); }
 
  private:
   ControlPlane(const Config& cfg, JobTable& jobs, const Dataplane& dp);
@@ -102,7 +112,8 @@ class ControlPlane final : private JoinOutbox {
   void handle(Connection& c, proto::ControlMsg& m);
   void handle_join(Connection& c, const proto::Join& j);
   // Whose secret made the Join's MAC: kSharedTenant (the shared secret, or no authentication
-  // configured) or 1 + the index of the tenant in cfg_.tenants; nullopt when none did.
+  // configured) or 1 + the index of the tenant in cfg_.tenants, with kPreviousSecret set when
+  // it was the secret before a reload (within secret_overlap_s); nullopt when none did.
   std::optional<uint32_t> authenticate(const Connection& c, const proto::Join& j) const;
   void send(Connection& c, const proto::ControlMsg& m);
   void fail(Connection& c, proto::Status s, ControlErrorReason why, const std::string& text);
@@ -126,6 +137,13 @@ class ControlPlane final : private JoinOutbox {
   // job whose grant changed hears a Capacity update (reason cap_changed). Returns how many
   // jobs were told.
   size_t set_max_mbps(uint32_t mbps);
+  // control/reload.cc. Reads the configuration again and applies it when only live keys
+  // changed (config_reload.h): the HTTP status (200 applied or nothing to do, 409 refused, 400
+  // unreadable) and the text for the log and `conflux reload`.
+  std::pair<int, std::string> reload();
+  // The previous secrets still valid (secret_overlap_s after a reload changed them).
+  bool previous_secrets_valid() const { return Clock::now() < previous_until_; }
+
   // capacity_.share_mbps from capacity_.line_mbps and capacity_.max_mbps.
   void derive_share();
   // The dataplane's egress cap: max_mbps when set; else, while several jobs are live, the line
@@ -167,6 +185,14 @@ class ControlPlane final : private JoinOutbox {
   int metrics_port_ = -1;
   std::atomic<bool> stopping_{false};
   bool draining_ = false;
+
+  ReloadSource reload_source_;
+  Config* live_cfg_ = nullptr;  // == &cfg_, writable (reload only)
+  std::atomic<bool> reload_requested_{false};
+  // The shared secret and the tenants' secrets before the last reload that changed them.
+  std::string previous_secret_;
+  std::vector<std::string> previous_tenant_secrets_;
+  Clock::time_point previous_until_{};
 };
 
 }  // namespace conflux::agg

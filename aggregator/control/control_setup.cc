@@ -93,6 +93,7 @@ ControlPlane::ControlPlane(const Config& cfg, JobTable& jobs, const Dataplane& d
   manager_.set_capacity(capacity_.share_mbps);
   egress_cap_mbps_ = capacity_.max_mbps;  // the dataplane starts with cfg.max_mbps
   counters_.max_mbps.set(capacity_.max_mbps);
+  counters_.config_generation.set(1);
   spdlog::info(
       "capacity advertised to workers: line {} Mbit/s{}, cap {} Mbit/s{}, {} dataplane "
       "thread(s)",

@@ -37,14 +37,20 @@ JobManager::JobManager(const Config& cfg, JobTable& jobs, const Dataplane& dp,
 }
 
 std::string_view JobManager::tenant_name(uint32_t tenant) const {
+  tenant &= ~kPreviousSecret;
   return tenant == kSharedTenant ? std::string_view() : cfg_.tenants.at(tenant - 1).name;
 }
 
 uint32_t JobManager::tenant_weight(uint32_t tenant) const {
+  tenant &= ~kPreviousSecret;
   return tenant == kSharedTenant ? 1 : static_cast<uint32_t>(cfg_.tenants.at(tenant - 1).weight);
 }
 
 const std::string& JobManager::tenant_secret(uint32_t tenant) const {
+  if ((tenant & kPreviousSecret) != 0) {
+    tenant &= ~kPreviousSecret;
+    return tenant == kSharedTenant ? previous_secret_ : previous_tenant_secrets_.at(tenant - 1);
+  }
   return tenant == kSharedTenant ? cfg_.secret : cfg_.tenants.at(tenant - 1).secret;
 }
 
@@ -124,6 +130,7 @@ void JobManager::create(uint64_t key, Pending& p, uint32_t granted, uint32_t pay
   Job& published = *job;
   a.job = &published;
   a.result_bytes = 0;
+  a.tenant = p.tenant;
   jobs_.publish(std::move(job));
   if (!leaf) slots_used_ += granted;  // a leaf reserved them when it went up
   active_.emplace(key, std::move(a));
@@ -139,7 +146,7 @@ void JobManager::create(uint64_t key, Pending& p, uint32_t granted, uint32_t pay
       leaf
           ? (signed_up ? ", under the parent aggregator (signed)" : ", under the parent aggregator")
           : "",
-      p.tenant == kSharedTenant
+      (p.tenant & ~kPreviousSecret) == kSharedTenant
           ? std::string()
           : fmt::format(", tenant {} (weight {})", tenant_name(p.tenant), tenant_weight(p.tenant)));
   const Active& live = active_.at(key);

@@ -43,6 +43,9 @@ using Clock = std::chrono::steady_clock;
 // Who a Join authenticated as: kSharedTenant (the shared secret, or no authentication
 // configured), else 1 + the tenant's index in Config::tenants.
 inline constexpr uint32_t kSharedTenant = 0;
+// Set in a tenant id whose Join authenticated with the secret before a reload (the shared one
+// or the tenant's; secret_overlap_s): the job's data MAC is keyed from that secret.
+inline constexpr uint32_t kPreviousSecret = 0x80000000u;
 
 // Where JobManager sends its answers (implemented by the control plane).
 class JoinOutbox {
@@ -140,11 +143,22 @@ class JobManager {
     bool broken = false;        // a child aggregator was lost: on_tick() ends the job for the rest
     Job* job = nullptr;         // published; freed only after retire(); holds its grant
     uint64_t result_bytes = 0;  // at the last rate sample
+    uint32_t tenant = kSharedTenant;  // its weight is read at every grant (a reload may move it)
   };
 
   // job_manager.cc. The tenant's name for logs and metrics ("" for kSharedTenant), its weight
   // and secret.
   std::string_view tenant_name(uint32_t tenant) const;
+
+ public:
+  // After a reload changed secrets: the ones before it (jobs that authenticated with them
+  // keep their data MAC keys). Control thread.
+  void set_previous_secrets(std::string shared, std::vector<std::string> tenants) {
+    previous_secret_ = std::move(shared);
+    previous_tenant_secrets_ = std::move(tenants);
+  }
+
+ private:
   uint32_t tenant_weight(uint32_t tenant) const;
   const std::string& tenant_secret(uint32_t tenant) const;
   // Creates and publishes the job, answers its members and starts its multicast agreement.
@@ -184,6 +198,8 @@ class JobManager {
   bool is_local(const sockaddr_in& a) const;  // 127/8 or an address of this host
 
   const Config& cfg_;
+  std::string previous_secret_;  // set_previous_secrets()
+  std::vector<std::string> previous_tenant_secrets_;
   JobTable& jobs_;
   const Dataplane& dp_;
   std::vector<uint16_t> ports_;

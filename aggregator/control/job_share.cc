@@ -27,11 +27,12 @@ size_t JobManager::regrant_except(std::optional<uint64_t> changed, proto::Capaci
                                   JoinOutbox& out) {
   if (active_.empty()) return 0;
   uint64_t weights = 0;
-  for (const auto& [key, a] : active_) weights += a.job->params().share_weight;
+  for (const auto& [key, a] : active_) weights += tenant_weight(a.tenant);
   size_t told = 0;
   for (auto& [key, a] : active_) {
     // In proportion to the weights: with no demands known, that is the weighted max-min share.
-    const uint32_t weight = a.job->params().share_weight;
+    const uint32_t weight = tenant_weight(a.tenant);
+    a.job->set_share_weight(weight);
     const auto share = static_cast<uint32_t>(uint64_t{capacity_mbps_} * weight / weights);
     // A job alone is not paced beyond the daemon's own max_mbps bucket (as before fair share).
     const uint32_t pace =

@@ -27,6 +27,13 @@ class Daemon {
   void request_stop();
   // Blocks until the control plane has said Shutdown and every thread has ended.
   void wait();
+  // Reloading (SIGHUP): `source` reads the configuration again as at start; the running one
+  // is this daemon's. Before start().
+  void set_reload_source(ControlPlane::ReloadSource source) {
+    control_->set_reload_source(std::move(source), &cfg_);
+  }
+  // Any thread: the control thread reloads within ~50 ms (ControlPlane::reload()).
+  void request_reload() { control_->request_reload(); }
 
   uint16_t control_port() const { return control_->control_port(); }
   int metrics_port() const { return control_->metrics_port(); }

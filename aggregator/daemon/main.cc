@@ -1,5 +1,6 @@
 // confluxd: the Conflux aggregator daemon. Exit codes: 0 after SIGTERM/SIGINT, 1 when it
-// cannot start (e.g. a port in use), 2 on a configuration error.
+// cannot start (e.g. a port in use), 2 on a configuration error. SIGHUP reloads the
+// configuration (the live keys; control/reload.cc).
 #include <pthread.h>
 #include <signal.h>
 
@@ -32,11 +33,12 @@ int main(int argc, char** argv) {
   raise_nofile_soft_limit();
 
   // Every thread inherits this mask; the main thread takes the signals with sigwait().
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   std::string err;
@@ -45,12 +47,21 @@ int main(int argc, char** argv) {
     spdlog::critical("cannot start: {}", err);
     return 1;
   }
+  // SIGHUP and `conflux reload`: the same arguments and environment, read again.
+  daemon->set_reload_source([args](Config* fresh) {
+    std::string why;
+    const LoadStatus s = load_config(args, process_env, fresh, &why);
+    return s == LoadStatus::kOk ? std::string() : why.empty() ? "cannot load" : why;
+  });
   if (err = daemon->start(); !err.empty()) {
     spdlog::critical("cannot start: {}", err);
     return 1;
   }
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    spdlog::info("SIGHUP: reloading the configuration");
+    daemon->request_reload();
+  }
   spdlog::info("signal {} received: stopping", sig);
   daemon->request_stop();
   daemon->wait();

@@ -142,6 +142,13 @@ class Job {
     pace_mbps_.store(pace_mbps, std::memory_order_relaxed);
   }
   uint32_t grant_mbps() const { return grant_mbps_.load(std::memory_order_relaxed); }
+  // Its weight in the division of the capacity now: params().share_weight at join, then what
+  // a reload of its tenant's weight made it (control thread writes, metrics read).
+  void set_share_weight(uint32_t w) { share_weight_.store(w, std::memory_order_relaxed); }
+  uint32_t share_weight() const {
+    const uint32_t w = share_weight_.load(std::memory_order_relaxed);
+    return w != 0 ? w : params().share_weight;
+  }
   uint32_t pace_mbps() const { return pace_mbps_.load(std::memory_order_relaxed); }
   // Dataplane thread `queue` only: the bucket its sends of this job wait for (an equal part
   // of the pace per queue, like the daemon's max_mbps bucket), or null when not paced.
@@ -167,6 +174,7 @@ class Job {
   std::unique_ptr<Direct[]> direct_;  // by rank
   std::atomic<uint32_t> n_direct_{0};
   std::atomic<uint32_t> grant_mbps_{0};
+  std::atomic<uint32_t> share_weight_{0};  // 0: params().share_weight
   std::atomic<uint32_t> pace_mbps_{0};
   std::atomic<double> result_mbps_{0};
 };

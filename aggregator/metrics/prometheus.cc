@@ -199,7 +199,7 @@ void job_metrics(Writer& w, const JobTable& jobs) {
   jobs.for_each_live([&](const Job& j) {
     w.sample("conflux_job_share_weight",
              fmt::format("conflux_job=\"{}\",tenant=\"{}\"", j.id(), j.params().tenant),
-             j.params().share_weight);
+             j.share_weight());
   });
   w.family("conflux_job_paced_mbps", "gauge",
            "What the job's result sends are paced to, Mbit/s (0 = not paced: alone, or no "
@@ -270,6 +270,17 @@ void control_metrics(Writer& w, const ControlCounters& cc) {
       "The cap on the result bytes the daemon sends, Mbit/s (max_mbps, or conflux throttle; 0 = "
       "none).",
       cc.max_mbps);
+  one("conflux_config_generation", "gauge",
+      "The configuration's generation: 1 at start, +1 per reload applied (SIGHUP, conflux reload).",
+      cc.config_generation);
+  w.family("conflux_config_reloads_total", "counter",
+           "Reloads of the configuration, by result (applied, refused: a key that needs a "
+           "restart changed, error: the file is not valid).");
+  for (const char* r : {"applied", "refused", "error"}) {
+    const int i = r[0] == 'a' ? 0 : r[0] == 'r' ? 1 : 2;
+    w.sample("conflux_config_reloads_total", fmt::format("result=\"{}\"", r),
+             cc.config_reloads[i].get());
+  }
   one("conflux_slots_in_use", "gauge", "Slots granted to live jobs (of total_slots).",
       cc.slots_in_use);
   one("conflux_metrics_requests_total", "counter", "HTTP requests served on the metrics port.",

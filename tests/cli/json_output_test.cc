@@ -100,12 +100,12 @@ TEST(CliJson, StatusAsBefore) {
       status_json(golden_daemons()),
       R"j({"daemons": [)j"
       "\n"
-      R"j(  {"address": "10.0.0.1:9470", "ok": true, "health": "ok", "draining": false, "version": "0.1.0", "dataplane": "udp", "threads": 4, "uptime_seconds": 3600, "jobs_active": 2, "slots_in_use": 64, "control_connections": 5, "packets_per_second": 123456.8, "bytes_per_second": 987654321.1, "drops": 3, "retransmits_served": 7, "multicast_unasked_mbps": 0, "jobs": [{"id": "job \"a\"", "workers": 8, "slots": 32, "packets_per_second": 1000.2, "bytes_per_second": 0.0, "drops": 0, "retransmits_served": 1, "grant_mbps": 1000, "share_weight": 2, "tenant": "t\\1 é", "results": "multicast"}, )j"
+      R"j(  {"address": "10.0.0.1:9470", "ok": true, "health": "ok", "draining": false, "version": "0.1.0", "dataplane": "udp", "threads": 4, "uptime_seconds": 3600, "jobs_active": 2, "slots_in_use": 64, "control_connections": 5, "packets_per_second": 123456.8, "bytes_per_second": 987654321.1, "drops": 3, "retransmits_served": 7, "multicast_unasked_mbps": 0, "config_generation": 0, "jobs": [{"id": "job \"a\"", "workers": 8, "slots": 32, "packets_per_second": 1000.2, "bytes_per_second": 0.0, "drops": 0, "retransmits_served": 1, "grant_mbps": 1000, "share_weight": 2, "tenant": "t\\1 é", "results": "multicast"}, )j"
       R"j({"id": "j2", "workers": 2, "slots": 0, "packets_per_second": 0.1, "bytes_per_second": 4097.0, "drops": 9, "retransmits_served": 0, "grant_mbps": 0, "share_weight": 1, "tenant": "", "results": "unicast"}]},)j"
       "\n"
       R"j(  {"address": "bad-host:1", "ok": false, "error": "connect: Connection refused \u0001"},)j"
       "\n"
-      R"j(  {"address": "10.0.0.2:9470", "ok": false, "error": "unhealthy: /healthz says draining", "health": "draining", "draining": true, "version": "0.1.0", "dataplane": "dpdk", "threads": 0, "uptime_seconds": 0, "jobs_active": 0, "slots_in_use": 0, "control_connections": 0, "packets_per_second": 0.0, "bytes_per_second": 0.0, "drops": 0, "retransmits_served": 0, "multicast_unasked_mbps": 12, "jobs": []})j"
+      R"j(  {"address": "10.0.0.2:9470", "ok": false, "error": "unhealthy: /healthz says draining", "health": "draining", "draining": true, "version": "0.1.0", "dataplane": "dpdk", "threads": 0, "uptime_seconds": 0, "jobs_active": 0, "slots_in_use": 0, "control_connections": 0, "packets_per_second": 0.0, "bytes_per_second": 0.0, "drops": 0, "retransmits_served": 0, "multicast_unasked_mbps": 12, "config_generation": 0, "jobs": []})j"
       "\n"
       R"j(]})j"
       "\n");

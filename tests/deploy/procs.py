@@ -24,7 +24,8 @@ class Daemon:
     """confluxd on loopback with ephemeral ports (or the given control and data ports: a
     restart on the same address); stopped with SIGTERM by stop(), or SIGKILL by kill()."""
 
-    def __init__(self, confluxd, *extra, control_port=0, data_port=0, listen="127.0.0.1"):
+    def __init__(self, confluxd, *extra, control_port=0, data_port=0, listen="127.0.0.1",
+                 log_level="warn"):
         self.listen = listen
         self.dir = tempfile.mkdtemp(prefix="conflux-deploy-")
         ready = os.path.join(self.dir, "ready")
@@ -32,7 +33,8 @@ class Daemon:
         self.proc = subprocess.Popen(
             [confluxd, "--listen", listen, "--control-port", str(control_port),
              "--data-port", str(data_port),
-             "--metrics-port", "0", "--ready-file", ready, "--log-level", "warn", *extra],
+             "--metrics-port", "0", "--ready-file", ready,
+             *(["--log-level", log_level] if log_level else []), *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
         while not os.path.exists(ready):
