@@ -5,10 +5,15 @@
            over the ring; the daemon starts again on the same ports and the job is back on it
            within 10 s of it answering;
   drain    a 4-rank job striped over two aggregators; one is drained (the job re-stripes over
-           the other), then undrained: the job returns to both.
+           the other), then undrained: the job returns to both;
+  upgrade  a rolling upgrade under a 4-rank job striped over three aggregators: each in turn
+           is drained (`conflux drain --wait`), stopped and started again from a fresh copy of
+           the binary on the same ports, and the next waits until the job is back on it; at the
+           end the job uses all three.
 Each scenario prints the job's timeline (iteration durations) around the events.
-Usage: return_test.py CONFLUXD DRIVER PLUGIN CONFLUX [restart|drain]..."""
+Usage: return_test.py CONFLUXD DRIVER PLUGIN CONFLUX [restart|drain|upgrade]..."""
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -178,15 +183,59 @@ def drain(confluxd, driver, plugin, cli, workdir):
     show_timeline(timeline, events)
 
 
+def upgrade(confluxd, driver, plugin, cli, workdir):
+    ports = [(closed_port(), closed_port()) for _ in range(3)]
+    daemons = [Daemon(confluxd, control_port=c, data_port=p) for c, p in ports]
+    aggs = ",".join(f"127.0.0.1:{c}" for c, _ in ports)
+    iters = iterations_for(driver, plugin, aggs, 40)
+    timeline = os.path.join(workdir, "upgrade.timeline")
+    job = start_job(driver, plugin, aggs, iters, timeline)
+    events = []
+    try:
+        for i in range(3):
+            wait_for(lambda: packets(daemons[i]) > 0, f"the job on aggregator {i}", timeout=60)
+        for i in range(3):
+            check(job.poll() is None, f"the job ended before aggregator {i}'s upgrade")
+            r = subprocess.run([cli, "drain", f"127.0.0.1:{daemons[i].metrics_port}", "--wait",
+                                "--wait-timeout", "60"], capture_output=True, text=True,
+                               timeout=90)
+            check(r.returncode == 0, f"drain {i}: {r.stdout}{r.stderr}")
+            check(daemons[i].stop() == 0, f"aggregator {i} did not stop cleanly")
+            # The new build: a copy of the binary, started on the same ports.
+            fresh = os.path.join(workdir, f"confluxd-new-{i}")
+            shutil.copy2(confluxd, fresh)
+            daemons[i] = Daemon(fresh, control_port=ports[i][0], data_port=ports[i][1])
+            events.append((f"aggregator {i} upgraded", time.time()))
+            up = time.monotonic()
+            wait_for(lambda: packets(daemons[i]) > 0, f"the job back on aggregator {i}",
+                     timeout=30)
+            print(f"upgrade: the job was back on aggregator {i} "
+                  f"{time.monotonic() - up:.1f} s after its restart")
+            events.append((f"job back on {i}", time.time()))
+        before = [packets(d) for d in daemons]
+        time.sleep(1)
+        check(all(packets(d) > b for d, b in zip(daemons, before)),
+              "the job does not use all three aggregators at the end")
+        out = finish(job, "upgrade")
+        check(out.count("returned to 3 aggregator(s)") >= 3, f"three returns:\n{out}")
+    finally:
+        stop(job)
+        for d in daemons:
+            d.stop()
+    show_timeline(timeline, events)
+
+
 def main():
     confluxd, driver, plugin, cli = sys.argv[1:5]
-    scenarios = sys.argv[5:] or ["restart", "drain"]
+    scenarios = sys.argv[5:] or ["restart", "drain", "upgrade"]
     with tempfile.TemporaryDirectory(prefix="conflux-return-") as workdir:
         for s in scenarios:
             if s == "restart":
                 restart(confluxd, driver, plugin, workdir)
             elif s == "drain":
                 drain(confluxd, driver, plugin, cli, workdir)
+            elif s == "upgrade":
+                upgrade(confluxd, driver, plugin, cli, workdir)
             else:
                 check(False, f"unknown scenario {s}")
     print("return: ok")
