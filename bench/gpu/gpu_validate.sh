@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU validation: 4 ranks on one GPU as 4 "nodes" (distinct NCCL_HOSTID), every byte through
-# the network plugin. Builds the plugin, confluxd and nccl_allreduce_check, then runs six
+# the network plugin. Builds the plugin, confluxd and nccl_allreduce_check, then runs seven
 # configurations, checks every element and prints algbw for each:
 #   1. Conflux CollNet      NCCL_NET_PLUGIN=conflux NCCL_COLLNET_ENABLE=1 (through confluxd)
 #   2. Conflux hybrid       the same with half of every AllReduce over the workers' ring
