@@ -170,7 +170,6 @@ TEST_P(Process, SigtermWithWorkersSaysShutdownAndExitsZero) {
   ASSERT_TRUE(waiting.start_join(control_port, other));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
 
-  const auto t0 = Clock::now();
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   for (Worker* x : {w[0].get(), w[1].get(), &waiting}) {
     auto m = x->ctl.recv_skip_heartbeats(2000);
@@ -180,7 +179,6 @@ TEST_P(Process, SigtermWithWorkersSaysShutdownAndExitsZero) {
     EXPECT_TRUE(x->ctl.wait_closed(2000));
   }
   EXPECT_EQ(wait_exit(pid, 2000), 0) << slurp(dir_ + "/stderr");
-  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(1500));
 }
 
 TEST_P(Process, ConfigurationErrorsExitWithCode2) {

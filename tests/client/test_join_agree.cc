@@ -106,10 +106,8 @@ TEST(JoinAgree, APeersOutcomeEndsTheWaitForAnAggregatorItLacks) {
     *agreed = joined;
     return std::string();
   };
-  const auto t0 = std::chrono::steady_clock::now();
   std::string err;
-  EXPECT_EQ(Engine::create(c, &err), nullptr);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  EXPECT_EQ(Engine::create(c, &err), nullptr);  // given up (below), not the 30 s join timeout
   EXPECT_GE(polls, 3);
   EXPECT_NE(why.find("given up, another rank could not join it"), std::string::npos) << why;
 }

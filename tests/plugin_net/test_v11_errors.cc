@@ -69,10 +69,9 @@ TEST_F(V11Test, SenderClosedMidMessageFailsTheReceive) {
   int t[1] = {3};
   void* rreq = nullptr;
   ASSERT_EQ(net->irecv(p.recv, 1, d, s, t, nullptr, nullptr, &rreq), ncclSuccess);
-  auto start = Clock::now();
+  // A failure, not the 5 s limit (waitRequest answers ncclInProgress then).
   ncclResult_t r = waitRequest(net, rreq, nullptr, 5.0);
   EXPECT_TRUE(r == ncclRemoteError || r == ncclSystemError) << "got " << r;
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
   close(p);
 }
 
@@ -147,10 +146,9 @@ TEST_F(V11Test, KilledPeerProcessFailsTheReceive) {
   int t[1] = {1};
   void* rreq = nullptr;
   ASSERT_EQ(net->irecv(recv, 1, d, s, t, nullptr, nullptr, &rreq), ncclSuccess);
-  auto start = Clock::now();
+  // A failure, not the 5 s limit (waitRequest answers ncclInProgress then).
   ncclResult_t r = waitRequest(net, rreq, nullptr, 5.0);
   EXPECT_TRUE(r == ncclRemoteError || r == ncclSystemError) << "got " << r;
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
   EXPECT_EQ(net->closeRecv(recv), ncclSuccess);
   EXPECT_EQ(net->closeListen(listenComm), ncclSuccess);
 }
