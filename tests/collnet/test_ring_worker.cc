@@ -298,7 +298,7 @@ TEST(Failover, ARankAloneWithoutNoticeFailsWithinTheTimeoutAndStaysBroken) {
   auto f = failovers(ring, 2, closing, 300ms);
   FailoverAgreement a;
   std::string error;
-  EXPECT_FALSE(f[0]->agree({1, 2, 0}, &a, &error));  // rank 1 never fails over
+  EXPECT_FALSE(f[0]->agree({1, 2, 0}, &a, &error));               // rank 1 never fails over
   EXPECT_EQ(error, "no failover notice from the previous rank");  // its timeout, not a hang
   EXPECT_TRUE(f[0]->broken());
 }
