@@ -120,6 +120,31 @@ def plot_driver(path, out):
     plt.close(fig)
 
 
+def driver_summary(path):
+    """One line per mode at the largest size both it and the ring ran: its algbw and its ratio to
+    the ring's (the demo's last words)."""
+    with open(path) as f:
+        doc = json.load(f)
+    best = {}
+    for r in doc["rows"]:
+        if r["dtype"] != "float":
+            continue
+        best.setdefault(r["mode"], {})[r["bytes"]] = r["algbw"]
+    ring = best.get("ring", {})
+    names = {"collnet": "aggregators (CollNet)", "hybrid": "aggregators + ring (measured split)",
+             "ring": "the plugin's ring"}
+    lines = []
+    for mode, rows in best.items():
+        common = sorted(set(rows) & set(ring))
+        if not common:
+            continue
+        size = common[-1]
+        ratio = rows[size] / ring[size] if ring[size] > 0 else 0.0
+        lines.append(f"# {names.get(mode, mode)} at {size_text(size)}: {rows[size]:.3f} GB/s, "
+                     f"{ratio:.2f}x the ring")
+    return lines
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tables", action="store_true")
@@ -131,6 +156,8 @@ def main():
         if not a.out:
             p.error("--driver-json needs --out")
         plot_driver(a.driver_json, a.out)
+        for line in driver_summary(a.driver_json):
+            print(line)
         print(f"# plot: {a.out}")
         return 0
     found = list(reports())

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The main job: one confluxd and 4 worker processes on this machine doing AllReduce through
 # libnccl-net-conflux.so, called exactly as NCCL's proxy calls it (tools/driver).
-# Prints nccl-tests-style tables for the aggregator path, a hybrid aggregator/ring split and
-# the plugin's pure ring, side by side, and checks every element of every result.
+# Prints nccl-tests-style tables for the aggregator path, the hybrid (each AllReduce split
+# between the aggregators and the workers' ring, the split measured and agreed while the job
+# runs) and the plugin's pure ring, side by side, checks every element of every result, and
+# ends with one line per path against the ring. A split helps where the aggregators alone are
+# the limit (a slow or shared aggregator); where they are not, it keeps almost all on them.
 #   scripts/demo.sh [--json FILE] [any conflux-nccl-driver flag, e.g. -e 256M --nranks 8]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,14 +47,15 @@ for a in "$@"; do [[ $prev == --json ]] && json=$a; prev=$a; done
 extra=()
 [[ $json == "$work/demo.json" ]] && extra=(--json "$json")
 "$B/tools/driver/conflux-nccl-driver" --plugin "$B/nccl_plugin/libnccl-net-conflux.so" \
-  --nranks 4 --modes collnet,hybrid,ring --ring-fraction 0.5 -b 4 -e 64M -f 4 -n 10 -w 2 \
+  --nranks 4 --modes collnet,hybrid,ring --ring-fraction auto -b 4 -e 64M -f 4 -n 10 -w 2 \
   --require-collnet --idle-sleep-us 20 "${extra[@]}" "$@"
-# A plot of the three paths next to the tables (Debian's python3-matplotlib).
-/usr/bin/python3 bench/plot_results.py --driver-json "$json" --out "$B/demo.png" ||
-  echo "# (no plot: bench/plot_results.py failed)"
 
 echo "# confluxd counters (summed over dataplane threads):"
 curl -s "http://127.0.0.1:$metrics/metrics" |
   grep -E '^conflux_dataplane_(packets_in|packets_out|slots_completed|retransmits_served|drops)_total' |
   sed -E 's/thread="[0-9]+",?//; s/\{\}//' |
   awk '{ sum[$1] += $2 } END { for (k in sum) if (sum[k] > 0) printf "#   %s %d\n", k, sum[k] }' | sort
+# A plot of the three paths next to the tables (Debian's python3-matplotlib), and one line per
+# path against the ring.
+/usr/bin/python3 bench/plot_results.py --driver-json "$json" --out "$B/demo.png" ||
+  echo "# (no plot: bench/plot_results.py failed)"
