@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loading the configuration: TOML file, environment and command line, then cross-field checks.
 #include "aggregator/config.h"
 

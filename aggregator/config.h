@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // confluxd configuration: one table of typed parameters (config_params.cc) filled from, in
 // increasing precedence, built-in defaults, a TOML file (--config FILE or CONFLUX_CONFIG),
 // CONFLUX_<KEY> environment variables and --key-with-dashes command-line flags.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The parameter table of confluxd and typed setters with range checks.
 // To add a parameter: add a field to Config (config.h), one row here, and document it in
 // deploy/confluxd.example.toml and aggregator/README.md (a test checks both).

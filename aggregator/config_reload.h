@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reloading confluxd's configuration while it runs (SIGHUP, `conflux reload`): which keys may
 // change live and which may not. The control plane applies the outcome (control/reload.cc).
 #pragma once

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The results page's plots and tables, from the reports kept in bench/results/ (small JSON
 written by the benchmark harnesses), so that a plot or a table of RESULTS.md can never disagree
 with the run it shows.

@@ -4,8 +4,9 @@
 #                        (lib/systemd/system/confluxd.service), /etc/conflux/confluxd.toml
 #                        (from deploy/confluxd.example.toml; a conffile) and the docs
 #                        (share/doc/conflux: README.md, confluxd.example.toml, dpdk.md, dpu.md,
-#                        grafana-dashboard.json)
-#   conflux-nccl-plugin  ${CMAKE_INSTALL_LIBDIR}/libnccl-net-conflux.so. NCCL dlopen()s
+#                        grafana-dashboard.json), share/doc/conflux-aggregator/copyright
+#   conflux-nccl-plugin  ${CMAKE_INSTALL_LIBDIR}/libnccl-net-conflux.so (and
+#                        share/doc/conflux-nccl-plugin/copyright). NCCL dlopen()s
 #                        "libnccl-net-conflux.so" for NCCL_NET_PLUGIN=conflux: the packages put
 #                        it in /usr/lib, which the dynamic loader searches; for another prefix
 #                        add <prefix>/lib to LD_LIBRARY_PATH, or give NCCL_NET_PLUGIN the full
@@ -32,6 +33,12 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/deploy/grafana-dashboard.json)
   install(FILES deploy/grafana-dashboard.json DESTINATION ${CMAKE_INSTALL_DOCDIR}
           COMPONENT aggregator)
 endif()
+# Each package's copyright file (Debian policy: /usr/share/doc/<package>/copyright), from the
+# licence (LICENSE, Apache-2.0).
+install(FILES deploy/copyright
+        DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/conflux-aggregator COMPONENT aggregator)
+install(FILES deploy/copyright
+        DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/conflux-nccl-plugin COMPONENT nccl-plugin)
 install(CODE "set(CONFLUX_SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")
 set(CONFLUX_BINDIR_REL \"${CMAKE_INSTALL_BINDIR}\")
 set(CONFLUX_DOCDIR_REL \"${CMAKE_INSTALL_DOCDIR}\")" COMPONENT aggregator)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Configures and builds Conflux into build/ (or $CONFLUX_BUILD_DIR).
 #   CONFLUX_BUILD_TARGETS="a b"  build only these targets (default: everything)
 #   extra arguments go to cmake's configure step

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Include-layer check: fails when a lower folder includes a higher one.
 
 Reads the quoted #include lines of every C++/CUDA source, resolves each to a file of the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fails when a shipped binary carries a test hook: fault-injection code, its settings or its
 # metric (what CONFLUX_TEST_HOOKS=ON compiles in). Takes .deb packages (every ELF file inside
 # is checked) or binaries.   scripts/check_no_test_hooks.sh FILE...

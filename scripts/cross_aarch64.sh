@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # AArch64 (arm64) builds of the aggregator side, cross-compiled here and run under qemu-user:
 # the BlueField-class DPU target of deploy/dpu.md.
 #

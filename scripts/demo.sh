@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The main job: one confluxd and 4 worker processes on this machine doing AllReduce through
 # libnccl-net-conflux.so, called exactly as NCCL's proxy calls it (tools/driver).
 # Prints nccl-tests-style tables for the aggregator path, the hybrid (each AllReduce split

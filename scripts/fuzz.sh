@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the libFuzzer targets with clang and runs each for N seconds (default 30)
 # from the committed seed corpus: scripts/fuzz.sh [seconds]
 set -euo pipefail

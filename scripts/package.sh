@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds what we ship: a Release build without tests, benchmarks or test hooks
 # (CONFLUX_TEST_HOOKS=OFF) in build-package/ (or $CONFLUX_BUILD_DIR), the two Debian packages
 # with CPack (<build>/packages/conflux-{aggregator,nccl-plugin}_*.deb), then checks that the

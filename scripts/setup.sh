@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what Conflux needs to build and test on Debian 12 (run as root, or with sudo).
 # Idempotent: skips apt when every package is already installed.
 set -euo pipefail

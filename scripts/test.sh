@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The whole test suite: installs dependencies, builds, runs ctest.
 #   scripts/test.sh              release-ish build in build/, every test
 #   scripts/test.sh --sanitize   ASan+UBSan build in build-asan/: every test but the "large"

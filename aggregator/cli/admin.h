@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `conflux drain` and `conflux undrain`: POST /admin/drain or /admin/undrain to a daemon's
 // HTTP port, signed with the shared secret when one is given (protocol/admin_auth.h).
 #pragma once

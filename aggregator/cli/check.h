@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `conflux check`: the preflight a user runs on a worker host before a job. For each
 // aggregator it does what the NCCL plugin does at connect, as a one-rank job of its own:
 // TCP connect and ServerHello, the authenticated Join (CONFLUX_SECRET), and full-payload UDP

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The selection program of `conflux plan --fabric direct`, solved by GLPK's branch and cut.
 //
 // Integer counts, K = the fewest ports any worker has (every topology uses at least one port

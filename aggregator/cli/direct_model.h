@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Inside `conflux plan --fabric direct` (direct_plan.h): the rates of the topologies, the
 // mixed-integer program that selects them (direct_milp.cc) and the circuits that wire a
 // selection (direct_wiring.cc).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `conflux plan --fabric direct`: in-network aggregation on a direct-connect network, where
 // every host has a few ports wired point to point (an optical circuit switch, a fixed torus)
 // and an aggregation device reaches only the hosts its own ports are wired to.

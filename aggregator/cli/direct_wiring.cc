@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The circuits of a direct-connect plan: which worker port is wired to which worker or device
 // port, topology by topology. Workers take their ports in order (a worker's first topology gets
 // its port 0), devices are numbered across the plan, and every port is checked to be used once.

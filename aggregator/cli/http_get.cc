@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "aggregator/cli/http_get.h"
 
 #include "fmt/format.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The operator CLI's daemon addresses; the requests themselves go through the tree's one HTTP
 // client (conflux/common/http_client.h).
 #pragma once

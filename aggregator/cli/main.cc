@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conflux: the operator CLI of Conflux. Exit codes: 0 success, 1 a daemon could not be
 // queried (the others are still shown), 2 usage.
 //   conflux status HOST[:METRICS_PORT]... [--json] [--interval-ms N] [--timeout-ms N]

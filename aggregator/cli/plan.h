@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `conflux plan`: capacity planning. From the number of workers, their link rate and the
 // aggregator hosts' link rate and cores, the expected AllReduce algbw of each layout: one
 // aggregator, k aggregators striped, a reduction tree of L leaves under one root and, with

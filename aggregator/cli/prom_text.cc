@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "aggregator/cli/prom_text.h"
 
 #include <cstdlib>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A reader of the Prometheus text exposition that confluxd writes (format 0.0.4): samples with
 // their labels; comments skipped. Not a general parser: no escapes inside label values beyond
 // \" and \\, no timestamps (confluxd writes none).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `conflux status`: what each daemon's /metrics and /healthz say, and rates over an interval.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One TCP connection served by the control thread: a control channel to a worker or an HTTP
 // request to the metrics endpoint. Plain data; the control plane drives it.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Control-plane counters and gauges. Written by the control thread only (single writer),
 // readable from any thread.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fixed epoll ids of the control thread's non-connection descriptors (connections use
 // ids >= 16, see ControlPlane::next_id_).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Control plane, socket half: epoll loop, accept, reads/writes, timeouts, shutdown.
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Control plane, protocol half: framing, message handlers, Join authentication, answers.
 #include <algorithm>
 

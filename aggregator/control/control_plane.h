@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The control plane: one thread serving the control TCP port (framed messages, SPEC.md §3)
 // and the metrics HTTP port, with epoll and non-blocking sockets.
 // ServerHello on accept, Join (with authentication) into the JobManager, Heartbeat/Ack,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Control plane, setup: listening sockets, epoll and the stop event.
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "aggregator/control/fd_budget.h"
 
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How many control connections the process's descriptors allow (RLIMIT_NOFILE). A flood of
 // connections that never join must run into the control plane's own limit, where the oldest
 // of them is evicted to make room, and not into EMFILE, where every new connection (a rank's

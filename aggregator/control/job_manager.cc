@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JobManager: construction, creating a job once its rendezvous (job_rendezvous.cc) or its
 // parent (job_tree.cc) granted it, and ending it when its members are gone.
 #include "aggregator/control/job_manager.h"

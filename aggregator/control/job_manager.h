@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rendezvous and job life cycle (SPEC.md §4), without any socket code.
 // Groups Joins by job_key; when the joined weights reach the job's `served` ranks (all
 // n_workers ranks at depth 1, SPEC.md §7), creates the Job (id, random token, slot quota from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JobManager, admission and rendezvous (SPEC.md §4): each Join checked against the first of
 // its job, the ranks gathered until their weights reach the job's, the slot grant; the
 // deadlines of the ranks still waiting, and their cancellation.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JobManager, fair share (aggregator/README.md "Fair share"): the capacity divided among the
 // live jobs by weight, each job's achieved result rate, and the switch of multicast jobs to
 // unicast when the network floods multicast (multicast_flood.h).

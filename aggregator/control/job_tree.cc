@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JobManager, the reduction tree (SPEC.md §7): a leaf joins its parent for a job and creates
 // the job with the parent's grant, ends it when the parent is lost; results straight down,
 // asked for by a leaf and granted by a parent.

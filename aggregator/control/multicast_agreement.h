@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multicast result delivery on this aggregator (protocol/SPEC.md §8), control half: grants a
 // job its group when its rendezvous completes, probes the group, collects the ranks'
 // MulticastAcks, decides once per job (multicast or unicast) and tells every rank, and gives

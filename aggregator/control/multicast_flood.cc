@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "aggregator/control/multicast_flood.h"
 
 #include <algorithm>

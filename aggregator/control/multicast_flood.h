@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MulticastFlood: notices that the network floods multicast to this host, and says whether a
 // multicast job should go unicast instead. Control thread only (JobManager's rate sampling).
 //

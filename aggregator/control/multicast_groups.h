@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multicast groups of the aggregator (protocol/SPEC.md §8): the allocator that grants each job
 // its own group from the configured range (parsed by util/ipv4.h). Control thread only.
 #pragma once

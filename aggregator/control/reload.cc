@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reloading the configuration while the daemon runs (control_plane.h, config_reload.h): on the
 // control thread, at a SIGHUP (Daemon::request_reload) or a POST /admin/reload.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // confluxd as an object: the job table, the dataplane and the control plane, wired together.
 // Used by main() and by in-process tests. All methods from one owning thread except
 // request_stop(), which any thread (or a signal handler) may call.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // confluxd: the Conflux aggregator daemon. Exit codes: 0 after SIGTERM/SIGINT, 1 when it
 // cannot start (e.g. a port in use), 2 on a configuration error. SIGHUP reloads the
 // configuration (the live keys; control/reload.cc).

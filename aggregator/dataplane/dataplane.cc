@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Backend registry: the one place that knows every compiled-in dataplane.
 #include "aggregator/dataplane/dataplane.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The packet I/O backend interface (control path only). A Dataplane owns its queues and
 // their threads; each queue runs an RxPipeline/SlotEngine over the shared JobTable and
 // transmits the resulting RESULT datagrams. Slot s is served by queue s % n_queues(), which

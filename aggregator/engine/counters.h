@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dataplane and per-job counters. Each block is written by exactly one dataplane thread
 // (relaxed load + store, no read-modify-write) and read by the control thread when it renders
 // /metrics. Blocks are cache-line aligned so threads never share a line.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fault injection on the receive path (test builds: CONFLUX_TEST_HOOKS): each received
 // datagram is dropped, processed twice, or delayed behind the next datagram, with the
 // configured probabilities. One instance per dataplane thread; deterministic for a seed.

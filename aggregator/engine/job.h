@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A job: the immutable description agreed at rendezvous plus the slot state, sharded so that
 // slot s lives in shard (s mod n_queues) and is touched only by that dataplane thread.
 // Created by the control thread, published through JobTable, freed by the control thread

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Publishes jobs from the control thread to the dataplane threads without per-packet locks.
 //
 // Jobs sit in a fixed array of atomic pointers indexed by the low 12 bits of the job id; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RESULT datagrams produced by the SlotEngine while it handles one receive batch, handed to
 // the backend to transmit (sendmmsg, DPDK tx burst, ...). Owned by one dataplane thread.
 // Each entry is a complete datagram (48-byte header + payload) in the batch's arena plus its

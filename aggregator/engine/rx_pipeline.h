@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a backend calls for every received datagram: fault injection (test builds,
 // CONFLUX_TEST_HOOKS, when configured) in front of the SlotEngine. The daemon's one test-hook
 // seam with dataplane.cc's make_fault_injector. One per dataplane thread; backend independent.

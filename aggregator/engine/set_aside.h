@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-job pacing's policy, shared by the dataplanes (kernel UDP, DPDK): which result sends of
 // a batch must wait because their job is over its share, and the results set aside for later.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Aggregator slot state (SPEC.md §4): two banks per slot, selected by generation mod 2.
 // All of it is owned by one dataplane thread; buffers are allocated lazily by that thread on
 // first use (so an idle job costs only its bitmaps) and freed with the job.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "aggregator/engine/slot_engine.h"
 
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The aggregation engine of one dataplane queue (thread): validates a datagram against the
 // job table, runs the aggregator slot state machine of SPEC.md §4 and reduces payloads with
 // conflux::reduce. Independent of packet I/O: every backend (kernel UDP, DPDK, verbs) owns one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the stateful fuzz targets share: an input read as a program (any bytes are a valid one;
 // past the end every byte reads 0) and an invariant check that aborts, which libFuzzer and the
 // ctest replay both report.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: control sessions against a live confluxd (in process, loopback, with a
 // secret), driven through sequences of frames on up to three connections at once. The input is
 // a program; any bytes are a valid one. Each record is [op, ...]: connection op % 3, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the aggregator slot state machine (SPEC.md §4) with a live job, driven
 // through sequences of legitimate and hostile datagrams. The input is a program; any bytes
 // are a valid one:

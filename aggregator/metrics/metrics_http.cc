@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The metrics endpoint: a minimal HTTP/1.0 responder on the control thread's event loop.
 // GET /metrics -> Prometheus text; GET /healthz -> "ok" (alive); GET /readyz -> "ready", or
 // 503 "draining" while Joins are refused; POST /admin/drain, POST

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "aggregator/metrics/prometheus.h"
 
 #include <sys/resource.h>

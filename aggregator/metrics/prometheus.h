@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Prometheus text exposition (format 0.0.4) of every confluxd metric. The list of names is
 // documented in aggregator/README.md (a test checks that every name rendered is documented).
 // Called on the control thread (it iterates the live jobs of the JobTable).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reduction tree, leaf datapath (SPEC.md §7): a leaf's complete bank goes up to the parent
 // aggregator as one CONTRIB of the leaf's weight; the parent's RESULT comes back on the data
 // port that owns the slot and is fanned out to the leaf's members. Runs on the slot's owner

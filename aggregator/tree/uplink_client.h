@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reduction tree, control half of a leaf (SPEC.md §7): the leaf's control connections to its
 // parent aggregator, one per job, on a thread of their own so that connecting, waiting for
 // the parent's rendezvous and heartbeats never block the control thread.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "aggregator/util/ipv4.h"
 
 #include <arpa/inet.h>

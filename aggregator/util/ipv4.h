@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // IPv4 text: endpoints, multicast ranges and addresses, parsed and printed without any socket;
 // and the slice of a multicast range a daemon grants from, by its own address (getifaddrs).
 // Shared by the configuration checks (config.cc) and the folders that use the values

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "aggregator/util/link_speed.h"
 
 #include <arpa/inet.h>

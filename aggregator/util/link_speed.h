@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The line rate confluxd advertises to workers (Capacity, protocol/SPEC.md §3).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unpredictable 64-bit values (nonces, job tokens) from the kernel CSPRNG.
 #pragma once
 

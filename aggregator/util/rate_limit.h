@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Lets through at most one event per interval (for log lines on the packet path).
 // Single-threaded: one instance per thread.
 #pragma once

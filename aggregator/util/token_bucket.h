@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A token bucket that paces a dataplane queue's egress to a byte rate (confluxd `max_mbps`).
 // The sender asks how long to wait before its next send (delay_ns), waits, sends, then
 // charges what it sent (consume). The bucket may go into debt by one send, which the next

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conflux-allreduce-launch: runs a local AllReduce test/benchmark end to end. Starts
 // `--daemons` confluxd processes on 127.0.0.1 (ephemeral ports, --ready-file), N
 // conflux-allreduce-worker processes striped over them, waits for every worker, scrapes

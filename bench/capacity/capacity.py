@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """conflux-capacity: how many aggregator cores per 100 Gbit/s, and what a worker pays.
 
 One command, both dataplanes, on this host (nothing leaves loopback):

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """conflux-chaos: a seeded chaos soak of real confluxd daemons and conflux-nccl-driver jobs on
 loopback. Daemons are killed and restarted, stopped and continued, drained, throttled and
 starved by nftables loss bursts; ranks of jobs are killed; short jobs join and leave; every

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Forwarding overhead of CONFLUX_NET_DELEGATE on the point-to-point path.
 
 Runs the driver's p2p ring (--modes ring: NCCL-shaped isend/irecv/test, every byte checked)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The DPDK datapath's own cost per packet, without a kernel or a NIC: confluxd's DPDK
 // dataplane runs on an ethdev made of two rte_rings (rte_eth_from_rings). This thread plays
 // the NIC and N workers: it writes CONTRIB frames (8 KiB float payloads, RX checksums marked

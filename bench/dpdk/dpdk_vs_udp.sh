@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # DPDK dataplane vs kernel-UDP dataplane, same veth pair, same workers, one run (root).
 #   dpdk_vs_udp.sh CONFLUXD WORKER [RANKS] [SIZE] [ITERS]
 # For each backend: confluxd (1 queue) in namespace A, RANKS conflux-allreduce-worker ranks

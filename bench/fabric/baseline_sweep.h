@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The size sweep shared by the fabric harness's third-party baselines (Gloo, Open MPI): the
 // sweep flags, inputs whose float sums are exact in any order, and the nccl-tests-style table
 // that bench/fabric/fabric_run.py parses, with the host's CPU cost under each row. A baseline

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """conflux-fabric: an emulated cluster on one machine; Conflux AllReduce (conflux-nccl-driver +
 plugin through confluxd, CollNet and hybrid modes), Gloo's ring AllReduce and the plugin's own
 ring, measured side by side on the same shaped links. Needs root, iproute2, tc, nft, iperf3.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """fabric-goals: the capacity goals of one aggregator on the emulated fabric, as medians of
 repeated runs.
 

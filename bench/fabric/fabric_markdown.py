@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Prints the results of a fabric run (its fabric.json) as Markdown tables, for README.md:
 one table per fabric (lossless / lossy), rows = sizes, columns = systems, cells = algbw in
 GB/s and, in brackets, the fraction of the link rate; then time (us) for small messages.

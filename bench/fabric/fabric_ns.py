@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Emulated cluster in network namespaces: one "switch" namespace holding a Linux bridge, one
 namespace per worker and per aggregator, each joined to the bridge by a veth pair (MTU 9000).
 Both directions of every link are shaped with tbf (host egress + switch-port egress); optional

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tables, summary figures, CSV/JSON and the PNG plot of a fabric run. Pure functions over the
 list of result rows: {"fabric", "system", "bytes", "time_us", "algbw", "busbw", "wrong"}
 (algbw/busbw in GB/s = 1e9 B/s, as nccl-tests and conflux-nccl-driver print them)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Runs programs inside a Fabric's namespaces: the TCP rate check (iperf3), confluxd on the
 aggregator hosts, conflux-nccl-driver ranks (one process per worker namespace, env-mode
 bootstrap), conflux-fabric-gloo ranks and conflux-fabric-mpi under mpirun. Every run's results are verified by the program that

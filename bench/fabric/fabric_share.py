@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Two CollNet jobs sharing one aggregator on the emulated fabric (fair sharing).
 
 The fabric of conflux_fabric.py with 2 x J workers at --rate and one confluxd whose link is

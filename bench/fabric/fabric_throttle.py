@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """An aggregator throttled mid-run, and the throttle lifted (the split follows).
 
 The fabric of conflux_fabric.py with --workers workers at --rate and one confluxd whose link is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conflux-fabric-gloo: Gloo's ring AllReduce (TCP transport) as the plain-ring baseline of the
 // fabric harness (bench/fabric/README.md). One process per rank; ranks meet through a Gloo
 // FileStore in a directory every rank can see. Rank 0 prints an nccl-tests-style table with

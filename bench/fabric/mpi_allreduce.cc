@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conflux-fabric-mpi: Open MPI's ring AllReduce over its TCP BTL, the second third-party
 // baseline of the fabric harness (bench/fabric/README.md) and its small-message reference:
 // Open MPI progresses by busy polling, the latency a user gets from a tuned CPU ring.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Several ranks per host on emulated hosts, with NCCL's connection count.
 
 --hosts network namespaces ("hosts", the fabric of fabric_ns.py with no aggregator: one

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by bench/fairshare/*.sh: starts one confluxd on loopback with one dataplane thread,
 # capped at $cap Mbit/s, from build folder $B; sets work (a temporary folder, unless already
 # set), daemon (its pid), control and metrics (its ports), and stops it and removes $work on

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Work-conserving fair share: job B (2 ranks, conflux-allreduce-worker) is joined to
 # a capped confluxd but mostly idle, one 1 MiB AllReduce then PAUSE ms of "compute", while job
 # A (2 ranks, conflux-nccl-driver --modes collnet, 1 MiB AllReduces back to back) runs. A is

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One CollNet job (2 ranks, 1 MiB float sums, every result verified) alone on a loopback confluxd
 # capped at MAX_MBPS (one dataplane thread, capped_daemon.sh): how much of the cap it reaches and
 # how many of the results the daemon sent it were resends ("needless resends under

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Eight (or N) jobs on one capped confluxd: does each get its weighted share?
 
 Starts one confluxd on loopback (one dataplane thread, --max-mbps CAP; with weights, one tenant

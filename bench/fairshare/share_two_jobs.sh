@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Two CollNet jobs sharing one confluxd under a bandwidth cap (fair sharing): job A
 # (2 ranks) starts alone, job B (2 ranks) joins 4 s later and ends first. Every 0.5 s prints
 # each job's grant and achieved result rate from /metrics (conflux_job_grant_mbps,

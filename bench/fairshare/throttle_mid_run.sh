@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # An aggregator throttled mid-run: one confluxd on loopback capped at CAP Mbit/s, a
 # 2-rank job with the auto split (`conflux-nccl-driver --modes hybrid --ring-fraction auto`,
 # 1 MiB AllReduces), and after AFTER seconds `conflux throttle --max-mbps CAP/4`. Prints, every

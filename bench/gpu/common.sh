@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by bench/gpu/*.sh: finds or builds the binaries, finds libnccl, starts confluxd.
 # After gpu_setup: CONFLUXD, PLUGIN_DIR, CHECK (nccl_allreduce_check), DELEGATE (the test delegate
 # net, for the gdr configuration), NCCL_LIB_DIR, NCCL_INC_DIR

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # GPU validation: 4 ranks on one GPU as 4 "nodes" (distinct NCCL_HOSTID), every byte through
 # the network plugin. Builds the plugin, confluxd and nccl_allreduce_check, then runs seven
 # configurations, checks every element and prints algbw for each:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One rank of an NCCL AllReduce check on a GPU: rank, size and the bootstrap come from the
 // environment (CONFLUX_GPU_RANK, CONFLUX_GPU_NRANKS, NCCL_COMM_ID=host:port, no MPI). Every
 // rank fills its buffer with (rank + 1 + i % 7), runs AllReduce (float sum) for each size,

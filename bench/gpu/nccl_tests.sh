@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # nccl-tests through Conflux: 4 MPI ranks on one GPU as 4 "nodes" (distinct NCCL_HOSTID), as
 # gpu_validate.sh does. Builds nccl-tests (MPI=1) from a source tree you provide, starts a
 # local confluxd and runs all_reduce_perf (-c 1: every result checked) in three

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Hunts the hang of NCCL's ring over Conflux's p2p net under nccl-tests (bench/gpu/README.md):
 # runs all_reduce_perf (CollNet off, 4 ranks on one GPU as 4 "nodes") again and
 # again in each of several variants, and on a hang saves what the ranks were doing.

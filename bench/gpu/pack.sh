@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Packs what bench/gpu/gpu_validate.sh runs into one folder, for a GPU node that has CUDA's
 # driver and NCCL but not Conflux's build dependencies: confluxd, libnccl-net-conflux.so,
 # nccl_allreduce_check, and under lib/ every shared library they need beyond the C and C++

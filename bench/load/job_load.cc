@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conflux-job-load: many jobs on one confluxd, and many job lifetimes.
 //
 // Starts one confluxd on 127.0.0.1, then

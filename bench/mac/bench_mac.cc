@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_mac: what a per-packet MAC would cost the aggregator, next to the work it already does
 // per packet, all measured in one run on one core: memcpy of the packet, the fp32 sum kernel
 // over its payload (conflux::reduce::accumulate), and tagging header + payload with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_p2p: point-to-point bandwidth of the Conflux net plugin (v11 ABI, loaded with dlopen
 // exactly as NCCL loads it) next to one raw TCP stream, measured side by side in one run on
 // loopback. See README.md for the fields.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # PXN-shared connections (CONFLUX_NET_MAX_RECVS=8: one connection per peer, grouped irecvs,
 # unexpected messages buffered and matched by tag) against a connection per sender
 # (CONFLUX_NET_MAX_RECVS=1, as NCCL's socket transport declares), through the driver's pxn

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_reduce: throughput of the reduction engine next to memcpy, measured in the
 // same run, for every dtype x op. See README.md for flags and the JSON fields.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scalar conversions between fp32 and the narrow float formats (reduce.h).
 //
 // Written for clarity, not speed: one generic integer rounding routine for every

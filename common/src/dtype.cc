@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names and parsers for DType / Op (see dtype.h). Canonical names are the ones
 // nccl-tests prints; the parsers also accept the usual aliases, case-insensitively.
 #include "conflux/common/dtype.h"

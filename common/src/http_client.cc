@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "conflux/common/http_client.h"
 
 #include <netdb.h>

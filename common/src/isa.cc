@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Run-time choice of the kernel table (reduce_dispatch.h).
 //
 // CPU detection is done here with CPUID + XGETBV rather than with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Public entry points of the reduction engine (reduce.h): validate, then call the
 // kernel of the table chosen at run time (reduce_dispatch.h).
 #include "conflux/common/reduce.h"

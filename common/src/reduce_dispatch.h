@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: the per-instruction-set kernel tables behind reduce.h, and the run-time
 // choice among them. Not installed; used by reduce.cc, the tests (to run every ISA the
 // CPU supports, not only the selected one) and bench_reduce (--isa).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ref:: — the scalar reference reductions (reduce.h). Element by element, through
 // memcpy so buffers may be unaligned. Also the fallback kernels on CPUs without SIMD
 // support (see reduce_scalar.cc).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scalar kernel table: the ref:: implementation behind the KernelTable interface.
 // Used where no SIMD table is usable (non-x86 builds, CONFLUX_REDUCE_ISA=scalar).
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: fills a KernelTable from a class template K<DType, Op> that provides the
 // static kernels `init`, `finish`, `accumulate`, `reduce_inplace` and `reduce_n`
 // (init/finish are taken from K<t, Op::kSum>), and `sum_u32_words` (any K: it does not depend

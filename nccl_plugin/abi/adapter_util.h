@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the per-version ABI adapters (abi/net_v*.cc, later collnet_v*.cc).
 #pragma once
 

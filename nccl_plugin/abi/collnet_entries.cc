@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "abi/collnet_entries.h"
 
 #include "abi/adapter_util.h"

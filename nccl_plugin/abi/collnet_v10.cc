@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exports ncclCollNetPlugin_v10 (NCCL 2.26-2.27).
 #include "abi/adapter_util.h"
 #include "abi/collnet_entries.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exports ncclCollNetPlugin_v11 (NCCL 2.28-2.29). Its entry points serve v12 too
 // (abi/collnet_v12.cc).
 #include "abi/adapter_util.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exports ncclCollNetPlugin_v12 (NCCL 2.30 and later): v11's entry points, v12's properties
 // (abi/net_v12.cc).
 #include "abi/collnet_entries.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exports ncclCollNetPlugin_v8 (NCCL 2.20-2.23).
 #include "abi/adapter_util.h"
 #include "abi/collnet_entries.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exports ncclCollNetPlugin_v9 (NCCL 2.24-2.25).
 #include "abi/adapter_util.h"
 #include "abi/collnet_entries.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The adapters in abi/ are written in NCCL's own words: they use the declarations of nccl/
 // (namespace conflux::nccl) unqualified. Included by every abi/ header, by nothing outside abi/.
 #pragma once

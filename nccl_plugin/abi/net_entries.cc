@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "abi/net_entries.h"
 
 #include "abi/adapter_util.h"

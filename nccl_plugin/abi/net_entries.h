@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclNet entry points whose C signature is the same in every ABI version v8..v11.
 // Each is a tiny wrapper: call the core, convert exceptions (see adapter_util.h).
 #pragma once

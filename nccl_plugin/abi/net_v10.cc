@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exports ncclNetPlugin_v10 (NCCL 2.26-2.27): init once per process, config at connect.
 #include "nccl/net_v10.h"
 

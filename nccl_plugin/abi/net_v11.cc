@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exports ncclNetPlugin_v11 (NCCL 2.28-2.29). Its entry points serve v12 too (abi/net_v12.cc).
 #include "nccl/net_v11.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The v11 entry points that v12 shares: v12 changed only the device properties (rail and
 // plane ids, up to 8 NICs per virtual device), so abi/net_v12.cc and abi/collnet_v12.cc export
 // these with a getProperties of their own (v12::getProperties, shared by both).

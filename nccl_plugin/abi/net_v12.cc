@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exports ncclNetPlugin_v12 (NCCL 2.30 and later, which look for it before v11): v11's entry
 // points, properties with railId / planeId.
 #include "nccl/net_v12.h"

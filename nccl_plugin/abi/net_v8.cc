@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exports ncclNetPlugin_v8 (NCCL 2.20-2.23): int sizes, no forceFlush/vProps/max*Bytes.
 #include "nccl/net_v8.h"
 

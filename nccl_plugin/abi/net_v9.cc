@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exports ncclNetPlugin_v9 (NCCL 2.24-2.25): no profiler, no phandles.
 #include "nccl/net_v9.h"
 

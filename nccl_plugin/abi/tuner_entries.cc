@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuner's entry points, shared by the exported tables of every tuner ABI version
 // (abi/tuner_v5.cc, abi/tuner_v6.cc). Policy: tuner/tuner.h.
 #include "abi/tuner_entries.h"

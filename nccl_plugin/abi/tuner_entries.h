@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclTuner entry points whose C signature is the same in tuner ABI v5 and v6, and v6's
 // getChunkSize. init takes the ABI version the table was exported as: with v6 NCCL asks
 // getChunkSize, which changes the smallest CollNet request the tuner's model assumes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exports ncclTunerPlugin_v5 (NCCL 2.28-2.29): NCCL finds it in the net plugin library when
 // NCCL_TUNER_PLUGIN is unset. Policy: tuner/tuner.h; entry points: abi/tuner_entries.cc.
 #include "nccl/tuner_v5.h"

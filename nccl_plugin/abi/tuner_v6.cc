@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exports ncclTunerPlugin_v6 (NCCL 2.30 and later, which look for it before v5): v5's tuner
 // plus getChunkSize, which trims the chunk of a small CollNet AllReduce (tuner::chunk_size).
 #include "nccl/tuner_v6.h"

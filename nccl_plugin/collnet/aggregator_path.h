@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AggregatorPath: the aggregator shares of a CollNet communicator's requests. It owns the
 // client engine that carries them, hands each share to it and waits for it, and re-joins the
 // surviving aggregators after a failover (CollComm decides when; Failover agrees with the

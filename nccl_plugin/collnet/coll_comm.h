@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollComm: one CollNet communicator on one rank. It splits every request between the
 // aggregators and the worker ring (coll_request.h) as its MeasuredSplit says
 // (measured_split.h), hands the aggregator share to its AggregatorPath (aggregator_path.h: the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollRequest: one CollNet collective as CollComm and its parts (MeasuredSplit,
 // AggregatorPath, RingWorker, Failover) see it, and the windows of the CollNetDirect
 // collectives (ReduceScatter, AllGather).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Version-neutral core of the plugin's ncclCollNet: what every CollNet ABI adapter
 // (abi/collnet_v*.cc) calls. Same conventions as core/net_api.h: pointers from NCCL are
 // checked, results are net::Status with ncclResult_t's numeric values.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollNet data path: memory registration, AllReduce, test, flush.
 #include <climits>
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollNet setup: contexts, devices, listen, and the collective connect, which runs its phases
 // in order: rendezvous (connect_ring.h), measure (connect_measure.h), join (connect_join.h),
 // agree (connect_agree.h) and model (connect_model.h).

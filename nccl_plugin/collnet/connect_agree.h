@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollNet connect, phase 4 (agree): each rank's verdict after its join (can it use the
 // aggregators, its link, their capacity, its settings), agreed over the setup pair so that every
 // rank declines or none does, and the communicator's options taken from the agreed verdicts;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollNet connect, phase 3 (join): every rank joins the job on the aggregators of
 // CONFLUX_AGGREGATORS (client::Engine), and the ranks agree over the setup pair on the entries
 // they all joined, so a striped job goes on without an aggregator that refused it.

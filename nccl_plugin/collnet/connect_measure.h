@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollNet connect, phases 2 and 5 (measure): what the worker ring and CollNet itself deliver,
 // timed over the setup pair and through the new communicator: one hop of the ring, the link to
 // rank+1, a one-element AllReduce and a 1 MiB one. Figures for the split and the tuner's model.

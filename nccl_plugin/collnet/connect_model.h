@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollNet connect, phase 6 (model): the tuner's model of CollNet against NCCL's ring
 // (collnet/path_model.h), from the agreed verdicts and the agreed probe times; what the
 // aggregators delivered in the bulk probe corrects their advertised capacity, here and as the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollNet connect, phase 1 (rendezvous): the handles NCCL exchanges, the worker rings every
 // rank builds to rank+1 (the main ring's lanes, the failover ring, the split ring, and the
 // setup pair that carries connect's own agreements), the job's key, and which ranks share

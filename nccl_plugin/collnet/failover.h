@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Failover: the failover ring of a CollNet communicator, and the protocol the ranks run on it
 // when the aggregators fail (CollComm decides when; this class moves and agrees).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MeasuredSplit: the ring fraction of every request of a CollNet communicator. A number in
 // CONFLUX_RING_FRACTION fixes it; with auto the ranks measure it (split_controller.h) as
 // follows.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PathModel: how long an AllReduce of S bytes takes through CollNet (the aggregators plus the
 // worker ring's share) and over NCCL's own ring on the same links, from figures every rank of
 // the communicator agreed at connect. The tuner compares the two (tuner/tuner.h).

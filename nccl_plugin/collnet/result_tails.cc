@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "collnet/result_tails.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ResultTails: the ends of the most recent aggregator results this rank completed, kept so
 // that a failover can hand them to ranks that did not receive them before the aggregators
 // died (see coll_comm.h, "Failover").

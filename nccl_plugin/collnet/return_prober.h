@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ReturnProber: on rank 0 of a CollNet communicator that lost aggregators (failure, drain,
 // restart), asks each lost one in the background whether it takes jobs again: a probe job of
 // one rank (connect, Join, leave), from a thread of its own, so that a dead host's connect

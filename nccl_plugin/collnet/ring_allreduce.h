@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RingAllreduce: one collective over the worker ring as a non-blocking state machine over
 // the plugin's own p2p transport: AllReduce (reduce-scatter, then all-gather), or either
 // phase alone (ReduceScatter, AllGather; see RingPlan).

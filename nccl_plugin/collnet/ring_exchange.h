@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Blocking helpers over the worker ring, for the control path (CollNet connect, failover).
 #pragma once
 

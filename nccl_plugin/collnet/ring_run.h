@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RingRun: one ring operation on a request's elements [lo, hi), with its watchdog (no
 // progress for `timeout` is an error). The ring thread (RingWorker) steps several at once,
 // one per lane; a failover (Failover) runs one to its end on the completion thread.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RingWorker: the ring shares of a CollNet communicator's requests, on the ring thread.
 //
 // Each request with a ring share ([agg_count, count)) runs a RingRun on one lane of the main

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How much of each AllReduce the aggregators take when CONFLUX_RING_FRACTION=auto.
 //
 // Every worker's link runs at L; the aggregators together can take R for this job (their

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The measured split of CONFLUX_RING_FRACTION=auto: every rank measures what each path
 // delivers, the ranks exchange their measurements over the worker ring, and each applies the
 // same rule to the same values, so the split of every request is identical on every rank.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Staging: the layer between NCCL's CollNet calls and CollComm. It cuts every request into
 // pieces of at most `chunk_bytes` (the same cut on every rank, whatever memory the request is
 // in) and posts them to CollComm one after the other, in NCCL's order; a piece in device memory

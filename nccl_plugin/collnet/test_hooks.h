@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plugin's one test-hook seam: what the CONFLUX_FAULT_* settings do to a CollNet
 // communicator (the client engine's datagram faults are client/src/fault.h). Compiled only in
 // test builds (CONFLUX_TEST_HOOKS, top-level CMakeLists.txt); in a package build every hook

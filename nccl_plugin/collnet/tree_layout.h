@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reduction tree at connect (protocol/SPEC.md §7): every rank names its own aggregators
 // (CONFLUX_AGGREGATORS may differ per node: a rank lists the leaves nearest to it, and in a
 // tree deeper than 2 each leaf's chain up, "leaf>mid"), and the ranks agree over the worker

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Version-neutral core of the plugin's ncclNet: what every ABI adapter (abi/net_v*.cc) calls.
 //
 // Callers: NCCL threads through the adapters — init/finalize/devices/getProperties from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Core ncclNet: memory registration and the data path (isend/irecv/test/flush).
 #include <climits>
 

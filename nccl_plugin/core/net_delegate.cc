@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "core/net_delegate.h"
 
 #include <dlfcn.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NetDelegate: another NCCL net plugin (CONFLUX_NET_DELEGATE, e.g. aws-ofi-nccl or a vendor's
 // IB/RoCE plugin) that carries every point-to-point byte while CollNet stays Conflux's.
 //

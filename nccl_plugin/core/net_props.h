@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Field-by-field copies between the version-neutral NetProperties and the ABI versions'
 // ncclNetProperties_vN_t, both ways: the abi/ adapters copy ours out, the delegate
 // (core/net_delegate.cc) copies another plugin's in. The field names are NCCL's in every one.

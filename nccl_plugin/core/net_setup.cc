@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Core ncclNet: init/finalize, devices, properties, connection setup and teardown.
 #include <cstring>
 #include <memory>

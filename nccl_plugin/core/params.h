@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every CONFLUX_* environment variable the plugin reads, declared in ONE table (params.cc)
 // with name, type, default, range and documentation, and read once into a plain Config.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Process-wide plugin state: configuration, the transport (devices), the NCCL logger, and the
 // registry of live connections. Reference counted:
 //   - v11 init() acquires once per NCCL communicator, finalize() releases;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA driver API, loaded at run time: dlopen("libcuda.so.1"), then every entry point
 // through cuGetProcAddress (CUDA 12's _v2 form, else CUDA 11's), as NCCL itself loads it.
 // Nothing here needs CUDA at build time (the few types and constants the plugin uses are

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conflux's own declarations of the NCCL plugin ABI: the types shared by every version.
 //
 // Written from the published ABI facts (see /work/shared/reference/nccl-plugin-abi.md); no NCCL

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL net/collnet plugin ABI, version 10 (NCCL 2.26-2.27): profiler callback, phandles,
 // comm config passed to connect; init once per process, no finalize.
 #pragma once

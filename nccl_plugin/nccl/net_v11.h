@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL net/collnet plugin ABI, version 11 (NCCL 2.28-2.29): per-communicator init/finalize
 // with a context pointer, comm config moved to init, setNetAttr, maxMultiRequestSize.
 #pragma once

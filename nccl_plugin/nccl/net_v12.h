@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL net/collnet plugin ABI, version 12 (NCCL 2.30 and later): v11's calls unchanged; the
 // device properties gain a rail and a plane id, and a virtual device may merge up to 8 NICs.
 // The types whose layout did not change are v11's (and so the v11 entry points fit v12's table).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL net/collnet plugin ABI, version 8 (NCCL 2.20-2.23): int sizes, no profiler, init once.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL net/collnet plugin ABI, version 9 (NCCL 2.24-2.25): size_t sizes, virtual NICs,
 // max transfer sizes; no profiler callback, no phandles; init once per process.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL's rule for a NIC's GPUDirect bit (shared/reference: nccl-gdr.md), as a fact about NCCL
 // that the driver checks and `conflux check` reports. ncclTopoGetSystem (src/graph/topo.cc)
 // describes the CollNet's devices before the net's (2.28; 2.30 puts GIN and RMA first), merges

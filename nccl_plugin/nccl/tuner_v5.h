@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL tuner plugin ABI, version 5 (NCCL 2.28): our own declaration of the facts in
 // shared/reference/nccl-plugin-abi.md. The NVLink-domain and constants structs are passed
 // through untouched, so they stay opaque here.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL tuner plugin ABI, version 6 (NCCL 2.30 and later): v5's table plus getChunkSize, which
 // lets the tuner change the chunk size NCCL computed for a collective. The NVLink-domain and
 // constants structs are v5's, passed through untouched.

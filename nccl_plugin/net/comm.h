@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CommCore: what a send and a receive connection share — the sockets, the lanes that move
 // bytes, the request pool, and the sticky error state.
 //

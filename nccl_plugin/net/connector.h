@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Connection establishment: Connector (sending side) and ListenComm (receiving side).
 //
 // A connection is 1 control socket + N data sockets. The connector opens all of them to the

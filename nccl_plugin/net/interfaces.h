@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Network interface discovery and selection for the TCP transport (control path only).
 //
 // Selection follows the NCCL_SOCKET_IFNAME syntax: a comma-separated list of name prefixes;

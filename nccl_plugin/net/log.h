@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Logging facade of the Conflux plugin (transport, core, and later CollNet).
 //
 // Every message goes to one sink as a finished string; the plugin core installs a sink that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ProgressEngine: the process's helper threads for the p2p net, shared by all its comms.
 //
 // NCCL opens a connection per channel, peer and pattern (tens per rank, with 8 ranks per

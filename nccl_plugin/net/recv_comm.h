@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RecvComm: the receiving end of one transport connection.
 //
 // Matching: messages are taken in the order the sender posted them. Each one goes to the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Requests and data-socket tasks of the TCP transport (internal to net/).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SendComm: the sending end of one transport connection.
 #pragma once
 

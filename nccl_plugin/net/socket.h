@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Thin POSIX socket helpers for the TCP transport: an owning fd, an IPv4/IPv6 address, and
 // non-blocking setup calls. Control path only; the data path calls send/recv directly.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bounded single-producer / single-consumer ring with head and tail on separate cache lines.
 //
 // Exactly one thread may call push() and exactly one (possibly other) thread may call pop()/

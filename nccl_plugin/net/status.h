@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Result codes of the Conflux TCP transport.
 //
 // Numeric values equal NCCL's ncclResult_t so that the ABI adapters convert with a cast

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conflux::net::TcpTransport — the point-to-point TCP transport behind the plugin's ncclNet,
 // also usable directly from C++ (e.g. by CollNet for its worker ring).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Byte layouts the TCP transport puts on the wire or into NCCL's connection handle.
 //
 // All integers little-endian, fixed offsets, no bitfields. Three formats:

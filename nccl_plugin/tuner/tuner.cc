@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tuner/tuner.h"
 
 #include "nccl/tuner_v6.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Conflux tuner: steers AllReduce to CollNetChain (through the aggregators) for the
 // sizes where aggregation wins, and to Ring elsewhere.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the control-frame parser, fed a byte stream of several frames.
 // Every accepted frame must re-encode to exactly the bytes it was parsed from.
 #include <cstdlib>

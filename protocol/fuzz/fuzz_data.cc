@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the data-plane parser. Any accepted datagram must re-encode to the
 // same header bytes (the parser accepts exactly the canonical encoding).
 #include <cstdlib>

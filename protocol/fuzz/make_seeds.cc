@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writes seed corpora for the fuzz targets: make_seeds <data_dir> <control_dir>.
 #include <cstdio>
 #include <string>

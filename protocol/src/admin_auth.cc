@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "conflux/protocol/admin_auth.h"
 
 #include <openssl/crypto.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SipHash-2-4 (Aumasson & Bernstein), written from the published algorithm description,
 // and the Join authentication MAC built on it.
 #include <array>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bounds-checked sequential big-endian reader/writer for control message bodies.
 #pragma once
 

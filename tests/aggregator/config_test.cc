@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Configuration: defaults, TOML, environment, flags, precedence and errors; documentation of
 // every key in the example config and the README.
 #include "aggregator/config.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The dataplane conformance suite: every test runs against every backend, with an in-process
 // daemon and the raw test client of test_client.h. A backend that cannot run on this machine
 // (not compiled in, not root) skips every test with the reason. To add a backend, add its name

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conformance: the control plane (rendezvous, errors, authentication, timeouts, life cycle).
 #include <algorithm>
 #include <fstream>

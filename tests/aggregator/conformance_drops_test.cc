@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conformance: every datagram that is not used is dropped and counted under its reason,
 // including >= 10,000 hostile datagrams sent while a correct run completes exactly.
 #include <array>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conformance: multicast result delivery (protocol/SPEC.md §8) on the wire. Every backend sends
 // a shared result once, to the job's group, as the same frame: Ethernet 01:00:5e + the low 23
 // bits of the group (RFC 1112), IPv4 destination the group, TTL multicast_ttl, UDP from the

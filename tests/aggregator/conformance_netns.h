@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Two network namespaces joined by a veth pair, for conformance tests that need a real wire:
 // the DPDK backend (an af_packet vdev bound to the aggregator's veth end) and the loss tests
 // (nftables drops on the workers' input hook). Root only.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conformance: `max_mbps` paces the results a dataplane sends (a token bucket per queue), and
 // while several jobs are live each job's results to its fair share (a bucket per job too,
 // weighted by tenant) whenever another job's results wait as well (work-conserving); on both

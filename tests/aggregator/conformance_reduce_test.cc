@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conformance: exact results for every (dtype, op), retransmission and loss handling.
 #include <cstring>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conformance: 802.1Q-tagged frames on the wire. Backend-specific by nature: the dpdk backend
 // builds and filters the Ethernet layer itself (config dpdk_vlan), so it must accept tagged
 // contributions of its VLAN, answer ARP tagged and tag its results. The udp backend never sees

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How many control connections RLIMIT_NOFILE leaves room for (aggregator/control/fd_budget.h).
 #include "aggregator/control/fd_budget.h"
 

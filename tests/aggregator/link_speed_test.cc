@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The line rate confluxd advertises (aggregator/util/link_speed.h).
 #include "aggregator/util/link_speed.h"
 

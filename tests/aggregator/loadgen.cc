@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // aggregator_loadgen: measures the packets/s one confluxd dataplane thread sustains on
 // loopback. Starts an in-process daemon, joins `workers` raw test workers, then runs
 // generations of `slots` packets per worker (each worker sends its whole window with

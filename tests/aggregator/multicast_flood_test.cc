@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MulticastFlood (aggregator/control/multicast_flood.h): when what reached the host beyond
 // what the daemon asked for says the network floods multicast, and when a multicast job may
 // go unicast; and the /proc/net/netstat parser it reads InOctets with.

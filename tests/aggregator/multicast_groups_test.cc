@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The multicast group range and allocator of confluxd (aggregator/control/multicast_groups.h).
 #include "aggregator/control/multicast_groups.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // confluxd as a process: ready_file, SIGTERM with workers connected, configuration errors.
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SetAside, the per-job pacing policy both dataplanes use (aggregator/engine/set_aside.h),
 // with real jobs and buckets but no sockets. A job "in debt" was charged 1 MiB on a 1 Mbit/s
 // bucket: it stays in debt for about 8 s, far longer than any of these tests.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SlotEngine and JobTable without sockets: the aggregator slot state machine of SPEC.md §4.
 #include "aggregator/engine/slot_engine.h"
 

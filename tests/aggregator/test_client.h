@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A minimal raw protocol client for the aggregator tests: blocking sockets with timeouts,
 // written from protocol/SPEC.md (independent of the worker client engine).
 // Every socket talks to the daemon at daemon_ip() and binds local_ip() (both 127.0.0.1 unless

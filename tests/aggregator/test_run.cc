@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // run_allreduce: the windowed, retransmitting AllReduce of the test client.
 #include <poll.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TokenBucket (aggregator/util/token_bucket.h) on a clock the test drives.
 #include "aggregator/util/token_bucket.h"
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`conflux check` against real daemons: a daemon with a secret and the data MAC passes with the
 right secret (JSON: joined, round trip exact, granted payload less the MAC trailer, a round-trip
 time, unicast) and exits 0; one with a multicast range passes with results by multicast; with a wrong secret, a daemon that drops every datagram (fault injection: the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conflux plan --fabric direct: small cases whose optimum is worked out by hand, the circuits
 // of every plan checked as a graph (each topology spans every worker, no port used twice),
 // the baselines, the Pareto rows and the inputs no plan fits.

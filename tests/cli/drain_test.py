@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`conflux drain` / `conflux undrain` against a real confluxd with a secret, while a 3-rank
 CollNet job runs through the NCCL plugin (the driver loads it as NCCL does and verifies every
 iteration): a wrong secret is refused (exit 1, clear message, nothing changes); drain tells the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CLI's --json documents, byte for byte as they were before nlohmann::json wrote them (the
 // expected texts were captured from the hand-written writers on the same inputs).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conflux/common/json_text.h: the layouts and number forms of the reports.
 #include "conflux/common/json_text.h"
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`conflux plan`: the model's figures for the fabric of bench/fabric/README.md (8 workers at
 100 Mbit/s; one aggregator at 8x; a tree of 2 leaves at 4x under a root at 2x), its table,
 and a usage error."""

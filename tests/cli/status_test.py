@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`conflux status` against real daemons: two confluxd with a 2-rank job striped over both
 (JSON parsed: health, version, dataplane, threads, the job with its workers, slots, nonzero
 packet/byte rates, its grant and its tenant's weight; the table names both), a daemon that is down (exit 1, clear error, the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`conflux throttle` against a real confluxd with a secret (capped at 400 Mbit/s) while a 2-rank
 CollNet job runs through the NCCL plugin (the driver loads it as NCCL does and verifies every
 iteration): a wrong secret is refused (exit 1, nothing changes); a bad rate is a usage error

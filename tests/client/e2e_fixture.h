@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fixtures of the end-to-end tests: a temp dir, and one confluxd (started by the test).
 #pragma once
 

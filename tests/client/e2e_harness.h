@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the end-to-end tests: a real confluxd process and N real
 // conflux-allreduce-worker processes on 127.0.0.1, with their output in a temp dir.
 #pragma once

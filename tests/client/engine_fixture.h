@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Engines joined to in-process FakeAggregators, shared by the engine unit tests.
 #pragma once
 

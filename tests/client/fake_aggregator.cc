@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "fake_aggregator.h"
 
 #include <arpa/inet.h>

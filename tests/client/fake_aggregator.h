@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small in-process stand-in for confluxd, for the engine's unit tests: speaks the
 // control protocol and reduces float32/int32 sums per SPEC.md §4 (two banks per slot,
 // contributor bitmap, resend of a complete result), with switches to misbehave

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "json_number.h"
 
 #include "conflux/common/json_text.h"

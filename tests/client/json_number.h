@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading a number out of a worker's --json report (the end-to-end tests' checks).
 #pragma once
 

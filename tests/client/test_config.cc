@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Endpoint parsing and config validation.
 #include <gtest/gtest.h>
 

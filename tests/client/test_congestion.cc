@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-aggregator congestion window (nccl_plugin/client/src/congestion.h): slow start,
 // additive increase, multiplicative decrease at most once per window. Pure logic driven
 // by sequence numbers and simulated round trips; nothing sleeps, nothing touches a socket.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DeliveryRate (nccl_plugin/client/src/delivery_rate.h): the windowed maximum of the results'
 // rate, and the least wait it gives a packet sent behind outstanding bytes.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End to end: a real confluxd and N real conflux-allreduce-worker processes on 127.0.0.1.
 // Each worker checks every element against the contributor-order reference itself and
 // exits non-zero on any wrong element or engine error.

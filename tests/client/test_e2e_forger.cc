@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End to end, the forger attack: a real confluxd and three real worker processes on
 // 127.0.0.1, and an on-path forger that sniffs the loopback (AF_PACKET, root), learns the job
 // id, token, slot and generation from every CONTRIB it sees and races CONTRIBs for the other

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End to end, multicast result delivery (protocol/SPEC.md §8): a real confluxd with a
 // multicast range and real worker processes on 127.0.0.1 (loopback carries multicast with
 // IP_MULTICAST_IF = 127.0.0.1 and loopback on). Every worker verifies every element itself.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End to end through a reduction tree of depth 2 (protocol/SPEC.md §7): a root confluxd, two
 // leaf confluxd with `--parent` = the root, and 4 worker processes, ranks 0-1 under leaf 0
 // and ranks 2-3 under leaf 1. Each worker checks every element against the two-level

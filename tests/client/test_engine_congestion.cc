@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The congestion window inside a running engine (against the in-process FakeAggregator):
 // it grows to the granted window on a lossless path, backs off under loss without
 // stalling, and is the full window when disabled. Counters: cwnd_decreases,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The engine against the in-process FakeAggregator: joins, windows, striping, loss
 // recovery, and every failure path (refused join, no daemon, shutdown, silence, abort).
 #include <gtest/gtest.h>

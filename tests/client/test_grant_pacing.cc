@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GrantPacing (nccl_plugin/client/src/grant_pacing.h): what an aggregator that paces a job to
 // its grant implies for the ranks, the first retransmission timer behind a window of results
 // and the window worth keeping outstanding, and CongestionWindow::set_ceiling, which holds the

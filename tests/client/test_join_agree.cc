@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A job striped over several aggregators that goes on without those that refuse it
 // (ClientConfig::join_agree): the join waits for every answer instead of failing at
 // the first refusal, the ranks agree on the set, and the engine runs on it; join_peers lets a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The join's retries of a control connection (nccl_plugin/client/src/connect_retry.h, join.cc):
 // an aggregator that drops the connection before it answers, or is not listening yet, is
 // connected to again with backoff within the join timeout; one that says no is not.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Packet cutting, striping and slot/generation arithmetic (SPEC.md §4).
 #include <gtest/gtest.h>
 

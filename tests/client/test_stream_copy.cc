@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // stream_copy and stream_copy_twice (nccl_plugin/client/src/stream_copy.h): the same bytes as
 // memcpy for every length around their thresholds and every alignment of source and
 // destinations, and nothing written outside the destinations.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // UDP segmentation offload: which datagrams share one GSO send (udp_offload::run_length),
 // and a loopback round trip through UdpChannel that must deliver exactly the datagrams a
 // plain send would have, in order, whatever the kernel coalesced on the way.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The worker's slot window and result validation (SPEC.md §4, worker state machine).
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // N ranks' ring connections over the real p2p transport on loopback (each rank sends to
 // rank + 1 and receives from rank - 1), for tests that run the ranks as threads.
 #pragma once

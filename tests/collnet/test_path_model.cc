@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuner's model of CollNet against NCCL's ring (collnet/path_model.h), and its registry.
 #include <gtest/gtest.h>
 

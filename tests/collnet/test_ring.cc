@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RingAllreduce and ring_allgather over the real p2p transport, N ranks as threads.
 #include <gtest/gtest.h>
 

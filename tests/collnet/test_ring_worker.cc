@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RingWorker (with a fixed split) and Failover on their own, N ranks as threads over loopback
 // rings: the ring shares of a stream of requests, and the failover protocol's agreement, hand-over
 // and redo.

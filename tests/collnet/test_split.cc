@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CONFLUX_RING_FRACTION=auto: the split from the grants and line rates (collnet/split.h).
 #include <gtest/gtest.h>
 

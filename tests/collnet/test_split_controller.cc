@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The measured split (collnet/split_controller.h) on modelled rate traces: a fluid model of
 // one period of traffic (each rank's link shared by its aggregator and ring shares, the
 // aggregators' capacity shared by all ranks) produces the samples the ranks would measure.

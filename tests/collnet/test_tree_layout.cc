@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ranks' agreement on a reduction tree's counts (tree_layout.h, SPEC.md §7): how many
 // ranks sit under each rank's leaf and under each aggregator above it.
 #include <gtest/gtest.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # CONFLUX_AGGREGATORS=dns:NAME:PORT end to end, in a network namespace of the test's own whose
 # resolver is a dnsmasq that answers NAME with two addresses (as a Kubernetes headless Service
 # over two aggregator pods would): two confluxd listen on 127.0.0.2:PORT and 127.0.0.3:PORT;

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A CollNet job comes back to the aggregators it lost, with every result exact throughout
 (the driver loads the NCCL plugin as NCCL does and verifies every iteration):
   restart  a 4-rank job on one aggregator; the daemon is killed (SIGKILL), the job goes on

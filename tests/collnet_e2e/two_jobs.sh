@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Two jobs on the same aggregators (run under with_confluxd.sh): job A starts, job B joins once
 # A is connected, B ends while A still runs. Each job's output lines are prefixed "job A: " /
 # "job B: "; exits non-zero when either job does.

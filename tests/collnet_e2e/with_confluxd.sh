@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs a command with a fresh confluxd on loopback (ephemeral ports) and checks the result.
 #   with_confluxd.sh CONFLUXD EXPECT REGEX [--kill-after S] [--daemons N] [--no-daemon]
 #                    [--daemon-arg ARG]... [--max-out-ratio R] [--min-out-ratio R]

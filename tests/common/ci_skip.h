@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Skips that CI must not accept. A test that cannot run because this machine lacks a tool, a
 // permission or a build option that scripts/setup.sh and scripts/test.sh provide skips with the
 // reason on a developer machine, but FAILS when CONFLUX_CI=1 (.ci/run exports it), so that a CI

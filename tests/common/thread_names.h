@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The names of this process's threads (/proc/self/task/*/comm), for tests that check which
 // threads a component runs.
 #pragma once

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """deploy/container/Dockerfile builds the way scripts/build.sh does: its build stage runs
 scripts/setup.sh and scripts/build.sh (no cmake/ninja line of its own that could drift), sets
 only variables build.sh reads, passes only -D options the CMake files define, and takes its

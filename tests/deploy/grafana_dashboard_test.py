@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """deploy/grafana-dashboard.json is valid JSON whose panels query only metrics that confluxd
 exports (the metric table of aggregator/README.md, which a test keeps complete), each panel with
 a Prometheus target. Usage: grafana_dashboard_test.py SOURCE_DIR"""

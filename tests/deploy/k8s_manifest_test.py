@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The Kubernetes files of deploy/kubernetes, parsed (python3-yaml) and checked for what makes
 the deployment work: the DaemonSet runs confluxd on the host network (workers reach the node
 address, no NAT) with the control and metrics ports of the example config declared, readiness

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`promtool check metrics` on a live /metrics of confluxd scraped while a 2-rank job runs an
 AllReduce (jobs_active 1, the job's packets counted), and promtool catches a broken exposition.
 Usage: live_metrics_test.py CONFLUXD WORKER"""

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Daemons that share one configuration never grant the same multicast group: two confluxd
 with the same config file (multicast_range 239.77.0.0/16, one fixed multicast_port, as a
 DaemonSet's one ConfigMap gives them) on two addresses (127.0.0.2, 127.0.0.3); `conflux check`

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fixture of the package tests: builds the Debian packages with CPack from BUILD_DIR and
 # unpacks them into a throwaway root OUT/root (dpkg -x: no maintainer scripts, no dpkg
 # database of the host touched), next to a copy of the host's systemd units (for

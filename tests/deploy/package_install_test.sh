@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The packages built by package_build.sh (in OUT): names, dependencies, conffiles, the files
 # where cmake/ConfluxInstall.cmake and the README say they are, and the installed programs
 # run: confluxd --help, confluxd --print-config on the installed config, conflux --help, and a
@@ -12,8 +13,14 @@ for f in /usr/bin/confluxd /usr/bin/conflux /usr/lib/libnccl-net-conflux.so \
   /usr/lib/systemd/system/confluxd.service /etc/conflux/confluxd.toml \
   /usr/share/doc/conflux/README.md /usr/share/doc/conflux/confluxd.example.toml \
   /usr/share/doc/conflux/dpdk.md /usr/share/doc/conflux/dpu.md \
-  /usr/share/doc/conflux/grafana-dashboard.json; do
+  /usr/share/doc/conflux/grafana-dashboard.json /usr/share/doc/conflux-aggregator/copyright \
+  /usr/share/doc/conflux-nccl-plugin/copyright; do
   [ -f "$root$f" ] || fail "$f not installed"
+done
+# The packages' copyright files (machine-readable, Debian's format) name the licence.
+for p in conflux-aggregator conflux-nccl-plugin; do
+  grep -q "^License: Apache-2.0" "$root/usr/share/doc/$p/copyright" ||
+    fail "$p's copyright file names no Apache-2.0 licence"
 done
 for p in confluxd conflux; do [ -x "$root/usr/bin/$p" ] || fail "$p not executable"; done
 cmp -s "$root/etc/conflux/confluxd.toml" "$root/usr/share/doc/conflux/confluxd.example.toml" ||

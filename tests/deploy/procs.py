@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Real confluxd and worker processes on 127.0.0.1 for the deploy and CLI tests, and the
 fail/check helpers every deploy test reports through."""
 import os

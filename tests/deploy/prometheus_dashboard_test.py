@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Debian's real Prometheus scrapes a confluxd that serves two jobs, and every query of
 deploy/grafana-dashboard.json that groups by the per-job label returns one series per job,
 each with its own `conflux_job` id, while the scrape job keeps its `job` label ("conflux") and

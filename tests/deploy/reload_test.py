@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Reloading confluxd's configuration while jobs run (SIGHUP and `conflux reload`):
   live keys    max_mbps, log_level, the secret (rotated through secret_file) and a tenant's
                weight apply at once: the metrics show them, the running jobs go on, a new job

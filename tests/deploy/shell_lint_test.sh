@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `bash -n` and shellcheck (every severity) on the shell an operator or CI runs: the Slurm batch
 # script, scripts/*.sh, .ci/run and these tests' own scripts. And shellcheck has teeth: an
 # unquoted expansion is reported.   shell_lint_test.sh SOURCE_DIR

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `systemd-analyze verify` of the unit the aggregator package installs, in the throwaway root
 # of package_build.sh (OUT/root): --root makes systemd-analyze resolve ExecStart= and the unit's
 # dependencies inside that root, so it checks that the unit names the installed confluxd; it

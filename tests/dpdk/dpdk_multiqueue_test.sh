@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # confluxd's DPDK dataplane with several queues over a veth pair; kernel-UDP workers on the
 # other end.
 #   dpdk_multiqueue_test.sh SCENARIO CONFLUXD WORKER

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # confluxd with the DPDK dataplane on a veth pair, kernel-UDP workers on the other end.
 #   dpdk_veth_test.sh SCENARIO CONFLUXD WORKER HOSTILE_FRAMES
 # SCENARIO: all_types (every dtype x op exact, 3 ranks), loss (5% of results dropped by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unit tests of the DPDK dataplane's frame code (aggregator/dataplane/dpdk/frame.h) and its
 // neighbour table: no EAL, no root.
 #include "aggregator/dataplane/dpdk/frame.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sends malformed and foreign frames to the DPDK dataplane from a raw AF_PACKET socket (root),
 // `count` of each kind, built with the dataplane's own frame code then broken on purpose:
 //   dpdk_hostile_frames IFACE AGG_MAC SRC_IP AGG_IP DATA_PORT COUNT

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unit tests of how confluxd configures a DPDK port (aggregator/dataplane/dpdk/port_plan.h):
 // an offload is used only when the port advertises it. No EAL, no root.
 #include "aggregator/dataplane/dpdk/port_plan.h"

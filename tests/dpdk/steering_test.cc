@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unit tests of the DPDK dataplane's software steering (aggregator/dataplane/dpdk/steering.h):
 // the slot is read from where proto::encode_data_header writes it. No EAL, no root.
 #include "aggregator/dataplane/dpdk/steering.h"

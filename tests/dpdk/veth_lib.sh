@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by the DPDK veth test scripts (sourced, not run). The caller sets AGG_IP, WRK_IP,
 # CTL, DATA, MET, VETH_QUEUES and `worker`; this defines skip/fail, wait_ready, metric,
 # run_job and stop_daemon, checks root and tools, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unit tests of conflux-nccl-driver's own logic: the input generator and verifier (a driver
 // whose check cannot fail proves nothing) and the size/flag parsing.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The driver's --json report, byte for byte as it was before nlohmann::json wrote it (the
 // expected texts were captured from the hand-written writer on the same inputs).
 #include <gtest/gtest.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Two driver ranks launched apart (CONFLUX_DRIVER_RANK/_NRANKS/_ROOT), each with its own value
 # of one setting that NCCL reads from every rank's own getProperties (CONFLUX_NET_LATENCY_US:
 # NCCL models the network with each rank's figure; CONFLUX_NET_MAX_RECVS: each proxy decides

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """bench/fabric/fabric_goals.py's arithmetic on made-up conflux_fabric.py reports: the figures
 of one run (ratios against Gloo's row of the same size, confluxd's CPU and wake-ups from its
 counters), medians over runs, and each goal met or not by the median."""

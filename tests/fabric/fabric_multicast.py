@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ctest fabric_multicast: multicast result delivery (protocol/SPEC.md section 8) on the emulated
 fabric of bench/fabric, one namespace per host and a Linux bridge as the switch.
   1. 3 workers, one aggregator with a multicast range: the job's results go to its group (the

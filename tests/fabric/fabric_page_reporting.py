@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """fabric_ns.free_page_reporting on fake sysfs trees: a balloon device bound to virtio_balloon
 with page_reporting loaded is named; no device, no driver or no page_reporting is None. And
 fabric_ns.transparent_hugepages: the marked mode, or None without one or without the file."""

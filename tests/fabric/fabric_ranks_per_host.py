@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ctest fabric_ranks_per_host: several ranks per emulated host with NCCL's connection count
 (bench/fabric/ranks_per_host.py), small: 2 hosts x 4 ranks, 18 p2p comms per rank.
   1. Every result verified (ring and PXN), every rank process at most CONFLUX_NET_PROGRESS_THREADS

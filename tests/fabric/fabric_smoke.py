@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ctest fabric_smoke: proves that bench/fabric/conflux_fabric.py builds the emulated cluster,
 runs and verifies every system (Conflux, the plugin ring, Gloo and Open MPI where built) and a
 depth-3 reduction tree, and tears everything down (also when it is stopped by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A test double of the CUDA driver (libcuda.so.1) for machines without a GPU: the entry
 // points that nccl_plugin/cuda/cuda_driver.h resolves, through cuGetProcAddress as the real
 // driver gives them. A test artifact only: never installed, never packaged

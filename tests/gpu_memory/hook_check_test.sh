@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The release check (scripts/check_no_test_hooks.sh) refuses the CUDA test double: as a binary
 # (its strings), and inside a package under any path (a libcuda* file).
 #   hook_check_test.sh CHECK_SCRIPT CUDA_DOUBLE_SO

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL's gdr rule (nccl/topo_gdr.h) on the cases that matter for Conflux: CollNet describes a
 // NIC first, so its ptrSupport decides the bit for the p2p net of the same name too.
 #include "nccl/topo_gdr.h"

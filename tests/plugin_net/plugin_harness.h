@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test harness: loads the built libnccl-net-conflux.so with dlopen(RTLD_NOW) and drives its
 // exported ABI structs exactly the way NCCL's proxy does (non-blocking connect/accept loops,
 // test() polling). Only loopback ("lo") is used.

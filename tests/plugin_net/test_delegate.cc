@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NetDelegate (core/net_delegate.h) on the test delegates of every ABI version
 // (tests/plugin_net/delegate): the newest exported version is taken, its name and properties
 // come through, and what an older version lacks is filled as NCCL fills it.

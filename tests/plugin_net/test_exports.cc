@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The built .so loads with RTLD_NOW and exports exactly the plugin symbols.
 #include <cstdio>
 #include <set>

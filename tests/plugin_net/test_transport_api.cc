@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The transport's C++ API (what CollNet's worker ring uses), linked statically.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

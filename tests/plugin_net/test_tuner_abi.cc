@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclTunerPlugin_v5 and _v6 through the built .so: NCCL treats an error from the tuner's init
 // as fatal for the communicator (src/init.cc), so a bad CONFLUX_* setting must cost the tuning
 // only.

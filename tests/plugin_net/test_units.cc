@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unit tests of the plugin internals, linked statically (not through the .so).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Failure paths through the v11 ABI: refused memory types, truncation, dead peers, bad
 // parameters, bad pointers. Every case must return an error code, never hang or crash.
 #include <dlfcn.h>

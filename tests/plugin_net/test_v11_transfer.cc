@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Data transfers through the v11 ABI, as NCCL's proxy drives it.
 #include "plugin_harness.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclNetPlugin_v12 / ncclCollNetPlugin_v12 (NCCL 2.30+): v11's entry points with v12's
 // properties, railId and planeId unknown (-1) for Conflux's TCP devices.
 #include "nccl/net_v12.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The v8 adapter (int sizes, process-wide init without finalize), run in a forked child so
 // its permanent process reference does not leak into the other tests.
 #include "plugin_harness.h"

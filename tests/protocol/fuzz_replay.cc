@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs a libFuzzer target without libFuzzer (any compiler): every file of the seed
 // corpus, then deterministic random mutations of them. A target that aborts fails.
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The data MAC (SPEC.md §6): key derivation, sign/verify, and the parser's trailer accounting.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conversions: every fp16/bf16/fp8 bit pattern widened by every usable ISA equals the
 // scalar reference (bit for bit, NaN included); narrowing agrees around every rounding
 // point of every format; widen->narrow is the identity; and the scalar fp16 reference

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Run-time ISA selection: what is usable, what is active, and complete tables.
 #include <gtest/gtest.h>
 

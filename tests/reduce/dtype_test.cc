@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names, parsers and sizes of dtype.h.
 #include "conflux/common/dtype.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every kernel of every ISA the CPU supports against the scalar reference (ref::),
 // for every dtype x op, on random data with edge values, odd lengths and misaligned
 // buffers; bit for bit (NaN payloads excepted for sum/prod, where they are unspecified).

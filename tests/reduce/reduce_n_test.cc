@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // reduce_n and reduce_inplace through the public API: source order, rounding once vs.
 // per call, aliasing of dst with a source, k == 0.
 #include <gtest/gtest.h>

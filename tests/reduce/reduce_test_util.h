@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the reduction tests: the ISAs to run, deterministic random data
 // with edge values for every dtype, and value comparison with the documented NaN rules.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The documented numerics of reduce.h, asserted explicitly through the public API
 // (whatever ISA was selected): NaN/Inf, signed zero, rounding ties, fp8 saturation
 // and overflow, integer wrap-around.

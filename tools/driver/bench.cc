@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Measurement and verification loop (see bench.h).
 #include "driver/bench.h"
 

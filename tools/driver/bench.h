@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The measurement loop shared by every mode: for each dtype x op x size, warm up, time
 // `iters` collectives, then verify a check run (and, with --check-iters, every iteration);
 // timings and wrong counts are gathered to rank 0, which prints the row.

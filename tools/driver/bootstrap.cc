@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TCP-star bootstrap (see bootstrap.h). Wire: a 16-byte hello {magic, rank, nranks, kind}
 // per connection; blobs as {u64 length, bytes}; all integers big-endian.
 #include "driver/bootstrap.h"

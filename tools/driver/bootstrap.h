@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The driver's own bootstrap: a TCP star through rank 0, used (like NCCL's bootstrap) to
 // exchange listen handles and small results between the rank processes.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The rank's host buffers: send, receive and the ring's receive staging area. Allocated once
 // at the largest size, page-aligned and pre-touched, registered with the plugin once per comm.
 #pragma once

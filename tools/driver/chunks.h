@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How the driver cuts one AllReduce of `count` elements into requests: every request `big`
 // elements, or (small > 0, --mixed-chunks) requests 2k of `small` and 2k+1 of `big`, the last
 // one cut short. The requests cover [0, count) in order, with neither gap nor overlap.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollNet session: setup/agreement, chunked iallreduce, teardown (see collnet.h).
 #include "driver/collnet.h"
 

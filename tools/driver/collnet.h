@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One CollNet "communicator" as NCCL 2.28 sets it up and drives CollNetChain AllReduce with
 // host staging, through ncclCollNet_v11.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollNetDirect's ReduceScatter and AllGather through the plugin (see collnet.h, "direct").
 #include <algorithm>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Input generation and verification (see data.h).
 #include "driver/data.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seeded AllReduce inputs and the verification of results.
 //
 // Every rank can generate every rank's input (a pure function of seed, rank and element

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // --device-buffers: the rank's send and receive buffers in device memory, as NCCL hands them
 // to CollNet when the NIC's gdr bit is 1 (shared/reference: nccl-gdr.md). The CUDA driver is
 // loaded at run time (nccl_plugin/cuda/cuda_driver.h): the real one on a GPU machine, the test

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a rank's polling loops do when a pass made no progress. Default: sched_yield() and poll
 // again, like NCCL's proxy thread. --idle-sleep-us N sleeps instead, which helps when more rank
 // processes than cores share one machine (the plugin's own threads need the CPU).

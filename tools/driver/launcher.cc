@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fork mode and env mode launchers (see launcher.h).
 #include "driver/launcher.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fork mode (--nranks N): N rank processes on this machine, each its own "node".
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Liveness watcher thread (see liveness.h).
 #include "driver/liveness.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Watches the bootstrap "liveness" connections so that a rank that dies makes every other rank
 // exit with an error instead of hanging inside a plugin call.
 //

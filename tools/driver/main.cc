@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conflux-nccl-driver: runs an NCCL net/CollNet plugin exactly as NCCL's proxy would, with host
 // memory, in several processes, and verifies every AllReduce result. See README.md.
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // --nccl-steps: NCCL 2.28's proxy over the p2p net, step by step (see nccl_steps.h).
 #include "driver/nccl_steps.h"
 

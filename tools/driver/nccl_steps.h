@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // --nccl-steps (ring mode): NCCL 2.28's proxy driving a ring AllReduce over the p2p net, step
 // by step, as nccl-tests' warm-up runs it: every size of the sweep, --iters AllReduces each,
 // then a barrier. Nothing is reduced: what is emulated is the order, sizes and timing of the

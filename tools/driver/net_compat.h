@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // --net-abi N: the plugin's ncclNetPlugin_vN (N = 8, 9, 10, 12) seen through the ncclNet_v11_t
 // table the driver calls, as NCCL 2.28 presents an older plugin to its own code: NCCL 2.20-2.27
 // load our v8-v10 exports, NCCL 2.30+ our v12, and this drives each of them end to end (ring and

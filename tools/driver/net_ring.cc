@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ring AllReduce over the p2p net: the progress loop (see net_ring.h).
 //
 // The 2(N-1) ring steps, each cut into nch pieces, form one stream of items x = step*nch + k

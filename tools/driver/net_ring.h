@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ring pattern over the plugin's point-to-point net (ncclNet_v11), as NCCL's net
 // transport drives it: connections to rank+1 (send) and from rank-1 (receive) set up with
 // non-blocking connect/accept, host buffers registered once (NCCL_PTR_HOST), then per

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NetRing connection setup and teardown (see net_ring.h for the call sequence).
 #include <cstdint>
 #include <cstring>

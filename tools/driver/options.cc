@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Command-line parsing for conflux-nccl-driver, on CLI11 (as the worker's and the CLI's): long
 // flags take "--flag VALUE" or "--flag=VALUE"; the nccl-tests short forms -b -e -f -n -w -d -o
 // too. The list values (modes, dtypes, ops, tree leaves) and sizes are parsed here.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Command-line options of conflux-nccl-driver (see README.md for the full table).
 #pragma once
 

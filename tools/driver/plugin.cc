@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Plugin loading (NCCL 2.28 rules) and the NCCL-signature logger.
 #include "driver/plugin.h"
 

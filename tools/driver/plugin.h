@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loading an NCCL net plugin the way NCCL 2.28 does, and the logger handed to it.
 //
 // Called once per rank process from its main thread, before any other plugin use.

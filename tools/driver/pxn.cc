@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PXN-shared connections with grouped receives (see pxn.h).
 #include "driver/pxn.h"
 

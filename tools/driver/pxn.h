@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PXN-shared point-to-point connections, as NCCL's net transport drives them when a plugin
 // declares maxRecvs > 1 (NCCL_NET_SHARED_COMMS, on by default): several local senders (the
 // GPUs of a node whose traffic leaves through one NIC's proxy) share one send comm, each

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The connections of the PXN exchange (pxn.h): connection 0 is the ring's pair (NetRing); with
 // a layout of several connections per peer (maxRecvs = 1), the others are opened here, as
 // NCCL's proxy opens one per sender: each with a listen comm of its own, so that rank-1's

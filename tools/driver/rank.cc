@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One rank: load the plugin, bootstrap, net setup, each requested mode, teardown, verdict.
 #include "driver/rank.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One rank of the driver: everything a single NCCL process would do with the plugin.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-rank setup helpers (see rank_setup.h).
 #include "driver/rank_setup.h"
 

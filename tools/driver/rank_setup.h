@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-rank setup helpers: ABI member checks, net init as NCCL does it, run description.
 #pragma once
 

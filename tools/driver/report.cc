@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Table printing and JSON output (see report.h and README.md for the field list).
 #include "driver/report.h"
 

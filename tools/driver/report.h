@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Result rows, the nccl-tests-style tables (printed by rank 0) and the --json file.
 #pragma once
 

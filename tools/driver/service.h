@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL's proxy *service* thread (src/proxy.cc), beside the progress thread: it listens,
 // connects, accepts, registers, deregisters and closes while the progress thread streams on
 // other connections (new peers and channels are connected at run time). With

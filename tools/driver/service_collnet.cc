@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The service thread's CollNet comms (see service_collnet.h).
 #include "driver/service_collnet.h"
 

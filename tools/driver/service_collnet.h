@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL's proxy *service* thread connecting CollNet at run time (src/proxy.cc; with runtime
 // connection, CollNet is connected when the first collective needs it) while the *progress*
 // thread streams iallreduce on another CollNet communicator of the same ranks.

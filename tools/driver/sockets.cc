@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TCP helpers with poll()-based deadlines (see sockets.h).
 #include "driver/sockets.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small blocking-with-deadline TCP helpers for the driver's bootstrap (not for plugin data).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Error values and the run deadline shared by every part of the driver.
 //
 // A Status is either ok or carries one human-readable line saying what failed, where and on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuner in the net plugin's library, called as NCCL 2.28 calls it for a communicator:
 // init (after CollNet is connected) with the communicator's id, then getCollInfo for each
 // AllReduce size with NCCL's cost table. NCCL needs every rank to choose the same algorithm

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Process and file helpers for the launcher and the end-to-end tests: spawn a child
 // with its output in files, wait with a time limit, start a local confluxd and read its
 // ready file, fetch

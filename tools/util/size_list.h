@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Parsing of size lists for the tools: "4,16,1K,64M" (K/M/G = 2^10/2^20/2^30) and
 // ranges "MIN:MAX:FACTOR" ("4:256M:4" = 4, 16, 64, ... up to 256 MiB).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the tools share to check a reduction's results (conflux_tools_verify): one element of
 // any dtype as a double and back, and the reference result in rank order, which is what the
 // aggregators compute in deterministic mode. The inputs themselves are a pure function of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Inputs and verification for conflux-allreduce-worker. Every rank can generate the
 // input of every rank (a pure function of seed, rank and element index), so each rank
 // computes the expected result itself: conflux::reduce::reduce_n over the ranks' inputs in

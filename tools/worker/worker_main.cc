@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conflux-allreduce-worker: one rank of an AllReduce run through Conflux aggregators.
 // Prints an nccl-tests style table (rank 0 by default), checks every element, writes an
 // optional JSON report. Exit code: 0 all correct, 1 wrong results or an engine error,

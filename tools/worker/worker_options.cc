@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "worker/worker_options.h"
 
 #include <CLI/CLI.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Command line of conflux-allreduce-worker (see --help and bench/allreduce/README.md).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conflux-allreduce-worker's result rows and its --json report (fields: bench/allreduce/README.md).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Frame-level counters of one DPDK queue (below the SPEC §5 datagram drops, which stay in
 // QueueCounters). Single writer (the queue's lcore), read by the control thread for /metrics.
 #pragma once

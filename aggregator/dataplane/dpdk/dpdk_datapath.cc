@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DPDK dataplane, datapath half: rx burst -> frame parse -> RxPipeline/SlotEngine, reducing
 // straight from the mbuf payload -> results built once, fanned out to every worker (or one
 // frame to the job's multicast group) -> tx burst with a drain timer. Runs on the queue's lcore; no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DPDK dataplane, setup half: EAL, mbuf pools, port and queue configuration, rte_flow
 // or software steering, lcore launch. (The extra /metrics families: dpdk_metrics.cc.)
 #include "aggregator/dataplane/dpdk/dpdk_dataplane.h"

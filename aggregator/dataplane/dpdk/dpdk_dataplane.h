@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DPDK poll-mode dataplane: one port, one RX/TX queue pair and one lcore per queue; queue i
 // serves UDP port data_port + i (slot s on queue s % n). With more than one queue, rte_flow
 // rules steer each UDP port to its queue. A port that cannot install them (af_packet and

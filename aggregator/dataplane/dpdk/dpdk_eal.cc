@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "aggregator/dataplane/dpdk/dpdk_eal.h"
 
 #include <rte_eal.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Process-wide DPDK state: the EAL (initialized once per process: rte_eal_init cannot run
 // twice) and the mbuf pools (kept for the life of the process so that a port reconfigured by
 // a later dataplane never refers to a freed pool). Main thread only.

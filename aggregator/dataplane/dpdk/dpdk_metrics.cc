@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The DPDK backend's own /metrics families: frame-level counters per queue and the port's
 // hardware/PMD statistics. Called on the control thread.
 #include <rte_cycles.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One queue of the DPDK dataplane: an RX/TX queue pair of the port, the lcore loop that polls
 // it, and the per-queue engine state (SlotEngine, RxPipeline, ResultBatch, neighbour table).
 // Constructed by DpdkDataplane (dpdk_dataplane.cc, main thread); run() is the body of the

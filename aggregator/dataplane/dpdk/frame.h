@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ethernet (+ optional 802.1Q) / IPv4 / UDP and ARP parsing and building for the DPDK
 // dataplane, on plain byte buffers (no DPDK types, so it is unit-tested without EAL).
 // Every function is pure and thread-safe; the datapath calls them once per frame.

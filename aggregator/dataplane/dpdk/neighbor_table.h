@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // IPv4 -> MAC of the workers one DPDK queue sends results to, learnt from the source MAC of
 // the frames it accepts (CONTRIB datagrams, ARP to us). A worker behind a router is learnt with
 // the router's MAC, which is the right next hop for the reply. Owned by one queue thread: no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How confluxd configures a DPDK port from what the port says it can do (rte_eth_dev_info):
 // the offloads it turns on and, from them, what the datapath leaves to the NIC. Only what a
 // port advertises is used: IPv4 and UDP checksums are computed in software otherwise (the UDP

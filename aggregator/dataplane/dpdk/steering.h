@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Software steering of the DPDK dataplane: which queue owns a received data datagram.
 // Used when the port cannot steer UDP ports to queues itself (no rte_flow: af_packet and
 // af_xdp vdevs, NICs without flow rules) and spreads frames by RSS/flow hash instead: the

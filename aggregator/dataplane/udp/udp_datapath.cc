@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernel-UDP dataplane, datapath half: recvmmsg batch -> RxPipeline/SlotEngine -> sendmmsg.
 // Runs on the queue's own thread; no locks, no virtual calls.
 #include <poll.h>

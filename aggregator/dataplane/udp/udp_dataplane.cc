@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernel-UDP dataplane, setup half: sockets, buffers, threads.
 #include "aggregator/dataplane/udp/udp_dataplane.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernel-UDP dataplane: one socket and one thread per queue, queue i on port data_port + i.
 // Works on any host, loopback included. Setup in udp_dataplane.cc, datapath in
 // udp_datapath.cc.

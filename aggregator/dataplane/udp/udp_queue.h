@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One queue of the kernel-UDP dataplane: a UDP socket and the thread state that serves it.
 // Setup lives in udp_dataplane.cc, the per-packet loop (run) in udp_datapath.cc.
 // With `udp_offload` (and a kernel that has them) received buffers may hold several

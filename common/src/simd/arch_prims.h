@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal, included only by the per-ISA kernel translation units (kernels_*.cc),
 // each compiled with its own -m flags. Everything here has internal linkage (anonymous
 // namespace) so that code built for one ISA can never be merged into another's.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal, per-ISA (see arch_prims.h): branch-free vector conversions between fp32
 // and the narrow float formats, on 32-bit lanes, with exactly the rounding and NaN
 // conventions of the scalar reference (convert_ref.cc).

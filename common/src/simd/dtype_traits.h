@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal, per-ISA (see arch_prims.h): for each DType, the vector type its
 // accumulator lives in and how to load a source / store a result; and the four
 // operators on those vectors.

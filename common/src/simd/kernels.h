@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal, per-ISA (see arch_prims.h): the streaming loops. Each processes 4 vectors
 // per iteration, then single vectors, then the last partial vector through zeroed
 // stack buffers, so every element goes through the same vector code (no scalar tail).

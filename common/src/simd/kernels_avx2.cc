@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AVX2 + FMA + F16C kernel table (compiled with -mavx2 -mfma -mf16c, used only when
 // the CPU has them; see isa.cc).
 #include "kernels.h"

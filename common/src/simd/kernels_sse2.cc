@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SSE2 kernel table (x86-64 baseline; compiled without extra -m flags).
 #include "kernels.h"
 

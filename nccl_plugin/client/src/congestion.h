@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-aggregator congestion window of the client engine: how many packets one worker may
 // have outstanding on one aggregator, at most the granted window W (SPEC.md §4 bounds it
 // by the slots; this bounds it by what the path carries without overflowing queues).

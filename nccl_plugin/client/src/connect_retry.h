@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Whether, and when, the join tries a control connection to an aggregator again (join.cc). An
 // aggregator that closes or resets the connection before it answers has shed it (out of
 // descriptors, or its connection limits made room for a newer one: aggregator/README.md

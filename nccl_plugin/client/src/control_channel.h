@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One TCP control connection to an aggregator (protocol/SPEC.md §3): framed messages,
 // non-blocking socket. The blocking helpers (connect, recv_blocking) are used by
 // Engine::create; afterwards the progress thread owns the channel and uses the

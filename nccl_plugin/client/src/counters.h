@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Engine counters: written by the progress thread only (single writer, so a relaxed
 // load + store is enough and avoids locked instructions), read by any thread.
 #pragma once

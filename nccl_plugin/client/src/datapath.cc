@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The progress thread's packet path: cut and send contributions, take results,
 // retransmit on timeout (protocol/SPEC.md §4). No locks, no virtual calls.
 #include <algorithm>

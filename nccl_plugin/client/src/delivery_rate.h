@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DeliveryRate: how fast one aggregator's results come back, and the least time a new packet
 // waits for its own, behind the bytes still outstanding on the same path.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "conflux/client/engine.h"
 
 #include <sys/eventfd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Thread-safe text of an errno value (std::strerror is not thread-safe; this library runs
 // inside multi-threaded training processes). glibc's GNU strerror_r (g++ defines
 // _GNU_SOURCE) returns the message, which may or may not be in buf.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The client's one test-hook seam: datagram fault injection (drop / duplicate / reorder, and a
 // receive blackout), decided per datagram from a seeded PRNG so runs are reproducible.
 // Compiled only in test builds (CONFLUX_TEST_HOOKS, top-level CMakeLists.txt); in a package

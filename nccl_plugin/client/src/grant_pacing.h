@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GrantPacing: the least time an aggregator that holds this job to its grant takes to send the
 // results of the packets outstanding ahead of a new one, and the first retransmission timer that
 // follows from it.

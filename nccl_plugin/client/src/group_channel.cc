@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // UdpChannel::open_group: the receiving socket of an aggregator's multicast group (SPEC §8).
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The blocking join handshake of Engine::create: connect to every aggregator, read its
 // ServerHello, send Join (with the MAC when a secret is set), wait for every JoinAck.
 // Runs on the caller's thread before the progress thread exists.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The worker's half of the multicast agreement (protocol/SPEC.md §8), run by Engine::create
 // after join_all: join each granted group, answer the aggregator's probe, take its decision.
 #include <arpa/inet.h>

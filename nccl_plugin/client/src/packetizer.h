@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Packet cutting, striping and slot arithmetic (protocol/SPEC.md §4). Pure functions;
 // every rank computes the same values from the same (count, dtype, payload, A, W).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The progress state of one Engine: all network I/O. It takes submitted requests in
 // order, cuts them into packets, stripes them over the aggregators, keeps a window of
 // W outstanding packets per aggregator, validates results, retransmits on timeout,

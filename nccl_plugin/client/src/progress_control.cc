@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The progress thread's side of the control channels: heartbeats, liveness (silence for
 // aggregator_timeout), grant updates (Capacity while running), and the messages that end an
 // aggregator (Shutdown, Error, a closed or malformed connection). See protocol/SPEC.md §3 and §4

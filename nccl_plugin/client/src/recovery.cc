@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loss recovery on the progress thread: round-trip estimation, retransmission timers
 // with exponential backoff, probing, and early ("fast") retransmission of overtaken
 // packets (protocol/SPEC.md §4, "Loss, duplication, reordering").

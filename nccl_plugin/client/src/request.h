@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One AllReduce request as the engine tracks it. Created by Engine::allreduce (caller's
 // thread), handed to the progress thread through the submission queue, polled by
 // Engine::test. Fields above the line are immutable after submission; progress-thread

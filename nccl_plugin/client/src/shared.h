@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // State shared between the API threads (allreduce/test/abort/stats callers) and the
 // progress thread. Everything here is either atomic or guarded by `mu`, which both
 // sides hold only for a few instructions (never across I/O).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // stream_copy: memcpy for a destination that is not read again soon from this core's cache:
 // the failover's copy of each result's end (result_tails.h), and the result of a large
 // request. On x86-64 it writes with non-temporal (streaming) stores: the copy does not first

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The engine's one UDP socket (kernel UDP, IPv4), batched with sendmmsg/recvmmsg, with
 // in test builds the fault injector (fault.h) applied to every datagram in both directions.
 // Owned and used by the progress thread only (open() runs in Engine::create).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The window of W outstanding packets a worker keeps per aggregator (protocol/SPEC.md §4,
 // "Worker slot state machine"). Packet sequence n uses slot n mod W, generation n / W;
 // n may be sent only when slot n mod W is FREE, i.e. packet n - W has its result.

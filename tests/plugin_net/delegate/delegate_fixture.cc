@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A test-only NCCL net plugin to be named by CONFLUX_NET_DELEGATE: Conflux's own TCP net (the
 // abi/net_vN.cc adapter of one ABI version, its table renamed by the build to
 // conflux_inner_net_vN, over a core built with CONFLUX_NO_NET_DELEGATE), exported as

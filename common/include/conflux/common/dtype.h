@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Datatypes and reduction operators, numbered exactly as NCCL numbers them
 // (ncclDataType_t / ncclRedOp_t as seen by a CollNet plugin), so values cross the
 // plugin boundary and the wire unchanged.

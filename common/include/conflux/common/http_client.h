@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one HTTP client of the tree: the operator CLI (status, drain, throttle), the tools and
 // benchmarks (tools/util: a daemon's /metrics) and the tests all call confluxd's HTTP port
 // through it. Blocking HTTP/1.0 requests (confluxd answers HTTP/1.0 and closes the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JSON text through one library (nlohmann::json): the layouts and number forms of Conflux's
 // JSON reports. Documents are built as json::Json (keys in insertion order) and dumped here.
 // Nothing here throws: a string that is not valid UTF-8 is written with U+FFFD in place of the

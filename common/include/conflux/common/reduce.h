@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reduction engine: streaming element-wise reductions for all 12 NCCL datatypes
 // and the four CollNet operators, vectorised with xsimd, instruction set picked at run
 // time (SSE2 / AVX2 / AVX-512 where the CPU has them).

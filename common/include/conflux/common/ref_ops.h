@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scalar element operators with the documented semantics (reduce.h); used by the
 // reference implementation and by the tools that verify results (tools/verify). Integers wrap
 // (computed in unsigned, no UB); float min/max return the first operand when it is NaN or wins,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names the calling thread, so `top -H`, `ps -L`, perf and gdb tell Conflux's threads apart
 // (Linux keeps 15 characters; a longer name is cut).
 #pragma once

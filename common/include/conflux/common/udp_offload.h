@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // UDP segmentation offload, shared by confluxd's kernel-UDP dataplane and the worker engine:
 // a GSO send hands the kernel many same-size datagrams to one destination as one buffer
 // (UDP_SEGMENT, Linux >= 4.18), and a GRO socket (UDP_GRO, Linux >= 5.0) may return several

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Authentication of operator commands sent to confluxd's HTTP port (`conflux drain` and
 // `conflux undrain`, aggregator/README.md "Administration"): the request carries the header
 //   X-Conflux-Auth: <unix seconds> <hex HMAC-SHA256(secret, "conflux admin v1 " path " " seconds)>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Explicit big-endian (network order) loads and stores for wire fields.
 // Memory may be unaligned; these compile to a load plus a byte swap.
 #pragma once

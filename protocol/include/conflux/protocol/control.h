@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The control-plane wire format: framed binary messages over TCP.
 // Frame = 12-byte header (magic, version, type, length) + body; all fields big-endian.
 // See protocol/SPEC.md for every message, field and status code.

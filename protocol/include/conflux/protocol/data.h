@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The data-plane wire format: one UDP datagram = a fixed 48-byte header + payload.
 // See protocol/SPEC.md for every field, its range and the slot state machines.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-packet MAC of the data channel (SPEC.md §6 "Data MAC"): AES-128-GMAC through
 // OpenSSL EVP (AES-NI and carry-less multiply where the CPU has them), keyed per job from the
 // shared secret, over the datagram's header and payload. The 12-byte IV is the sender id and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Configuration of one worker-side client engine (see engine.h) and the aggregator
 // endpoint list parser. Plain data; no global state.
 #pragma once

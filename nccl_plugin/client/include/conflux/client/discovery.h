@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Aggregator discovery by DNS: an entry "dns:NAME:PORT" of CONFLUX_AGGREGATORS stands for every
 // IPv4 address NAME resolves to (A records: a Kubernetes headless Service over the aggregator
 // DaemonSet, a round-robin name at a Slurm site), each at PORT, sorted; other entries stay as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The worker-side client engine: runs AllReduce through one or more Conflux aggregators
 // (protocol/SPEC.md). Used by the NCCL plugin (libnccl-net-conflux.so) and the tools.
 //
