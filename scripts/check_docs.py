@@ -21,7 +21,7 @@ TOPS = ("aggregator", "bench", "cmake", "common", "deploy", "nccl_plugin", "prot
 NAMED = re.compile(r"`((?:%s)/[A-Za-z0-9_./+-]*[A-Za-z0-9_/])`" % "|".join(TOPS))
 HISTORY = re.compile(
     r"\b(?:this|that|the next|the previous|an earlier|a later|one|each|every|earlier|later) "
-    r"sessions?\b|\bissues? #?\d+\b|\((?:see )?#\d+\)|\bsee #\d+\b", re.IGNORECASE)
+    r"sessions?\b|\bsession \d+\b|\bissues? #?\d+\b|\((?:see )?#\d+\)|\bsee #\d+\b", re.IGNORECASE)
 
 
 def tracked(root):
