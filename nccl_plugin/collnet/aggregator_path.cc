@@ -99,7 +99,9 @@ AggregatorSample AggregatorPath::sample() const {
   return a;
 }
 
-bool AggregatorPath::healthy(std::string* why) const { return engine_->healthy(why); }
+bool AggregatorPath::healthy(std::string* why) const {
+  return engine_ != nullptr && engine_->healthy(why);
+}
 
 void AggregatorPath::abort(std::string_view why) {
   std::lock_guard<std::mutex> lk(mu_);

@@ -280,13 +280,15 @@ void CollComm::finish(CollRequest& r, bool ok, const std::string& error) {
 }
 
 bool CollComm::idle_failover_due() {
-  if (!aggs_.live()) return false;
+  // Without a live engine a notice can only be another rank returning to the aggregators
+  // ("Returning"): take part at once rather than when the next request comes.
+  if (!aggs_.live() && aggs_.missing() == 0) return false;
   const bool notice = failover_->notice_arrived();
   // The previous rank closed the failover ring: ranks close their communicators one after
   // the other when a job ends, and with nothing in flight nothing is lost. A request that
   // comes after all the same finds the ring gone and fails with a warning.
   if (failover_->notice_closed()) return false;
-  return notice || !aggs_.healthy();
+  return notice || (aggs_.live() && !aggs_.healthy());
 }
 
 bool CollComm::wait_aggregators(CollRequest& r, std::string* why) {
@@ -353,7 +355,7 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
   // submit() stops handing requests to the engine, which is aborted.
   const uint64_t dead = aggs_.fail_over();
   const FailoverVote mine{first_incomplete, next_seq_.load(std::memory_order_relaxed), dead, back};
-  if (back == 0) {
+  if (back == 0 && !before.empty()) {  // else a planned failover: returning
     CFX_WARN(net::kLogColl,
              "Conflux aggregators failed (%s); the worker ring takes over their share of this "
              "and every later collective of this communicator",
@@ -510,8 +512,10 @@ void CollComm::run_completion() {
     }
     if (r == nullptr && !idle_failover_due()) continue;  // test() completed what was queued
     if (r == nullptr) {
-      std::string why = "another rank failed over", error;
-      aggs_.healthy(&why);
+      std::string why = aggs_.live() ? "another rank failed over"
+                                     : "another rank returns to the aggregators",
+                  error;
+      if (aggs_.live()) aggs_.healthy(&why);
       if (!fail_over(next_unfinished_, why, &error)) {
         CFX_WARN(net::kLogColl, "CollNet failover (idle) failed: %s", error.c_str());
       }
