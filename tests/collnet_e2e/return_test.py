@@ -67,6 +67,13 @@ def read_timeline(path):
     return rows
 
 
+def launch(driver, plugin, aggs, workdir, name, seconds):
+    """The scenario's job, sized to run about `seconds`, and its timeline file."""
+    iters = iterations_for(driver, plugin, aggs, seconds)
+    timeline = os.path.join(workdir, f"{name}.timeline")
+    return start_job(driver, plugin, aggs, iters, timeline), timeline
+
+
 def packets(d):
     try:
         return metric(d.metrics(), "conflux_job_packets_in_total")
@@ -129,9 +136,7 @@ def restart(confluxd, driver, plugin, workdir):
     control, data = closed_port(), closed_port()
     d = Daemon(confluxd, control_port=control, data_port=data)
     aggs = f"127.0.0.1:{control}"
-    iters = iterations_for(driver, plugin, aggs, 20)
-    timeline = os.path.join(workdir, "restart.timeline")
-    job = start_job(driver, plugin, aggs, iters, timeline)
+    job, timeline = launch(driver, plugin, aggs, workdir, "restart", 20)
     events = []
     try:
         wait_for(lambda: packets(d) > 0, "the job's packets", timeout=60)
@@ -156,9 +161,7 @@ def restart(confluxd, driver, plugin, workdir):
 def drain(confluxd, driver, plugin, cli, workdir):
     a, b = Daemon(confluxd), Daemon(confluxd)
     aggs = f"127.0.0.1:{a.control_port},127.0.0.1:{b.control_port}"
-    iters = iterations_for(driver, plugin, aggs, 20)
-    timeline = os.path.join(workdir, "drain.timeline")
-    job = start_job(driver, plugin, aggs, iters, timeline)
+    job, timeline = launch(driver, plugin, aggs, workdir, "drain", 20)
     events = []
     try:
         wait_for(lambda: packets(b) > 0, "the job's packets on both", timeout=60)
@@ -192,9 +195,7 @@ def upgrade(confluxd, driver, plugin, cli, workdir):
     ports = [(closed_port(), closed_port()) for _ in range(3)]
     daemons = [Daemon(confluxd, control_port=c, data_port=p) for c, p in ports]
     aggs = ",".join(f"127.0.0.1:{c}" for c, _ in ports)
-    iters = iterations_for(driver, plugin, aggs, 40)
-    timeline = os.path.join(workdir, "upgrade.timeline")
-    job = start_job(driver, plugin, aggs, iters, timeline)
+    job, timeline = launch(driver, plugin, aggs, workdir, "upgrade", 40)
     events = []
     try:
         for i in range(3):
