@@ -136,7 +136,7 @@ def restart(confluxd, driver, plugin, workdir):
     control, data = closed_port(), closed_port()
     d = Daemon(confluxd, control_port=control, data_port=data)
     aggs = f"127.0.0.1:{control}"
-    job, timeline = launch(driver, plugin, aggs, workdir, "restart", 20)
+    job, timeline = launch(driver, plugin, aggs, workdir, "restart", 30)
     events = []
     try:
         wait_for(lambda: packets(d) > 0, "the job's packets", timeout=60)
@@ -161,7 +161,7 @@ def restart(confluxd, driver, plugin, workdir):
 def drain(confluxd, driver, plugin, cli, workdir):
     a, b = Daemon(confluxd), Daemon(confluxd)
     aggs = f"127.0.0.1:{a.control_port},127.0.0.1:{b.control_port}"
-    job, timeline = launch(driver, plugin, aggs, workdir, "drain", 20)
+    job, timeline = launch(driver, plugin, aggs, workdir, "drain", 30)
     events = []
     try:
         wait_for(lambda: packets(b) > 0, "the job's packets on both", timeout=60)
@@ -195,7 +195,7 @@ def upgrade(confluxd, driver, plugin, cli, workdir):
     ports = [(closed_port(), closed_port()) for _ in range(3)]
     daemons = [Daemon(confluxd, control_port=c, data_port=p) for c, p in ports]
     aggs = ",".join(f"127.0.0.1:{c}" for c, _ in ports)
-    job, timeline = launch(driver, plugin, aggs, workdir, "upgrade", 40)
+    job, timeline = launch(driver, plugin, aggs, workdir, "upgrade", 60)
     events = []
     try:
         for i in range(3):
