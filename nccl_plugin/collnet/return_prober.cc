@@ -20,9 +20,12 @@ ReturnProber::~ReturnProber() {
 void ReturnProber::watch(uint64_t missing) {
   {
     std::lock_guard<std::mutex> lk(mu_);
+    // A new set restarts the backoff. The same set again (a return that some rank could not
+    // join) keeps it: the next probe comes after the longest wait, so an aggregator that
+    // takes a probe but not the job costs at most one failed return per kLongestWait.
+    if (missing != missing_) ++watches_;
     missing_ = missing;
-    ++watches_;
-    answered_.fetch_and(missing, std::memory_order_acq_rel);
+    answered_.store(0, std::memory_order_release);  // asked again before the next return
     if (missing != 0 && !thread_.joinable()) {
       thread_ = std::thread([this] {
         name_this_thread("cfx-probe");
@@ -62,7 +65,8 @@ void ReturnProber::run() {
       }
     }
     lk.lock();
-    wait = any ? kFirstWait : std::min(2 * wait, kLongestWait);
+    // An answer is kept until the next watch(); until then there is nothing to ask soon.
+    wait = any ? kLongestWait : std::min(2 * wait, kLongestWait);
   }
 }
 

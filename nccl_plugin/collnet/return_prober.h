@@ -3,7 +3,8 @@
 // restart), asks each lost one in the background whether it takes jobs again: a probe job of
 // one rank (connect, Join, leave), from a thread of its own, so that a dead host's connect
 // timeout never holds up a collective. Between rounds in which none answered it waits 250 ms,
-// doubling up to 4 s. What answered is read by the measured split's exchange
+// doubling up to 4 s; after an answer, 4 s (the answer stands until the next watch()). What
+// answered is read by the measured split's exchange
 // (AggregatorPath::sample()), which is how every rank learns it and agrees on the request at
 // which the job returns (coll_comm.h, "Returning").
 //
@@ -33,8 +34,9 @@ class ReturnProber {
   ReturnProber(const ReturnProber&) = delete;
   ReturnProber& operator=(const ReturnProber&) = delete;
 
-  // The aggregators to ask about (bit i: index i), from now on; 0 stops asking. Bits of
-  // answered() that are no longer missing are cleared. The backoff starts again.
+  // The aggregators to ask about (bit i: index i), from now on; 0 stops asking. answered()
+  // is cleared (each return needs a fresh answer). A set that differs from the last one
+  // restarts the backoff; the same set (a failed return) does not.
   void watch(uint64_t missing);
   // The missing aggregators that answered a probe (not asked again until watch()).
   uint64_t answered() const { return answered_.load(std::memory_order_acquire); }
