@@ -27,14 +27,6 @@ std::string tenants_refusal(const Config& running, const Config& fresh) {
       fmt::join(was, ", "), fmt::join(now, ", "));
 }
 
-bool tenants_changed(const Config& running, const Config& fresh) {
-  for (size_t i = 0; i < running.tenants.size(); ++i) {
-    const Tenant &a = running.tenants[i], &b = fresh.tenants[i];
-    if (a.weight != b.weight || a.secret != b.secret) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 bool reloadable_key(std::string_view key) {
@@ -54,11 +46,21 @@ ReloadPlan plan_reload(const Config& running, const Config& fresh) {
       refused.push_back(fmt::format("{} ({} -> {})", p.key, a, b));
     }
   }
-  if (running.secret != fresh.secret) plan.changed.emplace_back("secret");
+  if (running.secret != fresh.secret) {
+    plan.changed.emplace_back("secret");
+    plan.secrets = true;
+  }
   if (std::string t = tenants_refusal(running, fresh); !t.empty()) {
     refused.push_back(std::move(t));
-  } else if (tenants_changed(running, fresh)) {
-    plan.changed.emplace_back("tenants");
+  } else {
+    bool tenants = false;
+    for (size_t i = 0; i < running.tenants.size(); ++i) {
+      const Tenant &a = running.tenants[i], &b = fresh.tenants[i];
+      plan.weights = plan.weights || a.weight != b.weight;
+      tenants = tenants || a.weight != b.weight || a.secret != b.secret;
+      plan.secrets = plan.secrets || a.secret != b.secret;
+    }
+    if (tenants) plan.changed.emplace_back("tenants");
   }
   if (!refused.empty()) {
     plan.refused = fmt::format("{} cannot change while the daemon runs (restart it for {}): {}",

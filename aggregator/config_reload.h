@@ -18,6 +18,8 @@ struct ReloadPlan {
   // The live keys that change: max_mbps, log_level, secret (from `secret` or `secret_file`),
   // secret_overlap_s, tenants (weights and secrets; the tenants' names and order must stay).
   std::vector<std::string> changed;
+  bool secrets = false;  // the shared secret or a tenant's changes
+  bool weights = false;  // a tenant's weight changes
 };
 
 // The keys a reload applies at once; every other key needs a restart.

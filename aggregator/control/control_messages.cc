@@ -181,17 +181,17 @@ void ControlPlane::handle_join(Connection& c, const proto::Join& j) {
 std::optional<uint32_t> ControlPlane::authenticate(const Connection& c,
                                                    const proto::Join& j) const {
   if (!cfg_.auth_required()) return kSharedTenant;
-  const auto made = [&](const std::string& secret) {
-    return !secret.empty() && same_mac(j.auth_mac, proto::join_mac(secret, c.nonce, j));
-  };
-  if (made(cfg_.secret)) return kSharedTenant;
-  for (uint32_t i = 0; i < cfg_.tenants.size(); ++i) {
-    if (made(cfg_.tenants[i].secret)) return i + 1;
-  }
-  if (!previous_secrets_valid()) return std::nullopt;
-  if (made(previous_secret_)) return kSharedTenant | kPreviousSecret;
-  for (uint32_t i = 0; i < previous_tenant_secrets_.size(); ++i) {
-    if (made(previous_tenant_secrets_[i])) return (i + 1) | kPreviousSecret;
+  // The shared secret, then each tenant's; within secret_overlap_s of a reload that changed
+  // them, the ones before it the same way.
+  const auto n = static_cast<uint32_t>(cfg_.tenants.size());
+  for (const uint32_t generation : {0u, kPreviousSecret}) {
+    if (generation != 0 && !previous_secrets_valid()) break;
+    for (uint32_t t = kSharedTenant; t <= n; ++t) {
+      const std::string& secret = manager_.tenant_secret(t | generation);
+      if (!secret.empty() && same_mac(j.auth_mac, proto::join_mac(secret, c.nonce, j))) {
+        return t | generation;
+      }
+    }
   }
   return std::nullopt;
 }

@@ -190,9 +190,8 @@ class ControlPlane final : private JoinOutbox {
   ReloadSource reload_source_;
   Config* live_cfg_ = nullptr;  // == &cfg_, writable (reload only)
   std::atomic<bool> reload_requested_{false};
-  // The shared secret and the tenants' secrets before the last reload that changed them.
-  std::string previous_secret_;
-  std::vector<std::string> previous_tenant_secrets_;
+  // Until when the secrets before the last reload that changed them (JobManager's
+  // tenant_secret(t | kPreviousSecret)) still authenticate.
   Clock::time_point previous_until_{};
 };
 

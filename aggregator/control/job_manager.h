@@ -115,6 +115,17 @@ class JobManager {
   size_t pending_jobs() const { return pending_.size(); }
   size_t active_jobs() const { return active_.size(); }
 
+  // The secret tenant id `tenant` authenticates with: the shared one for kSharedTenant, else
+  // the tenant's; with kPreviousSecret, the one before the last reload that changed secrets
+  // (set_previous_secrets). It keys the data MAC of the tenant's jobs. Control thread.
+  const std::string& tenant_secret(uint32_t tenant) const;
+  // After a reload changed secrets: the shared one and the tenants' (in cfg.tenants order)
+  // before it. Control thread.
+  void set_previous_secrets(std::string shared, std::vector<std::string> tenants) {
+    previous_secret_ = std::move(shared);
+    previous_tenant_secrets_ = std::move(tenants);
+  }
+
  private:
   struct Waiting {
     ConnId conn;
@@ -147,21 +158,10 @@ class JobManager {
     uint32_t tenant = kSharedTenant;  // its weight is read at every grant (a reload may move it)
   };
 
-  // job_manager.cc. The tenant's name for logs and metrics ("" for kSharedTenant), its weight
-  // and secret.
+  // job_manager.cc. The tenant's name for logs and metrics ("" for kSharedTenant) and its
+  // weight.
   std::string_view tenant_name(uint32_t tenant) const;
-
- public:
-  // After a reload changed secrets: the ones before it (jobs that authenticated with them
-  // keep their data MAC keys). Control thread.
-  void set_previous_secrets(std::string shared, std::vector<std::string> tenants) {
-    previous_secret_ = std::move(shared);
-    previous_tenant_secrets_ = std::move(tenants);
-  }
-
- private:
   uint32_t tenant_weight(uint32_t tenant) const;
-  const std::string& tenant_secret(uint32_t tenant) const;
   // Creates and publishes the job, answers its members and starts its multicast agreement.
   void create(uint64_t key, Pending& p, uint32_t granted, uint32_t payload_bytes,
               bool deterministic, std::shared_ptr<const JobParams::Uplink> uplink,

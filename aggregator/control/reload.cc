@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Reloading the configuration while the daemon runs (control_plane.h, config_reload.h): on the
 // control thread, at a SIGHUP (Daemon::request_reload) or a POST /admin/reload.
-#include <algorithm>
-
 #include "aggregator/config_reload.h"
 #include "aggregator/control/control_plane.h"
 #include "fmt/format.h"
@@ -40,16 +38,12 @@ std::pair<int, std::string> ControlPlane::reload() {
                    fmt::format("refused, the running configuration stays: {}", plan.refused));
   }
   Config& live = *live_cfg_;
-  const bool secrets_moved =
-      live.secret != fresh.secret ||
-      std::find(plan.changed.begin(), plan.changed.end(), "tenants") != plan.changed.end();
-  if (secrets_moved && fresh.secret_overlap_s > 0) {
+  if (plan.secrets && fresh.secret_overlap_s > 0) {
     // The secrets before this reload stay valid a while: running jobs rejoin with them.
-    previous_secret_ = live.secret;
-    previous_tenant_secrets_.clear();
-    for (const Tenant& t : live.tenants) previous_tenant_secrets_.push_back(t.secret);
+    std::vector<std::string> tenants;
+    for (const Tenant& t : live.tenants) tenants.push_back(t.secret);
+    manager_.set_previous_secrets(live.secret, std::move(tenants));
     previous_until_ = Clock::now() + std::chrono::seconds(fresh.secret_overlap_s);
-    manager_.set_previous_secrets(previous_secret_, previous_tenant_secrets_);
   }
   live.secret = fresh.secret;
   live.secret_file = fresh.secret_file;
@@ -66,7 +60,7 @@ std::pair<int, std::string> ControlPlane::reload() {
   if (live.max_mbps != fresh.max_mbps) {
     live.max_mbps = fresh.max_mbps;
     set_max_mbps(static_cast<uint32_t>(fresh.max_mbps));
-  } else if (std::find(plan.changed.begin(), plan.changed.end(), "tenants") != plan.changed.end()) {
+  } else if (plan.weights) {
     manager_.regrant_all(proto::CapacityReason::kCapChanged, *this);  // the weights moved
   }
   counters_.config_generation.inc();
@@ -76,10 +70,10 @@ std::pair<int, std::string> ControlPlane::reload() {
           ? fmt::format("generation {}: nothing changed", counters_.config_generation.get())
           : fmt::format("generation {}: applied {}{}", counters_.config_generation.get(),
                         fmt::join(plan.changed, ", "),
-                        secrets_moved ? fmt::format(" (the previous secrets still "
-                                                    "authenticate for {} s)",
-                                                    fresh.secret_overlap_s)
-                                      : std::string()));
+                        plan.secrets ? fmt::format(" (the previous secrets still "
+                                                   "authenticate for {} s)",
+                                                   fresh.secret_overlap_s)
+                                     : std::string()));
 }
 
 }  // namespace conflux::agg

@@ -78,9 +78,9 @@ std::string ControlPlane::serve_admin(const Connection& c, std::string_view requ
                            : proto::admin_auth_check(cfg_.secret, path, auth, now);
     // The secret before a reload still works for secret_overlap_s (an operator's CLI that
     // still has it).
-    if (!refused.empty() && !auth.empty() && previous_secrets_valid() &&
-        !previous_secret_.empty() &&
-        proto::admin_auth_check(previous_secret_, path, auth, now).empty()) {
+    const std::string& previous = manager_.tenant_secret(kSharedTenant | kPreviousSecret);
+    if (!refused.empty() && !auth.empty() && previous_secrets_valid() && !previous.empty() &&
+        proto::admin_auth_check(previous, path, auth, now).empty()) {
       refused.clear();
     }
   }
