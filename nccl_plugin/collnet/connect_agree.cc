@@ -110,14 +110,27 @@ Status agree_verdicts(const Config& cfg, net::SendComm* next, net::RecvComm* pre
 
 namespace {
 
+// `from` with only its aggregator entries at `picks`, in that order, each with its tree counts
+// (served_ranks, served_up_ranks) when it has them.
+client::ClientConfig with_entries(const client::ClientConfig& from,
+                                  const std::vector<size_t>& picks) {
+  client::ClientConfig c = from;
+  c.aggregators.clear();
+  c.served_ranks.clear();
+  c.served_up_ranks.clear();
+  for (size_t i : picks) {
+    c.aggregators.push_back(from.aggregators.at(i));
+    if (!from.served_ranks.empty()) c.served_ranks.push_back(from.served_ranks.at(i));
+    if (!from.served_up_ranks.empty()) c.served_up_ranks.push_back(from.served_up_ranks.at(i));
+  }
+  return c;
+}
+
 // Rank 0's probe of an aggregator the job lost (collnet/return_prober.h): a job of one rank on
 // it alone, under a key of its own, left at once. Short timeouts: a host that is still down
 // answers nothing, and the prober's thread is joined at close.
 collnet::ReturnProber::Probe probe_function(const client::ClientConfig& base) {
-  client::ClientConfig c = base;
-  c.aggregators.clear();
-  c.served_ranks.clear();
-  c.served_up_ranks.clear();
+  client::ClientConfig c = with_entries(base, {});
   c.join_agree = nullptr;
   c.join_peers = nullptr;
   c.n_workers = 1;
@@ -135,6 +148,7 @@ collnet::ReturnProber::Probe probe_function(const client::ClientConfig& base) {
   return [c, list = base.aggregators, key = base.job_key, n = uint64_t{0}](
              size_t index, std::string* why) mutable {
     if (index >= list.size()) return false;
+    // The entry alone, as a flat one-rank job (not the chain up a tree it may name).
     c.aggregators = {client::Endpoint{list[index].host, list[index].port}};
     c.job_key = key ^ 0x50524f4245000000ULL ^ (0xc2b2ae3d27d4eb4fULL * ++n);
     return client::Engine::create(c, why) != nullptr;
@@ -177,30 +191,12 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
   collnet::hooks::clearEngineFaults(&base);
   // The entries the engine kept at connect (an aggregator that refused the job is left out on
   // every rank): the re-join's survivors are positions in this list, as in the engine's.
-  {
-    client::ClientConfig all = base;
-    base.aggregators.clear();
-    base.served_ranks.clear();
-    base.served_up_ranks.clear();
-    for (const client::AggregatorInfo& a : engine.aggregators()) {
-      base.aggregators.push_back(all.aggregators.at(a.stripe));
-      if (!all.served_ranks.empty()) base.served_ranks.push_back(all.served_ranks.at(a.stripe));
-      if (!all.served_up_ranks.empty()) {
-        base.served_up_ranks.push_back(all.served_up_ranks.at(a.stripe));
-      }
-    }
-  }
+  std::vector<size_t> kept;
+  for (const client::AggregatorInfo& a : engine.aggregators()) kept.push_back(a.stripe);
+  base = with_entries(base, kept);
   opts.rejoin = [base](const std::vector<size_t>& survivors, uint32_t epoch,
                        std::string* why) -> std::unique_ptr<client::Engine> {
-    client::ClientConfig c = base;
-    c.aggregators.clear();
-    c.served_ranks.clear();
-    c.served_up_ranks.clear();
-    for (size_t i : survivors) {
-      c.aggregators.push_back(base.aggregators.at(i));
-      if (!base.served_ranks.empty()) c.served_ranks.push_back(base.served_ranks.at(i));
-      if (!base.served_up_ranks.empty()) c.served_up_ranks.push_back(base.served_up_ranks.at(i));
-    }
+    client::ClientConfig c = with_entries(base, survivors);
     // A job of its own on each survivor, the same on every rank.
     c.job_key = base.job_key ^ (0x9e3779b97f4a7c15ULL * epoch);
     return client::Engine::create(c, why);
