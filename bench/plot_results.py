@@ -13,7 +13,8 @@ with the run it shows.
                                         conflux-nccl-driver --json report (scripts/demo.sh)
 
 Reports: "conflux-fabric/1" (bench/fabric/conflux_fabric.py --out DIR: DIR/fabric.json), one
-row per (system, size) with algbw in GB/s. Plots need matplotlib (Debian's python3-matplotlib);
+row per (system, size) with algbw in GB/s; "conflux-timeline/1" (bench/fabric/fabric_return.py
+--json FILE), a job's algbw over time with the events that moved it. Plots need matplotlib (Debian's python3-matplotlib);
 the tables and the check do not."""
 import argparse
 import glob
@@ -29,7 +30,7 @@ def reports():
     for path in sorted(glob.glob(os.path.join(RESULTS, "*.json"))):
         with open(path) as f:
             doc = json.load(f)
-        if doc.get("format") == "conflux-fabric/1":
+        if doc.get("format") in ("conflux-fabric/1", "conflux-timeline/1"):
             yield os.path.splitext(os.path.basename(path))[0], doc
 
 
@@ -38,6 +39,61 @@ def size_text(b):
         if b >= 1 << shift and b % (1 << shift) == 0:
             return f"{b >> shift} {unit}"
     return f"{b} B"
+
+
+def table(name, doc):
+    return (timeline_table if doc["format"] == "conflux-timeline/1" else fabric_table)(name, doc)
+
+
+def plot(name, doc):
+    (plot_timeline if doc["format"] == "conflux-timeline/1" else plot_fabric)(name, doc)
+
+
+def timeline_table(name, doc):
+    """The steady algbw before the event, while it lasted and after, and how long after the
+    daemon answered the job was back at the target."""
+    meta, s = doc["meta"], doc["summary"]
+    link = meta["mbit"] * 1e6 / 8 / 1e9
+    rec = s["recovered_s"]
+    lines = [f"<!-- table {name} -->",
+             "| phase | algbw (GB/s) | of the link | of before |",
+             "|---|---:|---:|---:|"]
+    for label, key in (("before the kill", "before"), ("on the ring", "ring"),
+                       ("after the return", "after")):
+        lines.append(f"| {label} | {s[key]:.4f} | {s[key] / link:.3f} | "
+                     f"{s[key] / s['before']:.3f} |")
+    lines.append(f"| back at >= {s['target'] / s['before']:.2f} of before | "
+                 + (f"{rec:.2f} s after the daemon answered" if rec is not None else "never")
+                 + " | | |")
+    lines.append(f"<!-- end {name} -->")
+    return "\n".join(lines)
+
+
+def plot_timeline(name, doc):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    meta, s = doc["meta"], doc["summary"]
+    link = meta["mbit"] * 1e6 / 8 / 1e9
+    fig, ax = plt.subplots(figsize=(8, 4.0))
+    ax.plot([p[0] for p in doc["series"]], [p[1] for p in doc["series"]], color="#4c72b0",
+            label=f"algbw over the last {meta['window_s']:g} s")
+    ax.axhline(link, color="k", ls="--", lw=1, label=f"link {meta['mbit']} Mbit/s")
+    ax.axhline(s["target"], color="#55a868", ls=":", lw=1.2, label="0.95 of before the kill")
+    for i, (ev, at) in enumerate(sorted(doc["events"].items(), key=lambda e: e[1])):
+        ax.axvline(at, color="#c44e52", lw=1, alpha=0.7)
+        ax.text(at, link * (1.22 - 0.06 * (i % 2)), f" {ev}", va="top", fontsize=7)
+    ax.set_ylim(0, link * 1.25)
+    ax.set_xlabel("seconds since the job's first timed AllReduce")
+    ax.set_ylabel("algbw (GB/s)")
+    ax.set_title(f"{meta['what']}: N={meta['workers']}, {meta['bytes'] >> 20} MiB, "
+                 f"{meta['mode']}")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    for ext in ("png", "svg"):
+        fig.savefig(os.path.join(RESULTS, f"{name}.{ext}"), dpi=90)
+    plt.close(fig)
 
 
 def fabric_table(name, doc):
@@ -166,11 +222,11 @@ def main():
         sys.exit("no report in bench/results")
     if a.tables:
         for name, doc in found:
-            print(fabric_table(name, doc) + "\n")
+            print(table(name, doc) + "\n")
         return 0
     if a.check:
         page = open(a.check).read()
-        stale = [name for name, doc in found if fabric_table(name, doc) not in page]
+        stale = [name for name, doc in found if table(name, doc) not in page]
         for name in stale:
             print(f"{a.check}: the table of bench/results/{name}.json is missing or stale; "
                   f"paste it from bench/plot_results.py --tables")
@@ -178,7 +234,7 @@ def main():
             print(f"{a.check}: {len(found)} report table(s) as their JSON says")
         return 1 if stale else 0
     for name, doc in found:
-        plot_fabric(name, doc)
+        plot(name, doc)
         print(f"wrote bench/results/{name}.png and .svg")
     return 0
 
