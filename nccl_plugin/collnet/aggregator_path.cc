@@ -19,12 +19,14 @@ constexpr std::chrono::microseconds kFeedSlice{1'000};
 }  // namespace
 
 AggregatorPath::AggregatorPath(int rank, std::unique_ptr<client::Engine> engine,
-                               const ResultTails& tails, Rejoin rejoin, ReturnProber::Probe probe)
+                               const ResultTails& tails, Rejoin rejoin, ReturnProber::Probe probe,
+                               bool probe_on_every_rank)
     : rank_(rank), tails_(tails), rejoin_(std::move(rejoin)), engine_(std::move(engine)) {
   if (engine_ == nullptr) return;
   sampled_aggregators_ = static_cast<uint32_t>(engine_->aggregators().size());
   original_ = engine_->aggregators().size();
-  if (rank_ == 0 && probe && rejoin_) prober_ = std::make_unique<ReturnProber>(std::move(probe));
+  if ((rank_ == 0 || probe_on_every_rank) && probe && rejoin_)
+    prober_ = std::make_unique<ReturnProber>(std::move(probe));
   live_ = true;
   for (size_t i = 0; i < engine_->aggregators().size(); ++i) aggs_.push_back(i);
   for (int d = 0; d < kNumDTypes; ++d) {
@@ -95,7 +97,10 @@ AggregatorSample AggregatorPath::sample() const {
   }
   a.epoch = sampled_epoch_;
   a.aggregators = sampled_aggregators_;
-  if (prober_ != nullptr) a.answered = prober_->answered();
+  if (prober_ != nullptr) {
+    a.answered = prober_->answered();
+    a.asked = prober_->asking();
+  }
   return a;
 }
 

@@ -49,7 +49,8 @@ struct AggregatorSample {
   double grant_mbps = 0;
   uint32_t epoch = 0;        // re-stripes so far
   uint32_t aggregators = 0;  // aggregators of that epoch's engine
-  uint64_t answered = 0;     // rank 0: missing aggregators that answer again (ReturnProber)
+  uint64_t answered = 0;     // with a ReturnProber: missing aggregators that answer again
+  uint64_t asked = 0;        // and those it asks about
 };
 
 class AggregatorPath {
@@ -62,10 +63,11 @@ class AggregatorPath {
 
   // `engine` may be null (ring only). `tails`: where the failover keeps result ends (the
   // engine writes each AllReduce's end there as it arrives). `rejoin` empty: a failover never
-  // re-stripes. `probe` (used on rank 0, with `rejoin`): whether a missing aggregator takes
-  // jobs again; empty: the job never returns to one.
+  // re-stripes. `probe` (used on rank 0, or on every rank with `probe_on_every_rank`, with
+  // `rejoin`): whether a missing aggregator takes jobs again; empty: the job never returns to
+  // one.
   AggregatorPath(int rank, std::unique_ptr<client::Engine> engine, const ResultTails& tails,
-                 Rejoin rejoin, ReturnProber::Probe probe = {});
+                 Rejoin rejoin, ReturnProber::Probe probe = {}, bool probe_on_every_rank = false);
   AggregatorPath(const AggregatorPath&) = delete;
   AggregatorPath& operator=(const AggregatorPath&) = delete;
 
@@ -164,7 +166,7 @@ class AggregatorPath {
   uint64_t dead_mask_ = 0;
   size_t original_ = 0;  // aggregators of the first engine (the connect's list)
 
-  std::unique_ptr<ReturnProber> prober_;  // rank 0 with a probe, else null
+  std::unique_ptr<ReturnProber> prober_;  // the asking ranks with a probe, else null
 };
 
 }  // namespace conflux::collnet

@@ -38,7 +38,8 @@ CollComm::CollComm(int rank, int nranks, CollRings rings, std::unique_ptr<client
       failover_(std::make_unique<Failover>(rank, nranks, std::move(rings.failover_next),
                                            std::move(rings.failover_prev), opts.ring,
                                            tail_window(engine.get()), stopping_)),
-      aggs_(rank, std::move(engine), failover_->tails(), opts.rejoin, opts.probe),
+      aggs_(rank, std::move(engine), failover_->tails(), opts.rejoin, opts.probe,
+            opts.probe_on_every_rank),
       // Without aggregators there is no split to measure.
       split_(rank, nranks, opts.ring_fraction,
              aggs_.live() ? opts.controller : std::optional<SplitController>(), &aggs_,

@@ -19,14 +19,16 @@
 //
 // Returning: a job that lost aggregators (failure, drain, restart) comes back to them. Rank
 // 0's ReturnProber (return_prober.h) asks the missing ones in the background whether they take
-// jobs again; what answered travels with the measured split's next exchange, whose decision
-// gives every rank the same request R to return at (MeasuredSplit::returning_at(): the first
-// request from the decision's start on that may use the aggregators). At R every rank fails
-// over on purpose with the returning aggregators in its vote: the failover's hand-overs and
-// redo keep every result exact, then the ranks join a new job on every aggregator not seen
-// dead and carry on from S as after a re-stripe. If some rank cannot join, the job goes back to
-// the aggregators it had (or the ring) and rank 0 probes again. Without the measured split
-// (CONFLUX_RING_FRACTION a number) there is no exchange, and no return.
+// jobs again (every rank asks its own where the ranks named different aggregators: a tree's
+// leaves); what answered travels with the measured split's next exchange, whose decision
+// gives every rank the same request R to return at, once every asking rank has its answer
+// (MeasuredSplit::returning_at(): the first request from the decision's start on that may use
+// the aggregators). At R every rank fails over on purpose with the returning aggregators in
+// its vote: the failover's hand-overs and redo keep every result exact, then the ranks join a
+// new job on every aggregator not seen dead and carry on from S as after a re-stripe. If some
+// rank cannot join, the job goes back to the aggregators it had (or the ring) and the probers
+// ask again. Without the measured split (CONFLUX_RING_FRACTION a number) there is no exchange,
+// and no return.
 //
 // ReduceScatter and AllGather (CollNetDirect) work on a window [offset, offset + bytes) of
 // the nranks * bytes_per_rank buffer; rank k owns the part of the window inside
@@ -103,6 +105,9 @@ struct CollOptions {
   // Whether an aggregator the job lost takes jobs again (rank 0 asks; "Returning"). Empty: a
   // job never returns to one.
   ReturnProber::Probe probe;
+  // Every rank asks (the ranks named different aggregators, as under a tree's leaves: rank 0's
+  // answer says nothing of the others').
+  bool probe_on_every_rank = false;
   // How NCCL's requests are cut and device memory is staged (staging.h).
   StagingOptions staging;
 };

@@ -126,7 +126,7 @@ client::ClientConfig with_entries(const client::ClientConfig& from,
   return c;
 }
 
-// Rank 0's probe of an aggregator the job lost (collnet/return_prober.h): a job of one rank on
+// The probe of an aggregator the job lost (collnet/return_prober.h): a job of one rank on
 // it alone, under a key of its own, left at once. Short timeouts: a host that is still down
 // answers nothing, and the prober's thread is joined at close.
 collnet::ReturnProber::Probe probe_function(const client::ClientConfig& base) {
@@ -202,6 +202,7 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
     return client::Engine::create(c, why);
   };
   opts.probe = probe_function(base);
+  opts.probe_on_every_rank = !tree.served.empty();  // the ranks named different aggregators
   return opts;
 }
 

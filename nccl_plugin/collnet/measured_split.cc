@@ -117,6 +117,7 @@ void MeasuredSplit::start_exchange(uint32_t seq) {
   mine.epoch = a.epoch;
   mine.aggregators = a.aggregators;
   mine.answered = a.answered;
+  mine.asked = a.asked;
   ring_bytes_ = ring_busy_s_ = agg_sent_with_ring_ = 0;
   seq_ = seq;
   if (broken_) {
@@ -150,7 +151,7 @@ bool MeasuredSplit::advance() {
     const auto* all = reinterpret_cast<const PathSample*>(round_->all());
     if (rank_ == 0) trace_samples(all);
     d = controller_->update({all, static_cast<size_t>(nranks_)});
-    for (int i = 0; i < nranks_; ++i) answered |= all[i].answered;
+    answered = returns_agreed(all, static_cast<size_t>(nranks_));
   }
   publish(seq_, d, answered);
   return true;

@@ -25,6 +25,7 @@ void ReturnProber::watch(uint64_t missing) {
     // takes a probe but not the job costs at most one failed return per kLongestWait.
     if (missing != missing_) ++watches_;
     missing_ = missing;
+    asking_.store(missing, std::memory_order_release);
     answered_.store(0, std::memory_order_release);  // asked again before the next return
     if (missing != 0 && !thread_.joinable()) {
       thread_ = std::thread([this] {

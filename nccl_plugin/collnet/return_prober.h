@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // ReturnProber: on rank 0 of a CollNet communicator that lost aggregators (failure, drain,
-// restart), asks each lost one in the background whether it takes jobs again: a probe job of
-// one rank (connect, Join, leave), from a thread of its own, so that a dead host's connect
-// timeout never holds up a collective. Between rounds in which none answered it waits 250 ms,
-// doubling up to 4 s; after an answer, 4 s (the answer stands until the next watch()). What
-// answered is read by the measured split's exchange
-// (AggregatorPath::sample()), which is how every rank learns it and agrees on the request at
-// which the job returns (coll_comm.h, "Returning").
+// restart), or on every rank where the ranks named different aggregators (a reduction tree:
+// each rank asks its own leaf), asks each lost one in the background whether it takes jobs
+// again: a probe job of one rank (connect, Join, leave), from a thread of its own, so that a
+// dead host's connect timeout never holds up a collective. Between rounds in which none
+// answered it waits 250 ms, doubling up to 4 s; after an answer, 4 s (the answer stands until
+// the next watch()). What answered, and what it asks about, are read by the measured split's
+// exchange (AggregatorPath::sample()), which is how every rank learns them and agrees on the
+// request at which the job returns (coll_comm.h, "Returning": every asking rank must have its
+// answer).
 //
 // Threads: watch() by the completer, answered() by any thread; the probes run on the prober's
 // thread, started at the first watch() with something to probe and joined by the destructor
@@ -40,6 +42,8 @@ class ReturnProber {
   void watch(uint64_t missing);
   // The missing aggregators that answered a probe (not asked again until watch()).
   uint64_t answered() const { return answered_.load(std::memory_order_acquire); }
+  // The set of the last watch().
+  uint64_t asking() const { return asking_.load(std::memory_order_acquire); }
 
   static constexpr std::chrono::milliseconds kFirstWait{250};
   static constexpr std::chrono::milliseconds kLongestWait{4000};
@@ -54,6 +58,7 @@ class ReturnProber {
   uint64_t watches_ = 0;  // mu_: watch() calls so far (a new one restarts the backoff)
   bool stop_ = false;     // mu_
   std::atomic<uint64_t> answered_{0};
+  std::atomic<uint64_t> asking_{0};  // missing_, for readers without mu_
   std::thread thread_;
 };
 

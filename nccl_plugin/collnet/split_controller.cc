@@ -250,4 +250,15 @@ SplitDecision SplitController::decide(std::span<const PathSample> all) {
                  why + ": aggregators take " + mbps(capacity_) + ", link carries " + mbps(link_));
 }
 
+uint64_t returns_agreed(const PathSample* all, size_t n) {
+  uint64_t asked = 0;
+  uint64_t answered = ~uint64_t{0};
+  for (size_t r = 0; r < n; ++r) {
+    if (all[r].asked == 0) continue;  // no prober, or nothing missing there
+    asked |= all[r].asked;
+    answered &= all[r].answered | ~all[r].asked;  // what it does not ask about is no veto
+  }
+  return asked & answered;
+}
+
 }  // namespace conflux::collnet

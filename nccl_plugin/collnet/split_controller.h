@@ -65,11 +65,17 @@ struct PathSample {
   // Time with aggregator contributions waiting for a window slot: the aggregators (or the
   // path to them) held the share back, not the caller's pace.
   double agg_window_full_s = 0;
-  // Rank 0: the aggregators the job lost that answer again (ReturnProber); the ranks return to
-  // them together (coll_comm.h, "Returning"). Not part of the split's model.
+  // A rank with a ReturnProber: the aggregators the job lost that it asks about, and those that
+  // answered; the ranks return to them together once every asking rank has its answer
+  // (returns_agreed(); coll_comm.h, "Returning"). Not part of the split's model.
   uint64_t answered = 0;
+  uint64_t asked = 0;
 };
-static_assert(sizeof(PathSample) == 72, "exchanged between ranks as raw bytes");
+static_assert(sizeof(PathSample) == 80, "exchanged between ranks as raw bytes");
+
+// The lost aggregators the job returns to, from every rank's sample: those that answered every
+// rank that asks about them (0 when no rank asks).
+uint64_t returns_agreed(const PathSample* all, size_t n);
 
 struct SplitTuning {
   double band = 0.03;            // keep the split unless the model expects it this much faster

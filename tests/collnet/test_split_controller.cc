@@ -536,5 +536,44 @@ TEST(SplitController, ARestripeAdoptsTheNewGrants) {
   EXPECT_EQ(ctl.grant_mbps(), 1000);
 }
 
+// Returning (coll_comm.h): the job returns to what every asking rank heard answer. Rank 0
+// alone asks on a job whose ranks share one list; under a tree's leaves every rank asks its own.
+TEST(ReturnsAgreed, RankZeroAloneDecides) {
+  std::vector<PathSample> all(4);
+  all[0].asked = 0b11;
+  all[0].answered = 0b01;
+  EXPECT_EQ(returns_agreed(all.data(), all.size()), 0b01u);
+}
+
+TEST(ReturnsAgreed, EveryAskingRankMustHaveItsAnswer) {
+  std::vector<PathSample> all(4);
+  for (PathSample& p : all) p.asked = 0b1;  // every rank lost its leaf (entry 0)
+  all[0].answered = all[1].answered = 0b1;  // ranks 0 and 1's leaf answers; 2 and 3's not yet
+  EXPECT_EQ(returns_agreed(all.data(), all.size()), 0u);
+  all[2].answered = 0b1;
+  EXPECT_EQ(returns_agreed(all.data(), all.size()), 0u);
+  all[3].answered = 0b1;
+  EXPECT_EQ(returns_agreed(all.data(), all.size()), 0b1u);
+}
+
+TEST(ReturnsAgreed, AnEntryARankDoesNotAskAboutIsNoVeto) {
+  std::vector<PathSample> all(3);
+  all[0].asked = 0b110;
+  all[0].answered = 0b110;
+  all[1].asked = 0b010;  // rank 1 still has entry 2
+  all[1].answered = 0b010;
+  all[2].asked = 0;  // nothing missing there (or no prober): says nothing
+  all[2].answered = 0;
+  EXPECT_EQ(returns_agreed(all.data(), all.size()), 0b110u);
+  all[1].answered = 0;
+  EXPECT_EQ(returns_agreed(all.data(), all.size()), 0b100u);
+}
+
+TEST(ReturnsAgreed, NobodyAskingMeansNoReturn) {
+  std::vector<PathSample> all(2);
+  all[1].answered = 0b1;  // an answer without a question is ignored
+  EXPECT_EQ(returns_agreed(all.data(), all.size()), 0u);
+}
+
 }  // namespace
 }  // namespace conflux::collnet

@@ -7,6 +7,9 @@
            (how long after it answered is printed: the goal is 10 s);
   drain    a 4-rank job striped over two aggregators; one is drained (the job re-stripes over
            the other), then undrained: the job returns to both;
+  tree     a 4-rank job on a reduction tree (a root, two leaves of two ranks each); the leaf of
+           ranks 2 and 3 is killed, the job goes on over the ring, the leaf starts again on the
+           same ports under the same root and the job is back on the tree;
   upgrade  a rolling upgrade under a 4-rank job striped over three aggregators: each in turn
            is drained (`conflux drain --wait`), stopped and started again from a fresh copy of
            the binary on the same ports, and the next waits until the job is back on it; at the
@@ -33,22 +36,22 @@ def job_env(aggs):
                 NCCL_DEBUG=os.environ.get("RETURN_TEST_NCCL_DEBUG", "WARN"))
 
 
-def start_job(driver, plugin, aggs, iters, timeline):
+def start_job(driver, plugin, aggs, iters, timeline, env=None):
     return subprocess.Popen(
         [driver, "--plugin", plugin, "--nranks", str(NRANKS), "--modes", "hybrid",
          "--ring-fraction", "auto",
          "--require-collnet", "-d", "float", "-o", "sum", "-b", SIZE, "-e", SIZE, "-n",
          str(iters), "-w", "1", "--check-iters", "--timeline", timeline, "--timeout", "280"],
-        env=job_env(aggs), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        env=dict(job_env(aggs), **(env or {})), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def iterations_for(driver, plugin, aggs, seconds):
+def iterations_for(driver, plugin, aggs, seconds, env=None):
     """Iterations that take about `seconds` through the aggregators on this machine (a short
     job first measures them: its timeline's durations), so the events land mid-job on a fast
     or a loaded machine."""
     with tempfile.TemporaryDirectory() as d:
         timeline = os.path.join(d, "t")
-        p = start_job(driver, plugin, aggs, 200, timeline)
+        p = start_job(driver, plugin, aggs, 200, timeline, env)
         out, _ = p.communicate(timeout=200)
         check(p.returncode == 0, f"calibration job failed:\n{out}")
         ends = [end for end, _ in read_timeline(timeline)]
@@ -67,11 +70,12 @@ def read_timeline(path):
     return rows
 
 
-def launch(driver, plugin, aggs, workdir, name, seconds):
-    """The scenario's job, sized to run about `seconds`, and its timeline file."""
-    iters = iterations_for(driver, plugin, aggs, seconds)
+def launch(driver, plugin, aggs, workdir, name, seconds, env=None):
+    """The scenario's job, sized to run about `seconds`, and its timeline file. `env`: more of
+    the job's environment (a tree's per-rank CONFLUX_DRIVER_AGGREGATORS_<r>)."""
+    iters = iterations_for(driver, plugin, aggs, seconds, env)
     timeline = os.path.join(workdir, f"{name}.timeline")
-    return start_job(driver, plugin, aggs, iters, timeline), timeline
+    return start_job(driver, plugin, aggs, iters, timeline, env), timeline
 
 
 def packets(d):
@@ -191,6 +195,49 @@ def drain(confluxd, driver, plugin, cli, workdir):
     show_timeline(timeline, events)
 
 
+def tree(confluxd, driver, plugin, workdir):
+    root = Daemon(confluxd)
+    parent = ("--parent", f"127.0.0.1:{root.control_port}")
+    ports = [(closed_port(), closed_port()) for _ in range(2)]
+    leaves = [Daemon(confluxd, *parent, control_port=c, data_port=d) for c, d in ports]
+    env = {f"CONFLUX_DRIVER_AGGREGATORS_{r}": f"127.0.0.1:{ports[r // 2][0]}"
+           for r in range(NRANKS)}
+    job, timeline = launch(driver, plugin, env["CONFLUX_DRIVER_AGGREGATORS_0"], workdir, "tree",
+                           30, env)
+    events = []
+    try:
+        wait_for(lambda: packets(root) > 0 and packets(leaves[1]) > 0, "the job on the tree",
+                 timeout=60)
+        time.sleep(1)
+        leaves[1].kill()
+        killed = time.time()
+        events.append(("leaf 1 killed", killed))
+        # Down longer than the probers' longest wait: rank 0's own leaf answers all along, and
+        # the job must not try to return before the ranks under the dead leaf hear theirs.
+        time.sleep(6)
+        check(job.poll() is None, "the job ended before the restart: make it longer")
+        down = (killed + 2, time.time())
+        leaves[1] = Daemon(confluxd, *parent, control_port=ports[1][0], data_port=ports[1][1])
+        answered = time.monotonic()
+        events.append(("leaf 1 answers again", time.time()))
+        wait_back(leaves[1], answered, "tree: the job back on the restarted leaf after it answered",
+                  events)
+        before = packets(leaves[0])
+        time.sleep(1)
+        check(packets(leaves[0]) > before, "the job does not use the other leaf after the return")
+        out = finish(job, "tree")
+        check("returned to 1 aggregator(s)" in out, f"no return in the job's log:\n{out}")
+        check("could not join" not in out, f"a return tried before the leaf was back:\n{out}")
+        ran = sum(1 for end, _ in read_timeline(timeline) if down[0] <= end <= down[1])
+        print(f"tree: {ran} AllReduces over the ring while the leaf was down")
+        check(ran > 0, "the job stood still while the leaf was down")
+    finally:
+        stop(job)
+        for d in [*leaves, root]:
+            d.stop()
+    show_timeline(timeline, events)
+
+
 def upgrade(confluxd, driver, plugin, cli, workdir):
     ports = [(closed_port(), closed_port()) for _ in range(3)]
     daemons = [Daemon(confluxd, control_port=c, data_port=p) for c, p in ports]
@@ -229,13 +276,15 @@ def upgrade(confluxd, driver, plugin, cli, workdir):
 
 def main():
     confluxd, driver, plugin, cli = sys.argv[1:5]
-    scenarios = sys.argv[5:] or ["restart", "drain", "upgrade"]
+    scenarios = sys.argv[5:] or ["restart", "drain", "tree", "upgrade"]
     with tempfile.TemporaryDirectory(prefix="conflux-return-") as workdir:
         for s in scenarios:
             if s == "restart":
                 restart(confluxd, driver, plugin, workdir)
             elif s == "drain":
                 drain(confluxd, driver, plugin, cli, workdir)
+            elif s == "tree":
+                tree(confluxd, driver, plugin, workdir)
             elif s == "upgrade":
                 upgrade(confluxd, driver, plugin, cli, workdir)
             else:
