@@ -28,11 +28,12 @@ from procs import Daemon, check, closed_port, metric, wait_for  # noqa: E402
 
 NRANKS = 4
 SIZE = "1M"
+AGG_TIMEOUT_MS = 1000
 
 
 def job_env(aggs):
     return dict(os.environ, CONFLUX_AGGREGATORS=aggs, CONFLUX_SOCKET_IFNAME="lo",
-                CONFLUX_AGGREGATOR_TIMEOUT_MS="1000",
+                CONFLUX_AGGREGATOR_TIMEOUT_MS=str(AGG_TIMEOUT_MS),
                 NCCL_DEBUG=os.environ.get("RETURN_TEST_NCCL_DEBUG", "WARN"))
 
 
@@ -94,6 +95,10 @@ def show_timeline(path, events):
         return
     start = rows[0][0]
     last = max(t for _, t in events) - start + 5
+    longest = max(rows, key=lambda r: r[1])
+    print(f"longest AllReduce: {longest[1] * 1e3:.0f} ms, ending {longest[0] - start:.1f} s in "
+          f"(an aggregator silent for CONFLUX_AGGREGATOR_TIMEOUT_MS = {AGG_TIMEOUT_MS} ms is "
+          f"dead; a request without results for 4x that moves to the ring)")
     print(f"timeline ({len(rows)} iterations; mean duration per 1 s of the job):")
     bins = {}
     for end, dur in rows:
