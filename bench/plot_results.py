@@ -50,21 +50,19 @@ def plot(name, doc):
 
 
 def timeline_table(name, doc):
-    """The steady algbw before the event, while it lasted and after, and how long after the
-    daemon answered the job was back at the target."""
+    """The steady algbw of each phase (of the link, of the reference) and how long each
+    recovery took."""
     meta, s = doc["meta"], doc["summary"]
     link = meta["mbit"] * 1e6 / 8 / 1e9
-    rec = s["recovered_s"]
+    ref = s["reference"]
     lines = [f"<!-- table {name} -->",
              "| phase | algbw (GB/s) | of the link | of before |",
              "|---|---:|---:|---:|"]
-    for label, key in (("before the kill", "before"), ("on the ring", "ring"),
-                       ("after the return", "after")):
-        lines.append(f"| {label} | {s[key]:.4f} | {s[key] / link:.3f} | "
-                     f"{s[key] / s['before']:.3f} |")
-    lines.append(f"| back at >= {s['target'] / s['before']:.2f} of before | "
-                 + (f"{rec:.2f} s after the daemon answered" if rec is not None else "never")
-                 + " | | |")
+    for label, v in s["phases"]:
+        lines.append(f"| {label} | {v:.4f} | {v / link:.3f} | {v / ref:.3f} |")
+    for label, sec in s["recoveries"]:
+        lines.append(f"| {label} | " + (f"{sec:.2f} s" if sec is not None else "never")
+                     + " | | |")
     lines.append(f"<!-- end {name} -->")
     return "\n".join(lines)
 
@@ -79,26 +77,49 @@ def plot_timeline(name, doc):
     ax.plot([p[0] for p in doc["series"]], [p[1] for p in doc["series"]], color="#4c72b0",
             label=f"algbw over the last {meta['window_s']:g} s")
     ax.axhline(link, color="k", ls="--", lw=1, label=f"link {meta['mbit']} Mbit/s")
-    ax.axhline(s["target"], color="#55a868", ls=":", lw=1.2, label="0.95 of before the kill")
+    ax.axhline(0.95 * s["reference"], color="#55a868", ls=":", lw=1.2, label="0.95 of before")
     for i, (ev, at) in enumerate(sorted(doc["events"].items(), key=lambda e: e[1])):
         ax.axvline(at, color="#c44e52", lw=1, alpha=0.7)
         ax.text(at, link * (1.22 - 0.06 * (i % 2)), f" {ev}", va="top", fontsize=7)
     ax.set_ylim(0, link * 1.25)
     ax.set_xlabel("seconds since the job's first timed AllReduce")
     ax.set_ylabel("algbw (GB/s)")
-    ax.set_title(f"{meta['what']}: N={meta['workers']}, {meta['bytes'] >> 20} MiB, "
+    ax.set_title(f"{meta['what']}: N={meta['workers']}, {size_text(meta['bytes'])}, "
                  f"{meta['mode']}")
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    for ext in ("png", "svg"):
-        fig.savefig(os.path.join(RESULTS, f"{name}.{ext}"), dpi=90)
-    plt.close(fig)
+    save(fig, name)
+
+
+SWEEP_COLUMNS = (4, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
+
+
+def sweep_table(name, doc, rows):
+    """A size sweep: one row per system, the 4 B time and algbw at a few sizes (the plot has
+    every size)."""
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    at = {(r["system"], r["bytes"]): r for r in rows}
+    cols = [b for b in SWEEP_COLUMNS if any((s, b) in at for s in systems)]
+    small = min(r["bytes"] for r in rows)
+    lines = [f"<!-- table {name} -->",
+             f"| system | {size_text(small)} time (µs) | "
+             + " | ".join(f"{size_text(b)} algbw (GB/s)" for b in cols) + " |",
+             "|---|---:|" + "---:|" * len(cols)]
+    for s in systems:
+        t = at.get((s, small))
+        cells = [f"{at[(s, b)]['algbw']:.4f}" if (s, b) in at else "" for b in cols]
+        lines.append(f"| {s} | {t['time_us']:.1f} | " if t else f"| {s} | | ")
+        lines[-1] += " | ".join(cells) + " |"
+    lines.append(f"<!-- end {name} -->")
+    return "\n".join(lines)
 
 
 def fabric_table(name, doc):
     """One row per system and size: algbw, its share of the link and of the first system."""
     meta, rows = doc["meta"], [r for r in doc["rows"] if r.get("fabric", "lossless") == "lossless"]
+    if len({r["bytes"] for r in rows}) > 2:
+        return sweep_table(name, doc, rows)
     link = meta["mbit"] * 1e6 / 8 / 1e9
     lines = [f"<!-- table {name} -->",
              f"| system | size | algbw (GB/s) | of the link | CPU-s per GB |",
@@ -122,31 +143,59 @@ def plot_fabric(name, doc):
     link = meta["mbit"] * 1e6 / 8 / 1e9
     systems = list(dict.fromkeys(r["system"] for r in rows))
     sizes = sorted({r["bytes"] for r in rows})
+    if len(sizes) > 1:
+        plot_sweep(name, meta, rows, systems, link)
+        return
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    if len(sizes) == 1:  # one size: a bar per system
-        vals = [next(r["algbw"] for r in rows if r["system"] == s) for s in systems]
-        ax.barh(systems, vals, color="#4c72b0")
-        ax.axvline(link, color="k", ls="--", lw=1, label=f"link {meta['mbit']} Mbit/s")
-        ax.set_xlabel("algbw (GB/s)")
-        ax.invert_yaxis()
-        for y, v in enumerate(vals):
-            ax.text(v, y, f" {v:.3f}", va="center", fontsize=8)
-        ax.set_title(f"AllReduce float sum, N={meta['workers']}, {size_text(sizes[0])}")
-    else:
-        for s in systems:
-            pts = sorted((r["bytes"], r["algbw"]) for r in rows if r["system"] == s)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=s)
-        ax.axhline(link, color="k", ls="--", lw=1, label=f"link {meta['mbit']} Mbit/s")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel("algbw (GB/s)")
-        ax.set_title(f"AllReduce float sum, N={meta['workers']} workers")
+    vals = [next(r["algbw"] for r in rows if r["system"] == s) for s in systems]
+    ax.barh(systems, vals, color="#4c72b0")
+    ax.axvline(link, color="k", ls="--", lw=1, label=f"link {meta['mbit']} Mbit/s")
+    ax.set_xlabel("algbw (GB/s)")
+    ax.invert_yaxis()
+    for y, v in enumerate(vals):
+        ax.text(v, y, f" {v:.3f}", va="center", fontsize=8)
+    ax.set_title(f"AllReduce float sum, N={meta['workers']}, {size_text(sizes[0])}")
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
+    save(fig, name)
+
+
+def save(fig, name):
+    import matplotlib.pyplot as plt
     for ext in ("png", "svg"):
         fig.savefig(os.path.join(RESULTS, f"{name}.{ext}"), dpi=90)
     plt.close(fig)
+
+
+def plot_sweep(name, meta, rows, systems, link):
+    """algbw, busbw and the host's CPU-seconds per GB AllReduced against size, a line per
+    system."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    panels = (("algbw", "algbw (GB/s)"), ("busbw", "busbw (GB/s)"),
+              ("host_cpu_s_per_gb", "host CPU-s per GB (timed iterations)"))
+    for ax, (key, label) in zip(axes, panels):
+        drawn = 0
+        for s in systems:
+            pts = sorted((r["bytes"], r[key]) for r in rows
+                         if r["system"] == s and r.get(key) is not None)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=s)
+            drawn += len(pts)
+        if key != "host_cpu_s_per_gb":
+            ax.axhline(link, color="k", ls="--", lw=1, label=f"link {meta['mbit']} Mbit/s")
+        elif drawn:
+            ax.set_yscale("log")
+        else:
+            ax.text(0.5, 0.5, "not in this report", transform=ax.transAxes, ha="center")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"AllReduce float sum, N={meta['workers']} workers, {meta['mbit']} Mbit/s links")
+    fig.tight_layout()
+    save(fig, name)
 
 
 def plot_driver(path, out):

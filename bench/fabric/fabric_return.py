@@ -23,7 +23,6 @@ Root, like conflux_fabric.
                                   [--window 1] [--json FILE] [--goal 10]
 """
 import argparse
-import json
 import os
 import re
 import signal
@@ -65,19 +64,6 @@ def parse_args(argv):
 def size_bytes(s):
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     return int(s[:-1]) * units[s[-1].upper()] if s[-1].upper() in units else int(s)
-
-
-def rolling(points, t0, window):
-    """[(t, GB/s)] at each iteration's end t (from t0): the algbw of the iterations that started
-    within `window` seconds before it, from the first one's start to its end. Windows aligned
-    to iterations do not alias as fixed bins do (3 or 4 iterations in a bin)."""
-    out, first = [], 0
-    for i, (_, end, _) in enumerate(points):
-        while points[first][0] < end - window:
-            first += 1
-        span = points[first:i + 1]
-        out.append((round(end - t0, 4), round(fabric_run.algbw(span), 5)))
-    return out
 
 
 def packets(agg):
@@ -175,7 +161,7 @@ def main(argv):
     ring = fabric_run.algbw(fabric_run.between(pts, ev["kill"] + 2.0, ev["restart"]))
     rec = fabric_run.recovery(pts, ev["answer"], end, TARGET * before)
     after = fabric_run.algbw(fabric_run.between(pts, ev["answer"] + (rec or 0) + 1.0, end))
-    series = rolling(pts, t0, a.window)
+    series = fabric_run.rolling(pts, t0, a.window)
     marks = {k: round(v - t0, 4) for k, v in ev.items()}
     print(f"# t(s) algbw(GB/s) of the iterations in the {a.window:g} s before t, every 0.5 s; "
           "t from the first iteration's start")
@@ -195,17 +181,14 @@ def main(argv):
           + (f" = {after / before:.3f} of before" if before else ""))
     print("# every result verified" if a.check_iters else "# the last result verified")
     if a.json:
-        doc = {"format": "conflux-timeline/1",
-               "meta": {"what": "daemon restart under a running job", "workers": a.workers,
-                        "mbit": a.rate, "agg_mbit": agg_mbit, "bytes": size_bytes(a.bytes),
-                        "mode": "hybrid auto", "window_s": a.window,
-                        "command": "bench/fabric/fabric_return.py " + " ".join(argv)},
-               "events": marks, "series": series,
-               "summary": {"before": before, "ring": ring, "after": after,
-                           "target": TARGET * before, "recovered_s": rec}}
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+        fabric_run.write_timeline_report(
+            a.json, {"what": "daemon restart under a running job", "workers": a.workers,
+                     "mbit": a.rate, "agg_mbit": agg_mbit, "bytes": size_bytes(a.bytes),
+                     "mode": "hybrid auto",
+                     "command": "bench/fabric/fabric_return.py " + " ".join(argv)},
+            pts, ev, a.window, before,
+            [("before the kill", before), ("on the ring", ring), ("after the return", after)],
+            [(f"back at >= {TARGET:g} of before, after the daemon answered", rec)])
     if a.goal is not None and (rec is None or rec > a.goal):
         print(f"# goal: back within {a.goal:g} s: NOT MET")
         return 1

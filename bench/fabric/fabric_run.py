@@ -149,6 +149,33 @@ def recovery(points, event, end, target):
     return None
 
 
+def rolling(points, t0, window):
+    """[(t, GB/s)] at each iteration's end t (from t0): the algbw of the iterations that started
+    within `window` seconds before it, from the first one's start to its end. Windows aligned
+    to iterations do not alias as fixed bins do (3 or 4 iterations in a bin)."""
+    out, first = [], 0
+    for i, (_, end, _) in enumerate(points):
+        while points[first][0] < end - window:
+            first += 1
+        out.append((round(end - t0, 4), round(algbw(points[first:i + 1]), 5)))
+    return out
+
+
+def write_timeline_report(path, meta, points, events, window, reference, phases, recoveries):
+    """A "conflux-timeline/1" report (bench/plot_results.py plots it and prints its table):
+    meta (what, workers, mbit, bytes, mode, command), the rolling algbw, events {name: unix
+    time}, `reference` (GB/s that "of before" divides by), phases [(label, GB/s)] and
+    recoveries [(label, seconds or None)]; times from the first iteration's start."""
+    t0 = points[0][0]
+    doc = {"format": "conflux-timeline/1", "meta": dict(meta, window_s=window),
+           "events": {k: round(v - t0, 4) for k, v in events.items()},
+           "series": rolling(points, t0, window),
+           "summary": {"reference": reference, "phases": phases, "recoveries": recoveries}}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
 def rank_env(rank, nranks, root, worker, aggregators):
     """Environment of one driver rank on `worker` (env-mode bootstrap with root host:port).
     Each worker is told its shaped rate as CONFLUX_LINK_MBPS: the speed a NIC of that rate

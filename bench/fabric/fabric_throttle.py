@@ -23,7 +23,7 @@ Root, like conflux_fabric.
 
     bench/fabric/fabric_throttle.py --build build [--workers 4] [--rate 1000] [--agg-factor 4]
                                     [--bytes 16M] [--throttle-to 0.25] [--throttle-at 5]
-                                    [--lift-after 7] [--tail 6]
+                                    [--lift-after 7] [--tail 6] [--json FILE]
 """
 import argparse
 import os
@@ -57,6 +57,10 @@ def parse_args(argv):
     p.add_argument("--tail", type=float, default=6.0, help="seconds the job runs after the lift")
     p.add_argument("--settle", type=float, default=2.0,
                    help="seconds of the reference run left out of its optimum")
+    p.add_argument("--json", help="write the throttle run as a conflux-timeline/1 report here "
+                                  "(bench/plot_results.py plots it)")
+    p.add_argument("--window", type=float, default=1.0,
+                   help="--json: seconds of iterations behind each point of the algbw")
     p.add_argument("--skip-reference", action="store_true",
                    help="no reference run: targets from the throttle run alone (for the test)")
     return p.parse_args(argv)
@@ -195,6 +199,9 @@ def main(argv):
     rec = fabric_run.recovery(pts, throttle, lift, TARGET * target)
     print(f"# after the throttle: >= {TARGET:g} x {target:.4f} GB/s "
           + (f"{rec:.2f} s later" if rec is not None else "never within the phase"))
+    phases = [("before the throttle", before), ("throttled", after)]
+    recoveries = [(f"at >= {TARGET:g} of the " + ("reference's optimum" if ref else
+                                                 "throttled rate") + " after the throttle", rec)]
     if len(applied) > 1:
         settle = min(2.0, (pts[-1][1] - lift) / 2)
         lifted = fabric_run.algbw(fabric_run.between(pts, lift + settle, pts[-1][1]))
@@ -203,6 +210,18 @@ def main(argv):
               + (f" = {lifted / before:.3f} of before" if before > 0 else ""))
         print(f"# after the lift: >= {TARGET:g} x {before:.4f} GB/s "
               + (f"{rec2:.2f} s later" if rec2 is not None else "never within the run"))
+        phases.append(("after the lift", lifted))
+        recoveries.append((f"back at >= {TARGET:g} of before after the lift", rec2))
+    if ref:
+        phases.insert(1, ("reference: capped from the start", ref))
+    if a.json:
+        fabric_run.write_timeline_report(
+            a.json, {"what": f"aggregator throttled to {a.throttle_to:g} of its line",
+                     "workers": a.workers, "mbit": a.rate, "agg_mbit": agg_mbit,
+                     "bytes": nbytes, "mode": "hybrid auto",
+                     "command": "bench/fabric/fabric_throttle.py " + " ".join(argv)},
+            pts, dict(zip(("throttle", "lift"), (t for _, t in applied))), a.window, before,
+            phases, recoveries)
     print("# every result verified")
     return 0
 

@@ -168,7 +168,7 @@ void run_rank(uint16_t port, uint64_t job, int rank, int ranks, int iters, size_
     fill(send, s, job, rank);
     recv.assign(send.size(), 0xA5);
     const uint64_t h = engine->allreduce(send.data(), recv.data(), s.count, s.dtype, s.op);
-    if (engine->wait(h, std::chrono::seconds(60), &error) != client::Status::kDone) {
+    if (engine->wait(h, std::chrono::seconds(60), &error) != client::RequestState::kDone) {
       t->fail("job " + std::to_string(job) + " rank " + std::to_string(rank) + ": " + error);
       return;
     }
