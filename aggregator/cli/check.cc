@@ -29,10 +29,10 @@ std::string round_trip(client::Engine& e, size_t count, int timeout_ms, double* 
   const auto t0 = Clock::now();
   const uint64_t h = e.allreduce(in.data(), out.data(), count, DType::kFloat32, Op::kSum);
   std::string err;
-  client::Status s = client::Status::kPending;
-  while (s == client::Status::kPending) {
+  client::RequestState s = client::RequestState::kPending;
+  while (s == client::RequestState::kPending) {
     s = e.wait(h, std::chrono::milliseconds(10), &err);
-    if (s == client::Status::kPending &&
+    if (s == client::RequestState::kPending &&
         Clock::now() - t0 > std::chrono::milliseconds(timeout_ms)) {
       e.abort("conflux check: no result in time");
       return fmt::format("no result within {} ms (UDP to the data ports blocked or lost?)",
@@ -40,7 +40,7 @@ std::string round_trip(client::Engine& e, size_t count, int timeout_ms, double* 
     }
   }
   *us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-  if (s != client::Status::kDone) return "AllReduce failed: " + err;
+  if (s != client::RequestState::kDone) return "AllReduce failed: " + err;
   if (out != in) return "AllReduce returned wrong values";
   return "";
 }

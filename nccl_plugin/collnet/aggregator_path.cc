@@ -121,22 +121,22 @@ void AggregatorPath::feed(CollRequest& r) {
   r.agg_epoch = epoch_;
 }
 
-client::Status AggregatorPath::wait(CollRequest& r, std::string* why) {
+client::RequestState AggregatorPath::wait(CollRequest& r, std::string* why) {
   // Sleeps in the engine between checks: the engine's progress thread does the I/O, and on
   // a machine with fewer cores than busy threads a spinning waiter slows everyone down.
   while (r.agg_waited < r.agg_handles.size()) {
-    const client::Status s =
+    const client::RequestState s =
         engine_->wait(r.agg_handles[r.agg_waited], epoch_ > 0 ? kFeedSlice : kWaitSlice, why);
-    if (s != client::Status::kDone) return s;
+    if (s != client::RequestState::kDone) return s;
     ++r.agg_waited;
   }
-  return client::Status::kDone;
+  return client::RequestState::kDone;
 }
 
-client::Status AggregatorPath::poll_inline(const CollRequest& r) {
+client::RequestState AggregatorPath::poll_inline(const CollRequest& r) {
   // Still carried by the first engine, through its one engine request.
   if (!live_ || epoch_ != 0 || r.agg_epoch != 0 || r.agg_handles.size() != 1 || r.agg_waited != 0) {
-    return client::Status::kPending;
+    return client::RequestState::kPending;
   }
   return engine_->poll_done(r.agg_handles[0]);
 }

@@ -100,10 +100,10 @@ class AggregatorPath {
   void feed(CollRequest& r);
   // Waits for r's engine requests, sleeping in the engine for one slice at most: kDone once
   // all are done, kError (*why) if one failed, kPending when the slice ran out.
-  client::Status wait(CollRequest& r, std::string* why);
+  client::RequestState wait(CollRequest& r, std::string* why);
   // Inline completion: whether r's one request on the first engine is done; kPending also
   // when r is not carried that way.
-  client::Status poll_inline(const CollRequest& r);
+  client::RequestState poll_inline(const CollRequest& r);
 
   // Failover. Stops the path: submit() hands nothing more, and the engine is aborted (no
   // engine thread may write into a request's buffer once hand-overs start). Returns the

@@ -245,9 +245,9 @@ void CollComm::complete_inline(CollRequest* r) {
     if (stop_ || queue_.empty() || queue_.front() != r) return;  // in order only
   }
   // Still carried by the first engine, through its one engine request (else kPending).
-  const client::Status s = aggs_.poll_inline(*r);
-  if (s == client::Status::kPending) return;
-  if (s != client::Status::kDone) {
+  const client::RequestState s = aggs_.poll_inline(*r);
+  if (s == client::RequestState::kPending) return;
+  if (s != client::RequestState::kDone) {
     // The completion thread reports the engine's error and fails over, at once.
     completer.unlock();
     {
@@ -294,9 +294,9 @@ bool CollComm::idle_failover_due() {
 
 bool CollComm::wait_aggregators(CollRequest& r, std::string* why) {
   for (;;) {
-    const client::Status s = aggs_.wait(r, why);  // sleeps in the engine for a slice at most
-    if (s == client::Status::kDone) return true;
-    if (s == client::Status::kError) return false;
+    const client::RequestState s = aggs_.wait(r, why);  // sleeps in the engine for a slice at most
+    if (s == client::RequestState::kDone) return true;
+    if (s == client::RequestState::kError) return false;
     if (aggs_.epoch() > 0)
       feed_engine();  // requests that arrived meanwhile: keep the pipeline full
     if (failover_->notice_arrived()) {

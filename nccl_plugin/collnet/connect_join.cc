@@ -104,7 +104,7 @@ class JoinExchange {
 
   // ClientConfig::join_agree; also run with joined = 0 by a rank whose engine failed before it
   // joined anything, so that every rank takes part exactly once.
-  std::string agree(uint64_t joined, const std::string& why, uint64_t* agreed) {
+  conflux::Status agree(uint64_t joined, const std::string& why, uint64_t* agreed) {
     ran_ = true;
     JoinOutcome mine;
     mine.joined = joined;
@@ -114,19 +114,21 @@ class JoinExchange {
     const Status st = collnet::ring_agree(next_, prev_, rank_, nranks_, mine, &all_, 2 * timeout_,
                                           failed_ ? nullptr : &early_);
     if (st != Status::kOk) {
-      return "agreeing on the aggregators joined failed (" + std::string(net::toString(st)) + ")";
+      return unavailable("agreeing on the aggregators joined failed (" +
+                         std::string(net::toString(st)) + ")");
     }
     for (const JoinOutcome& o : all_) *agreed &= o.joined;
     agreed_ = *agreed;
     if (*agreed == 0) {
       const int r = cause(~uint64_t{0});
       if (r >= 0) {
-        return "no aggregator joined on every rank (rank " + std::to_string(r) + ": " +
-               all_[static_cast<size_t>(r)].why + ")";
+        return unavailable("no aggregator joined on every rank (rank " + std::to_string(r) + ": " +
+                           all_[static_cast<size_t>(r)].why + ")");
       }
-      return "no aggregator joined on every rank" + (why.empty() ? "" : " (" + why + ")");
+      return unavailable("no aggregator joined on every rank" +
+                         (why.empty() ? "" : " (" + why + ")"));
     }
-    return "";
+    return {};
   }
 
   bool ran() const { return ran_; }

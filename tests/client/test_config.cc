@@ -57,16 +57,16 @@ TEST(Validate, ServedUpRanksGrowUpTheTree) {
   c.n_workers = 8;
   c.served_ranks = {2};
   c.served_up_ranks = {{4, 8}};
-  EXPECT_EQ(validate(c), "");
+  EXPECT_TRUE(validate(c).ok()) << validate(c).message();
   c.served_up_ranks = {{1}};
-  EXPECT_NE(validate(c), "");
+  EXPECT_FALSE(validate(c).ok());
   c.served_up_ranks = {{4, 3}};
-  EXPECT_NE(validate(c), "");
+  EXPECT_FALSE(validate(c).ok());
   c.served_up_ranks = {{9}};
-  EXPECT_NE(validate(c), "");
+  EXPECT_FALSE(validate(c).ok());
   c.served_ranks.clear();
   c.served_up_ranks = {{4}};
-  EXPECT_NE(validate(c), "") << "levels above need the leaf's count";
+  EXPECT_FALSE(validate(c).ok()) << "levels above need the leaf's count";
 }
 
 ClientConfig good() {
@@ -78,11 +78,11 @@ ClientConfig good() {
 }
 
 TEST(ValidateConfig, AcceptsDefaultsAndRejectsEachBadField) {
-  EXPECT_EQ(validate(good()), "");
+  EXPECT_TRUE(validate(good()).ok()) << validate(good()).message();
   auto bad = [](auto mutate) {
     ClientConfig c = good();
     mutate(c);
-    return !validate(c).empty();
+    return !validate(c).ok();
   };
   EXPECT_TRUE(bad([](ClientConfig& c) { c.aggregators.clear(); }));
   EXPECT_TRUE(bad([](ClientConfig& c) { c.n_workers = 0; }));

@@ -226,11 +226,11 @@ TEST(CongestionWindow, ConfigValidationRejectsOutOfRangeKnobs) {
   ClientConfig c;
   c.aggregators.push_back({"127.0.0.1", 7470});
   c.n_workers = 1;
-  ASSERT_EQ(validate(c), "");
+  ASSERT_TRUE(validate(c).ok()) << validate(c).message();
   auto bad = [&](void (*f)(ClientConfig&)) {
     ClientConfig d = c;
     f(d);
-    return !validate(d).empty();
+    return !validate(d).ok();
   };
   EXPECT_TRUE(bad([](ClientConfig& d) { d.congestion.decrease = 1.0; }));
   EXPECT_TRUE(bad([](ClientConfig& d) { d.congestion.decrease = 0.0; }));

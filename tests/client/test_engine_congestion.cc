@@ -45,13 +45,13 @@ void sum_once(std::vector<std::unique_ptr<Engine>>& es, size_t count) {
   }
   for (size_t r = 0; r < es.size(); ++r) {
     std::string err;
-    Status s = Status::kPending;
+    RequestState s = RequestState::kPending;
     const auto end = std::chrono::steady_clock::now() + 20s;
-    while ((s = es[r]->test(ids[r], &err)) == Status::kPending &&
+    while ((s = es[r]->test(ids[r], &err)) == RequestState::kPending &&
            std::chrono::steady_clock::now() < end) {
       std::this_thread::sleep_for(100us);
     }
-    ASSERT_EQ(s, Status::kDone) << err;
+    ASSERT_EQ(s, RequestState::kDone) << err;
     ASSERT_EQ(out[r], std::vector<float>(count, static_cast<float>(es.size())));
   }
 }

@@ -26,11 +26,12 @@ ClientConfig base_config(const std::vector<FakeAggregator*>& aggs, uint32_t n, u
   return testing::fake_engine_config(aggs, n, rank);
 }
 
-Status wait(Engine& e, uint64_t req, std::string* err, std::chrono::milliseconds limit = 10s) {
+RequestState wait(Engine& e, uint64_t req, std::string* err,
+                  std::chrono::milliseconds limit = 10s) {
   const auto end = std::chrono::steady_clock::now() + limit;
   for (;;) {
-    const Status s = e.test(req, err);
-    if (s != Status::kPending || std::chrono::steady_clock::now() > end) {
+    const RequestState s = e.test(req, err);
+    if (s != RequestState::kPending || std::chrono::steady_clock::now() > end) {
       return s;
     }
     std::this_thread::sleep_for(100us);
@@ -51,7 +52,7 @@ void check_sum(std::vector<std::unique_ptr<Engine>>& es, size_t count, bool in_p
   }
   for (size_t r = 0; r < n; ++r) {
     std::string err;
-    ASSERT_EQ(wait(*es[r], reqs[r], &err), Status::kDone) << err;
+    ASSERT_EQ(wait(*es[r], reqs[r], &err), RequestState::kDone) << err;
     const std::vector<float>& got = in_place ? in[r] : out[r];
     for (size_t i = 0; i < count; ++i) {
       const float want = static_cast<float>(n * (n + 1) / 2 + n * (i % 5));
@@ -110,7 +111,7 @@ TEST(EngineFake, TheProgressThreadSpinsOnlyWhileLittleIsInFlight) {
   agg.set_silent(false);  // resends complete everything, exactly
   for (size_t i = 0; i < reqs.size(); ++i) {
     std::string err;
-    ASSERT_EQ(wait(*es[i % 2], reqs[i], &err), Status::kDone) << err;
+    ASSERT_EQ(wait(*es[i % 2], reqs[i], &err), RequestState::kDone) << err;
   }
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(out[r].front(), 2.0f);
@@ -155,7 +156,7 @@ TEST(EngineFake, BulkTransfersPauseBetweenWakeUpsOnlyWhenAsked) {
     agg.set_silent(false);  // resends complete everything, exactly
     for (int r = 0; r < 2; ++r) {
       std::string err;
-      ASSERT_EQ(wait(*es[r], reqs[static_cast<size_t>(r)], &err), Status::kDone) << err;
+      ASSERT_EQ(wait(*es[r], reqs[static_cast<size_t>(r)], &err), RequestState::kDone) << err;
       for (float v : out[r]) ASSERT_EQ(v, 2.0f);
     }
   }
@@ -182,12 +183,12 @@ TEST(EngineFake, ACallersClaimIsLongWhileOnlySmallRequestsAreInFlight) {
   auto dozes_while_polling = [&]() -> uint64_t {
     const uint64_t before = es[0]->stats().dozes;
     const auto end = std::chrono::steady_clock::now() + 100ms;
-    Status st = Status::kPending;
+    RequestState st = RequestState::kPending;
     std::string err;
-    while (st == Status::kPending && std::chrono::steady_clock::now() < end) {
+    while (st == RequestState::kPending && std::chrono::steady_clock::now() < end) {
       st = es[0]->test(reqs[0], &err);
     }
-    EXPECT_EQ(st, Status::kPending) << err;
+    EXPECT_EQ(st, RequestState::kPending) << err;
     return es[0]->stats().dozes - before;
   };
   auto submit = [&](size_t count) {
@@ -209,7 +210,7 @@ TEST(EngineFake, ACallersClaimIsLongWhileOnlySmallRequestsAreInFlight) {
   agg.set_silent(false);  // resends complete everything, exactly
   for (size_t i = 0; i < reqs.size(); ++i) {
     std::string err;
-    ASSERT_EQ(wait(*es[i % 2], reqs[i], &err), Status::kDone) << err;
+    ASSERT_EQ(wait(*es[i % 2], reqs[i], &err), RequestState::kDone) << err;
   }
   for (int r = 0; r < 2; ++r) {
     for (size_t i = 0; i < used; ++i) ASSERT_EQ(out[r][i], 2.0f) << "rank " << r << " at " << i;
@@ -234,7 +235,7 @@ TEST(EngineFake, TheProgressThreadTakesOverWhenTheCallerStopsPolling) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(es[r]->stats().requests_completed, 1u) << "rank " << r;
     std::string err;
-    EXPECT_EQ(es[r]->test(req[r], &err), Status::kDone) << err;
+    EXPECT_EQ(es[r]->test(req[r], &err), RequestState::kDone) << err;
     EXPECT_EQ(out[r][499], 2.0f);
   }
 }
@@ -299,7 +300,7 @@ TEST(EngineFake, AGrantUpdateWhileRunningIsReported) {
   }
   for (int r = 0; r < 2; ++r) {
     std::string err;
-    EXPECT_EQ(es[r]->wait(h[r], std::chrono::seconds(10), &err), Status::kDone) << err;
+    EXPECT_EQ(es[r]->wait(h[r], std::chrono::seconds(10), &err), RequestState::kDone) << err;
     EXPECT_EQ(out[r], std::vector<float>(64, 2.0f));
   }
 }
@@ -431,7 +432,7 @@ TEST(EngineFake, TheEndOfAResultAlsoLandsInTheTailCopy) {
     }
     for (size_t r = 0; r < 2; ++r) {
       std::string err;
-      ASSERT_EQ(wait(*es[r], ids[r], &err), Status::kDone) << err;
+      ASSERT_EQ(wait(*es[r], ids[r], &err), RequestState::kDone) << err;
       for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(out[r][i], static_cast<float>(1000 + 2 * i));
       const auto* result = reinterpret_cast<const uint8_t*>(out[r].data());
       for (size_t k = 0; k < kBytes - from; ++k) {
@@ -464,14 +465,14 @@ TEST(EngineFake, ManyRequestsInFlightCompleteCorrectly) {
   for (int q = kReqs - 1; q >= 0; --q) {  // poll in reverse: completion order is free
     for (int r = 0; r < 2; ++r) {
       std::string err;
-      ASSERT_EQ(wait(*es[r], ids[q * 2 + r], &err), Status::kDone) << err;
+      ASSERT_EQ(wait(*es[r], ids[q * 2 + r], &err), RequestState::kDone) << err;
       for (size_t i = 0; i < out[q * 2 + r].size(); ++i) {
         ASSERT_EQ(out[q * 2 + r][i], in[q * 2][i] + in[q * 2 + 1][i]);
       }
     }
   }
   std::string err;
-  EXPECT_EQ(es[0]->test(ids[0], &err), Status::kError);  // released after kDone
+  EXPECT_EQ(es[0]->test(ids[0], &err), RequestState::kError);  // released after kDone
   EXPECT_NE(err.find("unknown request"), std::string::npos);
 }
 
@@ -483,7 +484,7 @@ TEST(EngineFake, WaitSleepsUntilTheRequestEndsOrTheLimit) {
   std::string err;
   // Rank 1 has not contributed: the request cannot end, so wait() returns at its limit.
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(es[0]->wait(q0, 100ms, &err), Status::kPending);
+  EXPECT_EQ(es[0]->wait(q0, 100ms, &err), RequestState::kPending);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 100ms);
   // Rank 1 contributes later; the sleeping waiter is woken by the completion.
   auto late = std::async(std::launch::async, [&] {
@@ -492,11 +493,11 @@ TEST(EngineFake, WaitSleepsUntilTheRequestEndsOrTheLimit) {
     std::string e;
     return wait(*es[1], q1, &e);
   });
-  ASSERT_EQ(es[0]->wait(q0, 20s, &err), Status::kDone) << err;  // woken (else kPending)
-  EXPECT_EQ(late.get(), Status::kDone);
+  ASSERT_EQ(es[0]->wait(q0, 20s, &err), RequestState::kDone) << err;  // woken (else kPending)
+  EXPECT_EQ(late.get(), RequestState::kDone);
   for (float v : out0) ASSERT_EQ(v, 3.0f);
   // Released after kDone, like test().
-  EXPECT_EQ(es[0]->wait(q0, 10ms, &err), Status::kError);
+  EXPECT_EQ(es[0]->wait(q0, 10ms, &err), RequestState::kError);
   EXPECT_NE(err.find("unknown request"), std::string::npos);
 }
 
@@ -507,14 +508,14 @@ TEST(EngineFake, AbortWakesASleepingWaiter) {
   const uint64_t q = es[0]->allreduce(in.data(), out.data(), 64, DType::kFloat32, Op::kSum);
   auto waiter = std::async(std::launch::async, [&] {
     std::string e;
-    const Status s = es[0]->wait(q, 30s, &e);
+    const RequestState s = es[0]->wait(q, 30s, &e);
     return std::make_pair(s, e);
   });
   std::this_thread::sleep_for(50ms);
   es[0]->abort("test abort");
   // Woken by the abort (its reason), not by the 30 s limit (kPending, no reason).
   const auto [st, why] = waiter.get();
-  EXPECT_EQ(st, Status::kError);
+  EXPECT_EQ(st, RequestState::kError);
   EXPECT_NE(why.find("test abort"), std::string::npos) << why;
 }
 
@@ -547,8 +548,8 @@ TEST(EngineFake, ALateRankCostsOnlyProbesNotAWindowOfResends) {
   std::this_thread::sleep_for(60ms);  // rank 1 is late: 2+4+8+16+32 ms of backoff
   const uint64_t b = es[1]->allreduce(x.data(), y1.data(), x.size(), DType::kFloat32, Op::kSum);
   std::string err;
-  ASSERT_EQ(wait(*es[0], a, &err), Status::kDone) << err;
-  ASSERT_EQ(wait(*es[1], b, &err), Status::kDone) << err;
+  ASSERT_EQ(wait(*es[0], a, &err), RequestState::kDone) << err;
+  ASSERT_EQ(wait(*es[1], b, &err), RequestState::kDone) << err;
   EXPECT_EQ(y0, std::vector<float>(x.size(), 2.f));
   // Without probing, each of the 8 packets would be resent at every backoff step (~40).
   EXPECT_LE(es[0]->stats().retransmits, 12u);
@@ -562,10 +563,10 @@ TEST(EngineFake, CountZeroIsDoneAndUnsupportedFailsAtOnce) {
   auto es = make_engines({&agg}, 1);
   std::string err;
   EXPECT_EQ(es[0]->test(es[0]->allreduce(nullptr, nullptr, 0, DType::kFloat32, Op::kSum), &err),
-            Status::kDone);
+            RequestState::kDone);
   float x = 1, y = 0;
   EXPECT_EQ(es[0]->test(es[0]->allreduce(&x, &y, 1, DType::kFloat32, Op::kMax), &err),
-            Status::kError);
+            RequestState::kError);
   EXPECT_NE(err.find("do not support " + std::string(dtype_name(DType::kFloat32)) + " max"),
             std::string::npos)
       << err;
@@ -588,7 +589,7 @@ void check_reduce(std::vector<std::unique_ptr<Engine>>& es, size_t count) {
     }
     for (size_t r = 0; r < n; ++r) {
       std::string err;
-      ASSERT_EQ(wait(*es[r], reqs[r], &err), Status::kDone) << "rank " << r << ": " << err;
+      ASSERT_EQ(wait(*es[r], reqs[r], &err), RequestState::kDone) << "rank " << r << ": " << err;
       if (r != root) {  // nothing written, in place or not
         for (size_t i = 0; i < count; ++i) {
           ASSERT_EQ(in[r][i], static_cast<int32_t>(r * 1000 + i)) << "rank " << r;
@@ -624,7 +625,7 @@ TEST(EngineFake, AStripeStartContinuesAnEarlierRequestsStriping) {
   }
   for (uint32_t r = 0; r < 2; ++r) {
     std::string err;
-    ASSERT_EQ(wait(*es[r], reqs[r], &err), Status::kDone) << err;
+    ASSERT_EQ(wait(*es[r], reqs[r], &err), RequestState::kDone) << err;
   }
   EXPECT_EQ(out, std::vector<int32_t>(48, 2));
   // One packet from each of the 2 ranks at a, two at b; a timer resend on a loaded machine
@@ -650,8 +651,8 @@ TEST(EngineFake, AnAcknowledgementNeverCompletesTheRootsPacket) {
   const uint64_t r0 = es[0]->reduce(in0.data(), out.data(), 8, DType::kInt32, Op::kSum, 0);
   const uint64_t r1 = es[1]->reduce(in1.data(), nullptr, 8, DType::kInt32, Op::kSum, 0);
   std::string err;
-  EXPECT_EQ(wait(*es[1], r1, &err), Status::kDone) << err;
-  EXPECT_EQ(wait(*es[0], r0, &err, 500ms), Status::kPending);
+  EXPECT_EQ(wait(*es[1], r1, &err), RequestState::kDone) << err;
+  EXPECT_EQ(wait(*es[0], r0, &err, 500ms), RequestState::kPending);
   EXPECT_GT(es[0]->stats().drops[static_cast<int>(proto::DropReason::kSlotMismatch)], 0u);
   EXPECT_EQ(out, std::vector<int32_t>(8, -1));
 }
@@ -662,14 +663,14 @@ TEST(EngineFake, ReduceRejectsARootOutsideTheJobAndAMissingRootBuffer) {
   int32_t x = 1, y = 0;
   std::string err;
   EXPECT_EQ(es[0]->test(es[0]->reduce(&x, &y, 1, DType::kInt32, Op::kSum, 1), &err),
-            Status::kError);
+            RequestState::kError);
   EXPECT_NE(err.find("reduce root 1 is not a rank of the 1-rank job"), std::string::npos) << err;
   EXPECT_EQ(es[0]->test(es[0]->reduce(&x, nullptr, 1, DType::kInt32, Op::kSum, 0), &err),
-            Status::kError);
+            RequestState::kError);
   EXPECT_NE(err.find("null buffer"), std::string::npos) << err;
   EXPECT_TRUE(es[0]->healthy());
   EXPECT_EQ(wait(*es[0], es[0]->reduce(&x, &y, 1, DType::kInt32, Op::kSum, 0), &err),
-            Status::kDone);
+            RequestState::kDone);
   EXPECT_EQ(y, 1);
 }
 
@@ -739,12 +740,12 @@ TEST(EngineFake, ShutdownFailsPendingAndLaterRequests) {
   const uint64_t id = es[0]->allreduce(x.data(), y.data(), x.size(), DType::kFloat32, Op::kSum);
   agg.send_shutdown();  // rank 1 never contributes: the request can only fail
   std::string err;
-  EXPECT_EQ(wait(*es[0], id, &err, 3s), Status::kError);
+  EXPECT_EQ(wait(*es[0], id, &err, 3s), RequestState::kError);
   EXPECT_EQ(err, "aggregator " + agg.endpoint() + " shut down");
   EXPECT_FALSE(es[0]->healthy(&err));
   EXPECT_EQ(es[0]->failed_aggregator(), 0);
   EXPECT_EQ(es[0]->test(es[0]->allreduce(x.data(), y.data(), 1, DType::kFloat32, Op::kSum), &err),
-            Status::kError);
+            RequestState::kError);
   EXPECT_NE(err.find("shut down"), std::string::npos);
 }
 
@@ -757,30 +758,30 @@ TEST(EngineFake, PollDoneReleasesOnlyADoneRequest) {
   const uint64_t a = es[0]->allreduce(x.data(), y0.data(), x.size(), DType::kFloat32, Op::kSum);
   const uint64_t b = es[1]->allreduce(x.data(), y1.data(), x.size(), DType::kFloat32, Op::kSum);
   const auto end = std::chrono::steady_clock::now() + 10s;
-  Status s0 = Status::kPending, s1 = Status::kPending;
-  while ((s0 == Status::kPending || s1 == Status::kPending) &&
+  RequestState s0 = RequestState::kPending, s1 = RequestState::kPending;
+  while ((s0 == RequestState::kPending || s1 == RequestState::kPending) &&
          std::chrono::steady_clock::now() < end) {
-    if (s0 == Status::kPending) s0 = es[0]->poll_done(a);
-    if (s1 == Status::kPending) s1 = es[1]->poll_done(b);
+    if (s0 == RequestState::kPending) s0 = es[0]->poll_done(a);
+    if (s1 == RequestState::kPending) s1 = es[1]->poll_done(b);
   }
-  ASSERT_EQ(s0, Status::kDone);
-  ASSERT_EQ(s1, Status::kDone);
+  ASSERT_EQ(s0, RequestState::kDone);
+  ASSERT_EQ(s1, RequestState::kDone);
   EXPECT_EQ(y0[99], 2.f);
   std::string err;
-  EXPECT_EQ(es[0]->test(a, &err), Status::kError) << "released by poll_done";
+  EXPECT_EQ(es[0]->test(a, &err), RequestState::kError) << "released by poll_done";
   EXPECT_NE(err.find("unknown request"), std::string::npos) << err;
 
   const uint64_t c = es[0]->allreduce(x.data(), y0.data(), x.size(), DType::kFloat32, Op::kSum);
   agg.send_shutdown();  // rank 1 never contributes: the request can only fail
-  Status sc = Status::kPending;
-  while (sc == Status::kPending && std::chrono::steady_clock::now() < end + 3s) {
+  RequestState sc = RequestState::kPending;
+  while (sc == RequestState::kPending && std::chrono::steady_clock::now() < end + 3s) {
     sc = es[0]->poll_done(c);
   }
-  ASSERT_EQ(sc, Status::kError);
-  EXPECT_EQ(es[0]->poll_done(c), Status::kError) << "still held";
-  EXPECT_EQ(es[0]->test(c, &err), Status::kError);
+  ASSERT_EQ(sc, RequestState::kError);
+  EXPECT_EQ(es[0]->poll_done(c), RequestState::kError) << "still held";
+  EXPECT_EQ(es[0]->test(c, &err), RequestState::kError);
   EXPECT_EQ(err, "aggregator " + agg.endpoint() + " shut down");
-  EXPECT_EQ(es[0]->test(c, &err), Status::kError);
+  EXPECT_EQ(es[0]->test(c, &err), RequestState::kError);
   EXPECT_NE(err.find("unknown request"), std::string::npos) << "released by test";
 }
 
@@ -791,7 +792,7 @@ TEST(EngineFake, ClosedControlConnectionFailsRequests) {
   const uint64_t id = es[0]->allreduce(x.data(), y.data(), x.size(), DType::kFloat32, Op::kSum);
   agg.close_connections();
   std::string err;
-  EXPECT_EQ(wait(*es[0], id, &err, 3s), Status::kError);
+  EXPECT_EQ(wait(*es[0], id, &err, 3s), RequestState::kError);
   EXPECT_EQ(err, "aggregator " + agg.endpoint() + " closed the control connection");
 }
 
@@ -808,12 +809,12 @@ TEST(EngineFake, SilentAggregatorTimesOut) {
   const uint64_t a = es[0]->allreduce(x.data(), y.data(), 10, DType::kFloat32, Op::kSum);
   const uint64_t b = es[1]->allreduce(x.data(), y.data(), 10, DType::kFloat32, Op::kSum);
   std::string err;
-  EXPECT_EQ(wait(*es[0], a, &err, 3s), Status::kError);
+  EXPECT_EQ(wait(*es[0], a, &err, 3s), RequestState::kError);
   const auto dt = std::chrono::steady_clock::now() - t0;
   EXPECT_NE(err.find("aggregator " + agg.endpoint() + " stopped answering for"), std::string::npos)
       << err;
   EXPECT_GE(dt, 300ms);  // not before the aggregator timeout; the reason names it
-  EXPECT_EQ(wait(*es[1], b, &err, 3s), Status::kError);
+  EXPECT_EQ(wait(*es[1], b, &err, 3s), RequestState::kError);
 }
 
 TEST(EngineFake, StallTimeoutFailsAPacketWithoutResult) {
@@ -822,7 +823,7 @@ TEST(EngineFake, StallTimeoutFailsAPacketWithoutResult) {
   std::vector<float> x(10, 1.f), y(10);
   const uint64_t id = es[0]->allreduce(x.data(), y.data(), 10, DType::kFloat32, Op::kSum);
   std::string err;  // rank 1 never contributes; heartbeats keep the aggregator alive
-  EXPECT_EQ(wait(*es[0], id, &err, 3s), Status::kError);
+  EXPECT_EQ(wait(*es[0], id, &err, 3s), RequestState::kError);
   EXPECT_NE(err.find("returned no result for"), std::string::npos) << err;
 }
 
@@ -834,7 +835,7 @@ TEST(EngineFake, AbortFailsPendingRequestsAndIsIdempotent) {
   es[0]->abort("communicator aborted");
   es[0]->abort("again");
   std::string err;
-  EXPECT_EQ(es[0]->test(id, &err), Status::kError);
+  EXPECT_EQ(es[0]->test(id, &err), RequestState::kError);
   EXPECT_EQ(err, "communicator aborted");
   EXPECT_EQ(es[0]->stats().requests_failed, 1u);
   EXPECT_EQ(es[0]->failed_aggregator(), -1);
@@ -849,7 +850,7 @@ TEST(EngineFake, LosingOneOfTwoAggregatorsNamesIt) {
   std::vector<float> x(100, 1.f), y(100);
   const uint64_t id = es[0]->allreduce(x.data(), y.data(), x.size(), DType::kFloat32, Op::kSum);
   std::string err;
-  EXPECT_EQ(wait(*es[0], id, &err, 3s), Status::kError);
+  EXPECT_EQ(wait(*es[0], id, &err, 3s), RequestState::kError);
   EXPECT_EQ(err, "aggregator " + b.endpoint() + " closed the control connection");
   EXPECT_EQ(es[0]->failed_aggregator(), 1);
 }

@@ -32,7 +32,7 @@ TEST(JoinAgree, ARefusingAggregatorIsLeftOutAndTheEngineRunsOnTheOthers) {
     seen = joined;
     seen_why = why;
     *agreed = joined;
-    return std::string();
+    return Status();
   };
   std::string err;
   auto e = Engine::create(c, &err);
@@ -47,9 +47,9 @@ TEST(JoinAgree, ARefusingAggregatorIsLeftOutAndTheEngineRunsOnTheOthers) {
   std::vector<float> in(1000, 2.0f), out(1000, 0.0f);
   const uint64_t h = e->allreduce(in.data(), out.data(), in.size(), DType::kFloat32, Op::kSum);
   std::string why;
-  Status st = Status::kPending;
-  for (int i = 0; i < 100 && st == Status::kPending; ++i) st = e->wait(h, 100ms, &why);
-  ASSERT_EQ(st, Status::kDone) << why;
+  RequestState st = RequestState::kPending;
+  for (int i = 0; i < 100 && st == RequestState::kPending; ++i) st = e->wait(h, 100ms, &why);
+  ASSERT_EQ(st, RequestState::kDone) << why;
   for (float v : out) ASSERT_EQ(v, 2.0f);
 }
 
@@ -71,7 +71,7 @@ TEST(JoinAgree, TheEngineKeepsOnlyTheAgreedSet) {
   c.join_agree = [](uint64_t joined, const std::string&, uint64_t* agreed) {
     EXPECT_EQ(joined, 0b11u);
     *agreed = 0b01;
-    return std::string();
+    return Status();
   };
   std::string err;
   auto e = Engine::create(c, &err);
@@ -81,7 +81,7 @@ TEST(JoinAgree, TheEngineKeepsOnlyTheAgreedSet) {
   e.reset();
   c.join_agree = [](uint64_t, const std::string&, uint64_t* agreed) {
     *agreed = 0;
-    return std::string();
+    return Status();
   };
   EXPECT_EQ(Engine::create(c, &err), nullptr);
   EXPECT_NE(err.find("no aggregator joined on every rank"), std::string::npos) << err;
@@ -105,7 +105,7 @@ TEST(JoinAgree, APeersOutcomeEndsTheWaitForAnAggregatorItLacks) {
   c.join_agree = [&](uint64_t joined, const std::string& w, uint64_t* agreed) {
     why = w;
     *agreed = joined;
-    return std::string();
+    return Status();
   };
   std::string err;
   EXPECT_EQ(Engine::create(c, &err), nullptr);  // given up (below), not the 30 s join timeout

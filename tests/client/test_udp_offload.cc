@@ -47,7 +47,7 @@ TEST(UdpOffloadRuns, BoundedBySegmentsAndBytes) {
 class Receiver {
  public:
   explicit Receiver(bool offload) {
-    EXPECT_EQ(ch_.open("127.0.0.1", 4 << 20, 9000, &ctr_, offload), "");
+    EXPECT_TRUE(ch_.open("127.0.0.1", 4 << 20, 9000, &ctr_, offload).ok());
     addr_.sin_family = AF_INET;
     addr_.sin_port = htons(ch_.port());
     ::inet_pton(AF_INET, "127.0.0.1", &addr_.sin_addr);
@@ -78,7 +78,7 @@ std::vector<uint8_t> datagram_bytes(uint32_t i, uint32_t payload_len) {
 void round_trip(bool offload) {
   Counters sctr;
   UdpChannel sender;
-  ASSERT_EQ(sender.open("127.0.0.1", 4 << 20, 9000, &sctr, offload), "");
+  ASSERT_TRUE(sender.open("127.0.0.1", 4 << 20, 9000, &sctr, offload).ok());
   Receiver a(offload), b(offload);
   // Runs of equal sizes ended by a short datagram, destinations alternating in blocks.
   std::vector<std::vector<uint8_t>> bytes;
@@ -127,7 +127,7 @@ TEST(UdpOffloadChannel, KernelHasGsoAndGroHere) {
   // trips above, plain.
   Counters c;
   UdpChannel ch;
-  ASSERT_EQ(ch.open("127.0.0.1", 1 << 20, 9000, &c, true), "");
+  ASSERT_TRUE(ch.open("127.0.0.1", 1 << 20, 9000, &c, true).ok());
   EXPECT_TRUE(ch.gso());
   EXPECT_TRUE(ch.gro());
 }

@@ -29,11 +29,11 @@ std::string wait_for(client::Engine& e, uint64_t id, double timeout_s) {
     std::string err;
     // The engine polls (busy-poll time, ClientConfig::spin_us) and then sleeps until the
     // request finishes or the slice ends: no sleep of our own adds its timer slack.
-    const client::Status st = e.wait(id, std::chrono::milliseconds(1), &err);
-    if (st == client::Status::kDone) {
+    const client::RequestState st = e.wait(id, std::chrono::milliseconds(1), &err);
+    if (st == client::RequestState::kDone) {
       return "";
     }
-    if (st == client::Status::kError) {
+    if (st == client::RequestState::kError) {
       return err;
     }
     if (Clock::now() - t0 > limit) {

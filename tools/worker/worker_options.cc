@@ -218,9 +218,8 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
                std::to_string(c.n_workers) + ")";
     return 2;
   }
-  const std::string v = client::validate(c);
-  if (!v.empty()) {
-    *message = v;
+  if (const Status v = client::validate(c); !v.ok()) {
+    *message = v.message();
     return 2;
   }
   return -1;

@@ -36,26 +36,26 @@ bool parse_endpoints(std::string_view list, std::vector<Endpoint>* out, std::str
   if (trim(list).empty()) {
     return fail("empty aggregator list");
   }
-  // One "host:port" into *ep (host and port only), or a message.
-  auto one = [](std::string_view item, Endpoint* ep) -> std::string {
+  // One "host:port" into *ep (host and port only), or what is wrong with it.
+  auto one = [](std::string_view item, Endpoint* ep) -> Status {
     if (item.empty()) {
-      return "empty endpoint";
+      return invalid_argument("empty endpoint");
     }
     const size_t colon = item.rfind(':');
     if (colon == std::string_view::npos || colon == 0) {
-      return "aggregator '" + std::string(item) + "' is not host:port";
+      return invalid_argument("aggregator '" + std::string(item) + "' is not host:port");
     }
     const std::string_view port_s = item.substr(colon + 1);
     unsigned port = 0;
     const auto [p, ec] = std::from_chars(port_s.data(), port_s.data() + port_s.size(), port);
     if (ec != std::errc() || p != port_s.data() + port_s.size() || port == 0 || port > 65535) {
-      return "aggregator '" + std::string(item) + "' has an invalid port";
+      return invalid_argument("aggregator '" + std::string(item) + "' has an invalid port");
     }
     *ep = Endpoint{std::string(item.substr(0, colon)), static_cast<uint16_t>(port)};
     if (ep->host.find(':') != std::string::npos) {
-      return "aggregator '" + std::string(item) + "': IPv6 is not supported";
+      return invalid_argument("aggregator '" + std::string(item) + "': IPv6 is not supported");
     }
-    return "";
+    return {};
   };
   size_t pos = 0;
   while (pos <= list.size()) {
@@ -82,8 +82,8 @@ bool parse_endpoints(std::string_view list, std::vector<Endpoint>* out, std::str
     Endpoint ep;
     for (size_t level = 0; level < chain.size(); ++level) {
       Endpoint e;
-      if (std::string err = one(chain[level], &e); !err.empty()) {
-        return fail(err + (chain.size() > 1 ? " (in '" + std::string(item) + "')" : ""));
+      if (Status st = one(chain[level], &e); !st.ok()) {
+        return fail(st.message() + (chain.size() > 1 ? " (in '" + std::string(item) + "')" : ""));
       }
       if (level == 0) {
         ep = std::move(e);
@@ -101,86 +101,88 @@ bool parse_endpoints(std::string_view list, std::vector<Endpoint>* out, std::str
   return true;
 }
 
-std::string validate(const ClientConfig& c) {
+Status validate(const ClientConfig& c) {
   if (c.aggregators.empty()) {
-    return "no aggregators configured";
+    return invalid_argument("no aggregators configured");
   }
   if (c.min_version == 0 || c.min_version > c.max_version) {
-    return "invalid protocol version range " + std::to_string(c.min_version) + ".." +
-           std::to_string(c.max_version);
+    return invalid_argument("invalid protocol version range " + std::to_string(c.min_version) +
+                            ".." + std::to_string(c.max_version));
   }
   if (c.aggregators.size() > 64) {
-    return "more than 64 aggregators";
+    return invalid_argument("more than 64 aggregators");
   }
   if (c.n_workers == 0 || c.n_workers > proto::kMaxWorkersPerJob) {
-    return "n_workers must be 1.." + std::to_string(proto::kMaxWorkersPerJob);
+    return invalid_argument("n_workers must be 1.." + std::to_string(proto::kMaxWorkersPerJob));
   }
   if (c.rank >= c.n_workers) {
-    return "rank must be < n_workers";
+    return invalid_argument("rank must be < n_workers");
   }
   if (!c.served_ranks.empty() && c.served_ranks.size() != c.aggregators.size()) {
-    return "served_ranks must name one count per aggregator";
+    return invalid_argument("served_ranks must name one count per aggregator");
   }
   for (uint32_t s : c.served_ranks) {
-    if (s == 0 || s > c.n_workers) return "served_ranks must be 1..n_workers";
+    if (s == 0 || s > c.n_workers) return invalid_argument("served_ranks must be 1..n_workers");
   }
   if (!c.served_up_ranks.empty() && (c.served_up_ranks.size() != c.aggregators.size() ||
                                      c.served_ranks.size() != c.aggregators.size())) {
-    return "served_up_ranks needs served_ranks and one list per aggregator";
+    return invalid_argument("served_up_ranks needs served_ranks and one list per aggregator");
   }
   for (size_t i = 0; i < c.served_up_ranks.size(); ++i) {
     const std::vector<uint32_t>& up = c.served_up_ranks[i];
     if (up.size() > proto::kMaxTreeLevelsUp) {
-      return "served_up_ranks: at most " + std::to_string(proto::kMaxTreeLevelsUp) + " levels";
+      return invalid_argument("served_up_ranks: at most " +
+                              std::to_string(proto::kMaxTreeLevelsUp) + " levels");
     }
     uint32_t below = c.served_ranks[i];
     for (uint32_t s : up) {
       if (s < below || s > c.n_workers) {
-        return "served_up_ranks must grow level by level, from served_ranks to n_workers";
+        return invalid_argument(
+            "served_up_ranks must grow level by level, from served_ranks to n_workers");
       }
       below = s;
     }
   }
   if (c.window_slots == 0 || c.window_slots > (1u << 20)) {
-    return "window_slots must be 1..2^20";
+    return invalid_argument("window_slots must be 1..2^20");
   }
   if (c.payload_bytes == 0 || c.payload_bytes > proto::kMaxPayloadBytes) {
-    return "payload_bytes must be 1.." + std::to_string(proto::kMaxPayloadBytes);
+    return invalid_argument("payload_bytes must be 1.." + std::to_string(proto::kMaxPayloadBytes));
   }
   if (c.rto_initial.count() <= 0 || c.rto_max < c.rto_initial) {
-    return "need 0 < rto_initial <= rto_max";
+    return invalid_argument("need 0 < rto_initial <= rto_max");
   }
   if (c.rto_min.count() <= 0) {
-    return "rto_min must be > 0";
+    return invalid_argument("rto_min must be > 0");
   }
   const CongestionConfig& cc = c.congestion;
   if (cc.initial_window == 0 || cc.min_window == 0) {
-    return "congestion initial_window and min_window must be >= 1";
+    return invalid_argument("congestion initial_window and min_window must be >= 1");
   }
   if (!(cc.decrease > 0 && cc.decrease < 1)) {
-    return "congestion decrease must be in (0, 1)";
+    return invalid_argument("congestion decrease must be in (0, 1)");
   }
   if (c.rto_max.count() > 60'000'000) {
-    return "rto_max must be <= 60 s";
+    return invalid_argument("rto_max must be <= 60 s");
   }
   if (c.aggregator_timeout.count() <= 0) {
-    return "aggregator_timeout must be > 0";
+    return invalid_argument("aggregator_timeout must be > 0");
   }
   if (c.heartbeat_interval.count() <= 0) {
-    return "heartbeat_interval must be > 0";
+    return invalid_argument("heartbeat_interval must be > 0");
   }
   if (c.join_timeout.count() <= 0 || c.join_timeout.count() > 0xFFFFFFFFll) {
-    return "join_timeout must be 1 ms .. 2^32 ms";
+    return invalid_argument("join_timeout must be 1 ms .. 2^32 ms");
   }
   if (c.connect_timeout.count() <= 0) {
-    return "connect_timeout must be > 0";
+    return invalid_argument("connect_timeout must be > 0");
   }
   if (c.stall_timeout.count() < 0) {
-    return "stall_timeout must be >= 0";
+    return invalid_argument("stall_timeout must be >= 0");
   }
   in_addr a{};
   if (::inet_pton(AF_INET, c.bind_addr.c_str(), &a) != 1) {
-    return "bind_addr '" + c.bind_addr + "' is not an IPv4 address";
+    return invalid_argument("bind_addr '" + c.bind_addr + "' is not an IPv4 address");
   }
   return check_faults(c);
 }

@@ -32,10 +32,10 @@ int ms_until(int64_t deadline_ns) {
   return static_cast<int>((left + 999'999) / 1'000'000);
 }
 
-std::string resolve(const std::string& host, sockaddr_in* out) {
+Status resolve(const std::string& host, sockaddr_in* out) {
   out->sin_family = AF_INET;
   if (::inet_pton(AF_INET, host.c_str(), &out->sin_addr) == 1) {
-    return "";
+    return {};
   }
   addrinfo hints{};
   hints.ai_family = AF_INET;
@@ -43,11 +43,11 @@ std::string resolve(const std::string& host, sockaddr_in* out) {
   addrinfo* res = nullptr;
   const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
   if (rc != 0 || res == nullptr) {
-    return "cannot resolve '" + host + "': " + ::gai_strerror(rc);
+    return unavailable("cannot resolve '" + host + "': " + ::gai_strerror(rc));
   }
   out->sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
   ::freeaddrinfo(res);
-  return "";
+  return {};
 }
 
 }  // namespace
@@ -61,15 +61,12 @@ void ControlChannel::close() {
   fd_ = -1;
 }
 
-std::string ControlChannel::connect(const Endpoint& ep, int64_t deadline_ns, int* error) {
+Status ControlChannel::connect(const Endpoint& ep, int64_t deadline_ns, int* error) {
   close();
   int ignored = 0;
   int& code = error != nullptr ? *error : ignored;
   code = 0;
-  std::string err = resolve(ep.host, &peer_);
-  if (!err.empty()) {
-    return err;
-  }
+  CFX_TRY(resolve(ep.host, &peer_));
   peer_.sin_port = htons(ep.port);
   char ip[INET_ADDRSTRLEN] = {};
   ::inet_ntop(AF_INET, &peer_.sin_addr, ip, sizeof ip);
@@ -78,14 +75,14 @@ std::string ControlChannel::connect(const Endpoint& ep, int64_t deadline_ns, int
   fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) {
     code = errno;
-    return std::string("socket: ") + errno_text(code);
+    return system_error(std::string("socket: ") + errno_text(code));
   }
   const int one = 1;
   ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   if (::connect(fd_, reinterpret_cast<sockaddr*>(&peer_), sizeof peer_) != 0) {
     if (errno != EINPROGRESS) {
       code = errno;
-      return errno_text(code);
+      return unavailable(errno_text(code));
     }
     pollfd p{fd_, POLLOUT, 0};
     int r;
@@ -94,17 +91,17 @@ std::string ControlChannel::connect(const Endpoint& ep, int64_t deadline_ns, int
     } while (r < 0 && errno == EINTR);
     if (r == 0) {
       code = ETIMEDOUT;
-      return "connect timed out";
+      return timed_out("connect timed out");
     }
     int soerr = 0;
     socklen_t len = sizeof soerr;
     ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &soerr, &len);
     if (soerr != 0) {
       code = soerr;
-      return errno_text(soerr);
+      return unavailable(errno_text(soerr));
     }
   }
-  return "";
+  return {};
 }
 
 bool ControlChannel::parse_buffered(proto::ControlMsg* msg, Rx* rx, std::string* err) {
@@ -162,21 +159,24 @@ ControlChannel::Rx ControlChannel::poll_message(proto::ControlMsg* msg, std::str
   }
 }
 
-std::string ControlChannel::recv_blocking(proto::ControlMsg* msg, int64_t deadline_ns, Rx* how) {
+Status ControlChannel::recv_blocking(proto::ControlMsg* msg, int64_t deadline_ns, Rx* how) {
   Rx ignored = Rx::kNone;
   Rx& out = how != nullptr ? *how : ignored;
   for (;;) {
     std::string err;
     out = poll_message(msg, &err);
     if (out == Rx::kMessage) {
-      return "";
+      return {};
     }
-    if (out != Rx::kNone) {
-      return err;
+    if (out == Rx::kClosed) {
+      return unavailable(std::move(err));
+    }
+    if (out == Rx::kError) {
+      return refused(std::move(err));  // the peer sent what is not a control frame
     }
     const int wait = ms_until(deadline_ns);
     if (wait == 0) {
-      return "timed out";
+      return timed_out("timed out");
     }
     pollfd p{fd_, POLLIN, 0};
     ::poll(&p, 1, wait);

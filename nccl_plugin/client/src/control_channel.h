@@ -28,14 +28,14 @@ class ControlChannel {
   ControlChannel& operator=(const ControlChannel&) = delete;
 
   // Resolves ep (IPv4) and connects, waiting at most until deadline_ns (now_ns() clock).
-  // Returns "" or the reason ("Connection refused", "connect timed out", ...); *error gets the
+  // Returns ok or the reason ("Connection refused", "connect timed out", ...); *error gets the
   // errno of a failed connect (ETIMEDOUT for the deadline; 0 for a name that did not resolve).
-  std::string connect(const Endpoint& ep, int64_t deadline_ns, int* error = nullptr);
+  Status connect(const Endpoint& ep, int64_t deadline_ns, int* error = nullptr);
 
-  // Waits for one whole message until deadline_ns. Returns "" or the reason; *how gets kClosed
-  // when the peer closed or reset the connection, kError for a malformed frame, kNone for the
-  // deadline.
-  std::string recv_blocking(proto::ControlMsg* msg, int64_t deadline_ns, Rx* how = nullptr);
+  // Waits for one whole message until deadline_ns. Returns ok or the reason; *how gets kClosed
+  // when the peer closed or reset the connection (unavailable), kError for a malformed frame
+  // (refused), kNone for the deadline (timed_out).
+  Status recv_blocking(proto::ControlMsg* msg, int64_t deadline_ns, Rx* how = nullptr);
 
   // Takes one buffered or readable message without blocking. kError/kClosed set *err.
   Rx poll_message(proto::ControlMsg* msg, std::string* err);

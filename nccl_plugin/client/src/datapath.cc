@@ -288,7 +288,7 @@ void Progress::on_result(const uint8_t* data, size_t len, bool truncated, int64_
   g->window.complete(slot);
   Counters::add(c.results_accepted);
   if (--r->results_pending == 0) {
-    finish(r, Status::kDone, "");
+    finish(r, RequestState::kDone, "");
   }
 }
 

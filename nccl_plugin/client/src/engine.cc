@@ -71,18 +71,6 @@ void Shared::wake() {
   [[maybe_unused]] ssize_t r = ::write(wake_fd, &one, sizeof one);
 }
 
-std::string_view status_name(Status s) {
-  switch (s) {
-    case Status::kPending:
-      return "pending";
-    case Status::kDone:
-      return "done";
-    case Status::kError:
-      return "error";
-  }
-  return "unknown";
-}
-
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Engine::~Engine() = default;
@@ -91,8 +79,8 @@ namespace {
 
 // Keeps the aggregators every rank joined (ClientConfig::join_agree); closing the others'
 // control connections ends this rank's part of their jobs.
-std::string keep_agreed(const ClientConfig& cfg, const std::string& refused,
-                        std::vector<JoinedAggregator>* joined) {
+Status keep_agreed(const ClientConfig& cfg, const std::string& refused,
+                   std::vector<JoinedAggregator>* joined) {
   uint64_t mine = 0;
   for (size_t i = 0; i < joined->size(); ++i) {
     if ((*joined)[i].ctl) {
@@ -100,10 +88,7 @@ std::string keep_agreed(const ClientConfig& cfg, const std::string& refused,
     }
   }
   uint64_t agreed = 0;
-  std::string err = cfg.join_agree(mine, refused, &agreed);
-  if (!err.empty()) {
-    return err;
-  }
+  CFX_TRY(cfg.join_agree(mine, refused, &agreed));
   std::vector<JoinedAggregator> kept;
   for (size_t i = 0; i < joined->size(); ++i) {
     if (((agreed & mine) >> i) & 1) {
@@ -112,9 +97,10 @@ std::string keep_agreed(const ClientConfig& cfg, const std::string& refused,
   }
   *joined = std::move(kept);
   if (joined->empty()) {
-    return "no aggregator joined on every rank" + (refused.empty() ? "" : ": " + refused);
+    return unavailable("no aggregator joined on every rank" +
+                       (refused.empty() ? "" : ": " + refused));
   }
-  return "";
+  return {};
 }
 
 // The engine's INFO line on what it joined, and a warning when the UDP receive buffer cannot
@@ -165,32 +151,29 @@ std::unique_ptr<Engine> Engine::create(const ClientConfig& user_cfg, std::string
     cfg.heartbeat_interval =
         std::min(cfg.heartbeat_interval,
                  std::chrono::duration_cast<std::chrono::milliseconds>(cfg.aggregator_timeout / 2));
-    std::string err = validate(cfg);
-    if (!err.empty()) {
-      return fail("invalid client config: " + err);
+    if (Status st = validate(cfg); !st.ok()) {
+      return fail("invalid client config: " + st.message());
     }
     auto impl = std::make_unique<Impl>(cfg);
     impl->sh.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (impl->sh.wake_fd < 0) {
       return fail("eventfd failed");
     }
-    err =
-        impl->udp.open(cfg.bind_addr, cfg.socket_buffer_bytes,
-                       proto::kDataHeaderSize + cfg.payload_bytes, &impl->sh.ctr, cfg.udp_offload);
-    if (!err.empty()) {
-      return fail(err);
+    if (Status st = impl->udp.open(cfg.bind_addr, cfg.socket_buffer_bytes,
+                                   proto::kDataHeaderSize + cfg.payload_bytes, &impl->sh.ctr,
+                                   cfg.udp_offload);
+        !st.ok()) {
+      return fail(st.message());
     }
     arm_faults(impl->udp, cfg);
 
     std::vector<JoinedAggregator> joined;
     std::string refused;
-    err = join_all(cfg, impl->udp.port(), &joined, &refused);
-    if (err.empty() && cfg.join_agree) err = keep_agreed(cfg, refused, &joined);
-    if (err.empty()) {
-      err = agree_multicast(cfg, &impl->sh.ctr, &joined);
-    }
-    if (!err.empty()) {
-      return fail(err);
+    Status st = join_all(cfg, impl->udp.port(), &joined, &refused);
+    if (st.ok() && cfg.join_agree) st = keep_agreed(cfg, refused, &joined);
+    if (st.ok()) st = agree_multicast(cfg, &impl->sh.ctr, &joined);
+    if (!st.ok()) {
+      return fail(st.message());
     }
 
     impl->payload_bytes = UINT32_MAX;
@@ -267,9 +250,9 @@ uint64_t Engine::submit(const void* send, void* recv, size_t count, DType dtype,
       }
       if (!r->early_error.empty()) {
         r->error = r->early_error;
-        r->state.store(Status::kError, std::memory_order_release);
+        r->state.store(RequestState::kError, std::memory_order_release);
       } else if (r->plan.n_packets == 0) {
-        r->state.store(Status::kDone, std::memory_order_release);  // count == 0
+        r->state.store(RequestState::kDone, std::memory_order_release);  // count == 0
       } else {
         sh.submitted.push_back(r);
         sh.has_submissions.store(true, std::memory_order_seq_cst);
@@ -290,30 +273,31 @@ uint64_t Engine::submit(const void* send, void* recv, size_t count, DType dtype,
   }
 }
 
-Status Engine::test(uint64_t request, std::string* error) {
+RequestState Engine::test(uint64_t request, std::string* error) {
   return wait(request, std::chrono::microseconds(0), error);
 }
 
-Status Engine::poll_done(uint64_t request) {
+RequestState Engine::poll_done(uint64_t request) {
   Shared& sh = impl_->sh;
   try {
     impl_->caller_step();
     std::lock_guard<std::mutex> lk(sh.mu);
     const auto it = sh.requests.find(request);
     if (it == sh.requests.end()) {
-      return Status::kError;
+      return RequestState::kError;
     }
-    const Status st = it->second->state.load(std::memory_order_acquire);
-    if (st == Status::kDone) {
+    const RequestState st = it->second->state.load(std::memory_order_acquire);
+    if (st == RequestState::kDone) {
       sh.requests.erase(it);
     }
     return st;
   } catch (...) {
-    return Status::kError;  // the handle stays for wait() to report
+    return RequestState::kError;  // the handle stays for wait() to report
   }
 }
 
-Status Engine::wait(uint64_t request, std::chrono::microseconds max_wait, std::string* error) {
+RequestState Engine::wait(uint64_t request, std::chrono::microseconds max_wait,
+                          std::string* error) {
   Shared& sh = impl_->sh;
   try {
     const auto deadline = std::chrono::steady_clock::now() + max_wait;  // polling counts too
@@ -324,11 +308,11 @@ Status Engine::wait(uint64_t request, std::chrono::microseconds max_wait, std::s
       if (error != nullptr) {
         *error = "unknown request " + std::to_string(request);
       }
-      return Status::kError;
+      return RequestState::kError;
     }
     const std::shared_ptr<Request> r = it->second;
     if (max_wait.count() > 0 && sh.cfg.caller_progress &&
-        r->state.load(std::memory_order_acquire) == Status::kPending) {
+        r->state.load(std::memory_order_acquire) == RequestState::kPending) {
       // Poll for up to the spin time (a small request's result is a round trip away), then
       // hand the I/O back and sleep. A bulk request's packets are paced by the link: its
       // waiter sleeps at once, and the progress thread wakes for each packet.
@@ -336,35 +320,36 @@ Status Engine::wait(uint64_t request, std::chrono::microseconds max_wait, std::s
       if (r->bytes() <= sh.cfg.spin_max_bytes) {
         const auto until = std::min(
             deadline, std::chrono::steady_clock::now() + std::chrono::microseconds(sh.cfg.spin_us));
-        while (r->state.load(std::memory_order_acquire) == Status::kPending &&
+        while (r->state.load(std::memory_order_acquire) == RequestState::kPending &&
                std::chrono::steady_clock::now() < until) {
           std::this_thread::yield();
           impl_->caller_step();
         }
       }
-      if (r->state.load(std::memory_order_acquire) == Status::kPending) {
+      if (r->state.load(std::memory_order_acquire) == RequestState::kPending) {
         impl_->caller_leaves();
       }
       lk.lock();
     }
-    if (max_wait.count() > 0 && r->state.load(std::memory_order_seq_cst) == Status::kPending) {
+    if (max_wait.count() > 0 &&
+        r->state.load(std::memory_order_seq_cst) == RequestState::kPending) {
       sh.waiters.fetch_add(1, std::memory_order_seq_cst);
       sh.done_cv.wait_until(lk, deadline, [&] {
-        return r->state.load(std::memory_order_seq_cst) != Status::kPending;
+        return r->state.load(std::memory_order_seq_cst) != RequestState::kPending;
       });
       sh.waiters.fetch_sub(1, std::memory_order_seq_cst);
     }
-    const Status st = r->state.load(std::memory_order_acquire);
-    if (st == Status::kPending) {
+    const RequestState st = r->state.load(std::memory_order_acquire);
+    if (st == RequestState::kPending) {
       return st;
     }
-    if (st == Status::kError && error != nullptr) {
+    if (st == RequestState::kError && error != nullptr) {
       *error = r->error;
     }
     sh.requests.erase(request);
     return st;
   } catch (...) {
-    return Status::kError;  // out of memory copying the message
+    return RequestState::kError;  // out of memory copying the message
   }
 }
 

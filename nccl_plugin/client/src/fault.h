@@ -33,18 +33,18 @@ void arm_group_faults(Channel& ch, const ClientConfig& c) {
   ch.set_faults(f, c.rank);
 }
 
-// validate()'s part: "" or what is wrong with c.faults.
-inline std::string check_faults(const ClientConfig& c) {
+// validate()'s part: what is wrong with c.faults, if anything.
+inline Status check_faults(const ClientConfig& c) {
   const FaultInjection& f = c.faults;
   for (double p : {f.drop, f.dup, f.reorder, f.multicast_drop}) {
     if (!(p >= 0 && p <= 1)) {
-      return "fault probabilities must be in [0, 1]";
+      return invalid_argument("fault probabilities must be in [0, 1]");
     }
   }
   if (f.drop + f.dup + f.reorder > 1) {
-    return "fault probabilities must sum to <= 1";
+    return invalid_argument("fault probabilities must sum to <= 1");
   }
-  return "";
+  return {};
 }
 
 class FaultInjector {
@@ -96,7 +96,7 @@ template <typename Channel>
 void arm_faults(Channel&, const ClientConfig&) {}
 template <typename Channel>
 void arm_group_faults(Channel&, const ClientConfig&) {}
-inline std::string check_faults(const ClientConfig&) { return ""; }
+inline Status check_faults(const ClientConfig&) { return {}; }
 
 class FaultInjector {
  public:

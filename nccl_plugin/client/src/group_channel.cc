@@ -10,11 +10,9 @@
 
 namespace conflux::client {
 
-std::string UdpChannel::open_group(const sockaddr_in& group, in_addr iface, int buf_bytes,
-                                   size_t max_datagram, Counters* counters, bool offload) {
-  if (std::string err = create_socket(buf_bytes, max_datagram, counters); !err.empty()) {
-    return err;
-  }
+Status UdpChannel::open_group(const sockaddr_in& group, in_addr iface, int buf_bytes,
+                              size_t max_datagram, Counters* counters, bool offload) {
+  CFX_TRY(create_socket(buf_bytes, max_datagram, counters));
   char name[INET_ADDRSTRLEN] = "?";
   ::inet_ntop(AF_INET, &group.sin_addr, name, sizeof name);
   const std::string where = std::string(name) + ":" + std::to_string(ntohs(group.sin_port));
@@ -23,20 +21,20 @@ std::string UdpChannel::open_group(const sockaddr_in& group, in_addr iface, int 
   const int one = 1;
   ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (::bind(fd_, reinterpret_cast<const sockaddr*>(&group), sizeof group) != 0) {
-    return "UDP bind to multicast group " + where + ": " + errno_text(errno);
+    return system_error("UDP bind to multicast group " + where + ": " + errno_text(errno));
   }
   ip_mreq m{};
   m.imr_multiaddr = group.sin_addr;
   m.imr_interface = iface;
   if (::setsockopt(fd_, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) != 0) {
-    return "joining multicast group " + where + ": " + errno_text(errno);
+    return system_error("joining multicast group " + where + ": " + errno_text(errno));
   }
   membership_ = m;
   port_ = ntohs(group.sin_port);
   if (offload) {
     gro_ = udp_offload::enable_gro(fd_);
   }
-  return "";
+  return {};
 }
 
 }  // namespace conflux::client

@@ -38,92 +38,88 @@ struct Retry {
 };
 
 // One attempt: connect and read ServerHello. *failure says whether another may help.
-std::string hello_once(const ClientConfig& cfg, size_t i, JoinedAggregator* ja,
-                       proto::ServerHello* h, ConnectFailure* failure) {
+Status hello_once(const ClientConfig& cfg, size_t i, JoinedAggregator* ja, proto::ServerHello* h,
+                  ConnectFailure* failure) {
   *failure = ConnectFailure::kFinal;
   const int64_t connect_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.connect_timeout).count();
   ja->ctl = std::make_unique<ControlChannel>();
   int code = 0;
-  std::string err = ja->ctl->connect(cfg.aggregators[i], now_ns() + connect_ns, &code);
-  if (!err.empty()) {
+  if (Status st = ja->ctl->connect(cfg.aggregators[i], now_ns() + connect_ns, &code); !st.ok()) {
     if (code == ECONNREFUSED) {
       *failure = ConnectFailure::kRefused;
     } else if (code == ECONNRESET || code == ECONNABORTED || code == EPIPE) {
       *failure = ConnectFailure::kDropped;
     }
-    return name(cfg, i) + ": cannot connect: " + err;
+    return st.prefixed(name(cfg, i) + ": cannot connect: ");
   }
   ControlMsg m;
   ControlChannel::Rx how = ControlChannel::Rx::kNone;
-  err = ja->ctl->recv_blocking(&m, now_ns() + connect_ns, &how);
-  if (!err.empty()) {
+  if (Status st = ja->ctl->recv_blocking(&m, now_ns() + connect_ns, &how); !st.ok()) {
     // Closed or reset before a word: shed by a busy aggregator. A timeout or a frame that does
     // not parse (another protocol version) is final.
     if (how == ControlChannel::Rx::kClosed) {
       *failure = ConnectFailure::kDropped;
     }
-    return name(cfg, i) + ": no ServerHello: " + err;
+    return st.prefixed(name(cfg, i) + ": no ServerHello: ");
   }
   if (const auto* e = std::get_if<proto::Error>(&m)) {
-    return name(cfg, i) + " refused the connection: " + error_text(*e);
+    return refused(name(cfg, i) + " refused the connection: " + error_text(*e));
   }
   const auto* sh = std::get_if<proto::ServerHello>(&m);
   if (sh == nullptr) {
-    return name(cfg, i) + ": expected ServerHello, got " +
-           std::string(proto::msg_type_name(proto::msg_type(m)));
+    return refused(name(cfg, i) + ": expected ServerHello, got " +
+                   std::string(proto::msg_type_name(proto::msg_type(m))));
   }
   if (sh->auth_required != 0 && cfg.secret.empty()) {
-    return name(cfg, i) + " requires authentication but no secret is configured";
+    return invalid_argument(name(cfg, i) + " requires authentication but no secret is configured");
   }
   *h = *sh;
-  return "";
+  return {};
 }
 
-// After an attempt that failed with `err`: waits out the backoff and returns "" when another
+// After an attempt that failed with `err`: waits out the backoff and returns ok when another
 // attempt may start, else the final error (with the attempts made). Logs the first retry of
 // each aggregator once, as a warning.
-std::string back_off(const ClientConfig& cfg, size_t i, ConnectFailure f, const std::string& err,
-                     Retry* r) {
+Status back_off(const ClientConfig& cfg, ConnectFailure f, const Status& err, Retry* r) {
   const int64_t now = now_ns();
   const int64_t at = r->backoff.next_attempt(f, now);
   if (at < 0) {
     if (r->backoff.failures() <= 1) {
       return err;
     }
-    return err + " (after " + std::to_string(r->backoff.failures()) + " attempts in " +
-           std::to_string((now - r->start_ns) / 1'000'000) + " ms)";
+    return Status(err.code(), err.message() + " (after " + std::to_string(r->backoff.failures()) +
+                                  " attempts in " +
+                                  std::to_string((now - r->start_ns) / 1'000'000) + " ms)");
   }
   if (!r->told && cfg.log) {
     r->told = true;
     cfg.log(LogLevel::kWarn,
-            err + "; connecting again with backoff (10 ms doubling to 500 ms) until " +
+            err.message() + "; connecting again with backoff (10 ms doubling to 500 ms) until " +
                 (f == ConnectFailure::kRefused
                      ? "connect_timeout (" + std::to_string(cfg.connect_timeout.count()) + " ms)"
                      : "the join timeout (" + std::to_string(cfg.join_timeout.count()) + " ms)"));
   }
   std::this_thread::sleep_for(std::chrono::nanoseconds(at - now));
-  return "";
+  return {};
 }
 
 // Connects and reads ServerHello, connecting again while the aggregator refuses or drops the
 // connection (connect_retry.h).
-std::string hello(const ClientConfig& cfg, size_t i, JoinedAggregator* ja, proto::ServerHello* h,
-                  Retry* r) {
+Status hello(const ClientConfig& cfg, size_t i, JoinedAggregator* ja, proto::ServerHello* h,
+             Retry* r) {
   for (;;) {
     ConnectFailure f = ConnectFailure::kFinal;
-    const std::string err = hello_once(cfg, i, ja, h, &f);
-    if (err.empty()) {
+    const Status err = hello_once(cfg, i, ja, h, &f);
+    if (err.ok()) {
       if (r->told && cfg.log) {
         cfg.log(LogLevel::kInfo, name(cfg, i) + ": connected after " +
                                      std::to_string(r->backoff.failures() + 1) + " attempts in " +
                                      std::to_string((now_ns() - r->start_ns) / 1'000'000) + " ms");
       }
-      return "";
+      return {};
     }
-    if (std::string final_err = back_off(cfg, i, f, err, r); !final_err.empty()) {
-      return final_err;
-    }
+    CFX_TRY(back_off(cfg, f, err, r));
   }
 }
 
@@ -163,29 +159,30 @@ proto::Join make_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, uint
   return j;
 }
 
-std::string accept_ack(const ClientConfig& cfg, size_t i, const proto::JoinAck& a,
-                       JoinedAggregator* ja) {
+Status accept_ack(const ClientConfig& cfg, size_t i, const proto::JoinAck& a,
+                  JoinedAggregator* ja) {
   if (a.status != proto::Status::kOk) {
-    return name(cfg, i) + " refused Join: " + std::string(proto::status_name(a.status));
+    return refused(name(cfg, i) + " refused Join: " + std::string(proto::status_name(a.status)));
   }
   if (a.granted_slots == 0 || a.payload_bytes == 0 || a.payload_bytes > cfg.payload_bytes ||
       a.ports.empty()) {
-    return name(cfg, i) + " sent an invalid JoinAck: " + proto::to_string(ControlMsg{a});
+    return refused(name(cfg, i) + " sent an invalid JoinAck: " + proto::to_string(ControlMsg{a}));
   }
   for (uint16_t p : a.ports) {
     if (p == 0) {
-      return name(cfg, i) + " sent an invalid JoinAck (data port 0)";
+      return refused(name(cfg, i) + " sent an invalid JoinAck (data port 0)");
     }
   }
   const bool det = (a.flags & proto::kJoinFlagDeterministic) != 0;
   if (cfg.deterministic && !det) {
-    return name(cfg, i) + " did not grant deterministic mode";
+    return refused(name(cfg, i) + " did not grant deterministic mode");
   }
   // The version the job speaks here: named by an aggregator that negotiates, else 1.
   const uint8_t version = (a.flags & proto::kJoinAckFlagVersion) != 0 ? a.version : 1;
   if (version < cfg.min_version || version > cfg.max_version) {
-    return name(cfg, i) + " speaks protocol version " + std::to_string(version) + ", this worker " +
-           std::to_string(cfg.min_version) + ".." + std::to_string(cfg.max_version);
+    return refused(name(cfg, i) + " speaks protocol version " + std::to_string(version) +
+                   ", this worker " + std::to_string(cfg.min_version) + ".." +
+                   std::to_string(cfg.max_version));
   }
   ja->info.protocol_version = version;
   ja->info.job_id = a.job_id;
@@ -197,7 +194,8 @@ std::string accept_ack(const ClientConfig& cfg, size_t i, const proto::JoinAck& 
   ja->data_addr = ja->ctl->peer();
   if ((a.flags & proto::kJoinFlagDataMac) != 0) {
     if (cfg.secret.empty()) {
-      return name(cfg, i) + " signs data packets (data_mac) but this worker has no secret";
+      return invalid_argument(name(cfg, i) +
+                              " signs data packets (data_mac) but this worker has no secret");
     }
     ja->mac_key = proto::derive_data_key(cfg.secret, a.job_id, a.job_token);
     ja->info.data_mac = true;
@@ -207,29 +205,27 @@ std::string accept_ack(const ClientConfig& cfg, size_t i, const proto::JoinAck& 
     ja->group.sin_addr.s_addr = htonl(a.group);
     ja->group.sin_port = htons(a.group_port);
   }
-  return "";
+  return {};
 }
 
 // Connects to aggregator i (again) and sends its Join.
-std::string send_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, bool multicast,
-                      bool versions, JoinedAggregator* ja, Retry* r) {
+Status send_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, bool multicast,
+                 bool versions, JoinedAggregator* ja, Retry* r) {
   proto::ServerHello h;
-  std::string err = hello(cfg, i, ja, &h, r);
-  if (!err.empty()) {
-    return err;
-  }
+  CFX_TRY(hello(cfg, i, ja, &h, r));
   ja->info.endpoint = cfg.aggregators[i];
   ja->info.stripe = i;
   ja->info.address = ja->ctl->peer_address();
   ja->info.support_mask = h.support_mask;
-  if (!ja->ctl->send(make_join(cfg, i, udp_port, h.nonce, multicast, versions), &err)) {
-    return name(cfg, i) + ": sending Join failed: " + err;
+  if (std::string err;
+      !ja->ctl->send(make_join(cfg, i, udp_port, h.nonce, multicast, versions), &err)) {
+    return unavailable(name(cfg, i) + ": sending Join failed: " + err);
   }
-  return "";
+  return {};
 }
 
 // One join_all: every aggregator's connection, Join, JoinAck (and Capacity), retries and
-// give-ups. Each step returns "" or the error that ends the join (with cfg.join_agree, an
+// give-ups. Each step returns ok or the error that ends the join (with cfg.join_agree, an
 // aggregator that fails is given up instead, and the join goes on without it).
 class JoinRound {
  public:
@@ -268,43 +264,43 @@ class JoinRound {
     }
   }
 
-  std::string run() {
+  Status run() {
     for (size_t i = 0; i < n_; ++i) {
-      std::string err = send_join(cfg_, i, udp_port_, true, true, &out_[i], &retry_[i]);
-      if (!err.empty() && !give_up(i, err)) return err;
+      CFX_TRY(fail(i, send_join(cfg_, i, udp_port_, true, true, &out_[i], &retry_[i])));
     }
     while (left_ > 0) {
-      for (size_t i = 0; i < n_; ++i) {
-        std::string err = drain(i);
-        if (!err.empty()) return err;
-      }
+      for (size_t i = 0; i < n_; ++i) CFX_TRY(drain(i));
       give_up_what_peers_left_out();
       if (left_ == 0) break;
       const int64_t wait_ns = deadline_ - now_ns();
       if (wait_ns <= 0) return time_out();
       wait(wait_ns);
     }
-    return "";
+    return {};
   }
 
  private:
   // With partial joins, gives aggregator i up (true); else false: err ends the join.
-  bool give_up(size_t i, const std::string& err) {
+  bool give_up(size_t i, const std::string& why) {
     if (!partial_) return false;
     out_[i].ctl.reset();
     if (!settled_[i]) {
       settled_[i] = true;
       --left_;
-      refused_ += (refused_.empty() ? "" : "; ") + err;
+      refused_ += (refused_.empty() ? "" : "; ") + why;
     }
     return true;
   }
 
-  // An error of aggregator i: "" when it was given up (the join goes on), else err.
-  std::string fail(size_t i, const std::string& err) { return give_up(i, err) ? "" : err; }
+  // The outcome of a step for aggregator i: ok when it succeeded or when i was given up for
+  // its error (the join goes on), else the error.
+  Status fail(size_t i, Status st) {
+    if (st.ok() || give_up(i, st.message())) return {};
+    return st;
+  }
 
   // Every buffered frame of aggregator i, before the round sleeps in poll().
-  std::string drain(size_t i) {
+  Status drain(size_t i) {
     JoinedAggregator& ja = out_[i];
     while (!settled_[i]) {
       ControlMsg m;
@@ -314,36 +310,36 @@ class JoinRound {
       if (rx == ControlChannel::Rx::kClosed && !got_ack_[i]) {
         // Closed or reset with no answer to the Join: the aggregator shed the connection
         // before it read the Join (its limits evicted it). Join again on a new one.
-        err = back_off(cfg_, i, ConnectFailure::kDropped, name(cfg_, i) + " during Join: " + err,
-                       &retry_[i]);
-        if (err.empty()) {
-          err = send_join(cfg_, i, udp_port_, !unicast_[i], versions_[i], &ja, &retry_[i]);
-        }
-        if (!err.empty()) return fail(i, err);
+        Status st = back_off(cfg_, ConnectFailure::kDropped,
+                             unavailable(name(cfg_, i) + " during Join: " + err), &retry_[i]);
+        if (st.ok())
+          st = send_join(cfg_, i, udp_port_, !unicast_[i], versions_[i], &ja, &retry_[i]);
+        if (!st.ok()) return fail(i, std::move(st));
         continue;
       }
-      if (rx != ControlChannel::Rx::kMessage)
-        return fail(i, name(cfg_, i) + " during Join: " + err);
+      if (rx != ControlChannel::Rx::kMessage) {
+        return fail(i, (rx == ControlChannel::Rx::kClosed ? unavailable : refused)(
+                           name(cfg_, i) + " during Join: " + err));
+      }
       bool joined_again = false;
-      err = handle(i, m, &joined_again);
-      if (!err.empty()) return fail(i, err);
+      if (Status st = handle(i, m, &joined_again); !st.ok()) return fail(i, std::move(st));
       if (joined_again) continue;
       if (got_ack_[i] && (ja.info.capacity_known || !cfg_.capacity)) {
         settled_[i] = true;
         --left_;
       }
     }
-    return "";
+    return {};
   }
 
   // One message from aggregator i during the join; *joined_again: it was joined again for
   // unicast (the message is consumed, nothing settled).
-  std::string handle(size_t i, const ControlMsg& m, bool* joined_again) {
+  Status handle(size_t i, const ControlMsg& m, bool* joined_again) {
     JoinedAggregator& ja = out_[i];
     if (const auto* a = std::get_if<proto::JoinAck>(&m)) {
-      std::string err = accept_ack(cfg_, i, *a, &ja);
-      if (err.empty()) got_ack_[i] = true;
-      return err;
+      Status st = accept_ack(cfg_, i, *a, &ja);
+      if (st.ok()) got_ack_[i] = true;
+      return st;
     }
     if (const auto* c = std::get_if<proto::Capacity>(&m); c && got_ack_[i]) {
       ja.info.capacity_known = true;
@@ -351,7 +347,7 @@ class JoinRound {
       ja.info.max_mbps = c->max_mbps;
       ja.info.share_mbps = c->share_mbps;
       ja.info.threads = c->threads;
-      return "";
+      return {};
     }
     if (const auto* e = std::get_if<proto::Error>(&m)) {
       if (e->status == proto::Status::kBadMessage && versions_[i] && cfg_.min_version <= 1) {
@@ -366,7 +362,7 @@ class JoinRound {
         return send_join(cfg_, i, udp_port_, !unicast_[i], false, &ja, &retry_[i]);
       }
       if (e->status != proto::Status::kBadMessage || retried_[i]) {
-        return name(cfg_, i) + " refused Join: " + error_text(*e);
+        return refused(name(cfg_, i) + " refused Join: " + error_text(*e));
       }
       retried_[i] = true;
       if (cfg_.log) {
@@ -380,16 +376,17 @@ class JoinRound {
     if (const auto* hb = std::get_if<proto::Heartbeat>(&m)) {
       std::string unused;  // a failed send shows as the connection closing next
       ja.ctl->send(proto::HeartbeatAck{hb->time_ns}, &unused);
-      return "";
+      return {};
     }
     if (const auto* s = std::get_if<proto::Shutdown>(&m)) {
-      return name(cfg_, i) + " is shutting down (reason " + std::to_string(s->reason) + ")";
+      return unavailable(name(cfg_, i) + " is shutting down (reason " + std::to_string(s->reason) +
+                         ")");
     }
     if (!std::holds_alternative<proto::HeartbeatAck>(m)) {
-      return name(cfg_, i) + ": unexpected " +
-             std::string(proto::msg_type_name(proto::msg_type(m))) + " during Join";
+      return refused(name(cfg_, i) + ": unexpected " +
+                     std::string(proto::msg_type_name(proto::msg_type(m))) + " during Join");
     }
-    return "";
+    return {};
   }
 
   // Another rank's outcome: an aggregator it could not join is left out on every rank, so
@@ -404,15 +401,14 @@ class JoinRound {
     }
   }
 
-  std::string time_out() {
+  Status time_out() {
     for (size_t i = 0; i < n_; ++i) {
       if (settled_[i]) continue;
-      const std::string err = name(cfg_, i) + ": no JoinAck within " +
-                              std::to_string(cfg_.join_timeout.count()) +
-                              " ms (not every rank joined?)";
-      if (!give_up(i, err)) return err;
+      CFX_TRY(fail(i, timed_out(name(cfg_, i) + ": no JoinAck within " +
+                                std::to_string(cfg_.join_timeout.count()) +
+                                " ms (not every rank joined?)")));
     }
-    return "";
+    return {};
   }
 
   void wait(int64_t wait_ns) {
@@ -442,8 +438,8 @@ class JoinRound {
 
 }  // namespace
 
-std::string join_all(const ClientConfig& cfg, uint16_t udp_port, std::vector<JoinedAggregator>* out,
-                     std::string* refused) {
+Status join_all(const ClientConfig& cfg, uint16_t udp_port, std::vector<JoinedAggregator>* out,
+                std::string* refused) {
   return JoinRound(cfg, udp_port, out, refused).run();
 }
 

@@ -34,19 +34,19 @@ struct JoinedAggregator {
   std::vector<uint16_t> upstream_ports;  // host order
 };
 
-// Returns "" and fills *out (one entry per cfg.aggregators, same order), or a message
-// naming the aggregator that failed and why. udp_port: where this worker gets results.
+// Returns ok and fills *out (one entry per cfg.aggregators, same order), or an error whose
+// message names the aggregator that failed and why. udp_port: where this worker gets results.
 // With cfg.join_agree an aggregator that fails (or that cfg.join_peers says another rank could
 // not join) is given up instead: its entry's ctl is null and *refused says why ("; "-joined).
-std::string join_all(const ClientConfig& cfg, uint16_t udp_port, std::vector<JoinedAggregator>* out,
-                     std::string* refused);
+Status join_all(const ClientConfig& cfg, uint16_t udp_port, std::vector<JoinedAggregator>* out,
+                std::string* refused);
 
 // multicast_join.cc: for every aggregator whose JoinAck granted a group, joins it, answers
 // the probe and waits for the aggregator's MulticastMode (SPEC §8); keeps the group's socket
 // only where the job is multicast and logs each aggregator's choice once. Blocking, like
-// join_all. Returns "" or what failed.
-std::string agree_multicast(const ClientConfig& cfg, Counters* counters,
-                            std::vector<JoinedAggregator>* aggs);
+// join_all. Returns ok or what failed.
+Status agree_multicast(const ClientConfig& cfg, Counters* counters,
+                       std::vector<JoinedAggregator>* aggs);
 
 // Join flags for cfg.multicast (SPEC §8).
 uint8_t multicast_join_flags(const ClientConfig& cfg);

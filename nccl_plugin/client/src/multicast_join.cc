@@ -63,16 +63,16 @@ void take_probes(Pending& p, Counters* ctr) {
 }
 
 // Handles the control messages waiting on p's connection. Sets *decided on MulticastMode.
-std::string take_control(const ClientConfig& cfg, Pending& p, bool* decided) {
+Status take_control(const ClientConfig& cfg, Pending& p, bool* decided) {
   while (!*decided) {
     proto::ControlMsg m;
     std::string err;
     const ControlChannel::Rx rx = p.ja->ctl->poll_message(&m, &err);
     if (rx == ControlChannel::Rx::kNone) {
-      return "";
+      return {};
     }
     if (rx != ControlChannel::Rx::kMessage) {
-      return p.name + " during the multicast probe: " + err;
+      return unavailable(p.name + " during the multicast probe: " + err);
     }
     if (const auto* mode = std::get_if<proto::MulticastMode>(&m)) {
       *decided = true;
@@ -104,14 +104,15 @@ std::string take_control(const ClientConfig& cfg, Pending& p, bool* decided) {
     } else if (const auto* hb = std::get_if<proto::Heartbeat>(&m)) {
       p.ja->ctl->send(proto::HeartbeatAck{hb->time_ns}, &err);
     } else if (const auto* e = std::get_if<proto::Error>(&m)) {
-      return p.name + " failed the job: " + std::string(proto::status_name(e->status)) + " " +
-             e->text;
+      return refused(p.name + " failed the job: " + std::string(proto::status_name(e->status)) +
+                     " " + e->text);
     } else if (!std::holds_alternative<proto::HeartbeatAck>(m)) {
-      return p.name + ": unexpected " + std::string(proto::msg_type_name(proto::msg_type(m))) +
-             " during the multicast probe";
+      return refused(p.name + ": unexpected " +
+                     std::string(proto::msg_type_name(proto::msg_type(m))) +
+                     " during the multicast probe");
     }
   }
-  return "";
+  return {};
 }
 
 }  // namespace
@@ -149,8 +150,8 @@ bool from_aggregator(const JoinedAggregator& ja, const sockaddr_in& from) {
          one_of(from, ja.upstream_addr.sin_addr.s_addr, ja.upstream_ports);
 }
 
-std::string agree_multicast(const ClientConfig& cfg, Counters* ctr,
-                            std::vector<JoinedAggregator>* aggs) {
+Status agree_multicast(const ClientConfig& cfg, Counters* ctr,
+                       std::vector<JoinedAggregator>* aggs) {
   std::vector<Pending> pending;
   for (JoinedAggregator& ja : *aggs) {
     const std::string name = "aggregator " + ja.info.endpoint.to_string();
@@ -162,15 +163,15 @@ std::string agree_multicast(const ClientConfig& cfg, Counters* ctr,
     }
     ja.info.group = group_text(ja.group);
     ja.group_rx = std::make_unique<UdpChannel>();
-    const std::string err =
+    const Status st =
         ja.group_rx->open_group(ja.group, local_address(ja.ctl->fd()), cfg.socket_buffer_bytes,
                                 proto::kDataHeaderSize + ja.info.payload_bytes +
                                     (ja.info.data_mac ? proto::kMacTrailerSize : 0),
                                 ctr, cfg.udp_offload);
-    if (!err.empty()) {
+    if (!st.ok()) {
       // Not answering the probe makes the whole job unicast on this aggregator.
       if (cfg.log) {
-        cfg.log(LogLevel::kWarn, name + ": " + err);
+        cfg.log(LogLevel::kWarn, name + ": " + st.message());
       }
       ja.group_rx.reset();
     } else {
@@ -184,9 +185,7 @@ std::string agree_multicast(const ClientConfig& cfg, Counters* ctr,
     for (size_t i = 0; i < pending.size();) {
       take_probes(pending[i], ctr);
       bool decided = false;
-      if (std::string err = take_control(cfg, pending[i], &decided); !err.empty()) {
-        return err;
-      }
+      CFX_TRY(take_control(cfg, pending[i], &decided));
       if (decided) {
         pending.erase(pending.begin() + static_cast<ptrdiff_t>(i));
       } else {
@@ -197,8 +196,8 @@ std::string agree_multicast(const ClientConfig& cfg, Counters* ctr,
       break;
     }
     if (now_ns() > deadline) {
-      return pending[0].name + ": no MulticastMode within " +
-             std::to_string(cfg.join_timeout.count()) + " ms";
+      return timed_out(pending[0].name + ": no MulticastMode within " +
+                       std::to_string(cfg.join_timeout.count()) + " ms");
     }
     std::vector<pollfd> fds;
     for (const Pending& p : pending) {
@@ -209,7 +208,7 @@ std::string agree_multicast(const ClientConfig& cfg, Counters* ctr,
     }
     ::poll(fds.data(), fds.size(), kPollMs);
   }
-  return "";
+  return {};
 }
 
 }  // namespace conflux::client

@@ -138,7 +138,7 @@ bool Progress::take_submissions() {
         std::lock_guard<std::mutex> lk(sh_->mu);
         why = sh_->fail_reason;
       }
-      finish(r.get(), Status::kError, why);
+      finish(r.get(), RequestState::kError, why);
       continue;
     }
     r->results_pending = r->plan.n_packets;
@@ -166,7 +166,7 @@ bool Progress::take_submissions() {
   return !batch.empty() || aborting;
 }
 
-void Progress::finish(Request* r, Status st, const std::string& error) {
+void Progress::finish(Request* r, RequestState st, const std::string& error) {
   if (r->finished) {
     return;
   }
@@ -185,7 +185,7 @@ void Progress::finish(Request* r, Status st, const std::string& error) {
     { std::lock_guard<std::mutex> lk(sh_->mu); }
     sh_->done_cv.notify_all();
   }
-  Counters::add(st == Status::kDone ? sh_->ctr.requests_completed : sh_->ctr.requests_failed);
+  Counters::add(st == RequestState::kDone ? sh_->ctr.requests_completed : sh_->ctr.requests_failed);
   // Drop finished requests from active_ once they are the majority.
   if (++finished_in_active_ > 64 && finished_in_active_ * 2 > active_.size()) {
     std::erase_if(active_, [](const std::shared_ptr<Request>& q) { return q->finished; });
@@ -211,7 +211,7 @@ void Progress::fail_engine(const std::string& reason, int aggregator) {
   doomed.swap(active_);
   finished_in_active_ = 0;
   for (auto& r : doomed) {
-    finish(r.get(), Status::kError, reason);
+    finish(r.get(), RequestState::kError, reason);
   }
   for (Agg& g : aggs_) {
     g.window.clear();
@@ -348,7 +348,7 @@ void Progress::leave() {
   doomed.swap(active_);
   finished_in_active_ = 0;
   for (auto& r : doomed) {
-    finish(r.get(), Status::kError, "engine destroyed");
+    finish(r.get(), RequestState::kError, "engine destroyed");
   }
 }
 

@@ -83,7 +83,7 @@ class Progress {
   void on_grant(size_t aggregator, const proto::Capacity& c);  // a Capacity while running
   void handle_abort();
   void fail_engine(const std::string& reason, int aggregator = -1);
-  void finish(Request* r, Status st, const std::string& error);
+  void finish(Request* r, RequestState st, const std::string& error);
   // Blocks in ppoll until input, a wake() or the next timer; releases `lk` (progress_mu)
   // for the wait, so callers may progress meanwhile.
   void sleep(int64_t now, std::unique_lock<std::mutex>& lk);

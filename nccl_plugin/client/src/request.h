@@ -39,7 +39,7 @@ struct Request {
   bool counted_busy = false;  // taken into the engine's busy time (Progress)
 
   // Published to test().
-  std::atomic<Status> state{Status::kPending};
+  std::atomic<RequestState> state{RequestState::kPending};
   std::string error;  // written before state becomes kError
 };
 

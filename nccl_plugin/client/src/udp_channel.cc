@@ -57,18 +57,16 @@ UdpChannel::~UdpChannel() {
   }
 }
 
-std::string UdpChannel::open(const std::string& bind_addr, int buf_bytes, size_t max_datagram,
-                             Counters* counters, bool offload) {
+Status UdpChannel::open(const std::string& bind_addr, int buf_bytes, size_t max_datagram,
+                        Counters* counters, bool offload) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   if (::inet_pton(AF_INET, bind_addr.c_str(), &a.sin_addr) != 1) {
-    return "bind address '" + bind_addr + "' is not an IPv4 address";
+    return invalid_argument("bind address '" + bind_addr + "' is not an IPv4 address");
   }
-  if (std::string err = create_socket(buf_bytes, max_datagram, counters); !err.empty()) {
-    return err;
-  }
+  CFX_TRY(create_socket(buf_bytes, max_datagram, counters));
   if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    return "UDP bind to " + bind_addr + ": " + errno_text(errno);
+    return system_error("UDP bind to " + bind_addr + ": " + errno_text(errno));
   }
   socklen_t len = sizeof a;
   ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
@@ -78,15 +76,15 @@ std::string UdpChannel::open(const std::string& bind_addr, int buf_bytes, size_t
     gso_ = udp_offload::gso_supported(fd_);
     gro_ = udp_offload::enable_gro(fd_);
   }
-  return "";
+  return {};
 }
 
-std::string UdpChannel::create_socket(int buf_bytes, size_t max_datagram, Counters* counters) {
+Status UdpChannel::create_socket(int buf_bytes, size_t max_datagram, Counters* counters) {
   ctr_ = counters;
   max_datagram_ = max_datagram;
   fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) {
-    return std::string("UDP socket: ") + errno_text(errno);
+    return system_error(std::string("UDP socket: ") + errno_text(errno));
   }
   // Best effort: the *FORCE variants need CAP_NET_ADMIN; the plain ones are capped at
   // net.core.{r,w}mem_max.
@@ -100,7 +98,7 @@ std::string UdpChannel::create_socket(int buf_bytes, size_t max_datagram, Counte
   ::getsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf_, &olen);
   rx_buf_.resize(std::max(size_t{kBatch} * max_datagram_, size_t{kGroBatch} * kGroBufBytes));
   rx_out_.reserve(size_t{2} * kBatch);
-  return "";
+  return {};
 }
 
 void UdpChannel::send_raw(std::span<const OutDatagram> batch) {

@@ -47,15 +47,15 @@ class UdpChannel {
   UdpChannel& operator=(const UdpChannel&) = delete;
 
   // Binds a non-blocking socket to bind_addr:0 with socket buffers of buf_bytes.
-  // max_datagram sizes the receive buffers. Returns "" or what failed.
+  // max_datagram sizes the receive buffers. Returns ok or what failed.
   // offload: try UDP GSO and GRO (either is dropped quietly where the kernel lacks it).
-  std::string open(const std::string& bind_addr, int buf_bytes, size_t max_datagram,
-                   Counters* counters, bool offload = false);
+  Status open(const std::string& bind_addr, int buf_bytes, size_t max_datagram, Counters* counters,
+              bool offload = false);
   // group_channel.cc: instead of open(), a socket that receives the multicast group
   // `group` (address and port) joined on the interface with address `iface` (SPEC §8). It
   // only receives; the group is left when the channel is destroyed.
-  std::string open_group(const sockaddr_in& group, in_addr iface, int buf_bytes,
-                         size_t max_datagram, Counters* counters, bool offload);
+  Status open_group(const sockaddr_in& group, in_addr iface, int buf_bytes, size_t max_datagram,
+                    Counters* counters, bool offload);
 #ifdef CONFLUX_TEST_HOOKS
   // Test builds: the datagram faults this channel applies from now on (fault.h arm_faults);
   // `stream` seeds its two injectors (send, receive).
@@ -91,7 +91,7 @@ class UdpChannel {
     std::vector<uint8_t> bytes;
   };
   // The socket with its buffers, fault injectors and receive buffers, not bound yet.
-  std::string create_socket(int buf_bytes, size_t max_datagram, Counters* counters);
+  Status create_socket(int buf_bytes, size_t max_datagram, Counters* counters);
   void send_raw(std::span<const OutDatagram> batch);
   void send_held_tx();
 

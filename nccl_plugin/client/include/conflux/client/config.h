@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "conflux/common/status.h"
 #include "conflux/protocol/control.h"
 
 namespace conflux::client {
@@ -150,11 +151,11 @@ struct ClientConfig {
   // same ones. With join_agree set, the join does not fail at the first aggregator that says
   // no: it waits for every answer (or gives an aggregator up, below), then calls join_agree
   // with the aggregators this rank joined (bit i: aggregators[i]) and, for those it did not,
-  // why ("; "-joined). join_agree tells the other ranks and returns "" with the set every rank
+  // why ("; "-joined). join_agree tells the other ranks and returns ok with the set every rank
   // keeps in *agreed (a subset of `joined`), or what failed. The engine then runs on that set
   // (AggregatorInfo::stripe says which entry each is); an empty set fails the engine. Empty:
   // any refusal fails the engine (the re-join after a failover, conflux check).
-  std::function<std::string(uint64_t joined, const std::string& why, uint64_t* agreed)> join_agree;
+  std::function<Status(uint64_t joined, const std::string& why, uint64_t* agreed)> join_agree;
   // Polled (every 100 ms at most) while this rank waits for JoinAcks, when join_agree is set:
   // true once another rank's outcome is known, with *alive the aggregators that can still be
   // kept on every rank; the join stops waiting for the others (they would be left out anyway),
@@ -167,7 +168,7 @@ struct ClientConfig {
   LogFn log;  // may be empty (no logging)
 };
 
-// Checks ranges and consistency; returns "" when valid, else what is wrong.
-std::string validate(const ClientConfig& c);
+// Checks ranges and consistency: ok, or invalid_argument saying what is wrong.
+Status validate(const ClientConfig& c);
 
 }  // namespace conflux::client

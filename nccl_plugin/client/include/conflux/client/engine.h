@@ -20,7 +20,7 @@
 //  * The destructor stops the progress thread, sends Leave and closes the sockets. It
 //    must not run concurrently with other calls on the same Engine.
 //  * Several engines in one process are independent (no global state).
-//  * Nothing here throws; errors are returned as Status plus text.
+//  * Nothing here throws; errors are returned as RequestState::kError plus text.
 //
 // Failure model: when any aggregator of the engine dies (control connection closed,
 // Shutdown, Error, nothing heard for aggregator_timeout, or a stalled packet when
@@ -45,7 +45,7 @@
 
 namespace conflux::client {
 
-enum class Status : uint8_t { kPending = 0, kDone = 1, kError = 2 };
+enum class RequestState : uint8_t { kPending = 0, kDone = 1, kError = 2 };
 
 // What one aggregator granted this job (its JoinAck) and where it is.
 struct AggregatorInfo {
@@ -161,14 +161,14 @@ class Engine {
 
   // Polls a request. kDone/kError are final and release the handle (a later test of the
   // same handle is kError "unknown request"). On kError, *error gets the reason.
-  Status test(uint64_t request, std::string* error);
+  RequestState test(uint64_t request, std::string* error);
   // As test(), but releases the handle only when the request is done: kError leaves it for a
   // later test() or wait() to report and release. For a poller that completes the request
   // itself on success and hands anything else to another thread.
-  Status poll_done(uint64_t request);
+  RequestState poll_done(uint64_t request);
   // As test(), but sleeps up to `max_wait` for the request to finish first (instead of
   // spinning on test()); kPending only if it is still running after that.
-  Status wait(uint64_t request, std::chrono::microseconds max_wait, std::string* error);
+  RequestState wait(uint64_t request, std::chrono::microseconds max_wait, std::string* error);
 
   // Fails every incomplete request and every later one with `reason`; returns once the
   // progress thread no longer touches any user buffer. Idempotent.
@@ -201,7 +201,5 @@ class Engine {
                   uint32_t stripe_start, ResultCopy tail);
   std::unique_ptr<Impl> impl_;
 };
-
-std::string_view status_name(Status s);  // "pending", "done", "error"
 
 }  // namespace conflux::client
