@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Whether, and when, the join tries a control connection to an aggregator again (join.cc). An
 // aggregator that closes or resets the connection before it answers has shed it (out of
-// descriptors, or its connection limits made room for a newer one: aggregator/README.md
+// descriptors, or its connection limits made room for a newer one: aggregator/DESIGN.md
 // "Connection limits and eviction"); one that refuses the connect is not listening (yet:
 // starting or restarting). Both are tried again after a backoff, 10 ms doubling to 500 ms, each
 // wait drawn from [d/2, d] so that the ranks of a job do not come back in step; dropped
