@@ -92,7 +92,7 @@ def plot_timeline(name, doc):
     save(fig, name)
 
 
-SWEEP_COLUMNS = (4, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
+SWEEP_COLUMNS = (1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
 
 
 def sweep_table(name, doc, rows):
