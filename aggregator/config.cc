@@ -34,27 +34,28 @@ std::string flag_name(std::string_view key) {
   return out;
 }
 
-std::string apply_toml_node(Config& cfg, const ParamInfo& p, const toml::node& n,
-                            const std::string& source) {
+Status apply_toml_node(Config& cfg, const ParamInfo& p, const toml::node& n,
+                       const std::string& source) {
   if (auto v = n.value_exact<int64_t>()) {
     return set_param_int(cfg, p, *v, source);
   }
   if (auto v = n.value_exact<double>()) return set_param_double(cfg, p, *v, source);
   if (auto v = n.value_exact<bool>()) return set_param_bool(cfg, p, *v, source);
   if (auto v = n.value_exact<std::string>()) return set_param_string(cfg, p, *v, source);
-  return fmt::format("invalid value for '{}' (from {}): not a scalar", p.key, source);
+  return invalid_argument(
+      fmt::format("invalid value for '{}' (from {}): not a scalar", p.key, source));
 }
 
-std::string read_secret_file(const std::string& path, std::string* secret) {
+Status read_secret_file(const std::string& path, std::string* secret) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return fmt::format("cannot read secret_file '{}'", path);
+  if (!in) return invalid_argument(fmt::format("cannot read secret_file '{}'", path));
   std::stringstream ss;
   ss << in.rdbuf();
   std::string s = ss.str();
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-  if (s.empty()) return fmt::format("secret_file '{}' is empty", path);
+  if (s.empty()) return invalid_argument(fmt::format("secret_file '{}' is empty", path));
   *secret = std::move(s);
-  return "";
+  return {};
 }
 
 constexpr int64_t kMaxTenantWeight = 1000;
@@ -67,22 +68,22 @@ bool valid_tenant_name(std::string_view name) {
 }
 
 // `[tenants.NAME]` tables: secret or secret_file, and weight.
-std::string apply_tenants(Config& cfg, const toml::node& node, const std::string& source) {
+Status apply_tenants(Config& cfg, const toml::node& node, const std::string& source) {
   const toml::table* all = node.as_table();
   if (all == nullptr) {
-    return fmt::format("invalid value for 'tenants' (from {}): expected tables [tenants.NAME]",
-                       source);
+    return invalid_argument(fmt::format(
+        "invalid value for 'tenants' (from {}): expected tables [tenants.NAME]", source));
   }
   for (const auto& [name_key, tnode] : *all) {
     const std::string name(name_key.str());
     if (!valid_tenant_name(name)) {
-      return fmt::format("invalid tenant name '{}' (from {}): 1-64 letters, digits, '_' or '-'",
-                         name, source);
+      return invalid_argument(fmt::format(
+          "invalid tenant name '{}' (from {}): 1-64 letters, digits, '_' or '-'", name, source));
     }
     const toml::table* t = tnode.as_table();
     if (t == nullptr) {
-      return fmt::format("invalid value for 'tenants.{}' (from {}): expected a table", name,
-                         source);
+      return invalid_argument(
+          fmt::format("invalid value for 'tenants.{}' (from {}): expected a table", name, source));
     }
     Tenant tenant;
     tenant.name = name;
@@ -91,69 +92,74 @@ std::string apply_tenants(Config& cfg, const toml::node& node, const std::string
       if (key.str() == "weight") {
         auto w = v.value_exact<int64_t>();
         if (!w || *w < 1 || *w > kMaxTenantWeight) {
-          return fmt::format("invalid value for '{}' (from {}): expected an integer in [1, {}]",
-                             where, source, kMaxTenantWeight);
+          return invalid_argument(
+              fmt::format("invalid value for '{}' (from {}): expected an integer in [1, {}]", where,
+                          source, kMaxTenantWeight));
         }
         tenant.weight = *w;
       } else if (key.str() == "secret" || key.str() == "secret_file") {
         auto text = v.value_exact<std::string>();
         if (!text) {
-          return fmt::format("invalid value for '{}' (from {}): expected a string", where, source);
+          return invalid_argument(
+              fmt::format("invalid value for '{}' (from {}): expected a string", where, source));
         }
         (key.str() == "secret" ? tenant.secret : tenant.secret_file) = *text;
       } else {
-        return fmt::format("unknown key '{}' in {}", where, source);
+        return invalid_argument(fmt::format("unknown key '{}' in {}", where, source));
       }
     }
     cfg.tenants.push_back(std::move(tenant));
   }
-  return "";
+  return {};
 }
 
 // Every tenant has exactly one secret, and no two secrets (the shared one included) are equal:
 // a Join's MAC names one tenant.
-std::string finalize_tenants(Config& cfg) {
+Status finalize_tenants(Config& cfg) {
   for (Tenant& t : cfg.tenants) {
     if (t.secret.empty() == t.secret_file.empty()) {
-      return fmt::format(
-          "tenant '{}': set exactly one of 'tenants.{}.secret' and "
-          "'tenants.{}.secret_file'",
-          t.name, t.name, t.name);
+      return invalid_argument(
+          fmt::format("tenant '{}': set exactly one of 'tenants.{}.secret' and "
+                      "'tenants.{}.secret_file'",
+                      t.name, t.name, t.name));
     }
     if (!t.secret_file.empty()) {
-      if (std::string err = read_secret_file(t.secret_file, &t.secret); !err.empty()) {
-        return fmt::format("tenant '{}': {}", t.name, err);
+      if (Status st = read_secret_file(t.secret_file, &t.secret); !st.ok()) {
+        return st.prefixed(fmt::format("tenant '{}': ", t.name));
       }
     }
     if (t.secret == cfg.secret) {
-      return fmt::format("tenant '{}' has the shared 'secret': a tenant needs a secret of its own",
-                         t.name);
+      return invalid_argument(fmt::format(
+          "tenant '{}' has the shared 'secret': a tenant needs a secret of its own", t.name));
     }
     for (const Tenant& u : cfg.tenants) {
       if (&u == &t) break;
       if (u.secret == t.secret) {
-        return fmt::format("tenants '{}' and '{}' have the same secret", u.name, t.name);
+        return invalid_argument(
+            fmt::format("tenants '{}' and '{}' have the same secret", u.name, t.name));
       }
     }
   }
-  return "";
+  return {};
 }
 
-// The multicast_* keys together; "" or an error naming the key.
-std::string check_multicast_config(const Config& cfg) {
+// The multicast_* keys together; ok or an error naming the key.
+Status check_multicast_config(const Config& cfg) {
   if (!cfg.multicast_range.empty()) {
     MulticastRange r;
-    if (std::string why = parse_multicast_range(cfg.multicast_range, &r); !why.empty()) {
-      return fmt::format("invalid value '{}' for 'multicast_range': {}", cfg.multicast_range, why);
+    if (Status st = parse_multicast_range(cfg.multicast_range, &r); !st.ok()) {
+      return st.prefixed(
+          fmt::format("invalid value '{}' for 'multicast_range': ", cfg.multicast_range));
     }
   }
   in_addr a{};
   if (!cfg.multicast_interface.empty() &&
       inet_pton(AF_INET, cfg.multicast_interface.c_str(), &a) != 1) {
-    return fmt::format("invalid value '{}' for 'multicast_interface': expected an IPv4 address",
-                       cfg.multicast_interface);
+    return invalid_argument(
+        fmt::format("invalid value '{}' for 'multicast_interface': expected an IPv4 address",
+                    cfg.multicast_interface));
   }
-  return "";
+  return {};
 }
 
 }  // namespace
@@ -164,82 +170,88 @@ std::optional<std::string> process_env(const std::string& name) {
   return std::string(v);
 }
 
-std::string apply_toml_file(Config& cfg, const std::string& path) {
+Status apply_toml_file(Config& cfg, const std::string& path) {
   // toml++ reads a directory (or a FIFO, a device) as an empty document: refuse anything but
   // a regular file we can open, so a mistyped path never means "run on defaults".
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) {
-    return fmt::format("config file '{}': {}", path, std::strerror(errno));
+    return invalid_argument(fmt::format("config file '{}': {}", path, std::strerror(errno)));
   }
   if (!S_ISREG(st.st_mode)) {
-    return fmt::format("config file '{}' is not a regular file ({})", path,
-                       S_ISDIR(st.st_mode) ? "a directory" : "a special file");
+    return invalid_argument(fmt::format("config file '{}' is not a regular file ({})", path,
+                                        S_ISDIR(st.st_mode) ? "a directory" : "a special file"));
   }
   if (std::ifstream probe(path); !probe.is_open()) {
-    return fmt::format("config file '{}' cannot be read: {}", path, std::strerror(errno));
+    return invalid_argument(
+        fmt::format("config file '{}' cannot be read: {}", path, std::strerror(errno)));
   }
   toml::table tbl;
   try {
     tbl = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     const auto& pos = e.source().begin;
-    return fmt::format("cannot parse config file '{}' (line {}, column {}): {}", path, pos.line,
-                       pos.column, e.description());
+    return invalid_argument(fmt::format("cannot parse config file '{}' (line {}, column {}): {}",
+                                        path, pos.line, pos.column, e.description()));
   }
   const std::string source = "file " + path;
   for (const auto& [key, node] : tbl) {
     if (key.str() == "tenants") {
-      if (std::string err = apply_tenants(cfg, node, source); !err.empty()) return err;
+      CFX_TRY(apply_tenants(cfg, node, source));
       continue;
     }
     const ParamInfo* p = find_param(key.str());
-    if (p == nullptr) return fmt::format("unknown key '{}' in {}", key.str(), source);
-    if (std::string err = apply_toml_node(cfg, *p, node, source); !err.empty()) return err;
+    if (p == nullptr) {
+      return invalid_argument(fmt::format("unknown key '{}' in {}", key.str(), source));
+    }
+    CFX_TRY(apply_toml_node(cfg, *p, node, source));
   }
-  return "";
+  return {};
 }
 
-std::string finalize_config(Config& cfg) {
+Status finalize_config(Config& cfg) {
   in_addr a{};
   if (inet_pton(AF_INET, cfg.listen.c_str(), &a) != 1) {
-    return fmt::format("invalid value '{}' for 'listen': expected an IPv4 address", cfg.listen);
+    return invalid_argument(
+        fmt::format("invalid value '{}' for 'listen': expected an IPv4 address", cfg.listen));
   }
   if (cfg.data_port != 0 && cfg.data_port + cfg.threads - 1 > 65535) {
-    return fmt::format("'data_port' {} + 'threads' {} exceeds port 65535", cfg.data_port,
-                       cfg.threads);
+    return invalid_argument(fmt::format("'data_port' {} + 'threads' {} exceeds port 65535",
+                                        cfg.data_port, cfg.threads));
   }
-  if (std::string err = check_multicast_config(cfg); !err.empty()) return err;
+  CFX_TRY(check_multicast_config(cfg));
   if (!cfg.secret.empty() && !cfg.secret_file.empty()) {
-    return "'secret' and 'secret_file' are both set; use one";
+    return invalid_argument("'secret' and 'secret_file' are both set; use one");
   }
   if (!cfg.secret_file.empty()) {
-    if (std::string err = read_secret_file(cfg.secret_file, &cfg.secret); !err.empty()) {
-      return err;
-    }
+    CFX_TRY(read_secret_file(cfg.secret_file, &cfg.secret));
   }
-  if (std::string err = finalize_tenants(cfg); !err.empty()) return err;
+  CFX_TRY(finalize_tenants(cfg));
   if (cfg.data_mac && !cfg.auth_required()) {
-    return "'data_mac' needs a shared secret: set 'secret', 'secret_file' or a tenant";
+    return invalid_argument(
+        "'data_mac' needs a shared secret: set 'secret', 'secret_file' or a tenant");
   }
   if (!cfg.parent.empty()) {
     sockaddr_in a{};
     if (!parse_ipv4_endpoint(cfg.parent, &a)) {
-      return fmt::format("invalid value '{}' for 'parent': expected IPv4:port", cfg.parent);
+      return invalid_argument(
+          fmt::format("invalid value '{}' for 'parent': expected IPv4:port", cfg.parent));
     }
     if (cfg.dataplane != "udp") {
-      return fmt::format("'parent' needs dataplane = \"udp\" (got \"{}\")", cfg.dataplane);
+      return invalid_argument(
+          fmt::format("'parent' needs dataplane = \"udp\" (got \"{}\")", cfg.dataplane));
     }
     if (cfg.data_mac && cfg.secret.empty()) {
       // The leaf signs its partial sums with a key derived from the secret its Join to the
       // parent carries: the tree's shared one, not a tenant's.
-      return "'parent' and 'data_mac' need 'secret' or 'secret_file' (the tree's shared secret)";
+      return invalid_argument(
+          "'parent' and 'data_mac' need 'secret' or 'secret_file' (the tree's shared secret)");
     }
   }
   if (cfg.tree_results == "direct" && (cfg.parent.empty() || cfg.multicast_range.empty())) {
     // Straight down reaches the members through this leaf's multicast group (SPEC.md §7).
-    return "'tree_results = \"direct\"' needs 'parent' and 'multicast_range'";
+    return invalid_argument("'tree_results = \"direct\"' needs 'parent' and 'multicast_range'");
   }
-  return "";
+  return {};
 }
 
 std::string config_to_toml(const Config& cfg) {
@@ -292,16 +304,16 @@ LoadStatus load_config(std::span<const std::string> args, const EnvLookup& env, 
     if (auto v = env("CONFLUX_CONFIG")) config_file = *v;
   }
   if (!config_file.empty()) {
-    if (std::string err = apply_toml_file(cfg, config_file); !err.empty()) {
-      *message = err;
+    if (Status st = apply_toml_file(cfg, config_file); !st.ok()) {
+      *message = st.message();
       return LoadStatus::kError;
     }
   }
   for (const ParamInfo& p : config_params()) {
     const std::string name = env_name(p.key);
     if (auto v = env(name)) {
-      if (std::string err = set_param_text(cfg, p, *v, "environment " + name); !err.empty()) {
-        *message = err;
+      if (Status st = set_param_text(cfg, p, *v, "environment " + name); !st.ok()) {
+        *message = st.message();
         return LoadStatus::kError;
       }
     }
@@ -312,13 +324,13 @@ LoadStatus load_config(std::span<const std::string> args, const EnvLookup& env, 
     const std::string v = p.type == ParamType::kBool
                               ? (bool_flags[std::string(p.key)] ? "true" : "false")
                               : flag_values[std::string(p.key)];
-    if (std::string err = set_param_text(cfg, p, v, "flag " + flag); !err.empty()) {
-      *message = err;
+    if (Status st = set_param_text(cfg, p, v, "flag " + flag); !st.ok()) {
+      *message = st.message();
       return LoadStatus::kError;
     }
   }
-  if (std::string err = finalize_config(cfg); !err.empty()) {
-    *message = err;
+  if (Status st = finalize_config(cfg); !st.ok()) {
+    *message = st.message();
     return LoadStatus::kError;
   }
   *out = std::move(cfg);

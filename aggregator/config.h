@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "conflux/common/status.h"
+
 namespace conflux::agg {
 
 // A tenant (`[tenants.NAME]` in the TOML file): the jobs whose Joins authenticate with its
@@ -107,25 +109,26 @@ const ParamInfo* find_param(std::string_view key);
 
 // Where a value came from, for error messages: "default", "file x.toml", "environment
 // CONFLUX_X", "flag --x".
-// Sets parameter `key` from its text form. Returns "" or an error naming key and source.
-std::string set_param_text(Config& cfg, const ParamInfo& p, std::string_view text,
-                           std::string_view source);
+// Sets parameter `key` from its text form. Ok, or invalid_argument naming key and source.
+Status set_param_text(Config& cfg, const ParamInfo& p, std::string_view text,
+                      std::string_view source);
 // Same for a number/bool/string already typed (TOML values).
-std::string set_param_int(Config& cfg, const ParamInfo& p, int64_t v, std::string_view source);
-std::string set_param_double(Config& cfg, const ParamInfo& p, double v, std::string_view source);
-std::string set_param_bool(Config& cfg, const ParamInfo& p, bool v, std::string_view source);
-std::string set_param_string(Config& cfg, const ParamInfo& p, std::string_view v,
-                             std::string_view source);
+Status set_param_int(Config& cfg, const ParamInfo& p, int64_t v, std::string_view source);
+Status set_param_double(Config& cfg, const ParamInfo& p, double v, std::string_view source);
+Status set_param_bool(Config& cfg, const ParamInfo& p, bool v, std::string_view source);
+Status set_param_string(Config& cfg, const ParamInfo& p, std::string_view v,
+                        std::string_view source);
 // Current value of a parameter as TOML text (strings quoted).
 std::string param_value_toml(const Config& cfg, const ParamInfo& p);
 
 // Checks that need more than one field (port ranges, fault injection compiled in, secret
-// file readable, tenants) and resolves every secret_file into its secret. Returns "" or an
-// error.
-std::string finalize_config(Config& cfg);
+// file readable, tenants) and resolves every secret_file into its secret. Ok, or
+// invalid_argument saying what is wrong.
+Status finalize_config(Config& cfg);
 
-// Applies a TOML file. Unknown keys and wrongly typed values are errors.
-std::string apply_toml_file(Config& cfg, const std::string& path);
+// Applies a TOML file. Unknown keys and wrongly typed values are errors (invalid_argument), as
+// is a file that cannot be read or parsed.
+Status apply_toml_file(Config& cfg, const std::string& path);
 
 enum class LoadStatus : uint8_t { kOk, kExitSuccess, kError };
 

@@ -239,10 +239,11 @@ const Row& row_of(const ParamInfo& p) {
   std::abort();  // p always comes from the table
 }
 
-std::string bad(const ParamInfo& p, std::string_view value, std::string_view source,
-                std::string_view expected) {
-  return fmt::format("invalid value '{}' for '{}' (from {}): expected {}", value, p.key, source,
-                     expected);
+// The error for `value` of parameter `p`: invalid_argument naming the key and the source.
+Status bad(const ParamInfo& p, std::string_view value, std::string_view source,
+           std::string_view expected) {
+  return invalid_argument(fmt::format("invalid value '{}' for '{}' (from {}): expected {}", value,
+                                      p.key, source, expected));
 }
 
 std::string range_text(const ParamInfo& p, bool integer) {
@@ -266,7 +267,7 @@ const ParamInfo* find_param(std::string_view key) {
   return nullptr;
 }
 
-std::string set_param_int(Config& cfg, const ParamInfo& p, int64_t v, std::string_view source) {
+Status set_param_int(Config& cfg, const ParamInfo& p, int64_t v, std::string_view source) {
   const Row& r = row_of(p);
   if (p.type == ParamType::kDouble) return set_param_double(cfg, p, static_cast<double>(v), source);
   if (p.type != ParamType::kInt) return bad(p, std::to_string(v), source, "a different type");
@@ -274,28 +275,28 @@ std::string set_param_int(Config& cfg, const ParamInfo& p, int64_t v, std::strin
     return bad(p, std::to_string(v), source, range_text(p, true));
   }
   cfg.*std::get<int64_t Config::*>(r.field) = v;
-  return "";
+  return {};
 }
 
-std::string set_param_double(Config& cfg, const ParamInfo& p, double v, std::string_view source) {
+Status set_param_double(Config& cfg, const ParamInfo& p, double v, std::string_view source) {
   const Row& r = row_of(p);
   if (p.type != ParamType::kDouble) return bad(p, fmt::format("{}", v), source, "a different type");
   if (!std::isfinite(v) || v < p.min || v > p.max) {
     return bad(p, fmt::format("{}", v), source, range_text(p, false));
   }
   cfg.*std::get<double Config::*>(r.field) = v;
-  return "";
+  return {};
 }
 
-std::string set_param_bool(Config& cfg, const ParamInfo& p, bool v, std::string_view source) {
+Status set_param_bool(Config& cfg, const ParamInfo& p, bool v, std::string_view source) {
   const Row& r = row_of(p);
   if (p.type != ParamType::kBool) return bad(p, v ? "true" : "false", source, "a different type");
   cfg.*std::get<bool Config::*>(r.field) = v;
-  return "";
+  return {};
 }
 
-std::string set_param_string(Config& cfg, const ParamInfo& p, std::string_view v,
-                             std::string_view source) {
+Status set_param_string(Config& cfg, const ParamInfo& p, std::string_view v,
+                        std::string_view source) {
   const Row& r = row_of(p);
   if (p.type != ParamType::kString) return bad(p, v, source, "a different type");
   if (!p.choices.empty()) {
@@ -304,11 +305,11 @@ std::string set_param_string(Config& cfg, const ParamInfo& p, std::string_view v
     if (!ok) return bad(p, v, source, fmt::format("one of {}", fmt::join(p.choices, ", ")));
   }
   cfg.*std::get<std::string Config::*>(r.field) = std::string(v);
-  return "";
+  return {};
 }
 
-std::string set_param_text(Config& cfg, const ParamInfo& p, std::string_view text,
-                           std::string_view source) {
+Status set_param_text(Config& cfg, const ParamInfo& p, std::string_view text,
+                      std::string_view source) {
   switch (p.type) {
     case ParamType::kInt: {
       int64_t v = 0;

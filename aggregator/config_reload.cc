@@ -16,15 +16,17 @@ constexpr std::array<std::string_view, 5> kLive = {"max_mbps", "log_level", "sec
 
 bool is_secret(std::string_view key) { return key == "secret" || key == "secret_file"; }
 
-std::string tenants_refusal(const Config& running, const Config& fresh) {
+// Ok when the tenants' names and order stay, else invalid_argument naming both lists (an
+// entry of the refusal).
+Status check_tenant_names(const Config& running, const Config& fresh) {
   std::vector<std::string> was, now;
   for (const Tenant& t : running.tenants) was.push_back(t.name);
   for (const Tenant& t : fresh.tenants) now.push_back(t.name);
-  if (was == now) return "";
-  return fmt::format(
-      "tenants ([{}] -> [{}]: names and order must stay; weights and secrets may "
-      "change)",
-      fmt::join(was, ", "), fmt::join(now, ", "));
+  if (was == now) return {};
+  return invalid_argument(
+      fmt::format("tenants ([{}] -> [{}]: names and order must stay; weights and secrets may "
+                  "change)",
+                  fmt::join(was, ", "), fmt::join(now, ", ")));
 }
 
 }  // namespace
@@ -50,8 +52,8 @@ ReloadPlan plan_reload(const Config& running, const Config& fresh) {
     plan.changed.emplace_back("secret");
     plan.secrets = true;
   }
-  if (std::string t = tenants_refusal(running, fresh); !t.empty()) {
-    refused.push_back(std::move(t));
+  if (Status st = check_tenant_names(running, fresh); !st.ok()) {
+    refused.push_back(st.message());
   } else {
     bool tenants = false;
     for (size_t i = 0; i < running.tenants.size(); ++i) {

@@ -17,7 +17,10 @@ AdminResult run_admin(const std::string& address, const std::string& command,
   AdminResult r;
   std::string host;
   int port = 0;
-  if (r.message = parse_target(address, &host, &port); !r.message.empty()) return r;
+  if (Status st = parse_target(address, &host, &port); !st.ok()) {
+    r.message = st.message();
+    return r;
+  }
   const std::string path = "/admin/" + command;
   std::vector<std::string> headers;
   if (!secret.empty()) {
@@ -49,7 +52,10 @@ AdminResult wait_drained(const std::string& address, double wait_s, int timeout_
   AdminResult r;
   std::string host;
   int port = 0;
-  if (r.message = parse_target(address, &host, &port); !r.message.empty()) return r;
+  if (Status st = parse_target(address, &host, &port); !st.ok()) {
+    r.message = st.message();
+    return r;
+  }
   const auto t0 = Clock::now();
   const auto deadline = t0 + std::chrono::duration<double>(wait_s);
   for (;;) {

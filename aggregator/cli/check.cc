@@ -12,6 +12,7 @@
 #include "conflux/client/discovery.h"
 #include "conflux/client/engine.h"
 #include "conflux/common/json_text.h"
+#include "conflux/common/status.h"
 #include "core/net_delegate.h"
 #include "cuda/cuda_driver.h"
 #include "fmt/format.h"
@@ -22,8 +23,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One AllReduce of `count` floats on a one-rank engine: exact (the input back) or why not.
-std::string round_trip(client::Engine& e, size_t count, int timeout_ms, double* us) {
+// One AllReduce of `count` floats on a one-rank engine: ok when exact (the input back), else
+// why not: timed_out (no result in time), unavailable (the AllReduce failed) or internal_error
+// (wrong values).
+Status round_trip(client::Engine& e, size_t count, int timeout_ms, double* us) {
   std::vector<float> in(count), out(count, -1.0f);
   for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(i % 1021) * 0.5f;
   const auto t0 = Clock::now();
@@ -35,14 +38,14 @@ std::string round_trip(client::Engine& e, size_t count, int timeout_ms, double* 
     if (s == client::RequestState::kPending &&
         Clock::now() - t0 > std::chrono::milliseconds(timeout_ms)) {
       e.abort("conflux check: no result in time");
-      return fmt::format("no result within {} ms (UDP to the data ports blocked or lost?)",
-                         timeout_ms);
+      return timed_out(fmt::format(
+          "no result within {} ms (UDP to the data ports blocked or lost?)", timeout_ms));
     }
   }
   *us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-  if (s != client::RequestState::kDone) return "AllReduce failed: " + err;
-  if (out != in) return "AllReduce returned wrong values";
-  return "";
+  if (s != client::RequestState::kDone) return unavailable("AllReduce failed: " + err);
+  if (out != in) return internal_error("AllReduce returned wrong values");
+  return {};
 }
 
 AggregatorCheck check_one(const client::Endpoint& ep, const CheckOptions& o) {
@@ -74,15 +77,18 @@ AggregatorCheck check_one(const client::Endpoint& ep, const CheckOptions& o) {
   // Full packets through every slot (a window's worth), then one-packet round trips.
   const size_t per_packet = e->payload_bytes() / sizeof(float);
   double us = 0;
-  if (c.error = round_trip(*e, per_packet * a.granted_slots, o.timeout_ms, &us); !c.error.empty()) {
+  if (Status st = round_trip(*e, per_packet * a.granted_slots, o.timeout_ms, &us); !st.ok()) {
+    c.error = st.message();
     return c;
   }
   std::vector<double> rtts;
-  for (int i = 0; i < 21 && c.error.empty(); ++i) {
-    c.error = round_trip(*e, per_packet, o.timeout_ms, &us);
+  for (int i = 0; i < 21; ++i) {
+    if (Status st = round_trip(*e, per_packet, o.timeout_ms, &us); !st.ok()) {
+      c.error = st.message();
+      return c;
+    }
     rtts.push_back(us);
   }
-  if (!c.error.empty()) return c;
   std::nth_element(rtts.begin(), rtts.begin() + 10, rtts.end());
   c.rtt_us = rtts[10];
   c.round_trip = true;

@@ -4,7 +4,7 @@
 #include "fmt/format.h"
 
 namespace conflux::cli {
-std::string parse_target(const std::string& address, std::string* host, int* port) {
+Status parse_target(const std::string& address, std::string* host, int* port) {
   *host = address;
   *port = kDefaultMetricsPort;
   if (const size_t colon = address.rfind(':'); colon != std::string::npos) {
@@ -14,9 +14,11 @@ std::string parse_target(const std::string& address, std::string* host, int* por
     } catch (const std::exception&) {
       *port = -1;
     }
-    if (*port <= 0 || *port > 65535) return fmt::format("bad port in '{}'", address);
+    if (*port <= 0 || *port > 65535) {
+      return invalid_argument(fmt::format("bad port in '{}'", address));
+    }
   }
-  return "";
+  return {};
 }
 
 }  // namespace conflux::cli

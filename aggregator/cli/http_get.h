@@ -6,13 +6,14 @@
 #include <string>
 
 #include "conflux/common/http_client.h"
+#include "conflux/common/status.h"
 
 namespace conflux::cli {
 
 inline constexpr int kDefaultMetricsPort = 9470;
 
-// HOST[:PORT] of a daemon's HTTP (metrics) port; port kDefaultMetricsPort when absent. "" or
-// what is wrong with `address`.
-std::string parse_target(const std::string& address, std::string* host, int* port);
+// HOST[:PORT] of a daemon's HTTP (metrics) port; port kDefaultMetricsPort when absent. Ok, or
+// invalid_argument saying what is wrong with `address`.
+Status parse_target(const std::string& address, std::string* host, int* port);
 
 }  // namespace conflux::cli

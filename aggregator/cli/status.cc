@@ -74,7 +74,10 @@ DaemonStatus query_status(const std::string& address, int interval_ms, int timeo
   d.address = address;
   std::string host;
   int port = 0;
-  if (d.error = parse_target(address, &host, &port); !d.error.empty()) return d;
+  if (Status st = parse_target(address, &host, &port); !st.ok()) {
+    d.error = st.message();
+    return d;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto first = scrape(host, port, timeout_ms, &d.error);
   if (!first) return d;

@@ -117,8 +117,8 @@ void ControlPlane::handle(Connection& c, proto::ControlMsg& m) {
   } else if (auto* dd = std::get_if<proto::DirectDown>(&m);
              dd != nullptr && c.state == S::kMember) {
     // A child aggregator's members agreed on their group (SPEC.md §7, results straight down).
-    if (const std::string why = manager_.on_direct_down(c.job_key, c.rank, *dd); !why.empty()) {
-      fail(c, proto::Status::kBadMessage, ControlErrorReason::kUnexpectedMessage, why);
+    if (const Status st = manager_.on_direct_down(c.job_key, c.rank, *dd); !st.ok()) {
+      fail(c, proto::Status::kBadMessage, ControlErrorReason::kUnexpectedMessage, st.message());
     }
   } else if (std::holds_alternative<proto::HeartbeatAck>(m)) {
     // Answer to our Heartbeat: last_rx was refreshed on receipt; nothing else to do.

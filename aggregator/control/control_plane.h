@@ -30,6 +30,7 @@
 #include "aggregator/control/job_manager.h"
 #include "aggregator/dataplane/dataplane.h"
 #include "aggregator/util/rate_limit.h"
+#include "conflux/common/status.h"
 
 namespace conflux::agg {
 
@@ -53,10 +54,10 @@ class ControlPlane final : private JoinOutbox {
   void request_stop();
 
   // Reloading (SIGHUP, `conflux reload`; control/reload.cc). `source` reads the configuration
-  // again as at start (file, environment, flags) into a Config, or says why it cannot; `live`
-  // is the running configuration (the one this plane was created with), which a reload
-  // changes on the control thread only. Before start.
-  using ReloadSource = std::function<std::string(Config*)>;
+  // again as at start (file, environment, flags) into a Config: ok, or an error saying why it
+  // cannot; `live` is the running configuration (the one this plane was created with), which a
+  // reload changes on the control thread only. Before start.
+  using ReloadSource = std::function<Status(Config*)>;
   void set_reload_source(ReloadSource source, Config* live);
   // Any thread: the control thread reloads at its next turn (within ~50 ms).
   void request_reload() { reload_requested_.store(true, std::memory_order_release); }

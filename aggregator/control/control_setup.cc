@@ -137,8 +137,8 @@ std::unique_ptr<ControlPlane> ControlPlane::create(const Config& cfg, JobTable& 
   add_listener(cp->epfd_, cp->control_fd_, kControlListener);
   add_listener(cp->epfd_, cp->stop_fd_, kStopEvent);
   if (cp->uplink_ != nullptr) {
-    if (std::string e = cp->uplink_->start(); !e.empty()) {
-      *err = "parent uplink: " + e;
+    if (Status st = cp->uplink_->start(); !st.ok()) {
+      *err = "parent uplink: " + st.message();
       return nullptr;
     }
     add_listener(cp->epfd_, cp->uplink_->event_fd(), kUplinkEvent);

@@ -34,6 +34,7 @@
 #include "aggregator/engine/job_table.h"
 #include "aggregator/tree/uplink_client.h"
 #include "aggregator/util/rate_limit.h"
+#include "conflux/common/status.h"
 #include "conflux/protocol/control.h"
 
 namespace conflux::agg {
@@ -99,9 +100,10 @@ class JobManager {
   // Results straight down (SPEC.md §7): whether this daemon, as a parent, may send a child's
   // results to its members' group (it can send multicast).
   void set_direct_results(bool can) { direct_results_ = can; }
-  // DirectDown from member `rank` of live job `job_key`: "" when taken or ignored (logged), else
-  // why the connection broke the protocol (it was never offered direct results).
-  std::string on_direct_down(uint64_t job_key, uint32_t rank, const proto::DirectDown& d);
+  // DirectDown from member `rank` of live job `job_key`: ok when taken or ignored (logged), else
+  // invalid_argument saying why the connection broke the protocol (it was never offered direct
+  // results).
+  Status on_direct_down(uint64_t job_key, uint32_t rank, const proto::DirectDown& d);
 
   // The bandwidth capacity divided among the jobs, Mbit/s (0 = unknown: no grants). While
   // several jobs are live, each job's result sends are paced to its grant.

@@ -160,13 +160,14 @@ void JobManager::go_straight_down(Job& job, const std::vector<ConnId>& conns, Jo
                job.id(), ipv4_text(ntohl(p.group.sin_addr.s_addr)), ntohs(p.group.sin_port));
 }
 
-std::string JobManager::on_direct_down(uint64_t job_key, uint32_t rank,
-                                       const proto::DirectDown& d) {
+// conflux::Status: Status in this file is proto::Status.
+conflux::Status JobManager::on_direct_down(uint64_t job_key, uint32_t rank,
+                                           const proto::DirectDown& d) {
   auto it = active_.find(job_key);
-  if (it == active_.end()) return "";  // the job ended meanwhile
+  if (it == active_.end()) return {};  // the job ended meanwhile
   Active& a = it->second;
   if (rank >= a.direct_ok.size() || !a.direct_ok[rank]) {
-    return "DirectDown from a member that was not offered direct results";
+    return invalid_argument("DirectDown from a member that was not offered direct results");
   }
   sockaddr_in g{};
   g.sin_family = AF_INET;
@@ -182,7 +183,7 @@ std::string JobManager::on_direct_down(uint64_t job_key, uint32_t rank,
           "job {}: child aggregator {} signs its members' data but this daemon has no shared "
           "secret to sign for it; its results still go through it",
           a.job_id, rank);
-      return "";
+      return {};
     }
     key = proto::derive_data_key(cfg_.secret, d.job_id, d.job_token);
   }
@@ -191,11 +192,11 @@ std::string JobManager::on_direct_down(uint64_t job_key, uint32_t rank,
         "job {}: child aggregator {} asked again, or {} children already take results straight "
         "down; its results still go through it",
         a.job_id, rank, Job::kMaxDirectChildren);
-    return "";
+    return {};
   }
   spdlog::info("job {}: results for child aggregator {} go straight to its members' group {}{}",
                a.job_id, rank, where, key ? " (signed with the child's job key)" : "");
-  return "";
+  return {};
 }
 
 }  // namespace conflux::agg

@@ -24,7 +24,7 @@ MulticastAgreement::MulticastAgreement(const Config& cfg, const Dataplane& dp,
     : cfg_(cfg), dp_(dp), counters_(counters) {
   MulticastRange range;
   if (cfg.multicast == "off" || cfg.multicast_range.empty() || !dp.can_multicast() ||
-      ports.empty() || !parse_multicast_range(cfg.multicast_range, &range).empty()) {
+      ports.empty() || !parse_multicast_range(cfg.multicast_range, &range).ok()) {
     return;
   }
   // Daemons that share one configuration grant from disjoint slices of the range, chosen by

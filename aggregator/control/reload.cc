@@ -28,9 +28,10 @@ std::pair<int, std::string> ControlPlane::reload() {
     return outcome(ReloadResult::kError, 400, "this daemon has no configuration to read again");
   }
   Config fresh;
-  if (std::string err = reload_source_(&fresh); !err.empty()) {
-    return outcome(ReloadResult::kError, 400,
-                   fmt::format("the configuration is not valid, nothing changed: {}", err));
+  if (Status st = reload_source_(&fresh); !st.ok()) {
+    return outcome(
+        ReloadResult::kError, 400,
+        fmt::format("the configuration is not valid, nothing changed: {}", st.message()));
   }
   const ReloadPlan plan = plan_reload(*live_cfg_, fresh);
   if (!plan.refused.empty()) {

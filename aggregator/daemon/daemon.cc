@@ -38,8 +38,8 @@ Daemon::~Daemon() {
   wait();
 }
 
-std::string Daemon::start() {
-  if (std::string err = dataplane_->start(); !err.empty()) return err;
+Status Daemon::start() {
+  CFX_TRY(dataplane_->start());
   control_thread_ = std::thread([this] {
     name_this_thread("cfx-control");
     control_->run();
@@ -53,7 +53,7 @@ std::string Daemon::start() {
   if (!cfg_.ready_file.empty()) {
     return write_ready_file(cfg_.ready_file, control_port(), metrics_port(), data_ports());
   }
-  return "";
+  return {};
 }
 
 void Daemon::request_stop() {
@@ -68,20 +68,24 @@ void Daemon::wait() {
   spdlog::info("confluxd stopped");
 }
 
-std::string write_ready_file(const std::string& path, uint16_t control_port, int metrics_port,
-                             const std::vector<uint16_t>& data_ports) {
+Status write_ready_file(const std::string& path, uint16_t control_port, int metrics_port,
+                        const std::vector<uint16_t>& data_ports) {
   const std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
   const std::string text =
       fmt::format("control_port={}\nmetrics_port={}\ndata_ports={}\npid={}\n", control_port,
                   metrics_port, fmt::join(data_ports, ","), getpid());
   FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) return fmt::format("ready_file '{}': {}", tmp, std::strerror(errno));
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok) return fmt::format("ready_file '{}': write failed", tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return fmt::format("ready_file '{}': {}", path, std::strerror(errno));
+  if (f == nullptr) {
+    return system_error(fmt::format("ready_file '{}': {}", tmp, std::strerror(errno)));
   }
-  return "";
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) {
+    return system_error(fmt::format("ready_file '{}': write failed", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return system_error(fmt::format("ready_file '{}': {}", path, std::strerror(errno)));
+  }
+  return {};
 }
 
 void setup_logging(const std::string& level) {

@@ -13,6 +13,7 @@
 #include "aggregator/control/control_plane.h"
 #include "aggregator/dataplane/dataplane.h"
 #include "aggregator/engine/job_table.h"
+#include "conflux/common/status.h"
 
 namespace conflux::agg {
 
@@ -22,8 +23,9 @@ class Daemon {
   static std::unique_ptr<Daemon> create(const Config& cfg, std::string* err);
   ~Daemon();  // stop() + wait()
 
-  // Starts the dataplane and control threads and writes cfg.ready_file. "" or an error.
-  std::string start();
+  // Starts the dataplane and control threads and writes cfg.ready_file. Ok, or the error of
+  // the step that failed.
+  Status start();
   // Asks everything to stop (async-signal-safe). wait() then returns within ~0.5 s.
   void request_stop();
   // Blocks until the control plane has said Shutdown and every thread has ended.
@@ -56,9 +58,9 @@ class Daemon {
 };
 
 // Writes `control_port=N\nmetrics_port=M\ndata_ports=a,b\npid=P\n` to `path` atomically
-// (temporary file + rename). metrics_port is -1 when disabled. "" or an error.
-std::string write_ready_file(const std::string& path, uint16_t control_port, int metrics_port,
-                             const std::vector<uint16_t>& data_ports);
+// (temporary file + rename). metrics_port is -1 when disabled. Ok, or system_error.
+Status write_ready_file(const std::string& path, uint16_t control_port, int metrics_port,
+                        const std::vector<uint16_t>& data_ports);
 
 // Configures the default spdlog logger (stderr, "[confluxd]" prefix) at `level`.
 void setup_logging(const std::string& level);

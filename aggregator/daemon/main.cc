@@ -49,13 +49,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   // SIGHUP and `conflux reload`: the same arguments and environment, read again.
-  daemon->set_reload_source([args](Config* fresh) {
+  daemon->set_reload_source([args](Config* fresh) -> conflux::Status {
     std::string why;
-    const LoadStatus s = load_config(args, process_env, fresh, &why);
-    return s == LoadStatus::kOk ? std::string() : why.empty() ? "cannot load" : why;
+    if (load_config(args, process_env, fresh, &why) == LoadStatus::kOk) return {};
+    return conflux::invalid_argument(why.empty() ? "cannot load" : why);
   });
-  if (err = daemon->start(); !err.empty()) {
-    spdlog::critical("cannot start: {}", err);
+  if (const conflux::Status st = daemon->start(); !st.ok()) {
+    spdlog::critical("cannot start: {}", st.message());
     return 1;
   }
   int sig = 0;

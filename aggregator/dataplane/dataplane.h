@@ -23,6 +23,7 @@
 #include "aggregator/engine/fault_injector.h"
 #include "aggregator/engine/job_table.h"
 #include "aggregator/util/token_bucket.h"
+#include "conflux/common/status.h"
 
 namespace conflux::agg {
 
@@ -31,8 +32,8 @@ class Dataplane {
   virtual ~Dataplane() = default;
 
   virtual std::string_view name() const = 0;
-  // Starts one thread per queue. Returns "" or an error.
-  virtual std::string start() = 0;
+  // Starts one thread per queue. Ok, or system_error saying which queue could not start.
+  virtual Status start() = 0;
   // Stops and joins the threads (each exits within ~100 ms). Idempotent.
   virtual void stop() = 0;
   // Data ports, one per queue (index = queue).

@@ -62,7 +62,7 @@ Daemon& daemon_under_test() {
     std::string err;
     auto daemon = Daemon::create(c, &err);
     CHECK(daemon != nullptr);
-    CHECK(daemon->start().empty());
+    CHECK(daemon->start().ok());
     return daemon;
   }();
   return *d;

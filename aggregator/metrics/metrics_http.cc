@@ -13,6 +13,7 @@
 
 #include "aggregator/control/control_plane.h"
 #include "aggregator/metrics/prometheus.h"
+#include "conflux/common/status.h"
 #include "conflux/protocol/admin_auth.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
@@ -64,29 +65,30 @@ std::string ControlPlane::serve_admin(const Connection& c, std::string_view requ
   char peer[INET_ADDRSTRLEN] = "?";
   inet_ntop(AF_INET, &c.peer.sin_addr, peer, sizeof peer);
   // With a secret: the header must be valid. Without one: loopback peers only.
-  std::string refused;
+  Status allowed;
   if (cfg_.secret.empty()) {
     if ((ntohl(c.peer.sin_addr.s_addr) >> 24) != 127) {
-      refused = "the daemon has no secret: admin commands are taken from loopback only";
+      allowed = refused("the daemon has no secret: admin commands are taken from loopback only");
     }
   } else {
     const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
     const std::string_view auth = header(request, proto::kAdminAuthHeader);
-    refused = auth.empty() ? fmt::format("missing {} header", proto::kAdminAuthHeader)
-                           : proto::admin_auth_check(cfg_.secret, path, auth, now);
+    allowed = auth.empty()
+                  ? invalid_argument(fmt::format("missing {} header", proto::kAdminAuthHeader))
+                  : proto::admin_auth_check(cfg_.secret, path, auth, now);
     // The secret before a reload still works for secret_overlap_s (an operator's CLI that
     // still has it).
     const std::string& previous = manager_.tenant_secret(kSharedTenant | kPreviousSecret);
-    if (!refused.empty() && !auth.empty() && previous_secrets_valid() && !previous.empty() &&
-        proto::admin_auth_check(previous, path, auth, now).empty()) {
-      refused.clear();
+    if (!allowed.ok() && !auth.empty() && previous_secrets_valid() && !previous.empty() &&
+        proto::admin_auth_check(previous, path, auth, now).ok()) {
+      allowed = {};
     }
   }
-  if (!refused.empty()) {
-    spdlog::warn("admin {} from {} refused: {}", path, peer, refused);
-    return response(403, "Forbidden", "text/plain; charset=utf-8", refused + "\n");
+  if (!allowed.ok()) {
+    spdlog::warn("admin {} from {} refused: {}", path, peer, allowed.message());
+    return response(403, "Forbidden", "text/plain; charset=utf-8", allowed.message() + "\n");
   }
   spdlog::info("admin {} from {}", path, peer);
   constexpr std::string_view kMaxMbps = "/admin/max-mbps/";

@@ -77,15 +77,17 @@ UplinkClient::~UplinkClient() {
   }
 }
 
-std::string UplinkClient::start() {
+Status UplinkClient::start() {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (event_fd_ < 0 || wake_fd_ < 0) return fmt::format("eventfd: {}", std::strerror(errno));
+  if (event_fd_ < 0 || wake_fd_ < 0) {
+    return system_error(fmt::format("eventfd: {}", std::strerror(errno)));
+  }
   thread_ = std::thread([this] {
     name_this_thread("cfx-uplink");
     run();
   });
-  return "";
+  return {};
 }
 
 void UplinkClient::join(const proto::Join& join) {

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "conflux/common/status.h"
 #include "conflux/protocol/control.h"
 
 namespace conflux::agg {
@@ -55,8 +56,8 @@ class UplinkClient {
   UplinkClient(const UplinkClient&) = delete;
   UplinkClient& operator=(const UplinkClient&) = delete;
 
-  // Starts the thread; "" or an error (no eventfd).
-  std::string start();
+  // Starts the thread. Ok, or system_error (no eventfd).
+  Status start();
   // Control thread: readable while events wait.
   int event_fd() const { return event_fd_; }
   // Control thread: join the parent for `join` (its job_key names the uplink; udp_port and

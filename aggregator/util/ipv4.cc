@@ -41,30 +41,32 @@ std::string ipv4_text(uint32_t addr) {
                      addr & 0xff);
 }
 
-std::string parse_multicast_range(std::string_view text, MulticastRange* out) {
+Status parse_multicast_range(std::string_view text, MulticastRange* out) {
   const size_t slash = text.find('/');
-  if (slash == std::string_view::npos) return "expected a CIDR range such as 239.77.0.0/16";
+  if (slash == std::string_view::npos) {
+    return invalid_argument("expected a CIDR range such as 239.77.0.0/16");
+  }
   const std::string addr_text(text.substr(0, slash));
   in_addr a{};
   if (inet_pton(AF_INET, addr_text.c_str(), &a) != 1) {
-    return fmt::format("'{}' is not an IPv4 address", addr_text);
+    return invalid_argument(fmt::format("'{}' is not an IPv4 address", addr_text));
   }
   const std::string_view len_text = text.substr(slash + 1);
   unsigned len = 0;
   const auto [end, ec] = std::from_chars(len_text.data(), len_text.data() + len_text.size(), len);
   if (ec != std::errc() || end != len_text.data() + len_text.size() || len < 4 || len > 32) {
-    return fmt::format("prefix length '{}' is not in 4..32", len_text);
+    return invalid_argument(fmt::format("prefix length '{}' is not in 4..32", len_text));
   }
   const uint32_t mask = len == 32 ? ~0u : ~(~0u >> len);
   const uint32_t base = ntohl(a.s_addr) & mask;
-  if ((base >> 28) != 0xE) return "not inside the multicast range 224.0.0.0/4";
+  if ((base >> 28) != 0xE) return invalid_argument("not inside the multicast range 224.0.0.0/4");
   const uint64_t size = uint64_t{1} << (32 - len);
   if (base <= 0xE00000FFu && base + size - 1 >= 0xE0000000u) {
-    return "overlaps 224.0.0.0/24 (link-local control groups)";
+    return invalid_argument("overlaps 224.0.0.0/24 (link-local control groups)");
   }
   out->base = base;
   out->size = static_cast<uint32_t>(std::min<uint64_t>(size, kMaxGroups));
-  return "";
+  return {};
 }
 
 MulticastRange multicast_slice(MulticastRange range, uint32_t slice, uint32_t address,

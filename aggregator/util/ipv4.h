@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "conflux/common/status.h"
+
 namespace conflux::agg {
 
 // Parses "a.b.c.d:port" (port 1..65535). False when malformed.
@@ -23,8 +25,8 @@ struct MulticastRange {
 };
 
 // Parses "a.b.c.d/n" inside 224.0.0.0/4 and outside 224.0.0.0/24 (link-local control groups).
-// Returns "" or what is wrong with it.
-std::string parse_multicast_range(std::string_view text, MulticastRange* out);
+// Ok, or invalid_argument saying what is wrong with it.
+Status parse_multicast_range(std::string_view text, MulticastRange* out);
 
 // The groups a daemon grants from: `range` cut into slices of `slice` groups, the one at
 // index (address mod the number of slices), `address` being the daemon's own (host order).

@@ -132,11 +132,11 @@ int run(const Options& o) {
     std::vector<std::string> args = {"--threads", std::to_string(o.threads)};
     args.insert(args.end(), o.daemon_args.begin(), o.daemon_args.end());
     LocalDaemon local;
-    err = start_local_confluxd(o.confluxd, dir + "/ready" + std::to_string(a), args, d.log,
-                               d.log + ".err", &local);
+    const Status st = start_local_confluxd(o.confluxd, dir + "/ready" + std::to_string(a), args,
+                                           d.log, d.log + ".err", &local);
     d.pid = local.pid;
-    if (!err.empty()) {
-      std::fprintf(stderr, "launch: confluxd %u: %s\n%s", a, err.c_str(),
+    if (!st.ok()) {
+      std::fprintf(stderr, "launch: confluxd %u: %s\n%s", a, st.message().c_str(),
                    read_file(d.log + ".err").c_str());
       stop_daemons(ds, &problems);
       return 1;

@@ -80,8 +80,8 @@ int main(int argc, char** argv) {
       std::filesystem::remove_all(dir, ec);
     }
   } cleanup{"/var/run/dpdk/" + prefix};
-  if (std::string e = dpdk::eal_init_once(eal); !e.empty()) {
-    std::fprintf(stderr, "%s\n", e.c_str());
+  if (const Status st = dpdk::eal_init_once(eal); !st.ok()) {
+    std::fprintf(stderr, "%s\n", st.message().c_str());
     return 1;
   }
   rte_ring* rx = rte_ring_create("cfx_rx", 4096, SOCKET_ID_ANY, 0);
@@ -199,8 +199,8 @@ int main(int argc, char** argv) {
     stage();
     release();  // before the lcore polls: its first poll finds a full ring
   }
-  if (std::string e = dp->start(); !e.empty()) {
-    std::fprintf(stderr, "%s\n", e.c_str());
+  if (const Status st = dp->start(); !st.ok()) {
+    std::fprintf(stderr, "%s\n", st.message().c_str());
     return 1;
   }
   const uint64_t t0 = rte_rdtsc();

@@ -264,12 +264,12 @@ json::Json sample_json(const Sample& s) {
 int run(const Options& o) {
   const std::string dir = make_temp_dir("conflux-job-load");
   LocalDaemon d;
-  const std::string err = start_local_confluxd(
+  const Status st = start_local_confluxd(
       o.confluxd, dir + "/ready",
       {"--threads", "2", "--max-jobs", std::to_string(std::max(64, o.jobs + o.lanes))},
       dir + "/confluxd.out", dir + "/confluxd.err", &d);
-  if (!err.empty()) {
-    std::fprintf(stderr, "conflux-job-load: %s\n", err.c_str());
+  if (!st.ok()) {
+    std::fprintf(stderr, "conflux-job-load: %s\n", st.message().c_str());
     if (d.pid > 0) kill(d.pid, SIGKILL);
     return 1;
   }

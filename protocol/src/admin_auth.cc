@@ -38,25 +38,25 @@ std::string admin_auth_value(std::string_view secret, std::string_view path, int
   return std::to_string(unix_s) + " " + mac_hex(secret, path, unix_s);
 }
 
-std::string admin_auth_check(std::string_view secret, std::string_view path, std::string_view value,
-                             int64_t now_s) {
+conflux::Status admin_auth_check(std::string_view secret, std::string_view path,
+                                 std::string_view value, int64_t now_s) {
   const size_t space = value.find(' ');
   int64_t ts = 0;
   if (space == std::string_view::npos ||
       std::from_chars(value.data(), value.data() + space, ts).ptr != value.data() + space) {
-    return "malformed " + std::string(kAdminAuthHeader) + " header";
+    return invalid_argument("malformed " + std::string(kAdminAuthHeader) + " header");
   }
   if (ts < now_s - kAdminMaxSkewS || ts > now_s + kAdminMaxSkewS) {
-    return "the request's time is more than " + std::to_string(kAdminMaxSkewS) +
-           " s from the daemon's clock";
+    return invalid_argument("the request's time is more than " + std::to_string(kAdminMaxSkewS) +
+                            " s from the daemon's clock");
   }
   const std::string want = mac_hex(secret, path, ts);
   const std::string_view got = value.substr(space + 1);
   if (want.empty() || got.size() != want.size() ||
       CRYPTO_memcmp(got.data(), want.data(), want.size()) != 0) {
-    return "wrong secret";
+    return invalid_argument("wrong secret");
   }
-  return "";
+  return {};
 }
 
 }  // namespace conflux::proto

@@ -144,7 +144,8 @@ Daemon& DaemonTest::start(const Config& cfg) {
     daemon_ = Daemon::create(cfg, &err);
     if (saved) (void)sched_setaffinity(0, sizeof(affinity), &affinity);  // rte_eal_init pins
     if (daemon_ != nullptr) {
-      EXPECT_EQ(daemon_->start(), "");
+      const Status st = daemon_->start();
+      EXPECT_TRUE(st.ok()) << st.message();
     }
   }
   if (daemon_ == nullptr) {

@@ -36,8 +36,12 @@ int main(int argc, char** argv) {
   setup_logging(cfg.log_level);
   std::string err;
   auto d = Daemon::create(cfg, &err);
-  if (!d || !(err = d->start()).empty()) {
+  if (d == nullptr) {
     std::fprintf(stderr, "daemon: %s\n", err.c_str());
+    return 1;
+  }
+  if (const Status st = d->start(); !st.ok()) {
+    std::fprintf(stderr, "daemon: %s\n", st.message().c_str());
     return 1;
   }
   std::vector<std::unique_ptr<testing::Worker>> w;

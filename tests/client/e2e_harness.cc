@@ -35,11 +35,11 @@ std::string DaemonProcess::start(const std::string& dir, const std::vector<std::
   std::vector<std::string> args = {"--threads", "2"};
   args.insert(args.end(), extra.begin(), extra.end());
   tools::LocalDaemon d;
-  const std::string err =
+  const conflux::Status st =
       tools::start_local_confluxd(CONFLUX_CONFLUXD_PATH, dir + "/ready", args, log, log, &d);
-  if (!err.empty()) {
+  if (!st.ok()) {
     pid = -1;
-    return d.pid > 0 ? err + "\n" + read_file(log) : err;
+    return d.pid > 0 ? st.message() + "\n" + read_file(log) : st.message();
   }
   pid = d.pid;
   control_port = d.control_port;

@@ -134,17 +134,20 @@ namespace {
 
 TEST(AdminAuth, SignedForOnePathWithinTheSkew) {
   const std::string v = admin_auth_value("s", "/admin/drain", 1000);
-  EXPECT_EQ(admin_auth_check("s", "/admin/drain", v, 1000), "");
-  EXPECT_EQ(admin_auth_check("s", "/admin/drain", v, 1000 + kAdminMaxSkewS), "");
-  EXPECT_NE(admin_auth_check("s", "/admin/drain", v, 1001 + kAdminMaxSkewS), "");
-  EXPECT_NE(admin_auth_check("s", "/admin/drain", v, 999 - kAdminMaxSkewS), "");
-  EXPECT_EQ(admin_auth_check("s", "/admin/undrain", v, 1000), "wrong secret");  // another path
-  EXPECT_EQ(admin_auth_check("t", "/admin/drain", v, 1000), "wrong secret");
+  EXPECT_TRUE(admin_auth_check("s", "/admin/drain", v, 1000).ok());
+  EXPECT_TRUE(admin_auth_check("s", "/admin/drain", v, 1000 + kAdminMaxSkewS).ok());
+  EXPECT_FALSE(admin_auth_check("s", "/admin/drain", v, 1001 + kAdminMaxSkewS).ok());
+  EXPECT_FALSE(admin_auth_check("s", "/admin/drain", v, 999 - kAdminMaxSkewS).ok());
+  // another path
+  EXPECT_EQ(admin_auth_check("s", "/admin/undrain", v, 1000).message(), "wrong secret");
+  EXPECT_EQ(admin_auth_check("t", "/admin/drain", v, 1000).message(), "wrong secret");
   std::string tampered = v;
   tampered.back() = tampered.back() == '0' ? '1' : '0';
-  EXPECT_EQ(admin_auth_check("s", "/admin/drain", tampered, 1000), "wrong secret");
+  const conflux::Status st = admin_auth_check("s", "/admin/drain", tampered, 1000);
+  EXPECT_EQ(st.code(), conflux::Status::Code::kInvalidArgument);
+  EXPECT_EQ(st.message(), "wrong secret");
   for (const char* bad : {"", "1000", "x 00", "1000abc"}) {
-    EXPECT_NE(admin_auth_check("s", "/admin/drain", bad, 1000), "") << bad;
+    EXPECT_FALSE(admin_auth_check("s", "/admin/drain", bad, 1000).ok()) << bad;
   }
 }
 

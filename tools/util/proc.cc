@@ -137,19 +137,18 @@ std::vector<std::string> local_confluxd_argv(const std::string& confluxd,
   return argv;
 }
 
-std::string start_local_confluxd(const std::string& confluxd, const std::string& ready_file,
-                                 const std::vector<std::string>& extra,
-                                 const std::string& stdout_path, const std::string& stderr_path,
-                                 LocalDaemon* d) {
+Status start_local_confluxd(const std::string& confluxd, const std::string& ready_file,
+                            const std::vector<std::string>& extra, const std::string& stdout_path,
+                            const std::string& stderr_path, LocalDaemon* d) {
   ::unlink(ready_file.c_str());
   std::string err;
   d->pid = spawn(local_confluxd_argv(confluxd, ready_file, extra), stdout_path, stderr_path, &err);
   if (d->pid < 0) {
-    return err;
+    return system_error(err);
   }
   auto kv = wait_ready_file(ready_file, d->pid, std::chrono::seconds(10), &err);
   if (kv.empty()) {
-    return err;
+    return unavailable(err);
   }
   d->control_port = static_cast<uint16_t>(std::stoi(kv["control_port"]));
   d->metrics_port = static_cast<uint16_t>(std::stoi(kv["metrics_port"]));
@@ -158,7 +157,7 @@ std::string start_local_confluxd(const std::string& confluxd, const std::string&
   for (std::string p; std::getline(ports, p, ',');) {
     d->data_ports.push_back(static_cast<uint16_t>(std::stoi(p)));
   }
-  return "";
+  return {};
 }
 
 std::string http_get(uint16_t port, const std::string& path, std::string* error) {

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "conflux/common/status.h"
+
 namespace conflux::tools {
 
 // Starts argv[0] (a path) with argv; stdout/stderr go to the files (created/truncated;
@@ -48,12 +50,12 @@ std::vector<std::string> local_confluxd_argv(const std::string& confluxd,
                                              const std::vector<std::string>& extra);
 
 // Removes a ready file left from an earlier run, spawns local_confluxd_argv() with its output
-// in the two files and waits up to 10 s for the ready file. Returns "" or an error; d->pid is
-// the child whenever one was started, ready or not (the caller stops it).
-std::string start_local_confluxd(const std::string& confluxd, const std::string& ready_file,
-                                 const std::vector<std::string>& extra,
-                                 const std::string& stdout_path, const std::string& stderr_path,
-                                 LocalDaemon* d);
+// in the two files and waits up to 10 s for the ready file. Ok; system_error when it cannot
+// be spawned; unavailable when it exits or writes no ready file in time. d->pid is the child
+// whenever one was started, ready or not (the caller stops it).
+Status start_local_confluxd(const std::string& confluxd, const std::string& ready_file,
+                            const std::vector<std::string>& extra, const std::string& stdout_path,
+                            const std::string& stderr_path, LocalDaemon* d);
 
 // HTTP/1.0 GET http://127.0.0.1:port/path. Returns the body, or "" and *error.
 std::string http_get(uint16_t port, const std::string& path, std::string* error);

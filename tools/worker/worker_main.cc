@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "conflux/client/engine.h"
+#include "conflux/common/status.h"
 #include "worker/worker_data.h"
 #include "worker/worker_options.h"
 #include "worker/worker_report.h"
@@ -21,8 +22,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Waits for one request; returns "" or the error.
-std::string wait_for(client::Engine& e, uint64_t id, double timeout_s) {
+// Waits for one request. Ok; unavailable with the engine's error; timed_out after timeout_s.
+Status wait_for(client::Engine& e, uint64_t id, double timeout_s) {
   const auto t0 = Clock::now();
   const auto limit = std::chrono::duration<double>(timeout_s);
   for (;;) {
@@ -31,19 +32,20 @@ std::string wait_for(client::Engine& e, uint64_t id, double timeout_s) {
     // request finishes or the slice ends: no sleep of our own adds its timer slack.
     const client::RequestState st = e.wait(id, std::chrono::milliseconds(1), &err);
     if (st == client::RequestState::kDone) {
-      return "";
+      return {};
     }
     if (st == client::RequestState::kError) {
-      return err;
+      return unavailable(err);
     }
     if (Clock::now() - t0 > limit) {
-      return "request did not finish within the --timeout-s limit";
+      return timed_out("request did not finish within the --timeout-s limit");
     }
   }
 }
 
-std::string run_once(client::Engine& e, const void* send, void* recv, uint64_t count,
-                     const DataSpec& spec, const WorkerOptions& o) {
+// One AllReduce (or Reduce to o.root) and its wait_for.
+Status run_once(client::Engine& e, const void* send, void* recv, uint64_t count,
+                const DataSpec& spec, const WorkerOptions& o) {
   if (o.root < 0) {
     return wait_for(e, e.allreduce(send, recv, count, spec.dtype, spec.op), o.timeout_s);
   }
@@ -76,9 +78,9 @@ void write_json(const WorkerOptions& o, const std::vector<ResultRow>& rows, cons
                                                    ok);
 }
 
-// Runs warmup + timed iterations of one size, then one checked run. "" or the error.
-std::string run_size(client::Engine& e, const WorkerOptions& o, const DataSpec& spec,
-                     ResultRow* row, std::string* first_wrong) {
+// Runs warmup + timed iterations of one size, then one checked run. Ok, or the first error.
+Status run_size(client::Engine& e, const WorkerOptions& o, const DataSpec& spec, ResultRow* row,
+                std::string* first_wrong) {
   const uint64_t count = row->count;
   std::unique_ptr<uint8_t[]> send(new uint8_t[row->bytes]);
   std::unique_ptr<uint8_t[]> recv_store(o.in_place ? nullptr : new uint8_t[row->bytes]);
@@ -89,37 +91,30 @@ std::string run_size(client::Engine& e, const WorkerOptions& o, const DataSpec& 
     iters = static_cast<int>(std::clamp<uint64_t>(o.iter_bytes / row->bytes, 1, o.iters));
     warmup = std::min(warmup, iters);
   }
-  std::string err;
-  for (int i = 0; i < warmup && err.empty(); ++i) {
-    err = run_once(e, send.get(), recv, count, spec, o);
+  for (int i = 0; i < warmup; ++i) {
+    CFX_TRY(run_once(e, send.get(), recv, count, spec, o));
   }
   Clock::duration busy{};
-  for (int i = 0; i < iters && err.empty(); ++i) {
+  for (int i = 0; i < iters; ++i) {
     const auto t0 = Clock::now();
-    err = run_once(e, send.get(), recv, count, spec, o);
+    CFX_TRY(run_once(e, send.get(), recv, count, spec, o));
     busy += Clock::now() - t0;
     if (o.pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.pause_ms));
   }
   const double secs = std::chrono::duration<double>(busy).count() / iters;
-  if (!err.empty()) {
-    return err;
-  }
   row->time_us = secs * 1e6;
   row->algbw = static_cast<double>(row->bytes) / secs / 1e9;
   const double n = o.client.n_workers;
   row->busbw = row->algbw * 2.0 * (n - 1) / n;
   if (!o.check) {
-    return "";
+    return {};
   }
   // One more run, untimed, on fresh inputs (in place overwrote them) and a poisoned output.
   generate(spec, o.client.rank, 0, count, send.get());
   if (!o.in_place) {
     poison(recv, row->bytes);
   }
-  err = run_once(e, send.get(), recv, count, spec, o);
-  if (!err.empty()) {
-    return err;
-  }
+  CFX_TRY(run_once(e, send.get(), recv, count, spec, o));
   if (o.root >= 0 && static_cast<uint32_t>(o.root) != o.client.rank) {
     // Not the root: the result is not ours, and the engine must not have written it.
     row->wrong = o.in_place ? 0 : poisoned_mismatches(recv, row->bytes);
@@ -130,7 +125,7 @@ std::string run_size(client::Engine& e, const WorkerOptions& o, const DataSpec& 
     row->wrong = verify(spec, recv, count, first_wrong);
   }
   row->checked = true;
-  return "";
+  return {};
 }
 
 int run(const WorkerOptions& o) {
@@ -178,8 +173,8 @@ int run(const WorkerOptions& o) {
       row.count = o.sizes_in_bytes ? std::max<uint64_t>(1, size / es) : size;
       row.bytes = row.count * es;
       std::string first;
-      err = run_size(*engine, o, spec, &row, &first);
-      if (!err.empty()) {
+      if (const Status st = run_size(*engine, o, spec, &row, &first); !st.ok()) {
+        err = st.message();
         std::fprintf(stderr, "%s: error: allreduce of %llu B %s %s failed: %s\n", who.c_str(),
                      static_cast<unsigned long long>(row.bytes),
                      std::string(dtype_name(spec.dtype)).c_str(),

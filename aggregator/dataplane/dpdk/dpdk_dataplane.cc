@@ -35,8 +35,8 @@ constexpr uint32_t kInboxSize = 1024;    // software steering ring per queue (po
 constexpr uint32_t kControlTxSize = 64;  // PROBEs waiting for queue 0 (one per job per 20 ms)
 std::atomic<unsigned> g_ring_seq{0};     // ring names are unique per process
 
-// Steers UDP to (our IPv4, port) to `queue`. "" or an error.
-std::string add_flow(uint16_t port, uint32_t ip, uint16_t udp_port, uint16_t queue) {
+// Steers UDP to (our IPv4, port) to `queue`. Ok, or system_error where the port cannot.
+Status add_flow(uint16_t port, uint32_t ip, uint16_t udp_port, uint16_t queue) {
   rte_flow_attr attr{};
   attr.ingress = 1;
   rte_flow_item_ipv4 ip_spec{}, ip_mask{};
@@ -55,10 +55,10 @@ std::string add_flow(uint16_t port, uint32_t ip, uint16_t udp_port, uint16_t que
                                      {RTE_FLOW_ACTION_TYPE_END, nullptr}};
   rte_flow_error e{};
   if (rte_flow_create(port, &attr, pattern, actions, &e) == nullptr) {
-    return fmt::format("rte_flow UDP port {} -> queue {}: {}", udp_port, queue,
-                       e.message != nullptr ? e.message : "unsupported");
+    return system_error(fmt::format("rte_flow UDP port {} -> queue {}: {}", udp_port, queue,
+                                    e.message != nullptr ? e.message : "unsupported"));
   }
-  return "";
+  return {};
 }
 
 // Frees a ring and the mbufs still parked in it.
@@ -68,22 +68,25 @@ void free_ring(rte_ring* r) {
   rte_ring_free(r);
 }
 
-// The steps of DpdkDataplane::create, in order. Each returns "" or its error.
+// The steps of DpdkDataplane::create, in order. Each returns ok or its error: invalid_argument
+// where the configuration asks for what the port does not have, else system_error.
 
 // Port `port` exists and has `nq` RX and TX queues; its description in *info.
-std::string check_port(uint16_t port, uint16_t nq, rte_eth_dev_info* info) {
+Status check_port(uint16_t port, uint16_t nq, rte_eth_dev_info* info) {
   if (!rte_eth_dev_is_valid_port(port)) {
-    return fmt::format("dpdk: no port {} ({} port(s) available; check dpdk_eal_args --vdev/-a)",
-                       port, rte_eth_dev_count_avail());
+    return invalid_argument(
+        fmt::format("dpdk: no port {} ({} port(s) available; check dpdk_eal_args --vdev/-a)", port,
+                    rte_eth_dev_count_avail()));
   }
   if (int rc = rte_eth_dev_info_get(port, info); rc != 0) {
-    return fmt::format("dpdk: port {} info: {}", port, rte_strerror(-rc));
+    return system_error(fmt::format("dpdk: port {} info: {}", port, rte_strerror(-rc)));
   }
   if (nq > info->max_rx_queues || nq > info->max_tx_queues) {
-    return fmt::format("dpdk: port {} ({}) has {} rx / {} tx queues, threads = {}", port,
-                       info->driver_name, info->max_rx_queues, info->max_tx_queues, nq);
+    return invalid_argument(fmt::format("dpdk: port {} ({}) has {} rx / {} tx queues, threads = {}",
+                                        port, info->driver_name, info->max_rx_queues,
+                                        info->max_tx_queues, nq));
   }
-  return "";
+  return {};
 }
 
 struct Pools {
@@ -98,8 +101,7 @@ struct Pools {
 // accumulators at once), so the pools scale with rings and bursts, not with slot windows.
 // Frames parked in software-steering inboxes (only with several queues) hold RX mbufs too, and
 // result frames set aside by pacing (DpdkQueue::kMaxDeferred per queue) result mbufs.
-std::string make_pools(uint16_t nq, uint16_t rxd, uint16_t txd, int socket, bool multi_seg,
-                       Pools* p) {
+Status make_pools(uint16_t nq, uint16_t rxd, uint16_t txd, int socket, bool multi_seg, Pools* p) {
   std::string err;
   p->n_pkt =
       nq * (rxd + txd + 4u * DpdkQueue::kBurst + DpdkQueue::kTxBuffer + DpdkQueue::kMaxDeferred) +
@@ -111,14 +113,14 @@ std::string make_pools(uint16_t nq, uint16_t rxd, uint16_t txd, int socket, bool
   p->clone =
       (p->hdr && multi_seg) ? dpdk::shared_pool("clone", n_fanout, 0, socket, &err) : nullptr;
   if (p->pkt == nullptr || p->hdr == nullptr || (multi_seg && p->clone == nullptr)) {
-    return err;
+    return system_error(err);
   }
-  return "";
+  return {};
 }
 
 // Sets up the nq RX/TX queue pairs; may switch the pkt pool to jumbo mbufs (p->room).
-std::string setup_queues(uint16_t port, uint16_t nq, const rte_eth_dev_info& info,
-                         const PortPlan& plan, uint16_t rxd, uint16_t txd, int socket, Pools* p) {
+Status setup_queues(uint16_t port, uint16_t nq, const rte_eth_dev_info& info, const PortPlan& plan,
+                    uint16_t rxd, uint16_t txd, int socket, Pools* p) {
   for (uint16_t q = 0; q < nq; ++q) {
     rte_eth_rxconf rxc = info.default_rxconf;
     rxc.offloads = plan.conf.rxmode.offloads;
@@ -134,15 +136,16 @@ std::string setup_queues(uint16_t port, uint16_t nq, const rte_eth_dev_info& inf
       p->room = kJumboRoom;
       std::string err;
       p->pkt = dpdk::shared_pool("pkt", p->n_pkt, p->room, socket, &err);
-      if (p->pkt == nullptr) return err;
+      if (p->pkt == nullptr) return system_error(err);
       rc = rte_eth_rx_queue_setup(port, q, rxd, socket, &rxc, p->pkt);
     }
     if (rc == 0) rc = rte_eth_tx_queue_setup(port, q, txd, socket, &txc);
     if (rc != 0) {
-      return fmt::format("dpdk: port {} queue {} setup: {}", port, q, rte_strerror(-rc));
+      return system_error(
+          fmt::format("dpdk: port {} queue {} setup: {}", port, q, rte_strerror(-rc)));
     }
   }
-  return "";
+  return {};
 }
 
 // Raises the port's MTU to ip_mtu where it is lower (a warning where the port refuses).
@@ -161,27 +164,29 @@ void raise_mtu(uint16_t port, const rte_eth_dev_info& info, uint32_t ip_mtu, con
 // Several queues: rte_flow rules steer each UDP port to its queue, or, where the port has
 // none, one inbox ring per queue (software steering). The rings go to *inboxes as they are
 // made (their owner frees them, also after an error).
-std::string steer(uint16_t port, const dpdk::LocalAddr& local, uint16_t nq,
-                  const rte_eth_dev_info& info, const PortPlan& plan, int socket,
-                  std::vector<rte_ring*>* inboxes) {
+Status steer(uint16_t port, const dpdk::LocalAddr& local, uint16_t nq, const rte_eth_dev_info& info,
+             const PortPlan& plan, int socket, std::vector<rte_ring*>* inboxes) {
   (void)rte_flow_flush(port, nullptr);
-  std::string e;
-  for (uint16_t q = 0; q < nq && e.empty(); ++q) {
-    e = add_flow(port, local.ip, uint16_t(local.first_port + q), q);
+  Status flows;
+  for (uint16_t q = 0; q < nq && flows.ok(); ++q) {
+    flows = add_flow(port, local.ip, uint16_t(local.first_port + q), q);
   }
-  if (e.empty()) return "";
+  if (flows.ok()) return {};
   (void)rte_flow_flush(port, nullptr);
   spdlog::info(
       "dpdk: port {} ({}) cannot steer UDP ports to queues ({}): software steering "
       "(queues hand datagrams to the slot's owner through rings; RSS {})",
-      port, info.driver_name, e, plan.conf.rxmode.mq_mode == RTE_ETH_MQ_RX_RSS ? "on" : "off");
+      port, info.driver_name, flows.message(),
+      plan.conf.rxmode.mq_mode == RTE_ETH_MQ_RX_RSS ? "on" : "off");
   for (uint16_t q = 0; q < nq; ++q) {
     const std::string name = fmt::format("cfx_inbox_{}", g_ring_seq.fetch_add(1));
     rte_ring* r = rte_ring_create(name.c_str(), kInboxSize, socket, RING_F_SC_DEQ);
-    if (r == nullptr) return fmt::format("dpdk: ring {}: {}", name, rte_strerror(rte_errno));
+    if (r == nullptr) {
+      return system_error(fmt::format("dpdk: ring {}: {}", name, rte_strerror(rte_errno)));
+    }
     inboxes->push_back(r);
   }
-  return "";
+  return {};
 }
 
 }  // namespace
@@ -197,15 +202,15 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
         ip_text);
     return nullptr;
   }
-  if (std::string e = dpdk::eal_init_once(cfg.dpdk_eal_args); !e.empty()) {
-    *err = e;
+  if (Status st = dpdk::eal_init_once(cfg.dpdk_eal_args); !st.ok()) {
+    *err = st.message();
     return nullptr;
   }
   const auto port = static_cast<uint16_t>(cfg.dpdk_port);
   const auto nq = static_cast<uint16_t>(cfg.threads);
   rte_eth_dev_info info{};
-  if (std::string e = check_port(port, nq, &info); !e.empty()) {
-    *err = e;
+  if (Status st = check_port(port, nq, &info); !st.ok()) {
+    *err = st.message();
     return nullptr;
   }
   // Largest frame: Ethernet + VLAN + IPv4 + UDP + data header + payload.
@@ -227,12 +232,12 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
   uint16_t rxd = kRxDesc, txd = kTxDesc;
   (void)rte_eth_dev_adjust_nb_rx_tx_desc(port, &rxd, &txd);
   const int socket = rte_eth_dev_socket_id(port) < 0 ? SOCKET_ID_ANY : rte_eth_dev_socket_id(port);
-  if (std::string e = make_pools(nq, rxd, txd, socket, plan.multi_seg, &pools); !e.empty()) {
-    *err = e;
+  if (Status st = make_pools(nq, rxd, txd, socket, plan.multi_seg, &pools); !st.ok()) {
+    *err = st.message();
     return nullptr;
   }
-  if (std::string e = setup_queues(port, nq, info, plan, rxd, txd, socket, &pools); !e.empty()) {
-    *err = e;
+  if (Status st = setup_queues(port, nq, info, plan, rxd, txd, socket, &pools); !st.ok()) {
+    *err = st.message();
     return nullptr;
   }
   raise_mtu(port, info, ip_mtu, cfg);
@@ -251,8 +256,8 @@ std::unique_ptr<DpdkDataplane> DpdkDataplane::create(const Config& cfg, JobTable
   local.first_port = cfg.data_port != 0 ? static_cast<uint16_t>(cfg.data_port) : kDefaultDataPort;
   local.n_ports = nq;
   if (nq > 1) {
-    if (std::string e = steer(port, local, nq, info, plan, socket, &dp->inboxes_); !e.empty()) {
-      *err = e;
+    if (Status st = steer(port, local, nq, info, plan, socket, &dp->inboxes_); !st.ok()) {
+      *err = st.message();
       return nullptr;  // ~DpdkDataplane frees the rings made so far
     }
   }
@@ -338,7 +343,7 @@ bool DpdkDataplane::send_datagram(const sockaddr_in& to, std::span<const uint8_t
   return true;
 }
 
-std::string DpdkDataplane::start() {
+Status DpdkDataplane::start() {
   std::vector<unsigned> free;
   unsigned l = 0;
   RTE_LCORE_FOREACH_WORKER(l) {
@@ -357,7 +362,7 @@ std::string DpdkDataplane::start() {
         if (registered) rte_thread_unregister();
       });
     }
-    return "";
+    return {};
   }
   for (size_t i = 0; i < queues_.size(); ++i) {
     auto body = [](void* arg) {
@@ -366,11 +371,12 @@ std::string DpdkDataplane::start() {
     };
     if (int rc = rte_eal_remote_launch(body, queues_[i].get(), free[i]); rc != 0) {
       stop();
-      return fmt::format("dpdk: launch queue {} on lcore {}: {}", i, free[i], rte_strerror(-rc));
+      return system_error(
+          fmt::format("dpdk: launch queue {} on lcore {}: {}", i, free[i], rte_strerror(-rc)));
     }
     lcores_.push_back(free[i]);
   }
-  return "";
+  return {};
 }
 
 void DpdkDataplane::stop() {

@@ -39,7 +39,7 @@ class DpdkDataplane final : public Dataplane {
   std::string_view name() const override { return "dpdk"; }
   // Launches queue q on the q-th free EAL worker lcore, or, when the EAL has fewer worker
   // lcores than queues, on a std::thread registered with the EAL (unpinned; a warning says so).
-  std::string start() override;
+  Status start() override;
   void stop() override;
   std::vector<uint16_t> ports() const override;
   unsigned n_queues() const override { return static_cast<unsigned>(queues_.size()); }

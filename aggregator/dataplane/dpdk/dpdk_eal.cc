@@ -20,7 +20,7 @@ namespace {
 std::mutex g_mu;
 bool g_eal_done = false;
 std::string g_eal_args;
-std::string g_eal_error;
+Status g_eal_status;
 
 struct PoolKey {
   std::string kind;
@@ -39,14 +39,13 @@ unsigned g_pool_seq = 0;
 
 }  // namespace
 
-std::string eal_init_once(const std::string& args) {
+Status eal_init_once(const std::string& args) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_eal_done) {
-    if (!g_eal_error.empty()) return g_eal_error;
-    if (args != g_eal_args) {
+    if (g_eal_status.ok() && args != g_eal_args) {
       spdlog::warn("dpdk: EAL already initialized with '{}'; ignoring '{}'", g_eal_args, args);
     }
-    return "";
+    return g_eal_status;
   }
   g_eal_done = true;
   g_eal_args = args;
@@ -58,12 +57,13 @@ std::string eal_init_once(const std::string& args) {
   argv.push_back(nullptr);
   const int rc = rte_eal_init(static_cast<int>(words.size()), argv.data());
   if (rc < 0) {
-    g_eal_error = fmt::format("dpdk: rte_eal_init('{}') failed: {}", args, rte_strerror(rte_errno));
-    return g_eal_error;
+    g_eal_status = system_error(
+        fmt::format("dpdk: rte_eal_init('{}') failed: {}", args, rte_strerror(rte_errno)));
+    return g_eal_status;
   }
   spdlog::info("dpdk: EAL up ({} lcores, {} ports) with '{}'", rte_lcore_count(),
                rte_eth_dev_count_avail(), args);
-  return "";
+  return {};
 }
 
 rte_mempool* shared_pool(const char* kind, uint32_t n, uint16_t data_room, int socket,

@@ -7,13 +7,16 @@
 #include <cstdint>
 #include <string>
 
+#include "conflux/common/status.h"
+
 struct rte_mempool;
 
 namespace conflux::agg::dpdk {
 
 // Runs rte_eal_init with the whitespace-separated `args` (no quoting) the first time; later
-// calls return "" (a warning is logged when their args differ). "" or an error.
-std::string eal_init_once(const std::string& args);
+// calls return its outcome again (a warning is logged when their args differ). Ok, or
+// system_error when rte_eal_init failed.
+Status eal_init_once(const std::string& args);
 
 // A pktmbuf pool with at least `n` mbufs of `data_room` bytes on `socket`, created on first
 // use and reused by later calls asking for no more. nullptr + *err on failure.

@@ -56,22 +56,23 @@ int open_socket(const Config& cfg, uint16_t port, uint16_t* bound, std::string* 
 }
 
 // Multicast sends (SPEC §8): the interface the groups leave by, their TTL, and loopback so
-// that workers on this host get them too. Returns "" or an error naming the key.
-std::string set_multicast(int fd, const Config& cfg) {
+// that workers on this host get them too. Ok, or system_error naming the key.
+Status set_multicast(int fd, const Config& cfg) {
   const std::string& ifaddr =
       cfg.multicast_interface.empty() ? cfg.listen : cfg.multicast_interface;
   in_addr a{};
   inet_pton(AF_INET, ifaddr.c_str(), &a);  // both were checked at load
   if (a.s_addr != INADDR_ANY && setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &a, sizeof(a)) != 0) {
-    return fmt::format("multicast_interface {}: IP_MULTICAST_IF: {}", ifaddr, std::strerror(errno));
+    return system_error(
+        fmt::format("multicast_interface {}: IP_MULTICAST_IF: {}", ifaddr, std::strerror(errno)));
   }
   const int ttl = static_cast<int>(cfg.multicast_ttl);
   const int loop = 1;
   if (setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl)) != 0 ||
       setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop)) != 0) {
-    return fmt::format("multicast_ttl: {}", std::strerror(errno));
+    return system_error(fmt::format("multicast_ttl: {}", std::strerror(errno)));
   }
-  return "";
+  return {};
 }
 
 }  // namespace
@@ -99,8 +100,8 @@ std::unique_ptr<UdpDataplane> UdpDataplane::create(const Config& cfg, JobTable& 
     const int fd = open_socket(cfg, want, &port, err);
     if (fd < 0) return nullptr;
     if (!cfg.multicast_range.empty()) {
-      *err = set_multicast(fd, cfg);
-      if (!err->empty()) {
+      if (Status st = set_multicast(fd, cfg); !st.ok()) {
+        *err = st.message();
         close(fd);
         return nullptr;
       }
@@ -120,7 +121,7 @@ UdpDataplane::~UdpDataplane() {
   if (stop_fd_ >= 0) close(stop_fd_);
 }
 
-std::string UdpDataplane::start() {
+Status UdpDataplane::start() {
   for (auto& q : queues_) {
     UdpQueue* queue = q.get();
     threads_.emplace_back([this, queue, i = threads_.size()] {
@@ -128,7 +129,7 @@ std::string UdpDataplane::start() {
       queue->run(stopping_);
     });
   }
-  return "";
+  return {};
 }
 
 void UdpDataplane::stop() {

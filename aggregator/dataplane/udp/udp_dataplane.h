@@ -22,7 +22,7 @@ class UdpDataplane final : public Dataplane {
   ~UdpDataplane() override;
 
   std::string_view name() const override { return "udp"; }
-  std::string start() override;
+  Status start() override;
   void stop() override;
   std::vector<uint16_t> ports() const override;
   unsigned n_queues() const override { return static_cast<unsigned>(queues_.size()); }

@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "conflux/common/status.h"
+
 namespace conflux::proto {
 
 inline constexpr std::string_view kAdminAuthHeader = "X-Conflux-Auth";
@@ -18,8 +20,9 @@ inline constexpr int64_t kAdminMaxSkewS = 60;
 // The header's value for `path` at `unix_s`.
 std::string admin_auth_value(std::string_view secret, std::string_view path, int64_t unix_s);
 
-// "" when `value` authenticates `path` at `now_s`, else why not (for the 403 answer).
-std::string admin_auth_check(std::string_view secret, std::string_view path, std::string_view value,
-                             int64_t now_s);
+// Ok when `value` authenticates `path` at `now_s`, else invalid_argument saying why not (for
+// the 403 answer).
+conflux::Status admin_auth_check(std::string_view secret, std::string_view path,
+                                 std::string_view value, int64_t now_s);
 
 }  // namespace conflux::proto
