@@ -101,7 +101,10 @@ bool parse_endpoints(std::string_view list, std::vector<Endpoint>* out, std::str
   return true;
 }
 
-Status validate(const ClientConfig& c) {
+namespace {
+
+// The job's shape: aggregators, versions, ranks and the tree counts.
+Status validate_job(const ClientConfig& c) {
   if (c.aggregators.empty()) {
     return invalid_argument("no aggregators configured");
   }
@@ -143,6 +146,13 @@ Status validate(const ClientConfig& c) {
       below = s;
     }
   }
+  return {};
+}
+
+}  // namespace
+
+Status validate(const ClientConfig& c) {
+  CFX_TRY(validate_job(c));
   if (c.window_slots == 0 || c.window_slots > (1u << 20)) {
     return invalid_argument("window_slots must be 1..2^20");
   }
