@@ -24,9 +24,7 @@ Root, like conflux_fabric.
 """
 import argparse
 import os
-import re
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,15 +33,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fabric_ns  # noqa: E402
 import fabric_run  # noqa: E402
 
-PACKETS_RE = re.compile(r"^conflux_job_packets_in_total\{[^}]*\} (\d+)", re.M)
 TARGET = 0.95
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    fabric_run.add_scenario_args(p, agg_factor=4.0)
-    p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--bytes", default="16M", help="bytes per AllReduce")
+    fabric_run.add_scenario_args(p, agg_factor=4.0, one_job=True)
     p.add_argument("--kill-at", type=float, default=6.0,
                    help="seconds after the job's first packet")
     p.add_argument("--down-for", type=float, default=5.0,
@@ -66,10 +61,6 @@ def size_bytes(s):
     return int(s[:-1]) * units[s[-1].upper()] if s[-1].upper() in units else int(s)
 
 
-def packets(agg):
-    return sum(int(v) for v in PACKETS_RE.findall(fabric_run.scrape(agg)))
-
-
 def run(a, fab, runner, workdir):
     """The job with the daemon killed and restarted under it: (timeline, {event: unix time})."""
     nbytes = size_bytes(a.bytes)
@@ -89,7 +80,7 @@ def run(a, fab, runner, workdir):
          *(["--check-iters"] if a.check_iters else []), "--idle-sleep-us", "50", "--timeout", "600", "--timeline", timeline],
         env)
     deadline = time.monotonic() + 60
-    while packets(agg) == 0:
+    while fabric_run.job_packets(agg) == 0:
         if time.monotonic() > deadline or ranks[0][0].poll() is not None:
             raise fabric_run.RunError("the job sent no packet to the aggregator")
         time.sleep(0.05)
@@ -115,7 +106,7 @@ def run(a, fab, runner, workdir):
     print(f"# daemon answering {events['answer'] - events['restart']:.2f} s after its start",
           flush=True)
     while ranks[0][0].poll() is None and "back" not in events:
-        if packets(agg) > 0:  # the restarted daemon's first packet of the job
+        if fabric_run.job_packets(agg) > 0:  # the restarted daemon's first packet of the job
             events["back"] = time.time()
             print(f"# the job's packets reach the daemon {events['back'] - events['answer']:.2f}"
                   " s after it answered", flush=True)
@@ -196,9 +187,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(128 + s))
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except (fabric_ns.FabricError, fabric_run.RunError) as e:
-        print(f"# error: {e}", file=sys.stderr)
-        sys.exit(1)
+    fabric_run.run_scenario(main)

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import fabric_ns
@@ -70,10 +71,10 @@ def parse_rows(text, nranks):
 
 
 # ---- the scenario scripts (fabric_share, fabric_throttle) ------------------------------
-def add_scenario_args(p, agg_factor):
+def add_scenario_args(p, agg_factor, one_job=False):
     """The options every scenario script takes: where its programs are, the link rates (the
     one aggregator's as a multiple of the workers', default `agg_factor`), and extra daemon
-    arguments and rank environment."""
+    arguments and rank environment; with `one_job`, the one job's --workers and --bytes."""
     p.add_argument("--build", default="build")
     p.add_argument("--plugin", help="plugin .so (default: BUILD/nccl_plugin/...)")
     p.add_argument("--confluxd", help="default: BUILD/aggregator/confluxd")
@@ -85,6 +86,20 @@ def add_scenario_args(p, agg_factor):
     p.add_argument("--agg-arg", action="append", default=[], metavar="ARG")
     p.add_argument("--env", action="append", default=[], metavar="K=V",
                    help="extra environment of every rank")
+    if one_job:
+        p.add_argument("--workers", type=int, default=4)
+        p.add_argument("--bytes", default="16M", help="bytes per AllReduce")
+
+
+def run_scenario(main):
+    """A scenario script's entry: main(argv)'s exit code; a fabric or run error is printed and
+    exits 1, SIGTERM exits as the signal would (the fabric is torn down on the way)."""
+    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(128 + s))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except (fabric_ns.FabricError, RunError) as e:
+        print(f"# error: {e}", file=sys.stderr)
+        sys.exit(1)
 
 
 def preflight(name, a):
@@ -101,6 +116,14 @@ def preflight(name, a):
             "plugin": a.plugin or os.path.join(a.build, "nccl_plugin/libnccl-net-conflux.so"),
             "driver": a.driver or os.path.join(a.build, "tools/driver/conflux-nccl-driver"),
             "conflux": a.conflux or os.path.join(a.build, "aggregator/cli/conflux")}
+
+
+JOB_PACKETS_RE = re.compile(r"^conflux_job_packets_in_total\{[^}]*\} (\d+)", re.M)
+
+
+def job_packets(host):
+    """The packets every job has sent the confluxd on `host` (0 when it does not answer)."""
+    return sum(int(v) for v in JOB_PACKETS_RE.findall(scrape(host)))
 
 
 def scrape(host, port=9470, timeout=2):

@@ -24,7 +24,6 @@ Root, like conflux_fabric.
 import argparse
 import os
 import re
-import signal
 import sys
 import tempfile
 import time
@@ -209,9 +208,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(128 + s))
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except (fabric_ns.FabricError, fabric_run.RunError) as e:
-        print(f"# error: {e}", file=sys.stderr)
-        sys.exit(1)
+    fabric_run.run_scenario(main)

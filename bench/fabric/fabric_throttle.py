@@ -27,8 +27,6 @@ Root, like conflux_fabric.
 """
 import argparse
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,15 +37,12 @@ import fabric_ns  # noqa: E402
 import fabric_run  # noqa: E402
 
 SECRET = "fabric-throttle-secret"  # admin commands from another host need one
-PACKETS_RE = re.compile(r"^conflux_job_packets_in_total\{[^}]*\} (\d+)", re.M)
 TARGET = 0.95
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    fabric_run.add_scenario_args(p, agg_factor=4.0)
-    p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--bytes", default="16M", help="bytes per AllReduce")
+    fabric_run.add_scenario_args(p, agg_factor=4.0, one_job=True)
     p.add_argument("--throttle-to", type=float, default=0.25,
                    help="the cap, as a fraction of the aggregator's line rate")
     p.add_argument("--throttle-at", type=float, default=5.0,
@@ -96,9 +91,6 @@ class Scenario:
             raise fabric_run.RunError(f"conflux {' '.join(args)}: {r.stderr.strip()}")
         return r.stdout.strip()
 
-    def packets(self):
-        return sum(int(v) for v in PACKETS_RE.findall(fabric_run.scrape(self.agg)))
-
     def run(self, name, iters, cap_mbps, events):
         """One job of `iters` AllReduces against a fresh daemon started with --max-mbps
         cap_mbps; events: [(seconds after the first packet, new max_mbps)]. Returns the
@@ -116,7 +108,7 @@ class Scenario:
             dict(kv.split("=", 1) for kv in self.a.env))
         applied = []
         deadline = time.monotonic() + 60
-        while self.packets() == 0:
+        while fabric_run.job_packets(self.agg) == 0:
             if time.monotonic() > deadline or ranks[0][0].poll() is not None:
                 raise fabric_run.RunError(f"{name}: the job sent no packet to the aggregator")
             time.sleep(0.05)
@@ -227,9 +219,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(128 + s))
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except (fabric_ns.FabricError, fabric_run.RunError) as e:
-        print(f"# error: {e}", file=sys.stderr)
-        sys.exit(1)
+    fabric_run.run_scenario(main)
