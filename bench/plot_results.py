@@ -74,10 +74,11 @@ def plot_timeline(name, doc):
     meta, s = doc["meta"], doc["summary"]
     link = meta["mbit"] * 1e6 / 8 / 1e9
     fig, ax = plt.subplots(figsize=(8, 4.0))
-    ax.plot([p[0] for p in doc["series"]], [p[1] for p in doc["series"]], color="#4c72b0",
-            label=f"algbw over the last {meta['window_s']:g} s")
+    for job, series in doc["series"].items():
+        ax.plot([p[0] for p in series], [p[1] for p in series],
+                label=f"{job}: algbw over the last {meta['window_s']:g} s")
     ax.axhline(link, color="k", ls="--", lw=1, label=f"link {meta['mbit']} Mbit/s")
-    ax.axhline(0.95 * s["reference"], color="#55a868", ls=":", lw=1.2, label="0.95 of before")
+    ax.axhline(0.95 * s["reference"], color="#55a868", ls=":", lw=1.2, label=f"0.95 of {meta.get('reference', 'before')}")
     for i, (ev, at) in enumerate(sorted(doc["events"].items(), key=lambda e: e[1])):
         ax.axvline(at, color="#c44e52", lw=1, alpha=0.7)
         ax.text(at, link * (1.22 - 0.06 * (i % 2)), f" {ev}", va="top", fontsize=7)

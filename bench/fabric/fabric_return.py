@@ -177,7 +177,7 @@ def main(argv):
                      "mbit": a.rate, "agg_mbit": agg_mbit, "bytes": size_bytes(a.bytes),
                      "mode": "hybrid auto",
                      "command": "bench/fabric/fabric_return.py " + " ".join(argv)},
-            pts, ev, a.window, before,
+            {"job": pts}, ev, a.window, before,
             [("before the kill", before), ("on the ring", ring), ("after the return", after)],
             [(f"back at >= {TARGET:g} of before, after the daemon answered", rec)])
     if a.goal is not None and (rec is None or rec > a.goal):

@@ -184,15 +184,16 @@ def rolling(points, t0, window):
     return out
 
 
-def write_timeline_report(path, meta, points, events, window, reference, phases, recoveries):
+def write_timeline_report(path, meta, jobs, events, window, reference, phases, recoveries):
     """A "conflux-timeline/1" report (bench/plot_results.py plots it and prints its table):
-    meta (what, workers, mbit, bytes, mode, command), the rolling algbw, events {name: unix
-    time}, `reference` (GB/s that "of before" divides by), phases [(label, GB/s)] and
-    recoveries [(label, seconds or None)]; times from the first iteration's start."""
-    t0 = points[0][0]
+    meta (what, workers, mbit, bytes, mode, command), each job's rolling algbw (jobs: {name:
+    timeline}), events {name: unix time}, `reference` (GB/s that "of before" divides by),
+    phases [(label, GB/s)] and recoveries [(label, seconds or None)]; times from the first
+    iteration's start."""
+    t0 = min(points[0][0] for points in jobs.values())
     doc = {"format": "conflux-timeline/1", "meta": dict(meta, window_s=window),
            "events": {k: round(v - t0, 4) for k, v in events.items()},
-           "series": rolling(points, t0, window),
+           "series": {name: rolling(points, t0, window) for name, points in jobs.items()},
            "summary": {"reference": reference, "phases": phases, "recoveries": recoveries}}
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)

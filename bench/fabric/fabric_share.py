@@ -39,6 +39,10 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     fabric_run.add_scenario_args(p, agg_factor=1.0)
     p.add_argument("--workers-per-job", type=int, default=2)
+    p.add_argument("--json", help="write both jobs' timelines as a conflux-timeline/1 report "
+                                  "here (bench/plot_results.py plots it)")
+    p.add_argument("--window", type=float, default=1.0,
+                   help="--json: seconds of iterations behind each point of the algbw")
     p.add_argument("--requests-a", type=int, default=600, help="job A's 1 MiB AllReduces")
     p.add_argument("--requests-b", type=int, default=200, help="job B's 1 MiB AllReduces")
     p.add_argument("--stagger", type=float, default=4.0, help="seconds before B starts")
@@ -185,6 +189,17 @@ def main(argv):
                   f"shares {wa:.2f}, {wb:.2f}); A at >= 95 % "
                   "of its alone rate " + (f"{back:.2f} s after B's last AllReduce"
                                           if back is not None else "not within the run"))
+            if a.json:
+                fabric_run.write_timeline_report(
+                    a.json, {"what": f"two jobs on one aggregator at {a.agg_factor:g}x, weights "
+                                     f"{a.weights[0]}:{a.weights[1]}", "workers": 2 * j,
+                             "mbit": a.rate, "agg_mbit": agg_mbit, "bytes": 1 << 20,
+                             "mode": "CollNet", "reference": "A alone",
+                             "command": "bench/fabric/fabric_share.py " + " ".join(argv)},
+                    {"job A": ta, "job B": tb}, {"B starts": b0, "B ends": b1}, a.window, alone,
+                    [("A alone", alone), ("A while both ran", a_both),
+                     ("B while both ran", b_both)],
+                    [("A at >= 0.95 of alone after B's last AllReduce", back)])
         else:  # B came too soon after A's start (the ctest's short stagger)
             print(f"# timelines: A's rate alone not measured (B came {b0 - ta[0][0]:.1f} s "
                   f"after A's first AllReduce); while both ran: A {a_both:.4f}, B {b_both:.4f} "

@@ -212,7 +212,8 @@ def main(argv):
                      "workers": a.workers, "mbit": a.rate, "agg_mbit": agg_mbit,
                      "bytes": nbytes, "mode": "hybrid auto",
                      "command": "bench/fabric/fabric_throttle.py " + " ".join(argv)},
-            pts, dict(zip(("throttle", "lift"), (t for _, t in applied))), a.window, before,
+            {"job": pts}, dict(zip(("throttle", "lift"), (t for _, t in applied))), a.window,
+            before,
             phases, recoveries)
     print("# every result verified")
     return 0
