@@ -14,7 +14,8 @@ with the run it shows.
 
 Reports: "conflux-fabric/1" (bench/fabric/conflux_fabric.py --out DIR: DIR/fabric.json), one
 row per (system, size) with algbw in GB/s; "conflux-timeline/1" (bench/fabric/fabric_return.py
---json FILE), a job's algbw over time with the events that moved it. Plots need matplotlib (Debian's python3-matplotlib);
+--json FILE), a job's algbw over time with the events that moved it; "conflux-capacity/1"
+(bench/capacity/capacity.py --sweep SIZES --json FILE), the aggregator's Gbit/s per core by size. Plots need matplotlib (Debian's python3-matplotlib);
 the tables and the check do not."""
 import argparse
 import glob
@@ -30,7 +31,7 @@ def reports():
     for path in sorted(glob.glob(os.path.join(RESULTS, "*.json"))):
         with open(path) as f:
             doc = json.load(f)
-        if doc.get("format") in ("conflux-fabric/1", "conflux-timeline/1"):
+        if doc.get("format") in ("conflux-fabric/1", "conflux-timeline/1", "conflux-capacity/1"):
             yield os.path.splitext(os.path.basename(path))[0], doc
 
 
@@ -42,11 +43,60 @@ def size_text(b):
 
 
 def table(name, doc):
-    return (timeline_table if doc["format"] == "conflux-timeline/1" else fabric_table)(name, doc)
+    return {"conflux-timeline/1": timeline_table,
+            "conflux-capacity/1": capacity_table}.get(doc["format"], fabric_table)(name, doc)
 
 
 def plot(name, doc):
-    (plot_timeline if doc["format"] == "conflux-timeline/1" else plot_fabric)(name, doc)
+    {"conflux-timeline/1": plot_timeline,
+     "conflux-capacity/1": plot_capacity}.get(doc["format"], plot_fabric)(name, doc)
+
+
+def capacity_table(name, doc):
+    """The UDP dataplane by AllReduce size, and the DPDK lcore's figure where measured."""
+    lines = [f"<!-- table {name} -->",
+             "| dataplane | AllReduce size | Gbit/s per core | cores per 100 Gbit/s | "
+             "daemon CPU-s per GB | workers' CPU-s per GB |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r in doc.get("udp_by_size", []):
+        lines.append(f"| kernel UDP | {size_text(r['bytes'])} | {r['gbit_per_core']:.1f} | "
+                     f"{100 / r['gbit_per_core']:.1f} | {r['daemon_cpu_s_per_gb']:.3f} | "
+                     f"{r['worker_cpu_s_per_gb']:.3f} |")
+    if "dpdk" in doc:
+        d = doc["dpdk"]
+        lines.append(f"| DPDK | 8 KiB packets | {d['gbit_per_core']:.1f} | "
+                     f"{100 / d['gbit_per_core']:.1f} | | |")
+    lines.append(f"<!-- end {name} -->")
+    return "\n".join(lines)
+
+
+def plot_capacity(name, doc):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = sorted(doc.get("udp_by_size", []), key=lambda r: r["bytes"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
+    sizes = [r["bytes"] for r in rows]
+    left.plot(sizes, [r["gbit_per_core"] for r in rows], marker="o", label="kernel UDP")
+    if "dpdk" in doc:
+        left.axhline(doc["dpdk"]["gbit_per_core"], color="#c44e52", ls="--",
+                     label="DPDK (8 KiB packets, saturated lcore)")
+    left.set_ylabel("Gbit/s of contributions per daemon core")
+    right.plot(sizes, [r["daemon_cpu_s_per_gb"] for r in rows], marker="o",
+               label="daemon, per GB in")
+    right.plot(sizes, [r["worker_cpu_s_per_gb"] for r in rows], marker="o",
+               label="workers, per GB AllReduced")
+    right.set_ylabel("CPU-s per GB")
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("AllReduce size (bytes)")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"Aggregator capacity: {doc['workers']} workers on loopback, "
+                 f"{doc['cpus']} CPUs ({doc['host']})")
+    fig.tight_layout()
+    save(fig, name)
 
 
 def timeline_table(name, doc):

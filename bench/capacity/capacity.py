@@ -28,7 +28,11 @@ daemon's time either way).
 
   bench/capacity/capacity.py --build build [--dataplanes dpdk,udp] [--runs 3] [--workers 4]
                              [--dpdk-mode backlog|stream] [--size 16M] [--iters 40]
-                             [--no-perf] [--json out.json]
+                             [--no-perf] [--json out.json] [--sweep 1M,4M,16M,64M]
+
+--sweep repeats the UDP measure (--runs runs each, without perf) at each AllReduce size and
+puts the rows into the JSON report ("udp_by_size"), which bench/plot_results.py draws as the
+capacity curve: Gbit/s per daemon core, and the daemon's and workers' CPU-s per GB, by size.
 
 `conflux plan --core-gbit` takes the Gbit/s per core printed here (deploy/dpdk.md).
 """
@@ -264,6 +268,22 @@ def measure_udp(a, work):
     return out
 
 
+def udp_sweep(a, work):
+    """The UDP measure at each --sweep size (perf off: the sweep is the curve, not the
+    breakdown); one row per size."""
+    rows = []
+    for size in a.sweep.split(","):
+        sized = argparse.Namespace(**dict(vars(a), size=size, perf=False))
+        u = measure_udp(sized, work)
+        rows.append({"bytes": size_bytes(size), "gbit_per_core": u["gbit_per_core"],
+                     "daemon_cpu_s_per_gb": u["daemon_cpu_s_per_gb"],
+                     "worker_cpu_s_per_gb": u["worker_cpu_s_per_gb"]})
+        print(f"udp   {size:>5}: {u['gbit_per_core']:.1f} Gbit/s per daemon core; daemon "
+              f"{u['daemon_cpu_s_per_gb']:.3f}, workers {u['worker_cpu_s_per_gb']:.3f} CPU-s "
+              f"per GB (median of {a.runs})", flush=True)
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default="build")
@@ -277,6 +297,8 @@ def main():
     p.add_argument("--iters", type=int, default=40, help="udp: timed AllReduces per run")
     p.add_argument("--no-perf", dest="perf", action="store_false")
     p.add_argument("--json", default=None)
+    p.add_argument("--sweep", default=None, metavar="SIZES",
+                   help="udp: also measure at each of these AllReduce sizes (comma-separated)")
     a = p.parse_args()
     a.perf = a.perf and os.geteuid() == 0 and shutil.which("perf") is not None
     global FIFO
@@ -290,8 +312,10 @@ def main():
               "runs' kernel copies may run at half speed in some runs; read the spread, or unbind "
               "it (bench/fabric/README.md, 'On a VM')")
     work = tempfile.mkdtemp(prefix="cfx-capacity-")
-    report = {"host": os.uname().nodename, "cpus": os.cpu_count(), "workers": a.workers,
-              "free_page_reporting": balloon}
+    report = {"format": "conflux-capacity/1", "host": os.uname().nodename,
+              "cpus": os.cpu_count(), "workers": a.workers, "free_page_reporting": balloon,
+              "command": "bench/capacity/capacity.py " + " ".join(sys.argv[1:]),
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     planes = a.dataplanes.split(",")
     if "dpdk" in planes:
         d = measure_dpdk(a, work)
@@ -322,6 +346,8 @@ def main():
                   f"{u['worker_cpu_s_per_gb_net']:.3f} CPU-s per GB AllReduced")
         for g, v in u.get("worker_breakdown_ns_per_byte", {}).items():
             print(f"      worker {g:<14} {v:.3f} ns/byte")
+    if a.sweep and "udp" in planes:
+        report["udp_by_size"] = udp_sweep(a, work)
     for plane in ("dpdk", "udp"):
         if plane in report:
             cores = 100 / report[plane]["gbit_per_core"]
