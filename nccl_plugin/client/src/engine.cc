@@ -409,6 +409,10 @@ std::vector<uint32_t> Engine::grants() const {
 }
 uint32_t Engine::payload_bytes() const { return impl_->payload_bytes; }
 uint16_t Engine::udp_port() const { return impl_->udp.port(); }
-EngineStats Engine::stats() const { return impl_->sh.ctr.snapshot(); }
+EngineStats Engine::stats() const {
+  EngineStats s = impl_->sh.ctr.snapshot();
+  s.bulk_in_flight = impl_->sh.bulk_in_flight.load(std::memory_order_relaxed);
+  return s;
+}
 
 }  // namespace conflux::client

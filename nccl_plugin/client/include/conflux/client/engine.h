@@ -115,6 +115,9 @@ struct EngineStats {
   // when the claim runs out (1 ms after the poll; 200 us while more than spin_max_bytes are
   // in flight) or at a wake().
   uint64_t dozes = 0;
+  // Whether more than spin_max_bytes are in flight now, as the owner of the I/O last saw:
+  // what decides a caller's claim (200 us when true, 1 ms when false).
+  bool bulk_in_flight = false;
   // Sum over the aggregators of their current grant to this job (Capacity share_mbps),
   // Mbit/s, 0 = unknown; it moves when an aggregator sends a grant update (SPEC.md §3).
   uint64_t grant_mbps = 0;
