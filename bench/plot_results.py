@@ -146,7 +146,7 @@ def plot_timeline(name, doc):
 SWEEP_COLUMNS = (1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
 
 
-def sweep_table(name, doc, rows):
+def sweep_table(name, rows):
     """A size sweep: one row per system, the 4 B time and algbw at a few sizes (the plot has
     every size)."""
     systems = list(dict.fromkeys(r["system"] for r in rows))
@@ -170,7 +170,7 @@ def fabric_table(name, doc):
     """One row per system and size: algbw, its share of the link and of the first system."""
     meta, rows = doc["meta"], [r for r in doc["rows"] if r.get("fabric", "lossless") == "lossless"]
     if len({r["bytes"] for r in rows}) > 2:
-        return sweep_table(name, doc, rows)
+        return sweep_table(name, rows)
     link = meta["mbit"] * 1e6 / 8 / 1e9
     lines = [f"<!-- table {name} -->",
              f"| system | size | algbw (GB/s) | of the link | CPU-s per GB |",

@@ -77,14 +77,10 @@ def run(a, fab, runner, workdir):
         "job", fab.workers, 29650, eps[0],
         ["--modes", "hybrid", "--ring-fraction", "auto", "--require-collnet", "-d", "float",
          "-o", "sum", "-b", a.bytes, "-e", a.bytes, "-n", str(iters), "-w", "1",
-         *(["--check-iters"] if a.check_iters else []), "--idle-sleep-us", "50", "--timeout", "600", "--timeline", timeline],
+         *(["--check-iters"] if a.check_iters else []), "--idle-sleep-us", "50", "--timeout",
+         "600", "--timeline", timeline],
         env)
-    deadline = time.monotonic() + 60
-    while fabric_run.job_packets(agg) == 0:
-        if time.monotonic() > deadline or ranks[0][0].poll() is not None:
-            raise fabric_run.RunError("the job sent no packet to the aggregator")
-        time.sleep(0.05)
-    first = time.monotonic()
+    first = fabric_run.wait_first_packet(agg, ranks[0][0], "return")
     events = {}
     time.sleep(max(0.0, first + a.kill_at - time.monotonic()))
     if ranks[0][0].poll() is not None:

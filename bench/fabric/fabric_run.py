@@ -126,6 +126,17 @@ def job_packets(host):
     return sum(int(v) for v in JOB_PACKETS_RE.findall(scrape(host)))
 
 
+def wait_first_packet(host, rank0, what, timeout=60):
+    """Returns (monotonic time) once the confluxd on `host` has a job packet; RunError when
+    rank 0's process `rank0` ends first or nothing comes within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while job_packets(host) == 0:
+        if time.monotonic() > deadline or rank0.poll() is not None:
+            raise RunError(f"{what}: the job sent no packet to the aggregator")
+        time.sleep(0.05)
+    return time.monotonic()
+
+
 def scrape(host, port=9470, timeout=2):
     """The /metrics text of the confluxd on `host` (curl inside its namespace; the root
     namespace has no route to the fabric); '' when it does not answer."""

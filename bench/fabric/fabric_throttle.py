@@ -107,12 +107,7 @@ class Scenario:
              "--idle-sleep-us", "50", "--timeout", "600", "--timeline", timeline],
             dict(kv.split("=", 1) for kv in self.a.env))
         applied = []
-        deadline = time.monotonic() + 60
-        while fabric_run.job_packets(self.agg) == 0:
-            if time.monotonic() > deadline or ranks[0][0].poll() is not None:
-                raise fabric_run.RunError(f"{name}: the job sent no packet to the aggregator")
-            time.sleep(0.05)
-        first = time.monotonic()
+        first = fabric_run.wait_first_packet(self.agg, ranks[0][0], name)
         for at, mbps in events:
             time.sleep(max(0.0, first + at - time.monotonic()))
             if ranks[0][0].poll() is not None:
