@@ -38,7 +38,7 @@ struct Cell {
   size_t out_bytes() const { return out_count() * dtype_size(spec.dtype); }
   Status fill() {
     fill_input(spec, bs->rank(), 0, in_count(), send);
-    return dev != nullptr ? dev->upload(send, in_bytes()) : Status::Ok();
+    return dev != nullptr ? dev->upload(send, in_bytes()) : Status();
   }
   uint64_t wrong_in_output() const {
     switch (m.mode) {
@@ -54,20 +54,20 @@ struct Cell {
   Status prepare() {
     if (o.inplace) return fill();
     poison(spec.dtype, recv, out_count());
-    return dev != nullptr ? dev->upload(recv, out_bytes()) : Status::Ok();
+    return dev != nullptr ? dev->upload(recv, out_bytes()) : Status();
   }
   // One collective; *us (if given) is set to its time, without the preparation and check.
   Status once(uint64_t* wrong, double* us) {
-    if (wrong != nullptr) DRV_TRY(prepare());
+    if (wrong != nullptr) CFX_TRY(prepare());
     void* s = dev != nullptr ? dev->twin(send) : send;
     void* r = dev != nullptr ? dev->twin(recv) : recv;
     auto t0 = Clock::now();
-    DRV_TRY(m.run(s, r, count, spec.dtype, spec.op));
+    CFX_TRY(m.run(s, r, count, spec.dtype, spec.op));
     if (us != nullptr) *us = us_since(t0);
-    if (dev != nullptr) DRV_TRY(dev->context_unchanged(mode_name(m.mode)));
-    if (wrong != nullptr && dev != nullptr) DRV_TRY(dev->download(recv, out_bytes()));
+    if (dev != nullptr) CFX_TRY(dev->context_unchanged(mode_name(m.mode)));
+    if (wrong != nullptr && dev != nullptr) CFX_TRY(dev->download(recv, out_bytes()));
     if (wrong != nullptr) *wrong += wrong_in_output();
-    return Status::Ok();
+    return Status();
   }
 };
 
@@ -96,11 +96,11 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
         Cell c{o,     m,          bs,
                bufs,  dev,        InputSpec{t, op, n, o.seed, m.inputs, o.tree_leaves},
                count, bufs->send, o.inplace ? bufs->send : bufs->recv};
-        DRV_TRY(c.fill());
+        CFX_TRY(c.fill());
         uint64_t wrong = 0;
         uint64_t* check = o.check_iters ? &wrong : nullptr;
-        for (int i = 0; i < o.warmup; ++i) DRV_TRY(c.once(check, nullptr));
-        DRV_TRY(bs->barrier());
+        for (int i = 0; i < o.warmup; ++i) CFX_TRY(c.once(check, nullptr));
+        CFX_TRY(bs->barrier());
         tools::HostCpuWindow cpu;
         std::vector<TimelinePoint> points;  // rank 0's timed iterations, for --timeline
         const bool keep_points = bs->rank() == 0 && !o.timeline_path.empty();
@@ -109,23 +109,23 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
         const auto t0 = Clock::now();
         for (int i = 0; i < o.iters; ++i) {
           double us = 0;
-          DRV_TRY(c.once(check, &us));
+          CFX_TRY(c.once(check, &us));
           total_us += us;
           if (keep_points) points.push_back({unix_seconds(), us});
         }
         if (!o.check_iters) total_us = us_since(t0);  // the loop's own time counts too
-        DRV_TRY(bs->barrier());  // every rank's timed iterations are in rank 0's CPU window
+        CFX_TRY(bs->barrier());  // every rank's timed iterations are in rank 0's CPU window
         cpu.stop();
-        DRV_TRY(c.once(&wrong, nullptr));  // the check run
+        CFX_TRY(c.once(&wrong, nullptr));  // the check run
 
         double mine[2] = {total_us / o.iters, static_cast<double>(wrong)};
         std::vector<std::string> all;
-        DRV_TRY(bs->allgather(std::string(reinterpret_cast<char*>(mine), sizeof mine), &all));
+        CFX_TRY(bs->allgather(std::string(reinterpret_cast<char*>(mine), sizeof mine), &all));
         const size_t bytes = is_direct(m.mode) ? count * es * static_cast<size_t>(n) : count * es;
         Row row{m.mode, bytes, count, t, op, o.inplace, 0, 0, 0, 0};
         for (const std::string& a : all) {
           double v[2];
-          if (a.size() != sizeof v) return Status::Error("bootstrap: malformed row result");
+          if (a.size() != sizeof v) return internal_error("bootstrap: malformed row result");
           std::memcpy(v, a.data(), sizeof v);
           if (v[0] > row.time_us) row.time_us = v[0];
           row.wrong += static_cast<uint64_t>(v[1]);
@@ -136,12 +136,12 @@ Status run_mode(const Options& o, const ModeRun& m, Bootstrap* bs, HostBuffers* 
         row.host_cpu_window_s = cpu.seconds();
         row.host_cpu_s_per_gb = cpu.per_gb(static_cast<double>(bytes) * o.iters / 1e9);
         if (bs->rank() == 0) print_row(row);
-        if (keep_points) DRV_TRY(append_timeline(o.timeline_path, row, points));
+        if (keep_points) CFX_TRY(append_timeline(o.timeline_path, row, points));
         rows->push_back(row);
       }
     }
   }
-  return Status::Ok();
+  return Status();
 }
 
 }  // namespace conflux::driver

@@ -32,13 +32,13 @@ struct HostBuffers {
     staging_bytes = nstaging;
     if (posix_memalign(&send, 4096, nbytes) != 0 || posix_memalign(&recv, 4096, nbytes) != 0 ||
         posix_memalign(&staging, 4096, nstaging) != 0) {
-      return Status::Error("out of memory allocating " + std::to_string(2 * nbytes + nstaging) +
+      return internal_error("out of memory allocating " + std::to_string(2 * nbytes + nstaging) +
                            " bytes of host buffers");
     }
     std::memset(send, 0, nbytes);
     std::memset(recv, 0, nbytes);
     std::memset(staging, 0, nstaging);
-    return Status::Ok();
+    return Status();
   }
 };
 

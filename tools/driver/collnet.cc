@@ -21,16 +21,16 @@ Status CollNetSession::agree(bool ok_here, const std::string& why_here,
   mine += why_here;
   mine += blob_here;
   std::vector<std::string> all;
-  DRV_TRY(bs_->allgather(mine, &all));
+  CFX_TRY(bs_->allgather(mine, &all));
   *all_ok = true;
   blobs->assign(all.size(), std::string());
   for (size_t r = 0; r < all.size(); ++r) {
     const std::string& a = all[r];
     uint32_t len = 0;
-    if (a.size() < 5) return Status::Error("bootstrap: malformed CollNet outcome");
+    if (a.size() < 5) return internal_error("bootstrap: malformed CollNet outcome");
     std::memcpy(&len, a.data() + 1, sizeof len);
     if (a.size() < 5 + static_cast<size_t>(len))
-      return Status::Error("bootstrap: malformed CollNet outcome");
+      return internal_error("bootstrap: malformed CollNet outcome");
     if (oks != nullptr) oks->push_back(a[0] == '1');
     if (a[0] != '1') {
       *all_ok = false;
@@ -39,7 +39,7 @@ Status CollNetSession::agree(bool ok_here, const std::string& why_here,
     }
     (*blobs)[r] = a.substr(5 + len);
   }
-  return Status::Ok();
+  return Status();
 }
 
 Status CollNetSession::open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id, Bootstrap* bs,
@@ -85,7 +85,7 @@ Status CollNetSession::open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id,
     ok = failed("collnet.listen(dev 0)", rc);
   std::vector<std::string> handles;
   bool all_ok = false;
-  DRV_TRY(agree(ok, why, std::string(handle, sizeof handle), &handles, &all_ok));
+  CFX_TRY(agree(ok, why, std::string(handle, sizeof handle), &handles, &all_ok));
   if (!all_ok) return decline_cleanup();
 
   // Phase 2: the blocking, collective connect; then agree again.
@@ -112,11 +112,11 @@ Status CollNetSession::open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id,
   // algorithms and wait for each other forever. All declined is NCCL's clean fallback.
   std::vector<std::string> ignored;
   std::vector<bool> oks;
-  DRV_TRY(agree(ok, why, std::string(), &ignored, &all_ok, &oks));
+  CFX_TRY(agree(ok, why, std::string(), &ignored, &all_ok, &oks));
   std::string accepted, declined;
   for (size_t r = 0; r < oks.size(); ++r) (oks[r] ? accepted : declined) += " " + std::to_string(r);
   if (!accepted.empty() && !declined.empty()) {
-    return Status::Error("NCCL would hang: collnet.connect succeeded on rank(s)" + accepted +
+    return internal_error("NCCL would hang: collnet.connect succeeded on rank(s)" + accepted +
                          " and failed on rank(s)" + declined +
                          "; NCCL checks the outcome only within a node (" + reason_ + ")");
   }
@@ -136,7 +136,7 @@ Status CollNetSession::open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id,
     }
   }
   std::vector<std::string> all;
-  DRV_TRY(bs_->allgather(support, &all));
+  CFX_TRY(bs_->allgather(support, &all));
   for (int t = 0; t < kNumDTypes; ++t) {
     for (int o = 0; o < kNumOps; ++o) {
       bool u = true;
@@ -158,7 +158,7 @@ Status CollNetSession::open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id,
            cn_->regMr(coll_comm_, bufs_->send, bufs_->bytes, nccl::NCCL_PTR_HOST, &send_mh_));
   DRV_CALL(rank_, "collnet.regMr(recv buffer, NCCL_PTR_HOST)",
            cn_->regMr(coll_comm_, bufs_->recv, bufs_->bytes, nccl::NCCL_PTR_HOST, &recv_mh_));
-  return Status::Ok();
+  return Status();
 }
 
 Status CollNetSession::decline_cleanup() {
@@ -176,7 +176,7 @@ Status CollNetSession::decline_cleanup() {
     inited_ = false;
     DRV_CALL(rank_, "collnet.finalize (after decline)", cn_->finalize(ctx_));
   }
-  return Status::Ok();
+  return Status();
 }
 
 Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight, const PostFn& post,
@@ -190,7 +190,7 @@ Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight, 
     bool progress = false;
     while (posted < nchunks && posted - done < window) {
       void* req = nullptr;
-      DRV_TRY(post(posted, &req));
+      CFX_TRY(post(posted, &req));
       if (req == nullptr) break;  // "try again later"
       posted_.fetch_add(1, std::memory_order_relaxed);
       reqs[posted % window] = req;
@@ -203,21 +203,21 @@ Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight, 
       if (!flag) break;
       const size_t expect = bytes(done);
       if (size < 0 || static_cast<size_t>(size) != expect) {
-        return Status::Error(std::string("collnet.test reported size ") + std::to_string(size) +
+        return internal_error(std::string("collnet.test reported size ") + std::to_string(size) +
                              " for a " + what + " chunk of " + std::to_string(expect) + " bytes");
       }
-      DRV_TRY(flush(dev_ != nullptr ? dev_->twin(bufs_->recv) : nullptr, expect, recv_mh_));
+      CFX_TRY(flush(dev_ != nullptr ? dev_->twin(bufs_->recv) : nullptr, expect, recv_mh_));
       if (on_done) on_done(done);
       reqs[done % window] = nullptr;
       ++done;
       progress = true;
     }
     if (pass.expired(progress, *dl_)) {
-      return Status::Error(std::string("--timeout reached in collnet ") + what + " (" +
+      return internal_error(std::string("--timeout reached in collnet ") + what + " (" +
                            std::to_string(done) + "/" + std::to_string(nchunks) + " chunks done)");
     }
   }
-  return Status::Ok();
+  return Status();
 }
 
 size_t CollNetSession::chunk_bytes(size_t requested, size_t esize) const {
@@ -235,11 +235,11 @@ Status CollNetSession::use_regions(size_t region_bytes, int inflight, int channe
   // At gdr 1 NCCL's staging area is device memory (transport/coll_net.cc, ncclCudaCalloc).
   const int type = dev_ != nullptr ? nccl::NCCL_PTR_CUDA : nccl::NCCL_PTR_HOST;
   if (dev_ != nullptr) {
-    DRV_TRY(dev_->alloc(total, &staging_));
-    DRV_TRY(dev_->fill(staging_, 0xff, total));
+    CFX_TRY(dev_->alloc(total, &staging_));
+    CFX_TRY(dev_->fill(staging_, 0xff, total));
   } else {
     if (posix_memalign(&staging_, 4096, total) != 0) {
-      return Status::Error("out of memory for the CollNet staging area");
+      return internal_error("out of memory for the CollNet staging area");
     }
     std::memset(staging_, 0xff, total);
   }
@@ -255,7 +255,7 @@ Status CollNetSession::use_regions(size_t region_bytes, int inflight, int channe
     stage_mh_.push_back(smh);
     stage_mh_.push_back(rmh);
   }
-  return Status::Ok();
+  return Status();
 }
 
 Status CollNetSession::allreduce_regions(void* send, void* recv, size_t count, DType t, Op op,
@@ -294,8 +294,8 @@ Status CollNetSession::allreduce_regions(void* send, void* recv, size_t count, D
       char* src = in + slot(i);
       const size_t n = user(i) * es;
       // NCCL's kernels copy the user's bytes into the region; its tail keeps stale data.
-      DRV_TRY(copy(src, static_cast<char*>(send) + i * region * es, n));
-      DRV_TRY(fill(src + n, 0xff, region_bytes_ - n));
+      CFX_TRY(copy(src, static_cast<char*>(send) + i * region * es, n));
+      CFX_TRY(fill(src + n, 0xff, region_bytes_ - n));
       void* req = nullptr;
       const size_t ch = k * kCollNetGroupChannels;  // the group's first channel
       DRV_CALL(
@@ -317,13 +317,13 @@ Status CollNetSession::allreduce_regions(void* send, void* recv, size_t count, D
         DRV_CALL(rank_, "collnet.test(region)", cn_->test(x.reqs[x.done % window], &flag, &size));
         if (flag) {
           if (size < 0 || static_cast<size_t>(size) != region * es) {
-            return Status::Error("collnet.test reported size " + std::to_string(size) +
+            return internal_error("collnet.test reported size " + std::to_string(size) +
                                  " for a region of " + std::to_string(region * es) + " bytes");
           }
           const size_t i = x.done * groups + k;
           const size_t ch = k * kCollNetGroupChannels;
-          DRV_TRY(flush(out + slot(i), region * es, stage_mh_[2 * ch + 1]));
-          DRV_TRY(copy(static_cast<char*>(recv) + i * region * es, out + slot(i), user(i) * es));
+          CFX_TRY(flush(out + slot(i), region * es, stage_mh_[2 * ch + 1]));
+          CFX_TRY(copy(static_cast<char*>(recv) + i * region * es, out + slot(i), user(i) * es));
           ++x.done;
           ++finished;
           progress = true;
@@ -331,15 +331,15 @@ Status CollNetSession::allreduce_regions(void* send, void* recv, size_t count, D
       }
     }
     if (pass.expired(progress, *dl_)) {
-      return Status::Error("--timeout reached in collnet AllReduce regions (" +
+      return timed_out("--timeout reached in collnet AllReduce regions (" +
                            std::to_string(finished) + "/" + std::to_string(nreq) + " done)");
     }
   }
-  return Status::Ok();
+  return Status();
 }
 
 Status CollNetSession::flush(void* data, size_t bytes, void* mhandle) {
-  if (dev_ == nullptr) return Status::Ok();  // NCCL flushes only what the NIC wrote to the GPU
+  if (dev_ == nullptr) return Status();  // NCCL flushes only what the NIC wrote to the GPU
   void* req = nullptr;
   DRV_CALL(rank_, "collnet.iflush",
            cn_->iflush(coll_comm_, data, static_cast<int>(bytes), mhandle, &req));
@@ -347,21 +347,21 @@ Status CollNetSession::flush(void* data, size_t bytes, void* mhandle) {
   for (int done = 0; req != nullptr && !done;) {
     int size = 0;
     DRV_CALL(rank_, "collnet.test(iflush)", cn_->test(req, &done, &size));
-    if (pass.expired(done != 0, *dl_)) return Status::Error("--timeout reached in collnet.iflush");
+    if (pass.expired(done != 0, *dl_)) return timed_out("--timeout reached in collnet.iflush");
   }
-  return Status::Ok();
+  return Status();
 }
 
 Status CollNetSession::copy(void* dst, const void* src, size_t bytes) const {
   if (dev_ != nullptr) return dev_->copy(dst, src, bytes);
   std::memcpy(dst, src, bytes);
-  return Status::Ok();
+  return Status();
 }
 
 Status CollNetSession::fill(void* dst, unsigned char value, size_t bytes) const {
   if (dev_ != nullptr) return dev_->fill(dst, value, bytes);
   std::memset(dst, value, bytes);
-  return Status::Ok();
+  return Status();
 }
 
 Status CollNetSession::allreduce(void* send, void* recv, size_t count, DType t, Op op, size_t chunk,
@@ -382,7 +382,7 @@ Status CollNetSession::allreduce(void* send, void* recv, size_t count, DType t, 
                  cn_->iallreduce(coll_comm_, s + first * es, d + first * es, plan.elems(i),
                                  static_cast<nccl::ncclDataType_t>(t),
                                  static_cast<nccl::ncclRedOp_t>(op), smh, rmh, req));
-        return Status::Ok();
+        return Status();
       },
       [&](size_t i) { return plan.elems(i) * es; });
 }
@@ -407,7 +407,7 @@ Status CollNetSession::close() {
     inited_ = false;
     DRV_CALL(rank_, "collnet.finalize", cn_->finalize(ctx_));
   }
-  return Status::Ok();
+  return Status();
 }
 
 }  // namespace conflux::driver

@@ -36,7 +36,7 @@ Status CollNetSession::direct(bool reduce, void* send, void* recv, size_t count,
                    cn_->iallgather(coll_comm_, own(s, off), 1, &part, per_rank, off, win_bytes(i),
                                    send_mh_, req));
         }
-        return Status::Ok();
+        return Status();
       },
       win_bytes);
 }

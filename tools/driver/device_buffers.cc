@@ -18,30 +18,30 @@ DeviceBuffers::~DeviceBuffers() {
 }
 
 Status DeviceBuffers::check(cuda::CUresult rc, const char* call) const {
-  if (rc == cuda::CUDA_SUCCESS) return Status::Ok();
-  return Status::Error("--device-buffers: " + cuda::error_text(*api_, call, rc));
+  if (rc == cuda::CUDA_SUCCESS) return Status();
+  return internal_error("--device-buffers: " + cuda::error_text(*api_, call, rc));
 }
 
 Status DeviceBuffers::open(const HostBuffers& host) {
   std::string why;
   api_ = cuda::driver(&why);
-  if (api_ == nullptr) return Status::Error("--device-buffers: " + why);
+  if (api_ == nullptr) return internal_error("--device-buffers: " + why);
   host_ = &host;
   cuda::CUdevice dev = 0;
-  DRV_TRY(check(api_->cuDeviceGet(&dev, 0), "cuDeviceGet"));
-  DRV_TRY(check(api_->cuDevicePrimaryCtxRetain(&ctx_, dev), "cuDevicePrimaryCtxRetain"));
-  DRV_TRY(check(api_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"));
-  DRV_TRY(alloc(host.bytes, &send_));
-  DRV_TRY(alloc(host.bytes, &recv_));
-  return Status::Ok();
+  CFX_TRY(check(api_->cuDeviceGet(&dev, 0), "cuDeviceGet"));
+  CFX_TRY(check(api_->cuDevicePrimaryCtxRetain(&ctx_, dev), "cuDevicePrimaryCtxRetain"));
+  CFX_TRY(check(api_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"));
+  CFX_TRY(alloc(host.bytes, &send_));
+  CFX_TRY(alloc(host.bytes, &recv_));
+  return Status();
 }
 
 Status DeviceBuffers::alloc(size_t bytes, void** out) {
   cuda::CUdeviceptr p = 0;
-  DRV_TRY(check(api_->cuMemAlloc(&p, bytes), "cuMemAlloc"));
+  CFX_TRY(check(api_->cuMemAlloc(&p, bytes), "cuMemAlloc"));
   *out = reinterpret_cast<void*>(static_cast<uintptr_t>(p));
   allocations_.push_back(*out);
-  return Status::Ok();
+  return Status();
 }
 
 void* DeviceBuffers::twin(void* host) const {
@@ -72,12 +72,12 @@ Status DeviceBuffers::fill(void* dst, unsigned char value, size_t bytes) const {
 
 Status DeviceBuffers::context_unchanged(const char* after) const {
   cuda::CUcontext now = nullptr;
-  DRV_TRY(check(api_->cuCtxGetCurrent(&now), "cuCtxGetCurrent"));
+  CFX_TRY(check(api_->cuCtxGetCurrent(&now), "cuCtxGetCurrent"));
   if (now != ctx_) {
-    return Status::Error(std::string("the plugin changed the calling thread's CUDA context in ") +
+    return internal_error(std::string("the plugin changed the calling thread's CUDA context in ") +
                          after + " (NCCL's proxy thread would lose its device)");
   }
-  return Status::Ok();
+  return Status();
 }
 
 std::string DeviceBuffers::copy_counts() const {

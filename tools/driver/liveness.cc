@@ -27,9 +27,9 @@ Status LivenessWatch::start(int my_rank, std::vector<Peer> peers) {
   peers_ = std::move(peers);
   done_.assign(peers_.size(), false);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0) return Status::Error(std::string("eventfd: ") + std::strerror(errno));
+  if (wake_fd_ < 0) return internal_error(std::string("eventfd: ") + std::strerror(errno));
   thread_ = std::thread([this] { run(); });
-  return Status::Ok();
+  return Status();
 }
 
 void LivenessWatch::run() {

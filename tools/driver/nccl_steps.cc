@@ -154,9 +154,9 @@ Status Emu::setup() {
   conns_.resize(static_cast<size_t>(nch_));
   std::vector<void*> listens;
   std::string peer;
-  DRV_TRY(listen_to_next(net_, ctx_, bs_, nch_, "channel", &listens, &peer));
+  CFX_TRY(listen_to_next(net_, ctx_, bs_, nch_, "channel", &listens, &peer));
   for (int c = 0; c < nch_; ++c) {
-    DRV_TRY(connect_pair(net_, ctx_, rank_, listens[c], &peer[c * nccl::NCCL_NET_HANDLE_MAXSIZE],
+    CFX_TRY(connect_pair(net_, ctx_, rank_, listens[c], &peer[c * nccl::NCCL_NET_HANDLE_MAXSIZE],
                          dl_, "channel " + std::to_string(c), &conns_[c].send, &conns_[c].recv));
   }
   for (int c = 0; c < nch_; ++c) {
@@ -168,18 +168,18 @@ Status Emu::setup() {
     DRV_CALL(rank_, "net.regMr(recv)",
              net_->regMr(k.recv, k.rbuf.data(), k.rbuf.size(), nccl::NCCL_PTR_HOST, &k.rmh));
   }
-  return Status::Ok();
+  return Status();
 }
 
 Status Emu::teardown() {
-  DRV_TRY(bs_->barrier());  // every rank's requests are complete
+  CFX_TRY(bs_->barrier());  // every rank's requests are complete
   for (Conn& k : conns_) {
     DRV_CALL(rank_, "net.deregMr", net_->deregMr(k.send, k.smh));
     DRV_CALL(rank_, "net.deregMr", net_->deregMr(k.recv, k.rmh));
     DRV_CALL(rank_, "net.closeSend", net_->closeSend(k.send));
     DRV_CALL(rank_, "net.closeRecv", net_->closeRecv(k.recv));
   }
-  return Status::Ok();
+  return Status();
 }
 
 // The ops of one size: the protocol, the channels, and per channel the RingTwice steps.
@@ -370,7 +370,7 @@ Status Emu::recv_progress(Op& op, bool* progress) {
   }
   if (!idle) {
     *progress = true;
-    return Status::Ok();
+    return Status();
   }
   for (size_t c = 0; c < op.ch.size(); ++c) {
     ChanOp& co = op.ch[c];
@@ -380,7 +380,7 @@ Status Emu::recv_progress(Op& op, bool* progress) {
     DRV_CALL(rank_, "net.test(recv)", net_->test(co.rreq[co.rreceived % kSteps], &done, sizes));
     if (done) {
       if (static_cast<size_t>(sizes[0]) > pi.step_size * sl)
-        return Status::Error("net.test(recv) reported more bytes than posted");
+        return internal_error("net.test(recv) reported more bytes than posted");
       co.rreq[co.rreceived % kSteps] = nullptr;
       co.got_sizes.push_back(static_cast<size_t>(sizes[0]));
       co.rreceived += sl;
@@ -389,7 +389,7 @@ Status Emu::recv_progress(Op& op, bool* progress) {
   }
   if (!idle) {
     *progress = true;
-    return Status::Ok();
+    return Status();
   }
   for (size_t c = 0; c < op.ch.size(); ++c) {
     ChanOp& co = op.ch[c];
@@ -400,7 +400,7 @@ Status Emu::recv_progress(Op& op, bool* progress) {
   }
   if (!idle) {
     *progress = true;
-    return Status::Ok();
+    return Status();
   }
   for (size_t c = 0; c < op.ch.size(); ++c) {
     ChanOp& co = op.ch[c];
@@ -418,7 +418,7 @@ Status Emu::recv_progress(Op& op, bool* progress) {
       if (co.rdone >= static_cast<uint64_t>(co.nsteps)) break;
     }
   }
-  return Status::Ok();
+  return Status();
 }
 
 // sendProxyProgress (net.cc): per sub one of: post to the GPU, isend, test the oldest.
@@ -462,7 +462,7 @@ Status Emu::send_progress(Op& op, bool* progress) {
       }
     }
   }
-  return Status::Ok();
+  return Status();
 }
 
 void Emu::dump(size_t bytes) {
@@ -515,9 +515,9 @@ Status Emu::sweep() {
       if (proxy_jitter_us_ > 0 && rand() % 64 == 0)
         usleep(static_cast<useconds_t>(rand() % static_cast<uint64_t>(proxy_jitter_us_)));
       gpu_advance(&progress);
-      if (active_recv_ < ops_.size()) DRV_TRY(recv_progress(ops_[active_recv_], &progress));
+      if (active_recv_ < ops_.size()) CFX_TRY(recv_progress(ops_[active_recv_], &progress));
       gpu_advance(&progress);
-      if (active_send_ < ops_.size()) DRV_TRY(send_progress(ops_[active_send_], &progress));
+      if (active_send_ < ops_.size()) CFX_TRY(send_progress(ops_[active_send_], &progress));
       // A proxy op ends when all its subs are done; the next on the connections starts.
       auto all_done = [](const Op& op, bool send) {
         for (const ChanOp& co : op.ch) {
@@ -549,13 +549,13 @@ Status Emu::sweep() {
         }
         if (dl_->passed()) {
           dump(bytes);
-          return Status::Error("--timeout reached in the --nccl-steps AllReduce of " +
+          return timed_out("--timeout reached in the --nccl-steps AllReduce of " +
                                std::to_string(bytes) + " B");
         }
       }
       sched_yield();
     }
-    DRV_TRY(bs_->barrier());  // nccl-tests: every rank's AllReduces of this size completed
+    CFX_TRY(bs_->barrier());  // nccl-tests: every rank's AllReduces of this size completed
     if (rank_ == 0) {
       const double us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
@@ -565,20 +565,20 @@ Status Emu::sweep() {
       std::fflush(stdout);
     }
   }
-  return Status::Ok();
+  return Status();
 }
 
 }  // namespace
 
 Status run_nccl_steps(const Options& o, const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs,
                       const Deadline* dl) {
-  if (bs->nranks() < 2) return Status::Error("--nccl-steps needs at least 2 ranks");
+  if (bs->nranks() < 2) return internal_error("--nccl-steps needs at least 2 ranks");
   Emu e(o, net, ctx, bs, dl);
-  DRV_TRY(e.setup());
-  DRV_TRY(e.sweep());
-  DRV_TRY(e.teardown());
-  return e.wrong() == 0 ? Status::Ok()
-                        : Status::Error(std::to_string(e.wrong()) + " received steps wrong");
+  CFX_TRY(e.setup());
+  CFX_TRY(e.sweep());
+  CFX_TRY(e.teardown());
+  return e.wrong() == 0 ? Status()
+                        : internal_error(std::to_string(e.wrong()) + " received steps wrong");
 }
 
 }  // namespace conflux::driver

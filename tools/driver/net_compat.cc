@@ -333,11 +333,11 @@ struct V12 {
 }  // namespace
 
 Status adapt_net(int version, LoadedPlugin* p) {
-  if (version == 11) return Status::Ok();
+  if (version == 11) return Status();
   const std::string name = "ncclNetPlugin_v" + std::to_string(version);
   const void* sym = p->lib != nullptr ? dlsym(p->lib, name.c_str()) : nullptr;
   if (sym == nullptr)
-    return Status::Error("--net-abi " + std::to_string(version) + ": " + p->path + " exports no " +
+    return internal_error("--net-abi " + std::to_string(version) + ": " + p->path + " exports no " +
                          name);
   switch (version) {
     case 8:
@@ -353,7 +353,7 @@ Status adapt_net(int version, LoadedPlugin* p) {
       p->net = V12<nccl::ncclNet_v12_t>::table<nccl::ncclNet_v11_t>(sym);
       break;
     default:
-      return Status::Error("--net-abi: expected 8, 9, 10, 11 or 12");
+      return internal_error("--net-abi: expected 8, 9, 10, 11 or 12");
   }
   p->net_symbol = name + " (through the driver's v11 adapter)";
   p->tuner = nullptr;
@@ -376,7 +376,7 @@ Status adapt_net(int version, LoadedPlugin* p) {
     }
     p->collnet_symbol = cname + " (through the driver's v11 adapter)";
   }
-  return Status::Ok();
+  return Status();
 }
 
 }  // namespace conflux::driver

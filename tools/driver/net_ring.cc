@@ -20,9 +20,9 @@ Status NetRing::allreduce(void* send, void* recv, size_t count, DType t, Op op) 
   const size_t es = dtype_size(t);
   if (nranks_ == 1) {
     if (send != recv) std::memcpy(recv, send, count * es);
-    return Status::Ok();
+    return Status();
   }
-  if (count == 0) return Status::Ok();
+  if (count == 0) return Status();
   const int n = nranks_, r = rank_;
   const int prev = (r + n - 1) % n;
   const size_t chunk_elems = chunk_bytes_ / es;
@@ -99,7 +99,7 @@ Status NetRing::allreduce(void* send, void* recv, size_t count, DType t, Op op) 
       if (!done) break;
       const Piece p = piece(count, recv_seg(s), x % nch, nch);
       if (static_cast<size_t>(size) != p.count * es) {
-        return Status::Error("net.test(recv) reported " + std::to_string(size) +
+        return internal_error("net.test(recv) reported " + std::to_string(size) +
                              " bytes, the peer sent " + std::to_string(p.count * es));
       }
       const char* slot = staging + (x % window) * chunk_bytes_;
@@ -118,12 +118,12 @@ Status NetRing::allreduce(void* send, void* recv, size_t count, DType t, Op op) 
       progress = true;
     }
     if (pass.expired(progress, *dl_)) {
-      return Status::Error("--timeout reached in the ring AllReduce (" + std::to_string(s_done) +
+      return timed_out("--timeout reached in the ring AllReduce (" + std::to_string(s_done) +
                            "/" + std::to_string(items) + " sends and " + std::to_string(r_done) +
                            "/" + std::to_string(items) + " receives complete)");
     }
   }
-  return Status::Ok();
+  return Status();
 }
 
 }  // namespace conflux::driver

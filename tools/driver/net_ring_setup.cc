@@ -25,14 +25,14 @@ Status connect_pair(const nccl::ncclNet_v11_t* net, void* ctx, int rank, void* l
     }
     if (*recv == nullptr) DRV_CALL(rank, accept.c_str(), net->accept(listen, recv, &recv_dev));
     if ((++polls & 255) == 0 && dl->passed()) {
-      return Status::Error("--timeout reached in net.connect/accept (" + what +
+      return timed_out("--timeout reached in net.connect/accept (" + what +
                            ": send comm to rank+1 " + (*send ? "ready" : "missing") +
                            ", recv comm from rank-1 " + (*recv ? "ready" : "missing") + ")");
     }
     if (*send == nullptr || *recv == nullptr) idle_pause();
   }
   DRV_CALL(rank, "net.closeListen", net->closeListen(listen));
-  return Status::Ok();
+  return Status();
 }
 
 Status listen_to_next(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, int k,
@@ -47,15 +47,15 @@ Status listen_to_next(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, 
     mine.append(h, kH);
   }
   std::vector<std::string> all;
-  DRV_TRY(bs->allgather(mine, &all));
+  CFX_TRY(bs->allgather(mine, &all));
   const int next = (bs->rank() + 1) % bs->nranks();
   if (all[size_t(next)].size() != size_t(k) * kH) {
-    return Status::Error("bootstrap: rank " + std::to_string(next) + " sent " +
+    return internal_error("bootstrap: rank " + std::to_string(next) + " sent " +
                          std::to_string(all[size_t(next)].size() / kH) + " " + what +
                          " listen handles, expected " + std::to_string(k));
   }
   *peer = std::move(all[size_t(next)]);
-  return Status::Ok();
+  return Status();
 }
 
 Status NetRing::setup(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, HostBuffers* bufs,
@@ -70,31 +70,31 @@ Status NetRing::setup(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, 
   chunk_bytes_ = chunk_bytes;
   inflight_ = inflight;
   phandles_.assign(2 * static_cast<size_t>(inflight), nullptr);
-  if (nranks_ == 1) return Status::Ok();  // no peer: AllReduce is a copy
+  if (nranks_ == 1) return Status();  // no peer: AllReduce is a copy
 
   // listen on device 0; the handle goes to every rank through the bootstrap.
   char handle[nccl::NCCL_NET_HANDLE_MAXSIZE] = {};
   void* listen_comm = nullptr;
   DRV_CALL(rank_, "net.listen(dev 0)", net_->listen(ctx, 0, handle, &listen_comm));
   if (listen_comm == nullptr) {
-    return Status::Error("net.listen returned no listen comm");
+    return internal_error("net.listen returned no listen comm");
   }
   std::string extra;  // the service thread's listen handles travel with the ring's
-  DRV_TRY(service_.listen(net_, ctx, rank_, service_conns, hold_service_conns, &extra));
+  CFX_TRY(service_.listen(net_, ctx, rank_, service_conns, hold_service_conns, &extra));
   std::vector<std::string> handles;
-  DRV_TRY(bs_->allgather(std::string(handle, sizeof handle) + extra, &handles));
+  CFX_TRY(bs_->allgather(std::string(handle, sizeof handle) + extra, &handles));
   const int next = (rank_ + 1) % nranks_;
   // NCCL keeps the peer's handle in its own memory and passes the same bytes to every
   // connect() retry (plugins may keep connection state in it): so do we.
   char peer_handle[nccl::NCCL_NET_HANDLE_MAXSIZE];
   std::memcpy(peer_handle, handles[next].data(), sizeof peer_handle);
 
-  DRV_TRY(connect_pair(net_, ctx, rank_, listen_comm, peer_handle, dl_, "ring", &send_comm_,
+  CFX_TRY(connect_pair(net_, ctx, rank_, listen_comm, peer_handle, dl_, "ring", &send_comm_,
                        &recv_comm_));
-  DRV_TRY(register_all(send_comm_, "send", send_mh_));
-  DRV_TRY(register_all(recv_comm_, "recv", recv_mh_));
+  CFX_TRY(register_all(send_comm_, "send", send_mh_));
+  CFX_TRY(register_all(recv_comm_, "recv", recv_mh_));
   service_.start(handles[next].substr(sizeof handle), dl_);
-  return Status::Ok();
+  return Status();
 }
 
 Status NetRing::register_all(void* comm, const char* which, void** mh) {
@@ -107,12 +107,12 @@ Status NetRing::register_all(void* comm, const char* which, void** mh) {
     DRV_CALL(rank_, call.c_str(),
              net_->regMr(comm, ptrs[i], sizes[i], nccl::NCCL_PTR_HOST, &mh[i]));
   }
-  return Status::Ok();
+  return Status();
 }
 
 Status NetRing::teardown() {
-  if (net_ == nullptr || nranks_ == 1) return Status::Ok();
-  DRV_TRY(service_.join());
+  if (net_ == nullptr || nranks_ == 1) return Status();
+  CFX_TRY(service_.join());
   for (int i = 0; i < 3; ++i) {
     if (send_mh_[i] != nullptr)
       DRV_CALL(rank_, "net.deregMr(send comm)", net_->deregMr(send_comm_, send_mh_[i]));
@@ -123,7 +123,7 @@ Status NetRing::teardown() {
   if (send_comm_ != nullptr) DRV_CALL(rank_, "net.closeSend", net_->closeSend(send_comm_));
   if (recv_comm_ != nullptr) DRV_CALL(rank_, "net.closeRecv", net_->closeRecv(recv_comm_));
   send_comm_ = recv_comm_ = nullptr;
-  return Status::Ok();
+  return Status();
 }
 
 void* NetRing::send_mhandle(const void* ptr) const {

@@ -45,35 +45,35 @@ bool parse_double(const std::string& s, double* out) {
 }
 
 Status bad(const std::string& flag, const std::string& value, const char* why) {
-  return Status::Error("invalid value '" + value + "' for " + flag + ": " + why);
+  return invalid_argument("invalid value '" + value + "' for " + flag + ": " + why);
 }
 
 Status parse_dtypes(const std::string& v, std::vector<DType>* out) {
   out->clear();
   if (v == "all") {
     for (int i = 0; i < kNumDTypes; ++i) out->push_back(static_cast<DType>(i));
-    return Status::Ok();
+    return Status();
   }
   for (const std::string& name : split_commas(v)) {
     auto t = parse_dtype(name);
     if (!t) return bad("--dtype", name, "unknown datatype");
     out->push_back(*t);
   }
-  return out->empty() ? bad("--dtype", v, "empty list") : Status::Ok();
+  return out->empty() ? bad("--dtype", v, "empty list") : Status();
 }
 
 Status parse_ops(const std::string& v, std::vector<Op>* out) {
   out->clear();
   if (v == "all") {
     for (int i = 0; i < kNumOps; ++i) out->push_back(static_cast<Op>(i));
-    return Status::Ok();
+    return Status();
   }
   for (const std::string& name : split_commas(v)) {
     auto op = parse_op(name);
     if (!op) return bad("--op", name, "unknown op (sum, prod, max, min)");
     out->push_back(*op);
   }
-  return out->empty() ? bad("--op", v, "empty list") : Status::Ok();
+  return out->empty() ? bad("--op", v, "empty list") : Status();
 }
 
 Status parse_modes(const std::string& v, std::vector<Mode>* out) {
@@ -95,7 +95,7 @@ Status parse_modes(const std::string& v, std::vector<Mode>* out) {
       return bad("--modes", name,
                  "expected collnet, hybrid, ring, reducescatter, allgather or pxn");
   }
-  return out->empty() ? bad("--modes", v, "empty list") : Status::Ok();
+  return out->empty() ? bad("--modes", v, "empty list") : Status();
 }
 
 Status parse_leaves(const std::string& v, std::vector<uint32_t>* out) {
@@ -106,7 +106,7 @@ Status parse_leaves(const std::string& v, std::vector<uint32_t>* out) {
       return bad("--tree-leaves", v, "expected N,N,... (each >= 1)");
     out->push_back(static_cast<uint32_t>(k));
   }
-  return out->empty() ? bad("--tree-leaves", v, "empty list") : Status::Ok();
+  return out->empty() ? bad("--tree-leaves", v, "empty list") : Status();
 }
 
 [[noreturn]] void reject(const std::string& flag, const std::string& value, const char* why) {
@@ -266,34 +266,34 @@ void describe(CLI::App& app, Options* o) {
 
 // What one flag cannot say alone.
 Status check_together(const Options* o) {
-  if (o->minbytes > o->maxbytes) return Status::Error("--minbytes is larger than --maxbytes");
-  if (o->maxbytes == 0) return Status::Error("--maxbytes must be > 0");
-  if (o->maxbytes > (size_t{8} << 30)) return Status::Error("--maxbytes above 8G is not supported");
+  if (o->minbytes > o->maxbytes) return invalid_argument("--minbytes is larger than --maxbytes");
+  if (o->maxbytes == 0) return invalid_argument("--maxbytes must be > 0");
+  if (o->maxbytes > (size_t{8} << 30)) return invalid_argument("--maxbytes above 8G is not supported");
   if (!o->tree_leaves.empty() && o->nranks > 0) {
     uint32_t sum = 0;
     for (uint32_t k : o->tree_leaves) sum += k;
     if (sum != static_cast<uint32_t>(o->nranks)) {
-      return Status::Error("--tree-leaves must add up to --nranks");
+      return invalid_argument("--tree-leaves must add up to --nranks");
     }
   }
   if (o->service_conns > 0 && o->hold_conns > 0) {
-    return Status::Error("--service-conns and --hold-conns exclude each other");
+    return invalid_argument("--service-conns and --hold-conns exclude each other");
   }
   if (o->service_collnet > 0) {
     for (Mode m : o->modes) {
       if (m != Mode::kCollNet && m != Mode::kHybrid) {
-        return Status::Error(std::string("--service-collnet applies to the collnet and hybrid ") +
+        return invalid_argument(std::string("--service-collnet applies to the collnet and hybrid ") +
                              "modes only, not " + mode_name(m));
       }
     }
   }
   for (Mode m : o->modes) {
     if (is_direct(m) && o->inplace) {
-      return Status::Error(std::string("--inplace applies to AllReduce modes only, not ") +
+      return invalid_argument(std::string("--inplace applies to AllReduce modes only, not ") +
                            mode_name(m));
     }
   }
-  return Status::Ok();
+  return Status();
 }
 
 }  // namespace
@@ -346,9 +346,9 @@ Status parse_options(int argc, char** argv, Options* o) {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     o->help = true;
-    return Status::Ok();
+    return Status();
   } catch (const CLI::ParseError& e) {
-    return Status::Error(e.what());
+    return invalid_argument(e.what());
   }
   return check_together(o);
 }

@@ -104,7 +104,7 @@ const char* result_name(int r) {
 }
 
 Status call_failed(int rank, const char* call, int result) {
-  return Status::Error(std::string("plugin call ") + call + " returned " + std::to_string(result) +
+  return internal_error(std::string("plugin call ") + call + " returned " + std::to_string(result) +
                        " (" + result_name(result) + ")");
 }
 
@@ -129,7 +129,7 @@ Status load_plugin(const std::string& name_in, LoadedPlugin* out) {
     const char* e = dlerror();
     errors += "\n  dlopen(\"" + t + "\"): " + (e != nullptr ? e : "unknown error");
   }
-  if (out->lib == nullptr) return Status::Error("cannot load the net plugin:" + errors);
+  if (out->lib == nullptr) return internal_error("cannot load the net plugin:" + errors);
 
   // v12 is listed but never chosen: NCCL 2.28 does not know it (--net-abi 12 drives it).
   static const char* kVersions[] = {"v12", "v11", "v10", "v9", "v8", "v7", "v6"};
@@ -164,13 +164,13 @@ Status load_plugin(const std::string& name_in, LoadedPlugin* out) {
       msg += " (it has " + out->collnet_symbol + ", but a CollNet without a Net is not used)";
     }
     unload_plugin(out);
-    return Status::Error(msg);
+    return internal_error(msg);
   }
   if (out->net_symbol != "ncclNetPlugin_v11") {
     std::string msg = "plugin " + out->opened_as + ": NCCL 2.28 would use " + out->net_symbol +
                       ", but this driver calls the v11 ABI only";
     unload_plugin(out);
-    return Status::Error(msg);
+    return internal_error(msg);
   }
   out->net = static_cast<const nccl::ncclNet_v11_t*>(dlsym(out->lib, "ncclNetPlugin_v11"));
   if (out->collnet_symbol == "ncclCollNetPlugin_v11") {
@@ -178,7 +178,7 @@ Status load_plugin(const std::string& name_in, LoadedPlugin* out) {
         static_cast<const nccl::ncclCollNet_v11_t*>(dlsym(out->lib, "ncclCollNetPlugin_v11"));
   }
   out->tuner = static_cast<const nccl::ncclTuner_v5_t*>(dlsym(out->lib, "ncclTunerPlugin_v5"));
-  return Status::Ok();
+  return Status();
 }
 
 void unload_plugin(LoadedPlugin* p) {

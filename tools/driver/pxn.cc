@@ -93,7 +93,7 @@ class PxnExchange {
     const size_t slots = size_t(s_.senders) * size_t(s_.inflight);
     if (posix_memalign(&sbuf_, 4096, slots * max_bytes) != 0 ||
         posix_memalign(&rbuf_, 4096, slots * max_bytes) != 0) {
-      return Status::Error("out of memory for the PXN exchange's buffers");
+      return internal_error("out of memory for the PXN exchange's buffers");
     }
     // NCCL registers each connection's buffers once, on the comm that uses them.
     smh_.assign(size_t(l_.conns), nullptr);
@@ -107,7 +107,7 @@ class PxnExchange {
                            &rmh_[size_t(c)]));
     }
     phandles_.assign(slots * 2, nullptr);
-    return Status::Ok();
+    return Status();
   }
 
   Status teardown() {
@@ -119,7 +119,7 @@ class PxnExchange {
     }
     smh_.clear();
     rmh_.clear();
-    return Status::Ok();
+    return Status();
   }
 
   // One iteration: every sender sends s_.steps messages of `bytes`; *wrong gets the bytes
@@ -162,7 +162,7 @@ Status PxnExchange::hang(const std::vector<Sender>& snd, const std::vector<Group
   for (size_t g = 0; g < grp.size(); ++g) {
     got += (g ? ", " : "") + std::to_string(grp[g].done) + "/" + std::to_string(s_.steps);
   }
-  return Status::Error("NCCL would hang: --timeout reached in the PXN exchange with irecvs " + got +
+  return timed_out("NCCL would hang: --timeout reached in the PXN exchange with irecvs " + got +
                        " complete per receive group of " + std::to_string(l_.groups()) +
                        " (sends complete per sender: " + sent + ")");
 }
@@ -192,7 +192,7 @@ Status PxnExchange::post_recvs(int g, Group* grp, size_t bytes, bool* progress) 
     ++grp->posted;
     *progress = true;
   }
-  return Status::Ok();
+  return Status();
 }
 
 Status PxnExchange::complete_recvs(int g, Group* grp, size_t bytes, int iter, uint64_t* wrong,
@@ -209,7 +209,7 @@ Status PxnExchange::complete_recvs(int g, Group* grp, size_t bytes, int iter, ui
     if (!done) break;
     for (int i = 0; i < parts; ++i) {
       if (got[i] != static_cast<int>(bytes)) {
-        return Status::Error("net.test(PXN recv) reported " + std::to_string(got[i]) +
+        return internal_error("net.test(PXN recv) reported " + std::to_string(got[i]) +
                              " bytes for part " + std::to_string(i) + " of group " +
                              std::to_string(g) + ", the sender sent " + std::to_string(bytes));
       }
@@ -223,7 +223,7 @@ Status PxnExchange::complete_recvs(int g, Group* grp, size_t bytes, int iter, ui
     ++grp->done;
     *progress = true;
   }
-  return Status::Ok();
+  return Status();
 }
 
 Status PxnExchange::once(size_t bytes, int iter, uint64_t* wrong) {
@@ -278,12 +278,12 @@ Status PxnExchange::once(size_t bytes, int iter, uint64_t* wrong) {
     }
     // Each receive group posts and completes its own irecvs, as recvProxyProgress does.
     for (int g = 0; g < l_.groups(); ++g) {
-      DRV_TRY(post_recvs(g, &grp[size_t(g)], bytes, &progress));
-      DRV_TRY(complete_recvs(g, &grp[size_t(g)], bytes, iter, wrong, &progress));
+      CFX_TRY(post_recvs(g, &grp[size_t(g)], bytes, &progress));
+      CFX_TRY(complete_recvs(g, &grp[size_t(g)], bytes, iter, wrong, &progress));
     }
     if (pass.expired(progress, *dl_)) return hang(snd, grp);
   }
-  return Status::Ok();
+  return Status();
 }
 
 }  // namespace
@@ -319,34 +319,34 @@ Status run_pxn(const Options& o, const PxnShape& shape, const PxnLayout& layout,
                NetRing* ring, Bootstrap* bs, std::vector<Row>* rows,
                const std::function<void(const std::string&)>& note) {
   const int rank = bs->rank(), nranks = bs->nranks();
-  if (nranks < 2) return Status::Error("--modes pxn needs at least 2 ranks");
+  if (nranks < 2) return internal_error("--modes pxn needs at least 2 ranks");
   if (shape.senders > kMaxPxnSenders) {
-    return Status::Error("--pxn-senders " + std::to_string(shape.senders) + " is above " +
+    return internal_error("--pxn-senders " + std::to_string(shape.senders) + " is above " +
                          std::to_string(kMaxPxnSenders));
   }
   const std::vector<size_t> sizes = size_list(o);
   PxnConns conns;
-  DRV_TRY(conns.open(ring->net(), ctx, ring, bs, layout.conns));
+  CFX_TRY(conns.open(ring->net(), ctx, ring, bs, layout.conns));
   std::string res;
-  DRV_TRY(gather_threads_and_fds(bs, &res));
+  CFX_TRY(gather_threads_and_fds(bs, &res));
   note("pxn: " + std::to_string(layout.conns) + " send + " + std::to_string(layout.conns) +
        " receive comms per rank for the exchange; per rank process with them open: " + res);
   PxnExchange x(shape, layout, conns, ring->net(), ring->deadline(), rank, nranks);
-  DRV_TRY(x.setup(sizes.back()));
+  CFX_TRY(x.setup(sizes.back()));
   int iter = 0;
   for (size_t bytes : sizes) {
     uint64_t wrong = 0;
-    for (int i = 0; i < o.warmup; ++i) DRV_TRY(x.once(bytes, iter++, &wrong));
-    DRV_TRY(bs->barrier());
+    for (int i = 0; i < o.warmup; ++i) CFX_TRY(x.once(bytes, iter++, &wrong));
+    CFX_TRY(bs->barrier());
     tools::HostCpuWindow cpu;
     const Clock::time_point t0 = Clock::now();
-    for (int i = 0; i < o.iters; ++i) DRV_TRY(x.once(bytes, iter++, &wrong));
+    for (int i = 0; i < o.iters; ++i) CFX_TRY(x.once(bytes, iter++, &wrong));
     const double us =
         std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / std::max(1, o.iters);
-    DRV_TRY(bs->barrier());  // every rank's timed iterations are in rank 0's CPU window
+    CFX_TRY(bs->barrier());  // every rank's timed iterations are in rank 0's CPU window
     cpu.stop();
     std::vector<std::string> all;
-    DRV_TRY(bs->allgather(std::to_string(us) + " " + std::to_string(wrong), &all));
+    CFX_TRY(bs->allgather(std::to_string(us) + " " + std::to_string(wrong), &all));
     Row row{Mode::kPxn, bytes, bytes, DType::kUint8, Op::kSum, false, 0, 0, 0, 0};
     for (const std::string& a : all) {
       row.time_us = std::max(row.time_us, std::strtod(a.c_str(), nullptr));
@@ -364,7 +364,7 @@ Status run_pxn(const Options& o, const PxnShape& shape, const PxnLayout& layout,
   std::string carried;
   for (uint64_t m : x.carried()) carried += (carried.empty() ? "" : " ") + std::to_string(m);
   note("pxn: messages carried per receive comm on rank " + std::to_string(rank) + ": " + carried);
-  DRV_TRY(x.teardown());
+  CFX_TRY(x.teardown());
   return conns.close();
 }
 

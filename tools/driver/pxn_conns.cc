@@ -12,21 +12,21 @@ Status PxnConns::open(const nccl::ncclNet_v11_t* net, void* ctx, NetRing* ring, 
   send_.assign(1, ring->send_comm());
   recv_.assign(1, ring->recv_comm());
   const int extra = total - 1;
-  if (extra <= 0) return Status::Ok();
+  if (extra <= 0) return Status();
   std::vector<void*> listens;
   std::string peer;
-  DRV_TRY(listen_to_next(net_, ctx, bs, extra, "PXN connection", &listens, &peer));
+  CFX_TRY(listen_to_next(net_, ctx, bs, extra, "PXN connection", &listens, &peer));
   // One pair after the other, as NCCL's service thread connects them.
   for (size_t i = 0; i < size_t(extra); ++i) {
     void* send = nullptr;
     void* recv = nullptr;
-    DRV_TRY(connect_pair(net_, ctx, rank_, listens[i], &peer[i * nccl::NCCL_NET_HANDLE_MAXSIZE],
+    CFX_TRY(connect_pair(net_, ctx, rank_, listens[i], &peer[i * nccl::NCCL_NET_HANDLE_MAXSIZE],
                          ring->deadline(), "PXN connection " + std::to_string(i + 1), &send,
                          &recv));
     send_.push_back(send);
     recv_.push_back(recv);
   }
-  return Status::Ok();
+  return Status();
 }
 
 Status PxnConns::close() {
@@ -36,7 +36,7 @@ Status PxnConns::close() {
   }
   send_.resize(send_.empty() ? 0 : 1);
   recv_.resize(recv_.empty() ? 0 : 1);
-  return Status::Ok();
+  return Status();
 }
 
 }  // namespace conflux::driver

@@ -79,7 +79,7 @@ struct RankRun {
   // the first init of the process and again after the last finalize, so every mode sees the
   // variables set for it.
   Status open_comm(uint64_t id, NetRing* ring) {
-    DRV_TRY(net_init(plugin.net, rank, id, &bs, &net_ctx, &dev));
+    CFX_TRY(net_init(plugin.net, rank, id, &bs, &net_ctx, &dev));
     if (!described) {
       described = true;
       info = describe_run(o, plugin, dev, nranks);
@@ -89,34 +89,34 @@ struct RankRun {
         std::fflush(stdout);
       }
     }
-    DRV_TRY(ring->setup(plugin.net, net_ctx, &bs, &bufs, o.chunk_bytes, o.inflight, &dl,
+    CFX_TRY(ring->setup(plugin.net, net_ctx, &bs, &bufs, o.chunk_bytes, o.inflight, &dl,
                         std::max(o.service_conns, o.hold_conns), o.hold_conns > 0));
-    if (o.hold_conns > 0) DRV_TRY(report_resources(ring));
+    if (o.hold_conns > 0) CFX_TRY(report_resources(ring));
     if (rank == o.inject_exit_rank) {
       std::fprintf(stderr, "[rank %d] --inject-rank-exit: exiting abruptly now\n", rank);
       _exit(9);
     }
-    return Status::Ok();
+    return Status();
   }
 
   // --hold-conns: once every rank's extra connections are up, the threads and open file
   // descriptors of each rank process (the plugin's helper threads and sockets), gathered.
   Status report_resources(NetRing* ring) {
-    DRV_TRY(ring->service_connected());
-    DRV_TRY(bs.barrier());  // every rank's connections are up
+    CFX_TRY(ring->service_connected());
+    CFX_TRY(bs.barrier());  // every rank's connections are up
     std::string res;
-    DRV_TRY(gather_threads_and_fds(&bs, &res));
+    CFX_TRY(gather_threads_and_fds(&bs, &res));
     const int conns = 2 * o.hold_conns + 2;  // send + receive comms: the ring's and the held
     note("resources per rank with " + std::to_string(conns) + " open p2p comms (" +
          std::to_string(o.hold_conns + 1) + " send + " + std::to_string(o.hold_conns + 1) +
          " receive): " + res);
-    return Status::Ok();
+    return Status();
   }
 
   // NCCL's gdr bit of the NIC behind net device 0 and CollNet device 0 (device_buffers.h):
   // noted once; a net that can do GPUDirect must keep it after CollNet's description.
   Status check_gdr(const CollNetSession& cs) {
-    if (cs.ptr_support() < 0) return Status::Ok();  // CollNet described no device
+    if (cs.ptr_support() < 0) return Status();  // CollNet described no device
     const auto nics = nccl::topo_gdr({{cs.device_name(), cs.ptr_support()}},
                                      {{dev.name, dev.ptr_support}}, /*dmabuf_usable=*/true);
     for (const nccl::NicGdr& n : nics) {
@@ -137,18 +137,18 @@ struct RankRun {
                       "description (0x%x) comes first and gives the NIC gdr 0: NCCL would turn "
                       "GPUDirect RDMA off for every p2p transfer",
                       dev.name.c_str(), dev.ptr_support, cs.ptr_support());
-        return Status::Error(why);
+        return internal_error(why);
       }
     }
     gdr_noted = true;
-    return Status::Ok();
+    return Status();
   }
 
   Status close_comm(NetRing* ring) {
-    DRV_TRY(ring->teardown());
+    CFX_TRY(ring->teardown());
     DRV_CALL(rank, "net.finalize", plugin.net->finalize(net_ctx));
     net_ctx = nullptr;
-    return Status::Ok();
+    return Status();
   }
 
   Status run_collnet_mode(Mode mode, uint64_t id) {
@@ -161,9 +161,9 @@ struct RankRun {
                 ? std::string("the plugin exports no ncclCollNetPlugin_v* symbol")
                 : "the plugin exports " + plugin.collnet_symbol + " only (driver calls v11)") +
            "; table skipped");
-      return Status::Ok();
+      return Status();
     }
-    DRV_TRY(check_collnet_members(plugin.collnet));
+    CFX_TRY(check_collnet_members(plugin.collnet));
     char frac[32];
     const double f = mode == Mode::kHybrid          ? o.ring_fraction
                      : mode == Mode::kReduceScatter ? o.rs_ring_fraction
@@ -174,11 +174,11 @@ struct RankRun {
       std::snprintf(frac, sizeof frac, "%g", f);
     setenv("CONFLUX_RING_FRACTION", frac, 1);  // read by the plugin at init
     NetRing ring;
-    DRV_TRY(open_comm(id, &ring));
+    CFX_TRY(open_comm(id, &ring));
     CollNetSession cs;
     cs.use_device(devbufs.get());
-    DRV_TRY(cs.open(plugin.collnet, id, &bs, &bufs, &dl));
-    DRV_TRY(check_gdr(cs));
+    CFX_TRY(cs.open(plugin.collnet, id, &bs, &bufs, &dl));
+    CFX_TRY(check_gdr(cs));
     if (!cs.available()) {
       collnet_missing = true;
       note(cs.reason());
@@ -187,11 +187,11 @@ struct RankRun {
       return close_comm(&ring);
     }
     if (o.nccl_region_bytes > 0 && !is_direct(mode)) {
-      DRV_TRY(cs.use_regions(o.nccl_region_bytes, o.inflight, o.nccl_channels));
+      CFX_TRY(cs.use_regions(o.nccl_region_bytes, o.inflight, o.nccl_channels));
     }
     if (plugin.tuner != nullptr) {
       std::string choices;
-      DRV_TRY(check_tuner(plugin.tuner, id, nranks, &bs, &choices));
+      CFX_TRY(check_tuner(plugin.tuner, id, nranks, &bs, &choices));
       note("tuner (every rank alike): AllReduce by " + choices);
     }
     if (cs.device_name() != dev.name) {
@@ -237,16 +237,16 @@ struct RankRun {
     // joining could wait for a collective connect that the other ranks never finish.
     auto* svc = new ServiceCollNet;
     Status st = [&]() -> Status {
-      DRV_TRY(svc->start(plugin.collnet, &cs, id, &bs, o.service_collnet, o.seed, &dl));
+      CFX_TRY(svc->start(plugin.collnet, &cs, id, &bs, o.service_collnet, o.seed, &dl));
       if (rank == 0) print_table_header(mode, what);
-      DRV_TRY(run_mode(o, m, &bs, &bufs, &rows, &notes, devbufs.get()));
+      CFX_TRY(run_mode(o, m, &bs, &bufs, &rows, &notes, devbufs.get()));
       if (devbufs != nullptr && !devbufs->copy_counts().empty()) {
         note(std::string(mode_name(mode)) + ": " + devbufs->copy_counts());
       }
-      if (!svc->running()) return Status::Ok();
+      if (!svc->running()) return Status();
       int rounds = 0;
-      DRV_TRY(stream_while_service(&cs, *svc, &rounds));
-      DRV_TRY(svc->join());
+      CFX_TRY(stream_while_service(&cs, *svc, &rounds));
+      CFX_TRY(svc->join());
       note(std::string(mode_name(mode)) + ": service thread: " + std::to_string(svc->comms()) +
            " more CollNet comms listened, connected, registered, used (" +
            std::to_string(svc->allreduces()) +
@@ -254,7 +254,7 @@ struct RankRun {
            std::to_string(svc->posted_during_connects()) +
            " requests posted on it while they connected, on rank 0; " + std::to_string(rounds) +
            " verified AllReduces after its table waited for them)");
-      return Status::Ok();
+      return Status();
     }();
     if (!st.ok()) {
       if (!svc->running() || svc->done()) delete svc;
@@ -264,7 +264,7 @@ struct RankRun {
     if (o.close_stagger_ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(int64_t{rank} * o.close_stagger_ms));
     }
-    DRV_TRY(cs.close());
+    CFX_TRY(cs.close());
     return close_comm(&ring);
   }
 
@@ -275,20 +275,20 @@ struct RankRun {
     const size_t n = std::clamp<size_t>(bufs.bytes / sizeof(float), 1, size_t{256} << 10);
     for (;;) {
       std::vector<std::string> all;
-      DRV_TRY(bs.allgather(svc.done() ? "1" : "0", &all));
+      CFX_TRY(bs.allgather(svc.done() ? "1" : "0", &all));
       if (std::all_of(all.begin(), all.end(), [](const std::string& a) { return a == "1"; })) {
-        return Status::Ok();
+        return Status();
       }
-      if (dl.passed()) return Status::Error("--timeout reached waiting for the service thread");
+      if (dl.passed()) return timed_out("--timeout reached waiting for the service thread");
       const InputSpec spec{DType::kFloat32, Op::kSum, nranks,
                            o.seed + 104729 * static_cast<uint64_t>(*rounds + 1), InputKind::kExact};
       fill_input(spec, rank, 0, n, bufs.send);
       poison(DType::kFloat32, bufs.recv, n);
-      DRV_TRY(cs->allreduce(bufs.send, bufs.recv, n, DType::kFloat32, Op::kSum, o.chunk_bytes,
+      CFX_TRY(cs->allreduce(bufs.send, bufs.recv, n, DType::kFloat32, Op::kSum, o.chunk_bytes,
                             o.inflight));
       const uint64_t wrong = count_wrong(spec, bufs.recv, n);
       if (wrong != 0) {
-        return Status::Error(std::to_string(wrong) + " wrong elements in an AllReduce of " +
+        return internal_error(std::to_string(wrong) + " wrong elements in an AllReduce of " +
                              std::to_string(n) + " floats beside the service thread");
       }
       ++*rounds;
@@ -297,23 +297,23 @@ struct RankRun {
 
   Status run_ring_mode(uint64_t id) {
     if (o.nccl_steps) {  // NCCL's proxy step by step (nccl_steps.h): its own connections
-      DRV_TRY(net_init(plugin.net, rank, id, &bs, &net_ctx, &dev));
+      CFX_TRY(net_init(plugin.net, rank, id, &bs, &net_ctx, &dev));
       if (rank == 0) {
         print_table_header(Mode::kRing,
                            "NCCL proxy steps over " + std::to_string(o.nccl_channels) +
                                " channel(s), " + std::to_string(o.iters) +
                                " AllReduces per size, every step checked, nothing reduced");
       }
-      DRV_TRY(run_nccl_steps(o, plugin.net, net_ctx, &bs, &dl));
+      CFX_TRY(run_nccl_steps(o, plugin.net, net_ctx, &bs, &dl));
       DRV_CALL(rank, "net.finalize", plugin.net->finalize(net_ctx));
       net_ctx = nullptr;
       Row row{};
       row.mode = Mode::kRing;
       rows.push_back(row);  // a table was run (run_rank requires one)
-      return Status::Ok();
+      return Status();
     }
     NetRing ring;
-    DRV_TRY(open_comm(id, &ring));
+    CFX_TRY(open_comm(id, &ring));
     if (rank == 0) {
       print_table_header(Mode::kRing, "p2p net ring reduce-scatter + all-gather, chunk " +
                                           std::to_string(o.chunk_bytes) + " B, inflight " +
@@ -325,15 +325,15 @@ struct RankRun {
                 return ring.allreduce(s, r, n, t, op);
               },
               [](DType, Op) { return true; }};
-    DRV_TRY(run_mode(o, m, &bs, &bufs, &rows, &notes));
+    CFX_TRY(run_mode(o, m, &bs, &bufs, &rows, &notes));
     return close_comm(&ring);
   }
 
   Status run_pxn_mode(uint64_t id) {
     NetRing ring;
-    DRV_TRY(open_comm(id, &ring));
+    CFX_TRY(open_comm(id, &ring));
     // NCCL's proxy shares connections, and groups receives, by the maxRecvs it reads (pxn.h).
-    DRV_TRY(agree_max_recvs(&bs, dev.max_recvs));
+    CFX_TRY(agree_max_recvs(&bs, dev.max_recvs));
     const PxnShape shape{o.pxn_senders, o.pxn_lag, o.pxn_steps, o.inflight};
     const PxnLayout layout = pxn_layout(shape.senders, dev.max_recvs);
     if (rank == 0) {
@@ -344,7 +344,7 @@ struct RankRun {
                                          std::to_string(shape.inflight) +
                                          "; size = bytes per message, type uint8, #wrong = bytes");
     }
-    DRV_TRY(run_pxn(o, shape, layout, net_ctx, &ring, &bs, &rows,
+    CFX_TRY(run_pxn(o, shape, layout, net_ctx, &ring, &bs, &rows,
                     [this](const std::string& s) { note(s); }));
     return close_comm(&ring);
   }
@@ -355,11 +355,11 @@ struct RankRun {
     // cluster sets CONFLUX_AGGREGATORS for itself.
     const std::string own = "CONFLUX_DRIVER_AGGREGATORS_" + std::to_string(rank);
     if (const char* a = std::getenv(own.c_str())) setenv("CONFLUX_AGGREGATORS", a, 1);
-    DRV_TRY(load_plugin(o.plugin, &plugin));
-    DRV_TRY(adapt_net(o.net_abi, &plugin));
-    DRV_TRY(bs.init(rank, nranks, root, listen_fd, &dl));
-    DRV_TRY(check_net_members(plugin.net));
-    DRV_TRY(agree_comm_id(&bs, &comm_id));
+    CFX_TRY(load_plugin(o.plugin, &plugin));
+    CFX_TRY(adapt_net(o.net_abi, &plugin));
+    CFX_TRY(bs.init(rank, nranks, root, listen_fd, &dl));
+    CFX_TRY(check_net_members(plugin.net));
+    CFX_TRY(agree_comm_id(&bs, &comm_id));
     if (rank == 0) {
       std::printf("# conflux-nccl-driver: %d ranks, plugin %s\n", nranks, plugin.path.c_str());
       std::string nets, colls;
@@ -369,27 +369,27 @@ struct RankRun {
                   plugin.net_symbol.c_str(), nets.c_str(), colls.empty() ? " none" : colls.c_str());
       std::fflush(stdout);
     }
-    if (rank == 0 && !o.timeline_path.empty()) DRV_TRY(start_timeline(o.timeline_path));
+    if (rank == 0 && !o.timeline_path.empty()) CFX_TRY(start_timeline(o.timeline_path));
     size_t max_bytes = (o.maxbytes + 7) & ~size_t{7};
-    DRV_TRY(bufs.alloc(max_bytes, o.chunk_bytes * static_cast<size_t>(o.inflight)));
+    CFX_TRY(bufs.alloc(max_bytes, o.chunk_bytes * static_cast<size_t>(o.inflight)));
     if (o.device_buffers) {
       devbufs = std::make_unique<DeviceBuffers>();
-      DRV_TRY(devbufs->open(bufs));
+      CFX_TRY(devbufs->open(bufs));
     }
     for (size_t i = 0; i < o.modes.size(); ++i) {
       const uint64_t id = comm_id + i;  // a new communicator (commHash) per mode
       if (o.modes[i] == Mode::kRing)
-        DRV_TRY(run_ring_mode(id));
+        CFX_TRY(run_ring_mode(id));
       else if (o.modes[i] == Mode::kPxn)
-        DRV_TRY(run_pxn_mode(id));
+        CFX_TRY(run_pxn_mode(id));
       else
-        DRV_TRY(run_collnet_mode(o.modes[i], id));
+        CFX_TRY(run_collnet_mode(o.modes[i], id));
     }
-    DRV_TRY(bs.finish());
+    CFX_TRY(bs.finish());
     unload_plugin(&plugin);
     if (!described) info = describe_run(o, plugin, dev, nranks);
-    if (rank == 0 && !o.json_path.empty()) DRV_TRY(write_json(o.json_path, info, rows, notes));
-    return Status::Ok();
+    if (rank == 0 && !o.json_path.empty()) CFX_TRY(write_json(o.json_path, info, rows, notes));
+    return Status();
   }
 };
 

@@ -30,11 +30,11 @@ struct Member {
 Status check(const char* what, std::initializer_list<Member> members) {
   for (const Member& m : members) {
     if (!m.present) {
-      return Status::Error(std::string(what) + "." + m.name +
+      return internal_error(std::string(what) + "." + m.name +
                            " is NULL in the plugin, but NCCL calls it");
     }
   }
-  return Status::Ok();
+  return Status();
 }
 
 std::string join(const std::vector<std::string>& v) {
@@ -88,7 +88,7 @@ Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, Boot
   DRV_CALL(rank, "net.init", net->init(ctx, comm_id, &config, driver_logger, nullptr));
   DRV_CALL(rank, "net.devices", net->devices(&dev->ndev));
   if (dev->ndev <= 0) {
-    return Status::Error("net.devices reported " + std::to_string(dev->ndev) +
+    return internal_error("net.devices reported " + std::to_string(dev->ndev) +
                          " devices; NCCL would not use this plugin");
   }
   nccl::ncclNetProperties_v11_t props{};
@@ -99,7 +99,7 @@ Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, Boot
   dev->latency_us = props.latency;
   dev->max_recvs = props.maxRecvs;
   if ((props.ptrSupport & nccl::NCCL_PTR_HOST) == 0) {
-    return Status::Error("net device 0 does not support NCCL_PTR_HOST (ptrSupport=" +
+    return internal_error("net device 0 does not support NCCL_PTR_HOST (ptrSupport=" +
                          std::to_string(props.ptrSupport) + ")");
   }
   return agree_latency(bs, *dev);
@@ -107,12 +107,12 @@ Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, Boot
 
 Status agree_latency(Bootstrap* bs, const NetDevice& dev) {
   std::vector<std::string> all;
-  DRV_TRY(bs->allgather(
+  CFX_TRY(bs->allgather(
       std::string(reinterpret_cast<const char*>(&dev.latency_us), sizeof dev.latency_us), &all));
   bool same = true;
   std::string list;
   for (size_t r = 0; r < all.size(); ++r) {
-    if (all[r].size() != sizeof(float)) return Status::Error("bootstrap: malformed latency");
+    if (all[r].size() != sizeof(float)) return internal_error("bootstrap: malformed latency");
     float v;
     std::memcpy(&v, all[r].data(), sizeof v);
     same = same && std::memcmp(all[r].data(), all[0].data(), sizeof v) == 0;
@@ -120,8 +120,8 @@ Status agree_latency(Bootstrap* bs, const NetDevice& dev) {
     std::snprintf(buf, sizeof buf, "%srank %zu: %g us", r == 0 ? "" : ", ", r, double(v));
     list += buf;
   }
-  if (same) return Status::Ok();
-  return Status::Error(
+  if (same) return Status();
+  return internal_error(
       "NCCL would hang: net.getProperties(0).latency differs between ranks (" + list +
       "); NCCL models the network with each rank's own figure, so ranks could choose different "
       "protocols for one collective");
@@ -135,7 +135,7 @@ Status gather_threads_and_fds(Bootstrap* bs, std::string* out) {
   const std::string mine =
       std::to_string(count("/proc/self/task")) + " " + std::to_string(count("/proc/self/fd"));
   std::vector<std::string> all;
-  DRV_TRY(bs->allgather(mine, &all));
+  CFX_TRY(bs->allgather(mine, &all));
   size_t tmax = 0, fmax = 0, tmin = SIZE_MAX, fmin = SIZE_MAX;
   for (const std::string& a : all) {
     const size_t t = std::stoul(a), f = std::stoul(a.substr(a.find(' ') + 1));
@@ -146,20 +146,20 @@ Status gather_threads_and_fds(Bootstrap* bs, std::string* out) {
   }
   *out = "threads " + std::to_string(tmin) + ".." + std::to_string(tmax) + ", fds " +
          std::to_string(fmin) + ".." + std::to_string(fmax);
-  return Status::Ok();
+  return Status();
 }
 
 Status agree_max_recvs(Bootstrap* bs, int max_recvs) {
   std::vector<std::string> all;
-  DRV_TRY(bs->allgather(std::to_string(max_recvs), &all));
+  CFX_TRY(bs->allgather(std::to_string(max_recvs), &all));
   std::string list;
   bool same = true;
   for (size_t r = 0; r < all.size(); ++r) {
     same = same && all[r] == all[0];
     list += (r ? ", rank " : "rank ") + std::to_string(r) + ": " + all[r];
   }
-  if (same) return Status::Ok();
-  return Status::Error("NCCL would hang: net.getProperties(0).maxRecvs differs between ranks (" +
+  if (same) return Status();
+  return internal_error("NCCL would hang: net.getProperties(0).maxRecvs differs between ranks (" +
                        list +
                        "); a proxy that shares connections (maxRecvs > 1) connects once "
                        "per peer while one that does not waits for a connection per sender");
@@ -172,10 +172,10 @@ Status agree_comm_id(Bootstrap* bs, uint64_t* id) {
     mine = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
   }
   std::vector<std::string> all;
-  DRV_TRY(bs->allgather(std::string(reinterpret_cast<char*>(&mine), sizeof mine), &all));
-  if (all[0].size() != sizeof mine) return Status::Error("bootstrap: malformed comm id");
+  CFX_TRY(bs->allgather(std::string(reinterpret_cast<char*>(&mine), sizeof mine), &all));
+  if (all[0].size() != sizeof mine) return internal_error("bootstrap: malformed comm id");
   std::memcpy(id, all[0].data(), sizeof mine);
-  return Status::Ok();
+  return Status();
 }
 
 RunInfo describe_run(const Options& o, const LoadedPlugin& p, const NetDevice& d, int nranks) {

@@ -39,11 +39,11 @@ namespace {
 Status write_timeline(const std::string& path, const char* how, const std::string& text) {
   FILE* f = std::fopen(path.c_str(), how);
   if (f == nullptr) {
-    return Status::Error("cannot write --timeline file " + path + ": " + std::strerror(errno));
+    return internal_error("cannot write --timeline file " + path + ": " + std::strerror(errno));
   }
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok) return Status::Error("short write to --timeline file " + path);
-  return Status::Ok();
+  if (std::fclose(f) != 0 || !ok) return internal_error("short write to --timeline file " + path);
+  return Status();
 }
 
 }  // namespace
@@ -92,12 +92,12 @@ Status write_json(const std::string& path, const RunInfo& info, const std::vecto
                   const std::vector<std::string>& notes) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) {
-    return Status::Error("cannot write --json file " + path + ": " + std::strerror(errno));
+    return internal_error("cannot write --json file " + path + ": " + std::strerror(errno));
   }
   const std::string text = report_json(info, rows, notes);
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok) return Status::Error("error writing --json file " + path);
-  return Status::Ok();
+  if (std::fclose(f) != 0 || !ok) return internal_error("error writing --json file " + path);
+  return Status();
 }
 
 }  // namespace conflux::driver

@@ -23,7 +23,7 @@ Status ServiceThread::listen(const nccl::ncclNet_v11_t* net, void* ctx, int rank
     listens_.push_back(l);
     handles->append(h, sizeof h);
   }
-  return Status::Ok();
+  return Status();
 }
 
 void ServiceThread::start(const std::string& next, const Deadline* dl) {
@@ -35,12 +35,12 @@ void ServiceThread::start(const std::string& next, const Deadline* dl) {
 Status ServiceThread::connected() {
   while (!up_.load(std::memory_order_acquire)) {
     if (done_.load(std::memory_order_acquire)) {
-      return result_.ok() ? Status::Error("the service thread ended before connecting") : result_;
+      return result_.ok() ? internal_error("the service thread ended before connecting") : result_;
     }
-    if (dl_->passed()) return Status::Error("--timeout reached waiting for --hold-conns");
+    if (dl_->passed()) return timed_out("--timeout reached waiting for --hold-conns");
     idle_pause();
   }
-  return Status::Ok();
+  return Status();
 }
 
 Status ServiceThread::join() {
@@ -66,7 +66,7 @@ void ServiceThread::run(std::string next) {
     }
     // Connect and accept as NCCL's service thread does: non-blocking, polled, one at a time.
     for (size_t i = 0; i < k; ++i) {
-      DRV_TRY(connect_pair(net_, ctx_, rank_, listens_[i], peer[i].data(), dl_,
+      CFX_TRY(connect_pair(net_, ctx_, rank_, listens_[i], peer[i].data(), dl_,
                            "service thread, connection " + std::to_string(i), &sends[i],
                            &recvs[i]));
       listens_[i] = nullptr;
@@ -89,7 +89,7 @@ void ServiceThread::run(std::string next) {
       DRV_CALL(rank_, "net.closeRecv(service thread)", net_->closeRecv(recvs[i]));
     }
     up_.store(true, std::memory_order_release);
-    return Status::Ok();
+    return Status();
   }();
   done_.store(true, std::memory_order_release);
 }

@@ -19,17 +19,17 @@ constexpr int kServiceInflight = 8;
 Status ServiceCollNet::start(const nccl::ncclCollNet_v11_t* cn, const CollNetSession* streaming,
                              uint64_t comm_id, Bootstrap* bs, int k, uint64_t seed,
                              const Deadline* dl) {
-  if (k <= 0) return Status::Ok();
+  if (k <= 0) return Status();
   cn_ = cn;
   streaming_ = streaming;
   comm_id_ = comm_id;
   seed_ = seed;
   k_ = k;
   dl_ = dl;
-  DRV_TRY(bs->open_channel(&channel_));
-  DRV_TRY(bufs_.alloc(kServiceCounts[2] * sizeof(float), kServiceChunkBytes));
+  CFX_TRY(bs->open_channel(&channel_));
+  CFX_TRY(bufs_.alloc(kServiceCounts[2] * sizeof(float), kServiceChunkBytes));
   thread_ = std::thread([this] { run(); });
-  return Status::Ok();
+  return Status();
 }
 
 Status ServiceCollNet::join() {
@@ -51,8 +51,8 @@ Status ServiceCollNet::one_comm(int i) {
   Status st =
       cs.open(cn_, comm_id_, &channel_, &bufs_, dl_, std::optional<void*>(streaming_->context()));
   posted_during_ += streaming_->posted() - before;
-  if (!st.ok()) return Status::Error(which + st.message());
-  if (!cs.available()) return Status::Error(which + "declined: " + cs.reason());
+  if (!st.ok()) return internal_error(which + st.message());
+  if (!cs.available()) return internal_error(which + "declined: " + cs.reason());
   for (int round = 0; round < kServiceRounds && st.ok(); ++round) {
     for (size_t n : kServiceCounts) {
       const InputSpec spec{DType::kFloat32, Op::kSum, channel_.nranks(),
@@ -64,7 +64,7 @@ Status ServiceCollNet::one_comm(int i) {
       if (!st.ok()) break;
       const uint64_t wrong = count_wrong(spec, bufs_.recv, n);
       if (wrong != 0) {
-        st = Status::Error("rank " + std::to_string(rank) + ": " + std::to_string(wrong) +
+        st = internal_error("rank " + std::to_string(rank) + ": " + std::to_string(wrong) +
                            " wrong elements in an AllReduce of " + std::to_string(n) + " floats");
         break;
       }
@@ -72,10 +72,10 @@ Status ServiceCollNet::one_comm(int i) {
     }
   }
   const Status closed = cs.close();  // deregMr x2, closeColl (the context stays)
-  if (!st.ok()) return Status::Error(which + st.message());
-  if (!closed.ok()) return Status::Error(which + closed.message());
+  if (!st.ok()) return internal_error(which + st.message());
+  if (!closed.ok()) return internal_error(which + closed.message());
   ++comms_;
-  return Status::Ok();
+  return Status();
 }
 
 }  // namespace conflux::driver

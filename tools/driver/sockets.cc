@@ -19,7 +19,7 @@ namespace conflux::driver {
 namespace {
 
 Status sys_error(const std::string& what) {
-  return Status::Error(what + ": " + std::strerror(errno));
+  return system_error(what + ": " + std::strerror(errno));
 }
 
 Status resolve(const Endpoint& ep, sockaddr_in* sa) {
@@ -28,20 +28,20 @@ Status resolve(const Endpoint& ep, sockaddr_in* sa) {
   sa->sin_port = htons(ep.port);
   if (ep.host.empty() || ep.host == "*") {
     sa->sin_addr.s_addr = htonl(INADDR_ANY);
-    return Status::Ok();
+    return Status();
   }
-  if (inet_pton(AF_INET, ep.host.c_str(), &sa->sin_addr) == 1) return Status::Ok();
+  if (inet_pton(AF_INET, ep.host.c_str(), &sa->sin_addr) == 1) return Status();
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   int rc = getaddrinfo(ep.host.c_str(), nullptr, &hints, &res);
   if (rc != 0 || res == nullptr) {
-    return Status::Error("cannot resolve bootstrap host '" + ep.host + "': " + gai_strerror(rc));
+    return unavailable("cannot resolve bootstrap host '" + ep.host + "': " + gai_strerror(rc));
   }
   sa->sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
   freeaddrinfo(res);
-  return Status::Ok();
+  return Status();
 }
 
 void set_nodelay(int fd) {
@@ -65,7 +65,7 @@ bool parse_endpoint(const std::string& s, Endpoint* out) {
 
 Status tcp_listen(const Endpoint& ep, int* fd, uint16_t* bound_port) {
   sockaddr_in sa{};
-  DRV_TRY(resolve(ep, &sa));
+  CFX_TRY(resolve(ep, &sa));
   int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) return sys_error("bootstrap socket()");
   int one = 1;
@@ -84,19 +84,19 @@ Status tcp_listen(const Endpoint& ep, int* fd, uint16_t* bound_port) {
   getsockname(s, reinterpret_cast<sockaddr*>(&sa), &len);
   if (bound_port != nullptr) *bound_port = ntohs(sa.sin_port);
   *fd = s;
-  return Status::Ok();
+  return Status();
 }
 
 Status tcp_connect(const Endpoint& ep, const Deadline& dl, int* fd) {
   sockaddr_in sa{};
-  DRV_TRY(resolve(ep, &sa));
+  CFX_TRY(resolve(ep, &sa));
   for (;;) {
     int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0) return sys_error("bootstrap socket()");
     if (::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
       set_nodelay(s);
       *fd = s;
-      return Status::Ok();
+      return Status();
     }
     int err = errno;
     ::close(s);
@@ -105,7 +105,7 @@ Status tcp_connect(const Endpoint& ep, const Deadline& dl, int* fd) {
       return sys_error("bootstrap connect(" + ep.host + ":" + std::to_string(ep.port) + ")");
     }
     if (dl.passed()) {
-      return Status::Error("--timeout reached connecting to the bootstrap root " + ep.host + ":" +
+      return timed_out("--timeout reached connecting to the bootstrap root " + ep.host + ":" +
                            std::to_string(ep.port));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -122,14 +122,14 @@ Status tcp_accept(int listen_fd, const Deadline& dl, int* fd) {
       if (s >= 0) {
         set_nodelay(s);
         *fd = s;
-        return Status::Ok();
+        return Status();
       }
       if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
         return sys_error("bootstrap accept()");
       }
     }
     if (dl.passed())
-      return Status::Error("--timeout reached waiting for ranks to join the bootstrap");
+      return timed_out("--timeout reached waiting for ranks to join the bootstrap");
   }
 }
 
@@ -147,10 +147,10 @@ Status send_all(int fd, const void* buf, size_t n, const Deadline& dl, const std
     }
     pollfd pf{fd, POLLOUT, 0};
     if (::poll(&pf, 1, dl.remaining_ms(200)) == 0 && dl.passed()) {
-      return Status::Error("--timeout reached sending to " + what + " over the bootstrap");
+      return timed_out("--timeout reached sending to " + what + " over the bootstrap");
     }
   }
-  return Status::Ok();
+  return Status();
 }
 
 Status recv_all(int fd, void* buf, size_t n, const Deadline& dl, const std::string& what) {
@@ -162,16 +162,16 @@ Status recv_all(int fd, void* buf, size_t n, const Deadline& dl, const std::stri
       n -= static_cast<size_t>(r);
       continue;
     }
-    if (r == 0) return Status::Error("lost " + what + ": bootstrap connection closed");
+    if (r == 0) return internal_error("lost " + what + ": bootstrap connection closed");
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       return sys_error("bootstrap recv from " + what);
     }
     pollfd pf{fd, POLLIN, 0};
     if (::poll(&pf, 1, dl.remaining_ms(200)) == 0 && dl.passed()) {
-      return Status::Error("--timeout reached waiting for " + what + " over the bootstrap");
+      return timed_out("--timeout reached waiting for " + what + " over the bootstrap");
     }
   }
-  return Status::Ok();
+  return Status();
 }
 
 void close_fd(int* fd) {

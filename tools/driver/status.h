@@ -8,31 +8,19 @@
 
 #include <chrono>
 #include <string>
-#include <utility>
+
+#include "conflux/common/status.h"
 
 namespace conflux::driver {
 
-class [[nodiscard]] Status {
- public:
-  Status() = default;
-  static Status Ok() { return Status(); }
-  static Status Error(std::string msg) {
-    Status s;
-    s.msg_ = msg.empty() ? std::string("unknown error") : std::move(msg);
-    return s;
-  }
-  bool ok() const { return msg_.empty(); }
-  const std::string& message() const { return msg_; }
-
- private:
-  std::string msg_;
-};
-
-#define DRV_TRY(expr)                               \
-  do {                                              \
-    ::conflux::driver::Status drv_status_ = (expr); \
-    if (!drv_status_.ok()) return drv_status_;      \
-  } while (0)
+// The driver's errors are conflux::Status (common/status.h): a code and one human-readable line
+// saying what failed, where and on which rank.
+using ::conflux::Status;
+using ::conflux::internal_error;
+using ::conflux::invalid_argument;
+using ::conflux::system_error;
+using ::conflux::timed_out;
+using ::conflux::unavailable;
 
 // The whole run must finish before this instant (--timeout). Every wait loop (bootstrap
 // sockets, connect/accept polling, request polling) checks it, so no rank waits forever.

@@ -92,7 +92,7 @@ Status choices(const nccl::ncclTuner_v5_t* tuner, void* ctx, Shape shape, int ra
     if (rc != 0) return call_failed(rank, "tuner.getCollInfo", rc);
     *out += classify(shape, table);
   }
-  return Status::Ok();
+  return Status();
 }
 
 std::string summarize(const std::string& mine) {
@@ -112,23 +112,23 @@ std::string summarize(const std::string& mine) {
 // Every rank's choices must be those of rank 0 (or NCCL hangs), and well formed.
 Status agree(Bootstrap* bs, const std::string& mine, const char* what) {
   std::vector<std::string> all;
-  DRV_TRY(bs->allgather(mine, &all));
+  CFX_TRY(bs->allgather(mine, &all));
   for (size_t r = 0; r < all.size(); ++r) {
     for (size_t i = 0; i < mine.size(); ++i) {
       const std::string size = size_text(size_t{1} << (kFirstShift + i));
       if (all[r].size() != mine.size() || all[r][i] != all[0][i]) {
-        return Status::Error("tuner (" + std::string(what) + "): rank 0 and rank " +
+        return internal_error("tuner (" + std::string(what) + "): rank 0 and rank " +
                              std::to_string(r) + " chose differently for an AllReduce of " + size +
                              " (NCCL would hang)");
       }
       if (all[r][i] == '?') {
-        return Status::Error("tuner (" + std::string(what) + "): an AllReduce of " + size +
+        return internal_error("tuner (" + std::string(what) + "): an AllReduce of " + size +
                              " leaves a way through the aggregators open, or edits an entry "
                              "that is not the aggregators'");
       }
     }
   }
-  return Status::Ok();
+  return Status();
 }
 
 }  // namespace
@@ -146,11 +146,11 @@ Status check_tuner(const nccl::ncclTuner_v5_t* tuner, uint64_t comm_id, int nran
   Status st = choices(tuner, ctx, Shape::kOneGpuPerNode, rank, &chain);
   if (st.ok()) st = choices(tuner, ctx, Shape::kNvSwitch, rank, &nvswitch);
   DRV_CALL(rank, "tuner.finalize", tuner->finalize(ctx));
-  DRV_TRY(st);
-  DRV_TRY(agree(bs, chain, "CollNetChain offered"));
-  DRV_TRY(agree(bs, nvswitch, "CollNetDirect and NVLS offered"));
+  CFX_TRY(st);
+  CFX_TRY(agree(bs, chain, "CollNetChain offered"));
+  CFX_TRY(agree(bs, nvswitch, "CollNetDirect and NVLS offered"));
   if (chain != nvswitch) {
-    return Status::Error("tuner: CollNetChain offered: " + summarize(chain) +
+    return internal_error("tuner: CollNetChain offered: " + summarize(chain) +
                          "; CollNetDirect and NVLS offered: " + summarize(nvswitch) +
                          " (the same communicator must choose alike)");
   }
@@ -160,11 +160,11 @@ Status check_tuner(const nccl::ncclTuner_v5_t* tuner, uint64_t comm_id, int nran
   std::string eight;
   st = choices(tuner, ctx, Shape::kNvSwitch, rank, &eight);
   DRV_CALL(rank, "tuner.finalize", tuner->finalize(ctx));
-  DRV_TRY(st);
-  DRV_TRY(agree(bs, eight, "8 ranks per node, CollNetDirect and NVLS offered"));
+  CFX_TRY(st);
+  CFX_TRY(agree(bs, eight, "8 ranks per node, CollNetDirect and NVLS offered"));
   *summary = summarize(chain) +
              "\ntuner, 8 ranks per node (CollNetDirect and NVLS offered): " + summarize(eight);
-  return Status::Ok();
+  return Status();
 }
 
 }  // namespace conflux::driver
