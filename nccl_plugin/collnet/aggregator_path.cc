@@ -71,13 +71,13 @@ void AggregatorPath::hand(CollRequest& r) {
   // request's last A x W packets (result_tails.h), which a failover relies on.
   const size_t esize = dtype_size(r.dtype);
   const size_t per_packet = std::max<size_t>(1, engine_->payload_bytes() / esize);
-  const auto n_aggs = std::max<uint32_t>(1, static_cast<uint32_t>(engine_->aggregators().size()));
+  const uint32_t period = engine_->stripe_period();
   uint64_t packets = 0;
   for (size_t k = 0; k < r.owned.size(); ++k) {
     const size_t lo = r.owned[k].first, hi = std::min(r.owned[k].second, r.agg_count);
     if (lo >= hi) continue;
     uint8_t* dst = k == static_cast<size_t>(rank_) ? r.recv + lo * esize : nullptr;
-    const auto start = static_cast<uint32_t>(packets % n_aggs);
+    const auto start = static_cast<uint32_t>(packets % period);
     r.agg_handles.push_back(engine_->reduce(src + lo * esize, dst, hi - lo, r.dtype, r.op,
                                             static_cast<uint32_t>(k), start));
     packets += (hi - lo + per_packet - 1) / per_packet;

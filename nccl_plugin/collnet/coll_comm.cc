@@ -19,12 +19,18 @@ namespace {
 // polling it, or a failover holds it back.
 constexpr std::chrono::milliseconds kInlineGrace{20};
 
-// Enough of the result stream to cover what any rank can miss (result_tails.h), twice over.
+// Enough of the result stream to cover what any rank can miss (result_tails.h), twice over:
+// the packets of the stream that hold an aggregator's window, the most over the aggregators
+// (A x W with equal weights; a lighter aggregator's window reaches further back).
 size_t tail_window(const client::Engine* e) {
   if (e == nullptr) return 0;
-  size_t slots = 0;
-  for (const auto& a : e->aggregators()) slots += a.granted_slots;
-  return 2 * slots * e->payload_bytes();
+  size_t slots = 0, reach = 0;
+  const uint32_t period = e->stripe_period();
+  for (const auto& a : e->aggregators()) {
+    slots += a.granted_slots;
+    reach = std::max<size_t>(reach, (a.granted_slots + a.weight - 1) / a.weight * size_t{period});
+  }
+  return 2 * std::max(slots, reach) * e->payload_bytes();
 }
 
 }  // namespace

@@ -123,6 +123,7 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
   connect::Rendezvous rv;
   CFX_RETURN_IF_ERROR(connect::rendezvous(*s, *l, handles, rank, nranks, timeout, &rv));
   cfg.aggregators = rv.aggregators;
+  cfg.stripeWeights = rv.stripe_weights;
   // 2. Measure the ring: one hop, and (unless CONFLUX_LINK_MBPS, which wins over any measure)
   //    what the link to rank+1 delivers (connect_measure.h).
   const double hop_us =

@@ -69,8 +69,10 @@ Verdict local_verdict(const Config& cfg, int dev, int rank, int nranks,
     // grant the controller compares later updates with are the same figures.
     const std::vector<uint32_t> grants = engine->grants();
     for (size_t i = 0; i < grants.size(); ++i) {
-      shares.push_back({engine->aggregators()[i].granted_slots,
-                        static_cast<uint32_t>(cfg.windowSlots), static_cast<double>(grants[i])});
+      const client::AggregatorInfo& a = engine->aggregators()[i];
+      shares.push_back({a.granted_slots, static_cast<uint32_t>(cfg.windowSlots),
+                        static_cast<double>(grants[i]),
+                        cfg.stripeWeights.empty() ? 0u : a.weight});
       mine.grant_mbps += grants[i];
     }
     mine.capacity_mbps =
@@ -118,7 +120,9 @@ client::ClientConfig with_entries(const client::ClientConfig& from,
   c.aggregators.clear();
   c.served_ranks.clear();
   c.served_up_ranks.clear();
+  c.stripe_weights.clear();
   for (size_t i : picks) {
+    if (!from.stripe_weights.empty()) c.stripe_weights.push_back(from.stripe_weights.at(i));
     c.aggregators.push_back(from.aggregators.at(i));
     if (!from.served_ranks.empty()) c.served_ranks.push_back(from.served_ranks.at(i));
     if (!from.served_up_ranks.empty()) c.served_up_ranks.push_back(from.served_up_ranks.at(i));

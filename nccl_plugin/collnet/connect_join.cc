@@ -3,7 +3,9 @@
 
 #include <strings.h>
 
+#include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -17,11 +19,45 @@ namespace conflux::plugin::connect {
 using net::kLogColl;
 using net::kLogInit;
 
+namespace {
+
+// "3,1" -> {3, 1}; empty -> none. Each an integer 1..Striping's period limit (4096).
+bool parse_weights(const std::string& text, std::vector<uint32_t>* out, std::string* error) {
+  out->clear();
+  if (text.empty()) return true;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    uint32_t w = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), w);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || w == 0 ||
+        w > 4096) {
+      *error = "'" + item + "' is not a weight (an integer 1..4096)";
+      return false;
+    }
+    out->push_back(w);
+    at = comma + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
 client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, int rank,
                                    const collnet::TreeCounts& tree, std::string* error) {
   client::ClientConfig cfg;
   if (!client::parse_endpoints(c.aggregators, &cfg.aggregators, error)) {
     *error = "CONFLUX_AGGREGATORS: " + *error;
+    return cfg;
+  }
+  if (!parse_weights(c.stripeWeights, &cfg.stripe_weights, error)) {
+    *error = "CONFLUX_STRIPE_WEIGHTS=" + c.stripeWeights + ": " + *error;
+    return cfg;
+  }
+  if (!cfg.stripe_weights.empty() && cfg.stripe_weights.size() != cfg.aggregators.size()) {
+    *error = "CONFLUX_STRIPE_WEIGHTS names " + std::to_string(cfg.stripe_weights.size()) +
+             " weights for " + std::to_string(cfg.aggregators.size()) + " aggregators";
     return cfg;
   }
   cfg.job_key = key;
@@ -223,7 +259,7 @@ std::unique_ptr<client::Engine> join(const Config& cfg, Rendezvous& rv, int rank
   }
   if (!exchange.ran()) {
     uint64_t unused = 0;  // failed before it joined: the others still hear from this rank
-    exchange.agree(0, *why, &unused);
+    static_cast<void>(exchange.agree(0, *why, &unused));  // the decline is *why already
   } else if (engine != nullptr) {
     exchange.log_left_out(cfg);
   }

@@ -99,9 +99,11 @@ Status exchange_served(const Config& cfg, net::SendComm* next, net::RecvComm* pr
 }
 
 // 1c. CONFLUX_AGGREGATORS with its dns: entries resolved. Rank 0 resolves its list and sends
-//     "list\nresolved" (or "list\n!why") around the ring; a rank with the same list takes rank
-//     0's answer, one with a list of its own (a tree's leaf) resolves that itself. Every rank
-//     takes part, dns: entries or not, so that the exchange is the same on all.
+//     "list\nresolved\nweights" (or "list\n!why\nweights") around the ring; a rank with the
+//     same list takes rank 0's answer, one with a list of its own (a tree's leaf) resolves that
+//     itself. Every rank takes rank 0's CONFLUX_STRIPE_WEIGHTS: a packet must go to the same
+//     stripe on every rank. Every rank takes part, dns: entries or not, so that the exchange is
+//     the same on all.
 Status discover(const Config& cfg, net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
                 std::chrono::milliseconds timeout, Rendezvous* rv) {
   const std::string& mine = cfg.aggregators;
@@ -116,7 +118,8 @@ Status discover(const Config& cfg, net::SendComm* next, net::RecvComm* prev, int
   if (rank == 0) {
     std::string out, why;
     resolve(&out, &why);
-    const std::string text = mine + "\n" + (why.empty() ? out : "!" + why);
+    const std::string text =
+        mine + "\n" + (why.empty() ? out : "!" + why) + "\n" + cfg.stripeWeights;
     msg.assign(text.begin(), text.end());
   }
   if (nranks > 1) {
@@ -128,8 +131,14 @@ Status discover(const Config& cfg, net::SendComm* next, net::RecvComm* prev, int
     }
   }
   const std::string text(msg.begin(), msg.end());
-  const size_t nl = text.find('\n');
-  const std::string theirs = text.substr(0, nl), answer = text.substr(nl + 1);
+  const size_t nl = text.find('\n'), nl2 = text.find('\n', nl + 1);
+  const std::string theirs = text.substr(0, nl), answer = text.substr(nl + 1, nl2 - nl - 1);
+  rv->stripe_weights = nl2 == std::string::npos ? "" : text.substr(nl2 + 1);
+  if (rv->stripe_weights != cfg.stripeWeights) {
+    CFX_WARN(kLogColl, "CollNet connect: rank %d: CONFLUX_STRIPE_WEIGHTS=%s differs from rank 0's "
+             "(%s); every rank uses rank 0's", rank, cfg.stripeWeights.c_str(),
+             rv->stripe_weights.c_str());
+  }
   if (theirs == mine) {
     if (answer.starts_with("!")) {
       rv->discovery_error = "CONFLUX_AGGREGATORS: " + answer.substr(1);

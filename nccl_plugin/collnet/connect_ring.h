@@ -48,6 +48,7 @@ struct Rendezvous {
   // CONFLUX_AGGREGATORS with its dns: entries resolved (client/discovery.h), by rank 0 for
   // every rank that has rank 0's list; or why they could not be (the join then declines).
   std::string aggregators;
+  std::string stripe_weights;  // rank 0's CONFLUX_STRIPE_WEIGHTS, the same on every rank
   std::string discovery_error;
 };
 

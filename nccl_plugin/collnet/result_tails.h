@@ -8,7 +8,9 @@
 // aggregator; no rank can complete anything further. So whatever another rank misses of a
 // request this rank completed lies in that request's last A x W packets (A aggregators, W
 // granted slots), and only requests within the last A x W packets of the result stream can
-// be missing anywhere. `window_bytes` is that amount (with a safety factor).
+// be missing anywhere. With weighted striping an aggregator of weight w in a pattern of
+// period P holds W packets of every ceil(W / w) x P, the most of which over the aggregators
+// replaces A x W. `window_bytes` is that amount (with a safety factor).
 //
 // ReduceScatter requests send each rank only its own shard (owned results), so no rank holds
 // the result another one misses; for them a rank keeps the end of its *input* instead, with

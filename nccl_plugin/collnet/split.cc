@@ -7,7 +7,9 @@ namespace conflux::collnet {
 
 double aggregator_capacity_mbps(int nranks, double link_mbps, double agg_mbps,
                                 const std::vector<AggregatorShare>& aggs) {
-  double capacity = 0;
+  double capacity = 0, weighted = 0;
+  uint64_t period = 0;
+  for (const AggregatorShare& a : aggs) period += a.weight;
   for (const AggregatorShare& a : aggs) {
     const double granted =
         a.requested_slots == 0
@@ -17,8 +19,12 @@ double aggregator_capacity_mbps(int nranks, double link_mbps, double agg_mbps,
                         : a.advertised_mbps > 0 ? a.advertised_mbps
                                                 : nranks * link_mbps;
     capacity += rate * granted;
+    if (a.weight > 0) {
+      const double paced = rate * granted * static_cast<double>(period) / a.weight;
+      weighted = weighted == 0 ? paced : std::min(weighted, paced);
+    }
   }
-  return capacity;
+  return period > 0 ? weighted : capacity;
 }
 
 double link_prior_mbps(double configured, double nominal, double measured) {

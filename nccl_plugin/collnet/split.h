@@ -24,11 +24,15 @@ struct AggregatorShare {
   uint32_t granted_slots = 0;    // JoinAck
   uint32_t requested_slots = 0;  // CONFLUX_WINDOW_SLOTS
   double advertised_mbps = 0;    // its Capacity share_mbps (0: unknown, or an old daemon)
+  uint32_t weight = 0;           // its stripe weight (CONFLUX_STRIPE_WEIGHTS); 0: unweighted
 };
 
 // R in Mbit/s. agg_mbps: each aggregator's line rate as the operator set it
 // (CONFLUX_AGGREGATOR_MBPS), else the rate it advertised; where both are 0 (unknown) it is
-// taken to keep up with all n workers, so only a cut grant moves work to the ring.
+// taken to keep up with all n workers, so only a cut grant moves work to the ring. Unweighted,
+// R is the sum of the aggregators' rates; weighted, aggregator a carries w_a / sum(w) of the
+// stripe, so R is the least over the aggregators of rate_a * sum(w) / w_a (the one that
+// finishes its share last sets the pace).
 double aggregator_capacity_mbps(int nranks, double link_mbps, double agg_mbps,
                                 const std::vector<AggregatorShare>& aggs);
 

@@ -22,7 +22,7 @@ constexpr size_t kTestHookParams = 6;
 constexpr size_t kTestHookParams = 0;
 #endif
 
-const std::array<ParamSpec, 40 + kTestHookParams> kParams{{
+const std::array<ParamSpec, 41 + kTestHookParams> kParams{{
     {"CONFLUX_SOCKET_IFNAME", ParamType::kString, "", 0, 0,
      "Interfaces for the p2p net, NCCL_SOCKET_IFNAME syntax (prefixes, ^ excludes, = exact). "
      "Empty: all but docker*/lo*/virbr*, else docker*, else lo.",
@@ -98,6 +98,13 @@ const std::array<ParamSpec, 40 + kTestHookParams> kParams{{
      "leaf>mid>... (the root left out). Empty: CollNet declines and NCCL uses its own "
      "algorithms.",
      &Config::aggregators},
+    {"CONFLUX_STRIPE_WEIGHTS", ParamType::kString, "", 0, 0,
+     "Weights of the CONFLUX_AGGREGATORS entries, w1,w2,... (integers >= 1, one per entry as "
+     "resolved, at most 4096 in all): entry i carries w_i of every sum(w) packets of each "
+     "AllReduce, so aggregators (or trees, or a direct-connect plan's devices) of unequal "
+     "capacity each take what they can carry. Rank 0's weights hold for every rank. Empty: "
+     "equal shares.",
+     &Config::stripeWeights},
     {"CONFLUX_REQUIRE_AGGREGATORS", ParamType::kBool, "0", 0, 0,
      "1: a CollNet connect without usable aggregators is an error logged as a warning instead "
      "of a quiet decline.",

@@ -41,6 +41,7 @@ struct Config {
   bool netDelegateFallback = false;
   // CollNet: aggregators, overflow ring and failover.
   std::string aggregators;
+  std::string stripeWeights;  // CONFLUX_STRIPE_WEIGHTS, "3,1"; empty: equal
   bool requireAggregators = false;
   double ringFraction = kAutoFraction;  // kAutoFraction: collnet/split.h decides
   int ringMinUs = 0;  // ring shares shorter than this on the link go through the aggregators

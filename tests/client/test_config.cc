@@ -69,6 +69,22 @@ TEST(Validate, ServedUpRanksGrowUpTheTree) {
   EXPECT_FALSE(validate(c).ok()) << "levels above need the leaf's count";
 }
 
+TEST(Validate, StripeWeightsOnePerAggregatorEachAtLeastOne) {
+  ClientConfig c;
+  c.aggregators = {{"127.0.0.1", 7470}, {"127.0.0.1", 7471}};
+  c.n_workers = 2;
+  c.stripe_weights = {3, 1};
+  EXPECT_TRUE(validate(c).ok()) << validate(c).message();
+  c.stripe_weights = {3};
+  EXPECT_NE(validate(c).message().find("one weight per aggregator (1 for 2)"), std::string::npos)
+      << validate(c).message();
+  c.stripe_weights = {3, 0};
+  EXPECT_NE(validate(c).message().find("must be >= 1"), std::string::npos);
+  c.stripe_weights = {4000, 97};
+  EXPECT_EQ(validate(c).code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(validate(c).message().find("add up to 4097"), std::string::npos);
+}
+
 ClientConfig good() {
   ClientConfig c;
   c.aggregators = {{"127.0.0.1", 7470}};

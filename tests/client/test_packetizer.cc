@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Packet cutting, striping and slot/generation arithmetic (SPEC.md §4).
+// Packet cutting, weighted striping and slot/generation arithmetic (SPEC.md §4).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <vector>
 
 #include "packetizer.h"
+#include "striping.h"
 
 namespace conflux::client {
 namespace {
@@ -57,49 +60,99 @@ TEST(Packetizer, PacketsCoverTheCollectiveExactlyOnce) {
   }
 }
 
-TEST(Packetizer, StripingIsRoundRobinAndCountsAddUp) {
-  for (uint32_t A : {1u, 2u, 3u, 5u}) {
-    for (uint64_t n : {0ul, 1ul, 2ul, 7ul, 100ul}) {
-      uint64_t total = 0;
-      for (uint32_t a = 0; a < A; ++a) {
-        const uint64_t m = packets_on_aggregator(n, A, a);
-        total += m;
-        for (uint64_t j = 0; j < m; ++j) {
-          const uint64_t k = aggregator_packet(a, j, A);
-          ASSERT_LT(k, n);
-          ASSERT_EQ(packet_aggregator(k, A), a);
-        }
-        EXPECT_GE(aggregator_packet(a, m, A), n) << "A=" << A << " n=" << n << " a=" << a;
+// Every packet of a request goes to exactly one aggregator, as that aggregator's j-th packet
+// for one j, and packet() walks each aggregator's packets in order.
+void expect_partition(const Striping& s, uint64_t n, uint32_t start) {
+  std::vector<int> seen(n, 0);
+  uint64_t total = 0;
+  for (uint32_t a = 0; a < s.aggregators(); ++a) {
+    const uint64_t m = s.packets_on(a, n, start);
+    total += m;
+    uint64_t prev = 0;
+    for (uint64_t j = 0; j < m; ++j) {
+      const uint64_t k = s.packet(a, j, start);
+      ASSERT_LT(k, n) << "a=" << a << " j=" << j << " start=" << start;
+      ASSERT_EQ(s.aggregator(k, start), a) << "k=" << k << " start=" << start;
+      if (j > 0) {
+        ASSERT_GT(k, prev);
       }
-      EXPECT_EQ(total, n);
+      prev = k;
+      ++seen[k];
     }
+    EXPECT_GE(s.packet(a, m, start), n) << "a=" << a << " n=" << n << " start=" << start;
   }
-  EXPECT_EQ(packet_aggregator(7, 3), 1u);
+  EXPECT_EQ(total, n);
+  for (uint64_t k = 0; k < n; ++k) ASSERT_EQ(seen[k], 1) << "packet " << k;
 }
 
-TEST(Packetizer, AStripeStartShiftsTheRoundRobin) {
+TEST(Striping, EqualWeightsAreRoundRobin) {
   for (uint32_t A : {1u, 2u, 3u, 5u}) {
+    const Striping s(std::vector<uint32_t>(A, 1));
+    EXPECT_EQ(s.period(), A);
     for (uint32_t start : {0u, 1u, 4u, 7u}) {
-      for (uint64_t n : {0ul, 1ul, 2ul, 7ul, 100ul}) {
-        uint64_t total = 0;
-        for (uint32_t a = 0; a < A; ++a) {
-          const uint32_t pos = stripe_position(a, A, start);
-          const uint64_t m = packets_on_aggregator(n, A, pos);
-          total += m;
-          for (uint64_t j = 0; j < m; ++j) {
-            const uint64_t k = aggregator_packet(pos, j, A);
-            ASSERT_LT(k, n);
-            ASSERT_EQ(packet_aggregator(k, A, start), a) << "A=" << A << " start=" << start;
-          }
-        }
-        EXPECT_EQ(total, n);
-      }
+      for (uint64_t k = 0; k < 40; ++k) ASSERT_EQ(s.aggregator(k, start), (k + start) % A);
+      for (uint64_t n : {0ul, 1ul, 2ul, 7ul, 100ul}) expect_partition(s, n, start);
     }
   }
   // Two requests of 3 and 2 packets over 2 aggregators, the second starting where the first
   // stopped: aggregators 0 1 0 | 1 0, as one request of 5 packets would be.
-  EXPECT_EQ(packet_aggregator(0, 2, 3), 1u);
-  EXPECT_EQ(packet_aggregator(1, 2, 3), 0u);
+  const Striping two(std::vector<uint32_t>{1, 1});
+  EXPECT_EQ(two.aggregator(0, 3), 1u);
+  EXPECT_EQ(two.aggregator(1, 3), 0u);
+}
+
+TEST(Striping, WeightsAreEachAggregatorsShareOfEveryPeriod) {
+  for (const std::vector<uint32_t>& w :
+       {std::vector<uint32_t>{3, 1}, {1, 3}, {5, 2, 1}, {1, 1, 7}, {2, 3, 5, 7}, {997, 3}}) {
+    const Striping s(w);
+    uint32_t period = 0;
+    for (uint32_t x : w) period += x;
+    ASSERT_EQ(s.period(), period);
+    for (uint32_t start : {0u, 1u, period - 1, period + 2}) {
+      // Any run of P consecutive packets holds exactly w_a of aggregator a's.
+      for (uint32_t a = 0; a < w.size(); ++a) {
+        for (uint64_t from = 0; from < 2 * period; from += 3) {
+          uint64_t in = 0;
+          for (uint64_t k = from; k < from + period; ++k) in += s.aggregator(k, start) == a;
+          ASSERT_EQ(in, w[a]) << "a=" << a << " from=" << from << " start=" << start;
+        }
+      }
+      for (uint64_t n : {0ul, 1ul, 5ul, uint64_t{period}, uint64_t{3 * period + 1}}) {
+        expect_partition(s, n, start);
+      }
+    }
+  }
+}
+
+TEST(Striping, ThePatternInterleavesTheAggregators) {
+  // 3 : 1 -> 0 0 1 0 or a rotation: never four of aggregator 0 in a row across periods.
+  const Striping s(std::vector<uint32_t>{3, 1});
+  int run = 0, longest = 0;
+  for (uint64_t k = 0; k < 40; ++k) {
+    run = s.aggregator(k, 0) == 0 ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  EXPECT_EQ(longest, 3);
+  // 2 : 2 : 1 spreads the heavier two apart rather than 0 0 1 1 2.
+  const Striping t(std::vector<uint32_t>{2, 2, 1});
+  for (uint64_t k = 0; k + 1 < 20; ++k) {
+    ASSERT_FALSE(t.aggregator(k, 0) == t.aggregator(k + 1, 0) && t.aggregator(k, 0) != 2)
+        << "k=" << k;
+  }
+}
+
+TEST(Striping, AStartContinuesTheStreamAsOneRequest) {
+  // Requests of 4, 7 and 5 packets, each starting where the previous stopped, stripe exactly as
+  // one request of 16 packets.
+  const Striping s(std::vector<uint32_t>{3, 1, 2});
+  uint32_t start = 0;
+  uint64_t k_all = 0;
+  for (uint64_t n : {4u, 7u, 5u}) {
+    for (uint64_t k = 0; k < n; ++k, ++k_all) {
+      ASSERT_EQ(s.aggregator(k, start), s.aggregator(k_all, 0)) << "k=" << k_all;
+    }
+    start = static_cast<uint32_t>((start + n) % s.period());
+  }
 }
 
 TEST(Packetizer, SlotAndGenerationOfSequenceNumbers) {

@@ -31,6 +31,17 @@ TEST(AutoSplit, AggregatorsThatKeepUpTakeEverything) {
   EXPECT_DOUBLE_EQ(auto_ring_fraction(4, 1000, 1000, {{8, 8}, {8, 8}, {8, 8}, {8, 8}}), 0.0);
 }
 
+TEST(AutoSplit, WeightedStripesArePacedByTheAggregatorBehindItsShare) {
+  // 3000 and 1000 Mbit/s weighted 3:1: each finishes its share together, R = 4000.
+  EXPECT_DOUBLE_EQ(aggregator_capacity_mbps(4, 1000, 0, {{8, 8, 3000, 3}, {8, 8, 1000, 1}}), 4000);
+  // The same aggregators weighted 1:1: the 1000 one carries half, R = 2000 (unweighted, the
+  // sum 4000 is what each would do alone).
+  EXPECT_DOUBLE_EQ(aggregator_capacity_mbps(4, 1000, 0, {{8, 8, 3000, 1}, {8, 8, 1000, 1}}), 2000);
+  EXPECT_DOUBLE_EQ(aggregator_capacity_mbps(4, 1000, 0, {{8, 8, 3000}, {8, 8, 1000}}), 4000);
+  // A halved grant halves that aggregator's rate: 3000 x 0.5 x 4/3 = 2000.
+  EXPECT_DOUBLE_EQ(aggregator_capacity_mbps(4, 1000, 0, {{4, 8, 3000, 3}, {8, 8, 1000, 1}}), 2000);
+}
+
 TEST(AutoSplit, OneAggregatorAtLinkRateForFourWorkersTakesAThird) {
   // a/S = c / (n L/R - 1 + c) = 1.5 / (4 - 1 + 1.5) = 1/3.
   EXPECT_NEAR(auto_ring_fraction(4, 1000, 1000, {{64, 64}}), 2.0 / 3.0, 1e-12);

@@ -47,6 +47,11 @@ int parse_worker_options(int argc, char** argv, WorkerOptions* o, std::string* m
   app.add_option("--aggregators", aggs, "host:port[,host:port...] of confluxd control ports")
       ->required()
       ->envname("CONFLUX_AGGREGATORS");
+  app.add_option("--stripe-weights", c.stripe_weights,
+                 "weight of each --aggregators entry, w1,w2,... (default equal): entry i carries "
+                 "w_i of every sum(w) packets")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, 4096u));
   app.add_option("--job-key", c.job_key, "job key, identical on every rank")->default_val(1);
   app.add_option("--nranks", c.n_workers, "number of ranks")->required();
   app.add_option("--rank", c.rank, "this rank")->required();

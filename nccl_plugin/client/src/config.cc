@@ -8,6 +8,7 @@
 #include "conflux/protocol/control.h"
 #include "conflux/protocol/data.h"
 #include "fault.h"
+#include "striping.h"
 
 namespace conflux::client {
 namespace {
@@ -103,6 +104,27 @@ bool parse_endpoints(std::string_view list, std::vector<Endpoint>* out, std::str
 
 namespace {
 
+// The stripes' weights: one per aggregator, each at least 1, a pattern of at most
+// Striping::kMaxPeriod.
+Status validate_weights(const ClientConfig& c) {
+  if (c.stripe_weights.empty()) return {};
+  if (c.stripe_weights.size() != c.aggregators.size()) {
+    return invalid_argument("stripe_weights must name one weight per aggregator (" +
+                            std::to_string(c.stripe_weights.size()) + " for " +
+                            std::to_string(c.aggregators.size()) + ")");
+  }
+  uint64_t sum = 0;
+  for (uint32_t w : c.stripe_weights) {
+    if (w == 0) return invalid_argument("stripe_weights must be >= 1 (0 would drop an aggregator)");
+    sum += w;
+  }
+  if (sum > Striping::kMaxPeriod) {
+    return invalid_argument("stripe_weights add up to " + std::to_string(sum) + ", over " +
+                            std::to_string(Striping::kMaxPeriod));
+  }
+  return {};
+}
+
 // The job's shape: aggregators, versions, ranks and the tree counts.
 Status validate_job(const ClientConfig& c) {
   if (c.aggregators.empty()) {
@@ -146,7 +168,7 @@ Status validate_job(const ClientConfig& c) {
       below = s;
     }
   }
-  return {};
+  return validate_weights(c);
 }
 
 }  // namespace

@@ -28,8 +28,7 @@ bool Progress::send_new(int64_t now) {
     const uint32_t rto = g.rto_us;
     while (!g.send_queue.empty() && g.window.can_send() && g.cwnd.allows(g.window.outstanding())) {
       Request* r = g.send_queue.front();
-      const uint32_t pos = stripe_position(a, n_aggs, r->stripe_start);
-      const uint64_t k = aggregator_packet(pos, r->next_j[a], n_aggs);
+      const uint64_t k = striping_.packet(a, r->next_j[a], r->stripe_start);
       const size_t esize = dtype_size(r->dtype);
       // Sent behind the packets still outstanding on this path: its timer waits for them.
       const uint64_t ahead = g.window.outstanding();
@@ -66,7 +65,7 @@ bool Progress::send_new(int64_t now) {
       proto::encode_data_header(h, e.header);
       if (!queue_tx(g, a, slot)) return any;
       ++r->next_j[a];
-      if (aggregator_packet(pos, r->next_j[a], n_aggs) >= r->plan.n_packets) {
+      if (striping_.packet(a, r->next_j[a], r->stripe_start) >= r->plan.n_packets) {
         g.send_queue.pop_front();
       }
       any = true;

@@ -126,7 +126,8 @@ void log_joined(const ClientConfig& cfg, const std::vector<AggregatorInfo>& info
     for (const AggregatorInfo& a : infos) {
       msg += " " + a.address + " (job " + std::to_string(a.job_id) + ", " +
              std::to_string(a.granted_slots) + " slots, " + std::to_string(a.payload_bytes) + " B" +
-             (a.deterministic ? ", deterministic" : "") + (a.data_mac ? ", data MAC" : "") + ")";
+             (a.deterministic ? ", deterministic" : "") + (a.data_mac ? ", data MAC" : "") +
+             (cfg.stripe_weights.empty() ? "" : ", weight " + std::to_string(a.weight)) + ")";
     }
     msg += std::string("; UDP GSO ") + (gso ? "on" : "off") + ", GRO " + (gro ? "on" : "off");
     cfg.log(LogLevel::kInfo, msg);
@@ -408,6 +409,11 @@ std::vector<uint32_t> Engine::grants() const {
   return impl_->sh.grants;
 }
 uint32_t Engine::payload_bytes() const { return impl_->payload_bytes; }
+uint32_t Engine::stripe_period() const {
+  uint32_t period = 0;
+  for (const AggregatorInfo& a : impl_->infos) period += a.weight;
+  return std::max<uint32_t>(1, period);
+}
 uint16_t Engine::udp_port() const { return impl_->udp.port(); }
 EngineStats Engine::stats() const {
   EngineStats s = impl_->sh.ctr.snapshot();

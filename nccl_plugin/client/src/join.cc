@@ -215,6 +215,7 @@ Status send_join(const ClientConfig& cfg, size_t i, uint16_t udp_port, bool mult
   CFX_TRY(hello(cfg, i, ja, &h, r));
   ja->info.endpoint = cfg.aggregators[i];
   ja->info.stripe = i;
+  ja->info.weight = i < cfg.stripe_weights.size() ? cfg.stripe_weights[i] : 1;
   ja->info.address = ja->ctl->peer_address();
   ja->info.support_mask = h.support_mask;
   if (std::string err;

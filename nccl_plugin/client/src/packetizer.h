@@ -38,27 +38,7 @@ inline uint32_t packet_count(const PacketPlan& p, uint64_t k) {
   return static_cast<uint32_t>(left < p.elems_per_packet ? left : p.elems_per_packet);
 }
 
-// Striping: packet k of a collective goes to aggregator (k + s) mod A, where s is the
-// request's stripe start (0 unless the caller continues an earlier request's striping).
-inline uint32_t packet_aggregator(uint64_t k, uint32_t n_aggregators, uint32_t start = 0) {
-  return static_cast<uint32_t>((k + start % n_aggregators) % n_aggregators);
-}
-
-// Aggregator a's place in the striping of a request that starts at aggregator `start`: the
-// a of the formulas below (packet k goes to aggregator (k + start) mod A).
-inline uint32_t stripe_position(uint32_t a, uint32_t n_aggregators, uint32_t start) {
-  return (a + n_aggregators - start % n_aggregators) % n_aggregators;
-}
-
-// How many of the n packets aggregator a receives.
-inline uint64_t packets_on_aggregator(uint64_t n_packets, uint32_t n_aggregators, uint32_t a) {
-  return n_packets > a ? (n_packets - a + n_aggregators - 1) / n_aggregators : 0;
-}
-
-// The collective packet index of the j-th packet aggregator a receives.
-inline uint64_t aggregator_packet(uint32_t a, uint64_t j, uint32_t n_aggregators) {
-  return a + j * n_aggregators;
-}
+// Striping (which aggregator each packet goes to): striping.h.
 
 // Sequence number n of the packets sent to one aggregator -> slot and generation (W slots).
 inline uint32_t slot_of(uint64_t seq, uint32_t window) {

@@ -49,6 +49,9 @@ Progress::Progress(Shared* shared, UdpChannel* udp, std::vector<JoinedAggregator
       if (!g.mac->set_key(*g.j.mac_key)) g.mac.reset();  // every send then fails: see sign()
     }
   }
+  std::vector<uint32_t> weights;
+  for (const Agg& g : aggs_) weights.push_back(g.j.info.weight);
+  striping_ = Striping(weights);
   tx_.reserve(256);
   next_timer_ns_ = INT64_MAX;
   publish_cwnd();
@@ -144,8 +147,7 @@ bool Progress::take_submissions() {
     r->results_pending = r->plan.n_packets;
     r->next_j.assign(n_aggs, 0);
     for (uint32_t a = 0; a < n_aggs; ++a) {
-      const uint32_t pos = stripe_position(a, n_aggs, r->stripe_start);
-      if (packets_on_aggregator(r->plan.n_packets, n_aggs, pos) > 0) {
+      if (striping_.packets_on(a, r->plan.n_packets, r->stripe_start) > 0) {
         aggs_[a].send_queue.push_back(r.get());
       }
     }

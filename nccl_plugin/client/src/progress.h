@@ -22,6 +22,7 @@
 #include "grant_pacing.h"
 #include "join.h"
 #include "shared.h"
+#include "striping.h"
 #include "udp_channel.h"
 #include "window.h"
 
@@ -137,6 +138,7 @@ class Progress {
   UdpChannel* udp_;
   std::vector<Agg> aggs_;
   uint32_t payload_bytes_;
+  Striping striping_;  // which aggregator each packet of a request goes to (its weights)
   std::vector<std::shared_ptr<Request>> active_;  // owns the requests in flight
   size_t finished_in_active_ = 0;
   size_t unfinished_ = 0;          // requests of active_ not finished (busy time)

@@ -96,6 +96,10 @@ struct ClientConfig {
   // rank's leaf serves, nearest first (the leaf's parent, its parent, ...; the root, serving
   // every rank, may be left out). Empty: the leaf's parent is the root (depth 1 or 2).
   std::vector<std::vector<uint32_t>> served_up_ranks;
+  // Weighted striping (protocol/SPEC.md §4): aggregator i carries stripe_weights[i] of every
+  // sum(stripe_weights) packets, so unequal aggregators (or trees, or a direct-connect plan's
+  // topologies) each take the share they can carry. Identical on every rank. Empty: equal.
+  std::vector<uint32_t> stripe_weights;
   std::string secret;  // shared secret for the Join MAC; empty = none
 
   std::chrono::microseconds rto_initial{2000};  // first retransmission timeout

@@ -51,6 +51,7 @@ enum class RequestState : uint8_t { kPending = 0, kDone = 1, kError = 2 };
 struct AggregatorInfo {
   Endpoint endpoint;    // as configured
   size_t stripe = 0;    // its entry in ClientConfig::aggregators
+  uint32_t weight = 1;  // its ClientConfig::stripe_weights entry (1 when they are empty)
   std::string address;  // resolved control address "ip:port"
   uint32_t job_id = 0;
   uint32_t granted_slots = 0;    // window W on this aggregator
@@ -193,6 +194,10 @@ class Engine {
   std::vector<uint32_t> grants() const;
   // Payload per packet used for cutting: the smallest grant over the aggregators.
   uint32_t payload_bytes() const;
+  // The period of the striping pattern: the sum of the aggregators' weights (their count when
+  // the weights are equal). A request that continues another's striping starts at the
+  // other's start plus its packets, modulo this.
+  uint32_t stripe_period() const;
   uint16_t udp_port() const;  // local UDP port results arrive on
   EngineStats stats() const;
 
