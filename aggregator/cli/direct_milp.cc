@@ -80,9 +80,12 @@ Columns add_columns(Program& prog, const Input& in, const Rates& r) {
   const int k = in.min_ports();
   const int n = in.worker_count();
   Columns c;
-  c.rings = prog.column(GLP_IV, 0, k, r.ring);
-  c.segs = prog.column(GLP_IV, 0, k, r.segment);
-  c.trees = prog.column(GLP_IV, 0, k, r.tree);
+  // A kind the input leaves out (--topologies) is fixed at 0, and the rings at --max-rings.
+  const auto most = [&](Kind kind) { return allows(in, kind) ? k : 0; };
+  const int rings = in.max_rings >= 0 ? std::min(most(Kind::kRing), in.max_rings) : most(Kind::kRing);
+  c.rings = prog.column(GLP_IV, 0, rings, r.ring);
+  c.segs = prog.column(GLP_IV, 0, most(Kind::kSegmentRing), r.segment);
+  c.trees = prog.column(GLP_IV, 0, most(Kind::kTree), r.tree);
   c.full = prog.column(GLP_IV, 0, k * (n / r.group), 0);
   c.partial = prog.column(GLP_IV, 0, n % r.group > 0 ? k : 0, 0);
   for (const PortClass& pc : in.workers)

@@ -74,6 +74,26 @@ const char* kind_name(Kind k) {
   return "?";
 }
 
+unsigned parse_kinds(const std::string& spec) {
+  unsigned kinds = 0;
+  size_t at = 0;
+  while (at <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', at), spec.size());
+    const std::string name = spec.substr(at, comma - at);
+    if (name == "ring") {
+      kinds |= 1u << static_cast<int>(Kind::kRing);
+    } else if (name == "segment") {
+      kinds |= 1u << static_cast<int>(Kind::kSegmentRing);
+    } else if (name == "tree") {
+      kinds |= 1u << static_cast<int>(Kind::kTree);
+    } else {
+      throw PlanError(fmt::format("--topologies {}: '{}' is not ring, segment or tree", spec, name));
+    }
+    at = comma + 1;
+  }
+  return kinds;
+}
+
 int tree_devices(int n, int device_ports) {
   if (n <= device_ports) return 1;
   return 1 + (n - device_ports + device_ports - 3) / (device_ports - 2);
@@ -88,7 +108,7 @@ Rates rates(const Input& in) {
   Rates r;
   r.group = in.device_ports - 2;
   r.tree_devices = tree_devices(in.worker_count(), in.device_ports);
-  r.ring = b * n / (n - 1);
+  r.ring = b * n / (n - 1) * in.ring_directions / 2;
   // A segment device sums its members and the partials the ring brings; a tree device its
   // children (the root up to E_d of them).
   r.segment = std::min(b, cpu / (r.group + 1));
@@ -100,6 +120,7 @@ Baselines baselines(const Input& in) {
   const Rates r = rates(in);
   Baselines out;
   out.rings = in.min_ports() / 2;
+  if (in.max_rings >= 0) out.rings = std::min(out.rings, in.max_rings);
   out.ring_gbit = out.rings * r.ring;
   out.trees = in.min_ports();
   out.tree_devices = out.trees * r.tree_devices;
@@ -122,7 +143,11 @@ void validate(const Input& in) {
   const int pmin = in.min_ports();
   if (pmin < 1) throw PlanError("every worker needs at least one port");
   const Rates r = rates(in);
-  if (pmin < 2 && in.device_budget < r.tree_devices) {
+  const bool ring = allows(in, Kind::kRing) && in.max_rings != 0;
+  if (!ring && !allows(in, Kind::kTree)) {
+    throw PlanError("--topologies without ring or tree: no AllReduce spans the workers");
+  }
+  if ((pmin < 2 || !ring) && in.device_budget < r.tree_devices) {
     throw PlanError(fmt::format(
         "no AllReduce fits: a worker with {} port cannot be in a ring, and a tree over {} "
         "workers with {}-port devices needs {} devices (--devices {})",

@@ -51,6 +51,11 @@ struct Input {
   double core_gbit = 0;            // contribution Gbit/s one thread sums (0: the dataplane's)
   std::string dataplane = "udp";
   double time_limit_s = 60;  // the solver's limit; then the best plan found and its gap
+  // A ring's directions: 2, both ways on its ports (the algbw above); 1, one way (a ring that
+  // only sends to its next worker, as Conflux's worker ring: half of it).
+  int ring_directions = 2;
+  int max_rings = -1;      // the most rings a plan may hold; -1 as many as the ports allow
+  unsigned kinds = 0b111;  // bit Kind: the topology kinds a plan may use (parse_kinds)
 
   int worker_count() const;
   int min_ports() const;
@@ -62,6 +67,10 @@ std::vector<PortClass> parse_ports(const std::string& spec, int workers);
 
 enum class Kind { kRing, kSegmentRing, kTree };
 const char* kind_name(Kind k);
+// "ring,segment,tree" (any of them, comma-separated) -> Input::kinds. Throws PlanError naming
+// an unknown kind, or for none.
+unsigned parse_kinds(const std::string& spec);
+inline bool allows(const Input& in, Kind k) { return (in.kinds >> static_cast<int>(k)) & 1u; }
 
 struct Topology {
   Kind kind = Kind::kRing;

@@ -34,6 +34,9 @@ struct DirectArgs {
   double time_limit_s = 60;
   bool pareto = false;
   bool circuits = false;
+  int ring_directions = 2;
+  int max_rings = -1;  // -1: as many as the ports allow
+  std::string topologies = "ring,segment,tree";
 };
 
 void add_direct_options(CLI::App* plan, DirectArgs& d) {
@@ -55,6 +58,17 @@ void add_direct_options(CLI::App* plan, DirectArgs& d) {
       ->check(CLI::Range(0.01, 86400.0));
   plan->add_flag("--pareto", d.pareto, "direct: the best plan for every budget 0..--devices");
   plan->add_flag("--circuits", d.circuits, "direct: list every circuit in the table");
+  plan->add_option("--ring-directions", d.ring_directions,
+                   "direct: 2 (a ring sends both ways on its ports: two counter-rotating rings) "
+                   "or 1 (one way, as Conflux's worker ring does: half the algbw)")
+      ->check(CLI::Range(1, 2));
+  plan->add_option("--max-rings", d.max_rings,
+                   "direct: the most rings a plan may hold (default: as many as the ports allow; "
+                   "Conflux's plugin runs 1)")
+      ->check(CLI::Range(0, 1024));
+  plan->add_option("--topologies", d.topologies,
+                   "direct: the kinds a plan may use, of ring,segment,tree (default all; "
+                   "bench/fabric/fabric_direct.py runs ring,tree)");
 }
 
 int run_direct_plan(const conflux::cli::PlanInput& pin, const DirectArgs& d, bool json) {
@@ -75,6 +89,9 @@ int run_direct_plan(const conflux::cli::PlanInput& pin, const DirectArgs& d, boo
     in.core_gbit = pin.core_gbit;
     in.dataplane = pin.dataplane;
     in.time_limit_s = d.time_limit_s;
+    in.ring_directions = d.ring_directions;
+    in.max_rings = d.max_rings;
+    in.kinds = direct::parse_kinds(d.topologies);
     const direct::Plan plan = direct::solve(in);
     std::vector<direct::Plan> rows;
     if (d.pareto) rows = direct::pareto(in);

@@ -201,6 +201,65 @@ TEST(DirectPlan, LargeInstanceSolvesToOptimality) {
   check_circuits(in, p);
 }
 
+// What bench/fabric/fabric_direct.py runs: one one-way ring (Conflux's worker ring) and
+// one-device trees (8-port devices over 8 workers), worked out by hand with L = 1: the ring
+// carries L * N / (2 (N - 1)) = 4/7, a tree L.
+TEST(DirectPlan, OneWayRingAndTreesOnly) {
+  auto conflux_input = [](const std::string& ports, int budget) {
+    Input in = input(ports, 8, 8, budget);
+    in.ring_directions = 1;
+    in.max_rings = 1;
+    in.kinds = parse_kinds("ring,tree");
+    return in;
+  };
+  struct Case {
+    std::string ports;
+    int budget;
+    std::multiset<std::string> kinds;
+    double algbw;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"3", 0, {"ring"}, 4.0 / 7},
+           {"3", 1, {"ring", "tree"}, 1 + 4.0 / 7},
+           {"3", 2, {"tree", "tree"}, 2},  // two trees beat a ring and a tree
+           {"3", 3, {"tree", "tree", "tree"}, 3},
+           {"4", 0, {"ring"}, 4.0 / 7},  // one ring at most: two ports stay unused
+           {"4", 2, {"ring", "tree", "tree"}, 2 + 4.0 / 7},
+           {"4", 4, {"tree", "tree", "tree", "tree"}, 4},
+       }) {
+    const Input in = conflux_input(c.ports, c.budget);
+    const Plan p = solve(in);
+    EXPECT_EQ(kinds(p), c.kinds) << "ports " << c.ports << ", budget " << c.budget;
+    EXPECT_NEAR(p.algbw_gbit, c.algbw, 1e-9) << "ports " << c.ports << ", budget " << c.budget;
+    check_circuits(in, p);
+    double shares = 0;
+    for (const Topology& t : p.topologies) shares += t.share;
+    EXPECT_NEAR(shares, 1, 1e-12);
+  }
+  // Both directions double the ring: on 4 ports two rings (16/7) beat a ring and a tree
+  // (1 + 8/7), and one more port makes a ring and a tree.
+  Input two_way = input("4", 8, 8, 1);
+  EXPECT_EQ(kinds(solve(two_way)), (std::multiset<std::string>{"ring", "ring"}));
+  EXPECT_NEAR(solve(two_way).algbw_gbit, 16.0 / 7, 1e-9);
+  two_way = input("5", 8, 8, 1);
+  EXPECT_EQ(kinds(solve(two_way)), (std::multiset<std::string>{"ring", "ring", "tree"}));
+  EXPECT_NEAR(solve(two_way).algbw_gbit, 1 + 16.0 / 7, 1e-9);
+  EXPECT_EQ(baselines(conflux_input("4", 0)).rings, 1);
+}
+
+TEST(DirectPlan, TopologyKindsAreChecked) {
+  EXPECT_EQ(parse_kinds("ring,segment,tree"), 0b111u);
+  EXPECT_EQ(parse_kinds("tree"), 1u << static_cast<int>(Kind::kTree));
+  EXPECT_THROW(parse_kinds("ring,star"), PlanError);
+  EXPECT_THROW(parse_kinds(""), PlanError);
+  // Trees only, without the devices a tree needs: no plan.
+  Input in = input("4", 8, 4, 2);
+  in.kinds = parse_kinds("tree");
+  EXPECT_THROW(solve(in), PlanError);
+  in.kinds = parse_kinds("segment");
+  EXPECT_THROW(solve(in), PlanError);
+}
+
 TEST(DirectPlan, InputsNoPlanFits) {
   // One port: no ring, and a tree over 8 workers with 4-port devices needs 3.
   EXPECT_THROW(
