@@ -53,6 +53,29 @@ PlanRow row(const PlanInput& in, std::string layout, int aggs, const Bound& b, d
           std::max(cores, streams > 0 ? 1 : 0)};
 }
 
+// One aggregator and the worker ring at once (the plugin's hybrid split): a share f of every
+// AllReduce goes around the ring, which costs each worker link c = 2(N-1)/N bytes per byte,
+// the rest through the aggregator, which costs the worker link 1 and the aggregator 1 / A (A:
+// its own algbw bound, from its link and cores, without the worker link's). The worker link
+// then needs f c + (1 - f) and the aggregator (1 - f) L / A link-times per byte; the best f
+// makes them equal, 1 - f = c / (L / A - 1 + c) (collnet/split.h's auto split), and the algbw
+// is L / (f c + 1 - f).
+PlanRow hybrid(const PlanInput& in, double ring) {
+  const double n = in.workers, c = 2 * (n - 1) / n, l = in.worker_gbit;
+  Bound agg;  // the aggregator's own bound, the worker link left out
+  const double cpu = in.agg_cores > 0 ? in.agg_cores * core_gbit(in) : 1e300;
+  agg.cap(in.agg_gbit / n, "aggregator link");
+  agg.cap(cpu / n, "aggregator cores");
+  const double through = std::min(1.0, c / (l / agg.gbit - 1 + c));
+  const double f = 1 - through;
+  Bound b;
+  b.cap(l / (f * c + 1 - f), "worker link");
+  PlanRow r = row(in, "1 aggregator + ring (hybrid)", 1, b, ring, n * through);
+  r.ring_share = f;
+  if (f > 0) r.limit = fmt::format("worker link and {}, ring share {:.3f}", agg.limit, f);
+  return r;
+}
+
 // The ring, then for each number of aggregator hosts the `top` fastest layouts that need it
 // (equal ones in the order they came), by hosts ascending.
 std::vector<PlanRow> best_per_host_count(std::vector<PlanRow> rows, size_t top) {
@@ -91,6 +114,7 @@ std::vector<PlanRow> plan(const PlanInput& given) {
     b.cap(k * cpu / n, "aggregator cores");
     rows.push_back(
         row(in, k == 1 ? "1 aggregator" : fmt::format("{} striped", k), k, b, ring.gbit, n / k));
+    if (k == 1 && n > 1) rows.push_back(hybrid(in, ring.gbit));
   }
   // Trees, described by their fan-outs from the root down: the root has fanout[0] children,
   // each of those fanout[1], and so on; the last level's nodes are the leaves, ceil(N/L)
@@ -176,7 +200,8 @@ std::string plan_json(const PlanInput& in, const std::vector<PlanRow>& rows) {
                        {"of_link", json::shortest(r.of_link)},
                        {"vs_ring", json::shortest(r.vs_ring)},
                        {"limit", r.limit},
-                       {"cores", r.cores}});
+                       {"cores", r.cores},
+                       {"ring_share", json::shortest(r.ring_share)}});
   }
   const json::Json out = {
       {"workers", in.workers},

@@ -41,6 +41,8 @@ struct PlanRow {
   double vs_ring = 0;  // algbw / the ring's algbw
   std::string limit;   // what binds: "worker link", "aggregator link", "leaf link", ...
   int cores = 0;       // dataplane cores the busiest aggregator host needs at algbw (ring: 0)
+  // The hybrid layout: the share of every AllReduce the worker ring carries (0 elsewhere).
+  double ring_share = 0;
 };
 
 // Contribution Gbit/s one dataplane core reduces, as bench/capacity measured it (8 KiB float

@@ -28,6 +28,20 @@ def main():
     check("one aggregator at 8x reaches the link", abs(rows["1 aggregator"]["of_link"] - 1) < 1e-9)
     check("aggregation is 1.75x the ring at N=8", abs(rows["1 aggregator"]["vs_ring"] - 1.75) < 1e-9)
     check("no tree with one aggregator host", not any(k.startswith("tree") for k in rows))
+    hybrid = rows["1 aggregator + ring (hybrid)"]
+    check(f"an aggregator at the link's sum needs no ring: {hybrid}",
+          hybrid["ring_share"] == 0 and abs(hybrid["of_link"] - 1) < 1e-9)
+
+    # The hybrid split at 4 workers, one aggregator at 0.25x: the ring carries
+    # 1 - 1.5 / (16 - 1 + 1.5) = 10/11 of every AllReduce, algbw L / (10/11 * 1.5 + 1/11).
+    r = plan(conflux, "--workers", "4", "--worker-gbit", "1", "--agg-gbit", "0.25",
+             "--max-aggregators", "1", "--json")
+    rows = {x["layout"]: x for x in json.loads(r.stdout)["layouts"]}
+    hybrid = rows["1 aggregator + ring (hybrid)"]
+    check(f"hybrid at 0.25x: {hybrid}", abs(hybrid["ring_share"] - 10 / 11) < 1e-9 and
+          abs(hybrid["algbw_gbit"] - 1 / (10 / 11 * 1.5 + 1 / 11)) < 1e-9)
+    check("hybrid beats both its parts", hybrid["algbw_gbit"] > rows["ring"]["algbw_gbit"] and
+          hybrid["algbw_gbit"] > rows["1 aggregator"]["algbw_gbit"])
 
     r = plan(conflux, *base, "--agg-gbit", "0.4", "--root-gbit", "0.2", "--max-aggregators", "3",
              "--json")
