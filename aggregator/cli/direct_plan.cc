@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <limits>
 
 #include "aggregator/cli/direct_model.h"
@@ -296,7 +297,58 @@ json::Json plan_doc(const Plan& p, double ring_gbit, bool circuits) {
 
 }  // namespace
 
-std::string plan_json(const Input& in, const Plan& p, const std::vector<Plan>* pareto_rows) {
+PluginEnv plugin_env(const Input& in, const Plan& p, const std::vector<std::string>& devices) {
+  if (p.devices > static_cast<int>(devices.size())) {
+    throw PlanError(fmt::format("--device-endpoints names {} devices; the plan uses {}",
+                                devices.size(), p.devices));
+  }
+  PluginEnv env;
+  double trees = 0;
+  int rings = 0;
+  for (const Topology& t : p.topologies) {
+    if (t.kind == Kind::kSegmentRing) {
+      throw PlanError("the plan holds a segment ring, which the plugin does not run (plan with "
+                      "--topologies ring,tree)");
+    }
+    if (t.kind == Kind::kTree && t.devices != 1) {
+      throw PlanError(fmt::format("the plan holds a tree of {} devices; the plugin runs trees of "
+                                  "one device (--device-ports >= --workers)",
+                                  t.devices));
+    }
+    if (t.kind == Kind::kRing) {
+      if (++rings > 1 || in.ring_directions != 1) {
+        throw PlanError("the plugin runs one worker ring, which sends one way: plan with "
+                        "--ring-directions 1 --max-rings 1");
+      }
+      env.ring_fraction += t.share;
+    } else {
+      trees += t.share;
+    }
+  }
+  for (size_t t = 0; t < p.topologies.size(); ++t) {
+    if (p.topologies[t].kind != Kind::kTree) continue;
+    const auto c = std::find_if(p.circuits.begin(), p.circuits.end(), [&](const Circuit& c) {
+      return c.topology == static_cast<int>(t) && (c.a.device || c.b.device);
+    });
+    if (c == p.circuits.end()) throw std::logic_error("direct plan: a tree without a device");
+    const int device = c->a.device ? c->a.id : c->b.id;
+    const auto weight = std::max(1L, std::lround(1000 * p.topologies[t].share / trees));
+    env.aggregators += (env.aggregators.empty() ? "" : ",") + devices.at(device);
+    env.stripe_weights += (env.stripe_weights.empty() ? "" : ",") + std::to_string(weight);
+  }
+  return env;
+}
+
+std::string plugin_env_text(const PluginEnv& e) {
+  if (e.aggregators.empty()) return "# plugin: ring only (no CollNet: NCCL's own ring)\n";
+  return fmt::format(
+      "# plugin environment, every rank:\nCONFLUX_AGGREGATORS={}\nCONFLUX_STRIPE_WEIGHTS={}\n"
+      "CONFLUX_RING_FRACTION={:.4f}\n",
+      e.aggregators, e.stripe_weights, e.ring_fraction);
+}
+
+std::string plan_json(const Input& in, const Plan& p, const std::vector<Plan>* pareto_rows,
+                      const PluginEnv* env) {
   const Baselines base = baselines(in);
   json::Json classes = json::Json::array();
   for (const PortClass& c : in.workers) classes.push_back({{"ports", c.ports}, {"count", c.count}});
@@ -314,6 +366,11 @@ std::string plan_json(const Input& in, const Plan& p, const std::vector<Plan>* p
        {{"trees", base.trees},
         {"devices", base.tree_devices},
         {"algbw_gbit", json::shortest(base.tree_gbit)}}}};
+  if (env != nullptr) {
+    doc["plugin_env"] = {{"CONFLUX_AGGREGATORS", env->aggregators},
+                         {"CONFLUX_STRIPE_WEIGHTS", env->stripe_weights},
+                         {"CONFLUX_RING_FRACTION", json::shortest(env->ring_fraction)}};
+  }
   if (pareto_rows) {
     json::Json rows = json::Json::array();
     for (const Plan& row : *pareto_rows) rows.push_back(plan_doc(row, base.ring_gbit, false));

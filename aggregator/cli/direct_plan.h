@@ -125,8 +125,23 @@ Baselines baselines(const Input& in);
 // with `circuits`: at N = 1024 they take megabytes per plan).
 std::vector<Plan> pareto(const Input& in, bool circuits = false);
 
+// What runs a plan on Conflux: every rank's plugin environment (the same on every rank).
+// Each tree is one stripe, its device's control endpoint `devices[d]` in CONFLUX_AGGREGATORS;
+// the trees' shares become CONFLUX_STRIPE_WEIGHTS (per mille of their sum), the ring's share
+// CONFLUX_RING_FRACTION. Throws PlanError for what the plugin does not run: a segment ring, a
+// tree of several devices, more than one ring, a two-way ring (plan with --ring-directions 1),
+// or fewer endpoints than the plan's devices.
+struct PluginEnv {
+  std::string aggregators;     // CONFLUX_AGGREGATORS (empty: ring only)
+  std::string stripe_weights;  // CONFLUX_STRIPE_WEIGHTS
+  double ring_fraction = 0;    // CONFLUX_RING_FRACTION
+};
+PluginEnv plugin_env(const Input& in, const Plan& p, const std::vector<std::string>& devices);
+std::string plugin_env_text(const PluginEnv& e);
+
 std::string plan_table(const Input& in, const Plan& p, bool circuits);
 std::string pareto_table(const Input& in, const std::vector<Plan>& plans);
-std::string plan_json(const Input& in, const Plan& p, const std::vector<Plan>* pareto_rows);
+std::string plan_json(const Input& in, const Plan& p, const std::vector<Plan>* pareto_rows,
+                      const PluginEnv* env = nullptr);
 
 }  // namespace conflux::cli::direct

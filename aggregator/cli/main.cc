@@ -13,6 +13,7 @@
 //   ... [--device-ports E_d] [--pareto] [--circuits] [--time-limit S] [--json]
 // check exits 0 when a job would use every aggregator, 1 when the plugin would fall back.
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@ struct DirectArgs {
   int ring_directions = 2;
   int max_rings = -1;  // -1: as many as the ports allow
   std::string topologies = "ring,segment,tree";
+  std::vector<std::string> device_endpoints;
 };
 
 void add_direct_options(CLI::App* plan, DirectArgs& d) {
@@ -69,6 +71,11 @@ void add_direct_options(CLI::App* plan, DirectArgs& d) {
   plan->add_option("--topologies", d.topologies,
                    "direct: the kinds a plan may use, of ring,segment,tree (default all; "
                    "bench/fabric/fabric_direct.py runs ring,tree)");
+  plan->add_option("--device-endpoints", d.device_endpoints,
+                   "direct: host:port of each device's confluxd, device 0 first: print the "
+                   "plugin environment that runs the plan (CONFLUX_AGGREGATORS, "
+                   "CONFLUX_STRIPE_WEIGHTS, CONFLUX_RING_FRACTION)")
+      ->delimiter(',');
 }
 
 int run_direct_plan(const conflux::cli::PlanInput& pin, const DirectArgs& d, bool json) {
@@ -95,13 +102,18 @@ int run_direct_plan(const conflux::cli::PlanInput& pin, const DirectArgs& d, boo
     const direct::Plan plan = direct::solve(in);
     std::vector<direct::Plan> rows;
     if (d.pareto) rows = direct::pareto(in);
+    std::optional<direct::PluginEnv> env;
+    if (!d.device_endpoints.empty()) env = direct::plugin_env(in, plan, d.device_endpoints);
     if (json) {
-      std::fputs(direct::plan_json(in, plan, d.pareto ? &rows : nullptr).c_str(), stdout);
+      std::fputs(direct::plan_json(in, plan, d.pareto ? &rows : nullptr, env ? &*env : nullptr)
+                     .c_str(),
+                 stdout);
     } else {
       std::fputs(
           (d.pareto ? direct::pareto_table(in, rows) : direct::plan_table(in, plan, d.circuits))
               .c_str(),
           stdout);
+      if (env) std::fputs(direct::plugin_env_text(*env).c_str(), stdout);
     }
     return 0;
 #endif

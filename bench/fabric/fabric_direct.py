@@ -16,6 +16,8 @@ device, and one conflux-nccl-driver job runs the plan:
   --ring-fraction          the ring's share (hybrid mode); no ring: every byte through the
                            trees (collnet mode); no device: the driver's ring mode
 
+as `conflux plan --device-endpoints` prints it.
+
 Every result is verified. Printed per case: the plan, the measured algbw (the --bytes row,
 rank 0) and measured / predicted. --kill-device D --kill-after S SIGKILLs device D's daemon S
 seconds after the job's first packet there: the ranks re-stripe over the other trees (the ring
@@ -64,39 +66,33 @@ def parse_args(argv):
 
 
 def plan(a, bins, ports, devices):
-    """The planner's JSON for one case, checked to hold only what Conflux runs."""
+    """The planner's JSON for one case, restricted to what Conflux runs, with the plugin
+    environment that runs it (--device-endpoints: device d's confluxd listens on
+    fabric_direct_ns's data address of d)."""
+    endpoints = ",".join(f"{fabric_direct_ns.DEVICE_DATA}.{1 + d}:7470" for d in range(devices))
     argv = [bins["conflux"], "plan", "--fabric", "direct", "--workers", str(a.workers),
             "--worker-gbit", str(a.rate / 1000), "--ports", str(ports), "--device-ports",
             str(a.device_ports), "--devices", str(devices), "--ring-directions", "1",
             "--max-rings", "1", "--topologies", "ring,tree", "--json"]
+    argv += ["--device-endpoints", endpoints] if devices > 0 else []
     r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         raise fabric_run.RunError(f"{' '.join(argv)}: {r.stderr.strip()}")
-    doc = json.loads(r.stdout)
-    for t in doc["plan"]["topologies"]:
-        if t["kind"] == "tree" and t["devices"] != 1:
-            raise fabric_run.RunError(f"a tree of {t['devices']} devices: this runner wires "
-                                      "one-device trees (--device-ports >= --workers)")
-    return doc
+    return json.loads(r.stdout)
 
 
-def configuration(doc, fab):
-    """(mode, ring fraction, per-rank aggregator lists, stripe weights) of a plan."""
-    tops = doc["plan"]["topologies"]
-    ring = sum(t["share"] for t in tops if t["kind"] == "ring")
-    trees = [i for i, t in enumerate(tops) if t["kind"] == "tree"]
-    if not trees:
-        return "ring", 1.0, None, ""
-    total = sum(tops[i]["share"] for i in trees)
-    weights = ",".join(str(max(1, round(1000 * tops[i]["share"] / total))) for i in trees)
-    per_rank = []
-    for w in range(len(fab.workers)):
-        of = fab.devices_of(w)
-        per_rank.append([f"{of[i]}:7470" for i in trees])
-    return ("hybrid" if ring > 0 else "collnet"), ring, per_rank, weights
+def configuration(doc):
+    """(driver mode, ring fraction, CONFLUX_AGGREGATORS, CONFLUX_STRIPE_WEIGHTS) of a plan, from
+    the planner's plugin environment."""
+    env = doc.get("plugin_env", {})
+    if not env.get("CONFLUX_AGGREGATORS"):
+        return "ring", 1.0, "", ""
+    ring = env["CONFLUX_RING_FRACTION"]
+    return (("hybrid" if ring > 0 else "collnet"), ring, env["CONFLUX_AGGREGATORS"],
+            env["CONFLUX_STRIPE_WEIGHTS"])
 
 
-def kill_device_midrun(a, fab, runner, mode, ring, per_rank, env, band):
+def kill_device_midrun(a, fab, runner, mode, ring, aggregators, env, band):
     """The job with device a.kill_device's daemon SIGKILLed under it; rank 0's output."""
     role = f"d{a.kill_device}"
     if role not in fab.aggs:
@@ -108,7 +104,7 @@ def kill_device_midrun(a, fab, runner, mode, ring, per_rank, env, band):
     ranks = []
     for i, w in enumerate(fab.workers):
         e = fabric_run.rank_env(i, len(fab.workers), f"{fab.workers[0].ip}:29700", w,
-                                ",".join(per_rank[i]))
+                                aggregators)
         e.update(env)
         argv = [runner.bins["driver"], "--plugin", runner.bins["plugin"]] + args
         log = os.path.join(runner.workdir, f"kill-r{i}.log")
@@ -149,16 +145,16 @@ def run_case(a, bins, ports, devices, workdir):
           f"predicted {p['algbw_gbit']:.4f} Gbit/s", flush=True)
     try:
         fab.build()
-        mode, ring, per_rank, weights = configuration(doc, fab)
+        mode, ring, aggregators, weights = configuration(doc)
         if weights:
             env["CONFLUX_STRIPE_WEIGHTS"] = weights
         if fab.aggs:
             runner.start_aggregators(sorted(fab.aggs), 1)
         if a.kill_device is not None:
-            text = kill_device_midrun(a, fab, runner, mode, ring, per_rank, env, a.bytes)
+            text = kill_device_midrun(a, fab, runner, mode, ring, aggregators, env, a.bytes)
         else:
             band = {"min": a.bytes, "max": a.bytes, "iters": a.iters, "warmup": a.warmup}
-            text = runner.run_driver(mode, band, None, ring, 600, per_rank=per_rank,
+            text = runner.run_driver(mode, band, [aggregators], ring, 600,
                                      extra_args=["--check-iters"] if a.check_iters else [])
         if fab.aggs:
             runner.stop_aggregators()

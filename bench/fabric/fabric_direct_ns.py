@@ -76,16 +76,6 @@ class DirectFabric:
         kind, idx, _ = end
         return self.workers[idx] if kind == "w" else self.aggs[f"d{idx}"]
 
-    def devices_of(self, worker):
-        """The data addresses of the devices worker `worker` is wired to, by topology:
-        {topology: device data ip}."""
-        out = {}
-        for t, a, b in self.circuits:
-            for me, other in ((a, b), (b, a)):
-                if me[:2] == ("w", worker) and other[0] == "d":
-                    out[t] = self.host(other).data_ip
-        return out
-
     def _add_ns(self, ns):
         sh(["ip", "netns", "add", ns])
         self.created.append(ns)

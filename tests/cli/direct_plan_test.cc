@@ -247,6 +247,50 @@ TEST(DirectPlan, OneWayRingAndTreesOnly) {
   EXPECT_EQ(baselines(conflux_input("4", 0)).rings, 1);
 }
 
+// The plugin environment of a plan: a stripe per tree, the weights from the trees' shares,
+// the ring's share as the ring fraction; what the plugin does not run is an error.
+TEST(DirectPlan, PluginEnvironmentRunsOneWayRingsAndOneDeviceTrees) {
+  Input in = input("4", 8, 8, 2);
+  in.ring_directions = 1;
+  in.max_rings = 1;
+  in.kinds = parse_kinds("ring,tree");
+  const Plan p = solve(in);
+  const PluginEnv env = plugin_env(in, p, {"10.0.0.1:7470", "10.0.0.2:7470", "10.0.0.3:7470"});
+  // A ring (4/7) and two trees (1 each): ring 4/18, each tree 7/18.
+  EXPECT_NEAR(env.ring_fraction, 4.0 / 18, 1e-9);
+  EXPECT_EQ(env.stripe_weights, "500,500");
+  EXPECT_EQ(env.aggregators, "10.0.0.1:7470,10.0.0.2:7470");
+  EXPECT_NE(plugin_env_text(env).find("CONFLUX_RING_FRACTION=0.2222"), std::string::npos);
+  EXPECT_THROW(plugin_env(in, p, {"10.0.0.1:7470"}), PlanError);  // 2 devices, 1 endpoint
+  // A device whose cores bound its tree (2 cores x 0.2 Gbit/s over 8 streams = 0.05 Gbit/s):
+  // the ring takes the larger share.
+  Input cpu = in;
+  cpu.link_gbit = 0.1;
+  cpu.agg_cores = 2;
+  cpu.core_gbit = 0.2;
+  cpu.device_budget = 1;
+  const Plan q = solve(cpu);
+  const PluginEnv e = plugin_env(cpu, q, {"d0:1"});
+  EXPECT_EQ(e.stripe_weights, "1000");
+  EXPECT_NEAR(e.ring_fraction, (0.1 * 8 / 14) / (0.1 * 8 / 14 + 0.05), 1e-9);
+  // A two-way ring, two rings, a segment ring, a tree of several devices: not run.
+  Input two_way = input("4", 8, 8, 1);
+  EXPECT_THROW(plugin_env(two_way, solve(two_way), {"d0:1"}), PlanError);
+  Input seg = input("3", 8, 4, 2);
+  seg.ring_directions = 1;
+  seg.max_rings = 1;
+  seg.kinds = parse_kinds("segment");
+  EXPECT_THROW(plugin_env(seg, solve(seg), {"a:1", "b:1"}), PlanError);
+  Input deep = input("1", 8, 4, 3);
+  EXPECT_THROW(plugin_env(deep, solve(deep), {"a:1", "b:1", "c:1"}), PlanError);
+  // Ring only: no aggregators, the ring takes everything.
+  Input ring = in;
+  ring.device_budget = 0;
+  const PluginEnv r = plugin_env(ring, solve(ring), {});
+  EXPECT_EQ(r.aggregators, "");
+  EXPECT_NEAR(r.ring_fraction, 1, 1e-12);
+}
+
 TEST(DirectPlan, TopologyKindsAreChecked) {
   EXPECT_EQ(parse_kinds("ring,segment,tree"), 0b111u);
   EXPECT_EQ(parse_kinds("tree"), 1u << static_cast<int>(Kind::kTree));
