@@ -15,7 +15,10 @@ with the run it shows.
 Reports: "conflux-fabric/1" (bench/fabric/conflux_fabric.py --out DIR: DIR/fabric.json), one
 row per (system, size) with algbw in GB/s; "conflux-timeline/1" (bench/fabric/fabric_return.py
 --json FILE), a job's algbw over time with the events that moved it; "conflux-capacity/1"
-(bench/capacity/capacity.py --sweep SIZES --json FILE), the aggregator's Gbit/s per core by size. Plots need matplotlib (Debian's python3-matplotlib);
+(bench/capacity/capacity.py --sweep SIZES --json FILE), the aggregator's Gbit/s per core by size;
+"conflux-direct/1" (bench/fabric/fabric_direct.py --json) and "conflux-hybrid/1"
+(bench/fabric/fabric_hybrid.py --json), the planners' predicted algbw next to the measured one.
+Plots need matplotlib (Debian's python3-matplotlib);
 the tables and the check do not."""
 import argparse
 import glob
@@ -31,7 +34,8 @@ def reports():
     for path in sorted(glob.glob(os.path.join(RESULTS, "*.json"))):
         with open(path) as f:
             doc = json.load(f)
-        if doc.get("format") in ("conflux-fabric/1", "conflux-timeline/1", "conflux-capacity/1"):
+        if doc.get("format") in ("conflux-fabric/1", "conflux-timeline/1", "conflux-capacity/1",
+                                 "conflux-direct/1", "conflux-hybrid/1"):
             yield os.path.splitext(os.path.basename(path))[0], doc
 
 
@@ -44,12 +48,62 @@ def size_text(b):
 
 def table(name, doc):
     return {"conflux-timeline/1": timeline_table,
-            "conflux-capacity/1": capacity_table}.get(doc["format"], fabric_table)(name, doc)
+            "conflux-capacity/1": capacity_table,
+            "conflux-direct/1": prediction_table,
+            "conflux-hybrid/1": prediction_table}.get(doc["format"], fabric_table)(name, doc)
 
 
 def plot(name, doc):
     {"conflux-timeline/1": plot_timeline,
-     "conflux-capacity/1": plot_capacity}.get(doc["format"], plot_fabric)(name, doc)
+     "conflux-capacity/1": plot_capacity,
+     "conflux-direct/1": plot_prediction,
+     "conflux-hybrid/1": plot_prediction}.get(doc["format"], plot_fabric)(name, doc)
+
+
+def prediction_rows(doc):
+    """(label, predicted Mbit/s, measured Mbit/s) of a planner-against-fabric report: the
+    direct-connect plans (fabric_direct.py) or the switched planner's hybrid (fabric_hybrid.py)."""
+    if doc["format"] == "conflux-direct/1":
+        return [(f"{c['ports']} ports, {c['devices']} dev.", c["predicted_gbit"] * 1000,
+                 c["measured_gbit"] * 1000, " + ".join(t["kind"] for t in c["topologies"]))
+                for c in doc["cases"]]
+    return [(f"aggregator {r['factor']:g}x", r["predicted_gbit"] * 1000,
+             r["measured_gbit"] * 1000, f"ring share {r['ring_share']:.3f}")
+            for r in doc["rows"]]
+
+
+def prediction_table(name, doc):
+    lines = [f"<!-- table {name} -->",
+             "| case | what runs | predicted (Mbit/s) | measured (Mbit/s) | measured / predicted |",
+             "|---|---|---:|---:|---:|"]
+    for label, pred, meas, what in prediction_rows(doc):
+        lines.append(f"| {label} | {what} | {pred:.1f} | {meas:.1f} | {meas / pred:.3f} |")
+    lines.append(f"<!-- end {name} -->")
+    return "\n".join(lines)
+
+
+def plot_prediction(name, doc):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = prediction_rows(doc)
+    meta = doc["meta"]
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(rows) + 2), 4.0))
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [r[1] for r in rows], 0.4, label="planner's prediction",
+           color="#8172b2")
+    ax.bar([x + 0.2 for x in xs], [r[2] for r in rows], 0.4, label="measured", color="#55a868")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([r[0] for r in rows], fontsize=7, rotation=20)
+    ax.set_ylabel("algbw (Mbit/s)")
+    what = ("direct-connect plans" if doc["format"] == "conflux-direct/1"
+            else "one aggregator + ring (switched)")
+    ax.set_title(f"{what}: N={meta['workers']}, {meta['rate_mbit']} Mbit/s links, "
+                 f"{meta['bytes']}")
+    ax.legend(fontsize=7)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    save(fig, name)
 
 
 def capacity_table(name, doc):
