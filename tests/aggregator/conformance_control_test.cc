@@ -9,6 +9,7 @@
 #include "conflux/protocol/byteorder.h"
 #include "conformance.h"
 #include "tests/common/thread_names.h"
+#include "tests/common/wait_until.h"
 
 namespace conflux::agg::testing {
 namespace {
@@ -99,15 +100,12 @@ TEST_P(ControlPlane, TheDaemonsThreadsAreNamedForTopAndPerf) {
   std::vector<std::string> want = {"cfx-control"};
   for (int64_t q = 0; q < cfg.threads; ++q) want.push_back(dataplane + std::to_string(q));
   // Each thread names itself as it starts.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   std::multiset<std::string> names;
-  for (;;) {
+  test::wait_until([&] {
     names = conflux::testing::thread_names();
-    const bool all = std::all_of(want.begin(), want.end(),
-                                 [&](const std::string& n) { return names.count(n) == 1; });
-    if (all || std::chrono::steady_clock::now() > deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+    return std::all_of(want.begin(), want.end(),
+                       [&](const std::string& n) { return names.count(n) == 1; });
+  });
   for (const std::string& n : want) EXPECT_EQ(names.count(n), 1u) << n;
 }
 

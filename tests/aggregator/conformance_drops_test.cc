@@ -10,6 +10,7 @@
 #include "conflux/protocol/byteorder.h"
 #include "conflux/protocol/data_mac.h"
 #include "conformance.h"
+#include "tests/common/wait_until.h"
 
 namespace conflux::agg::testing {
 namespace {
@@ -147,13 +148,8 @@ TEST_P(DataplaneDrops, ForgerWithTheTokenCannotPoisonARun) {
   // Waits (2 s at most) until `n` forgeries were counted: pacing, so that the socket buffers
   // never overflow and the count can be exact.
   auto wait_counted = [&](uint64_t n) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    uint64_t got = drops("wrong_source");
-    while (got < n && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      got = drops("wrong_source");
-    }
-    return got;
+    test::wait_until([&] { return drops("wrong_source") >= n; }, std::chrono::seconds(2));
+    return drops("wrong_source");
   };
   constexpr uint64_t kForged = 4000;
   for (uint64_t i = 0; i < kForged; ++i) {
@@ -381,10 +377,7 @@ TEST_P(DataplaneDrops, HostileTrafficDuringAnExactRun) {
               static_cast<unsigned long long>(sent), static_cast<unsigned long long>(runs),
               static_cast<unsigned long long>(retransmits));
 
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (dropped_now() < sent && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  test::wait_until([&] { return dropped_now() >= sent; }, std::chrono::seconds(3));
   const std::string m = metrics();
   for (int r = 1; r < kReasons; ++r) {
     const std::string name(proto::drop_reason_name(static_cast<DropReason>(r)));

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "conformance.h"
+#include "tests/common/wait_until.h"
 #include "util/proc.h"
 
 namespace conflux::agg::testing {
@@ -56,33 +57,29 @@ std::vector<std::string> local_confluxd(const std::string& ready, const std::str
   return tools::local_confluxd_argv(CONFLUXD_PATH, ready, args);
 }
 
-// Waits for the child to exit; returns its exit code, or -1 after timeout_ms.
+// Waits for the child to exit; returns its exit code, or -1 after timeout_ms (then kills it).
 int wait_exit(pid_t pid, int timeout_ms) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (Clock::now() < deadline) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  int status = 0;
+  if (tools::wait_exit(pid, std::chrono::milliseconds(timeout_ms), &status)) {
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
   }
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
   return -1;
 }
 
+// The ready file's key=value lines, once it exists (empty after timeout_ms).
 std::map<std::string, std::string> read_ready(const std::string& path, int timeout_ms) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   std::map<std::string, std::string> kv;
-  while (Clock::now() < deadline) {
-    std::ifstream in(path);
-    if (in) {
-      std::string line;
-      while (std::getline(in, line)) {
-        const size_t eq = line.find('=');
-        if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
-      }
-      return kv;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!test::wait_until([&] { return std::filesystem::exists(path); },
+                        std::chrono::milliseconds(timeout_ms))) {
+    return kv;
+  }
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
   }
   return kv;
 }
@@ -222,13 +219,15 @@ bool closed_by_peer(int fd, int timeout_ms) {
 
 // The /metrics text, retried while the daemon sheds requests (out of descriptors).
 std::string metrics_text(uint16_t port) {
-  for (int i = 0; i < 50; ++i) {
-    int status = 0;
-    std::string m = http_get(port, "/metrics", &status);
-    if (status == 200) return m;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return "";
+  std::string m;
+  const bool got = test::wait_until(
+      [&] {
+        int status = 0;
+        m = http_get(port, "/metrics", &status);
+        return status == 200;
+      },
+      std::chrono::seconds(1), std::chrono::milliseconds(20));
+  return got ? m : "";
 }
 
 // Issues 14 and 42: with RLIMIT_NOFILE lowered, a flood of connections that never join must

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "e2e_harness.h"
+#include "tests/common/wait_until.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -76,11 +77,8 @@ double DaemonProcess::metric(const std::string& name, const std::string& labels)
 }
 
 bool wait_packets_in(const DaemonProcess& d, double n, std::chrono::milliseconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (d.packets_in() < n) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  return test::wait_until([&] { return d.packets_in() >= n; }, timeout,
+                          std::chrono::milliseconds(20));
   return true;
 }
 

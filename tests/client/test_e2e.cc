@@ -270,11 +270,7 @@ TEST_F(E2E, StoppedDaemonSendsShutdownAndWorkersFailAtOnce) {
   start_daemon();
   auto pids = start_workers(dir_, d_.endpoint(), 2,
                             args({"--count", "65536", "--iters", "1000000", "--timeout-s", "30"}));
-  const auto until = std::chrono::steady_clock::now() + 20s;
-  while (d_.packets_in() < 1000 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_GE(d_.packets_in(), 1000) << "workers did not start";
+  ASSERT_TRUE(wait_packets_in(d_, 1000, 20s)) << "workers did not start";
   ASSERT_EQ(::kill(d_.pid, SIGTERM), 0);
   auto rs = wait_workers(dir_, pids, 10s);
   for (const WorkerResult& w : rs) {
@@ -290,11 +286,7 @@ TEST_F(E2E, FrozenDaemonIsDetectedAfterTheAggregatorTimeout) {
   auto pids = start_workers(dir_, d_.endpoint(), 2,
                             args({"--aggregator-timeout-ms", "2000", "--count", "65536", "--iters",
                                   "1000000", "--timeout-s", "30"}));
-  const auto until = std::chrono::steady_clock::now() + 20s;
-  while (d_.packets_in() < 1000 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_GE(d_.packets_in(), 1000) << "workers did not start";
+  ASSERT_TRUE(wait_packets_in(d_, 1000, 20s)) << "workers did not start";
   ASSERT_EQ(::kill(d_.pid, SIGSTOP), 0);  // alive for TCP, but silent
   auto rs = wait_workers(dir_, pids, 10s);
   for (const WorkerResult& w : rs) {
@@ -314,11 +306,7 @@ TEST_F(E2E, PausedDaemonKeepsItsHeartbeatingWorkers) {
   auto pids = start_workers(dir_, d_.endpoint(), 2,
                             args({"--aggregator-timeout-ms", "20000", "--heartbeat-ms", "200",
                                   "--count", "65536", "--iters", "400", "--timeout-s", "60"}));
-  const auto until = std::chrono::steady_clock::now() + 20s;
-  while (d_.packets_in() < 1000 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_GE(d_.packets_in(), 1000) << "workers did not start";
+  ASSERT_TRUE(wait_packets_in(d_, 1000, 20s)) << "workers did not start";
   // A stop that lands between the end of one turn of the control loop and the start of the
   // next is not seen as a gap (nor does it need to be: the pending input is read before any
   // silence is judged). Stop again, at most twice more, until the daemon has seen one.

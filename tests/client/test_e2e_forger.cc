@@ -32,6 +32,7 @@
 #include "conflux/protocol/data.h"
 #include "e2e_harness.h"
 #include "tests/common/ci_skip.h"
+#include "tests/common/wait_until.h"
 #include "util/proc.h"
 
 namespace conflux::client::e2e {
@@ -226,10 +227,7 @@ void attack(Forger::Mode mode, const std::vector<std::string>& daemon_args,
   for (const WorkerResult& w : rs) ASSERT_TRUE(w.exited_ok) << w.out << w.err;
   EXPECT_NE(rs[0].out.find("verified: all"), std::string::npos) << rs[0].out;
   EXPECT_GT(f.forged(), 0u);
-  const auto until = std::chrono::steady_clock::now() + 3s;
-  while (dropped() < double(f.forged()) && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(10ms);
-  }
+  test::wait_until([&] { return dropped() >= double(f.forged()); }, 3s);
   EXPECT_EQ(dropped(), double(f.forged()));
   std::printf("sniffed %llu CONTRIBs, forged %llu, all dropped as %s\n",
               static_cast<unsigned long long>(f.sniffed()),

@@ -14,6 +14,7 @@
 #include "conflux/client/engine.h"
 #include "engine_fixture.h"
 #include "fake_aggregator.h"
+#include "tests/common/wait_until.h"
 
 namespace conflux::client {
 namespace {
@@ -104,11 +105,8 @@ TEST(EngineFake, TheProgressThreadSpinsOnlyWhileLittleIsInFlight) {
     reqs.push_back(es[r]->allreduce(in[r].data() + small, out[r].data() + small, large,
                                     DType::kFloat32, Op::kSum));
   }
-  const auto end = std::chrono::steady_clock::now() + 5s;
-  while (es[0]->stats().progress_sleeps == before && std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(5ms);
-  }
-  EXPECT_GT(es[0]->stats().progress_sleeps, before) << "spun with 404 KB in flight";
+  EXPECT_TRUE(test::wait_until([&] { return es[0]->stats().progress_sleeps > before; }))
+      << "spun with 404 KB in flight";
   agg.set_silent(false);  // resends complete everything, exactly
   for (size_t i = 0; i < reqs.size(); ++i) {
     std::string err;
@@ -142,11 +140,8 @@ TEST(EngineFake, BulkTransfersPauseBetweenWakeUpsOnlyWhenAsked) {
       reqs.push_back(
           es[r]->allreduce(in[r].data(), out[r].data(), count, DType::kFloat32, Op::kSum));
     }
-    const auto end = std::chrono::steady_clock::now() + 5s;
-    while (es[0]->stats().progress_sleeps < before.progress_sleeps + 3 &&
-           std::chrono::steady_clock::now() < end) {
-      std::this_thread::sleep_for(5ms);
-    }
+    test::wait_until(
+        [&] { return es[0]->stats().progress_sleeps >= before.progress_sleeps + 3; });
     const EngineStats during = es[0]->stats();
     EXPECT_GE(during.progress_sleeps, before.progress_sleeps + 3);
     if (bulk_wake.count() > 0) {
@@ -239,11 +234,9 @@ TEST(EngineFake, TheProgressThreadTakesOverWhenTheCallerStopsPolling) {
   for (int r = 0; r < 2; ++r) {
     req[r] = es[r]->allreduce(in[r].data(), out[r].data(), 500, DType::kFloat32, Op::kSum);
   }
-  const auto end = std::chrono::steady_clock::now() + 10s;
-  while ((es[0]->stats().requests_completed == 0 || es[1]->stats().requests_completed == 0) &&
-         std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(5ms);  // stats() does no I/O
-  }
+  test::wait_until([&] {  // stats() does no I/O
+    return es[0]->stats().requests_completed > 0 && es[1]->stats().requests_completed > 0;
+  });
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(es[r]->stats().requests_completed, 1u) << "rank " << r;
     std::string err;
@@ -293,11 +286,8 @@ TEST(EngineFake, AGrantUpdateWhileRunningIsReported) {
     EXPECT_EQ(e->stats().grant_updates, 0u);
   }
   agg.send_grant(500, proto::CapacityReason::kJobJoined);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   for (auto& e : es) {
-    while (e->stats().grant_updates == 0 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    test::wait_until([&] { return e->stats().grant_updates > 0; });
     EXPECT_EQ(e->stats().grant_updates, 1u);
     EXPECT_EQ(e->stats().grant_mbps, 500u);
     EXPECT_EQ(e->grants(), std::vector<uint32_t>{500});
@@ -873,10 +863,7 @@ TEST(EngineFake, DestructionSendsLeave) {
     auto es = make_engines({&agg}, 2);
     check_sum(es, 10);
   }
-  const auto end = std::chrono::steady_clock::now() + 2s;
-  while (agg.leaves() < 2 && std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(1ms);
-  }
+  EXPECT_TRUE(test::wait_until([&] { return agg.leaves() >= 2; }));
   EXPECT_EQ(agg.leaves(), 2u);
 }
 

@@ -6,6 +6,7 @@
 #include <csignal>
 
 #include "plugin_harness.h"
+#include "tests/common/wait_until.h"
 
 namespace cfxtest {
 namespace {
@@ -97,10 +98,7 @@ TEST_F(V11Test, ReceiverClosedFailsThePendingSendWithOneWarning) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_EQ(net->closeRecv(p.recv), ncclSuccess);
   p.recv = nullptr;
-  const auto deadline = Clock::now() + std::chrono::seconds(5);
-  while (count("3 ") == 0 && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  conflux::test::wait_until([&] { return count("3 ") > 0; }, std::chrono::seconds(5));
   EXPECT_EQ(count("3 "), 1) << "the helper thread logs the failure at INFO";
   EXPECT_EQ(count("2 "), 0) << "no warning before NCCL hears of it";
   ncclResult_t r = waitRequest(net, sreq, nullptr, 5.0);
