@@ -25,7 +25,6 @@ Hosts look like fabric_ns.Fabric's to fabric_run.Runner: `workers` (ip: the mana
 address, for the bootstrap), `aggs` {"d<j>": Host} (ip: the device's data address).
 """
 import re
-import subprocess
 
 import fabric_ns
 from fabric_ns import FabricError, Host, sh
@@ -142,22 +141,12 @@ class DirectFabric:
             sh(["ip", "netns", "exec", h.ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
 
     def _wait_reachable(self):
-        """From every worker, a TCP connect to a closed port of each data address it has a
-        route to: a refusal (RST) proves the circuit and both routes work."""
-        probe = ("import socket,sys\n"
-                 "for ip in sys.argv[1:]:\n"
-                 "  for _ in range(50):\n"
-                 "    try: socket.create_connection((ip, 1), timeout=0.2).close(); break\n"
-                 "    except ConnectionRefusedError: break\n"
-                 "    except OSError: pass\n"
-                 "  else: sys.exit('unreachable: ' + ip)\n")
+        """Every data address each worker has a route to, reachable from it: the circuits and
+        the routes at both ends work."""
         for w in self.workers:
             routes = sh(["ip", "-n", w.ns, "route", "show"])
             ips = re.findall(rf"^({WORKER_DATA}\.\d+|{DEVICE_DATA}\.\d+) via", routes, re.M)
-            r = subprocess.run(["ip", "netns", "exec", w.ns, "/usr/bin/python3", "-c", probe] +
-                               ips, capture_output=True, text=True, timeout=60)
-            if r.returncode != 0:
-                raise FabricError(f"from {w.ns}: {r.stderr.strip()}")
+            fabric_ns.wait_reachable(w.ns, ips)
 
     def drop_report(self):
         lines = []

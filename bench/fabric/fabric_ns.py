@@ -98,6 +98,22 @@ def cleanup_stale(force=False):
     return stale
 
 
+def wait_reachable(ns, ips):
+    """From namespace ns, a TCP connect to a closed port of each of ips, retried for 10 s: a
+    refusal (RST) proves the path works (no ping on this machine). FabricError otherwise."""
+    probe = ("import socket,sys\n"
+             "for ip in sys.argv[1:]:\n"
+             "  for _ in range(50):\n"
+             "    try: socket.create_connection((ip, 1), timeout=0.2).close(); break\n"
+             "    except ConnectionRefusedError: break\n"
+             "    except OSError: pass\n"
+             "  else: sys.exit('unreachable: ' + ip)\n")
+    r = subprocess.run(["ip", "netns", "exec", ns, "/usr/bin/python3", "-c", probe] + ips,
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise FabricError(f"from {ns}: {r.stderr.strip()}")
+
+
 class Host:
     def __init__(self, role, ns, ip, mbit):
         self.role, self.ns, self.ip, self.mbit = role, ns, ip, mbit
@@ -217,21 +233,8 @@ class Fabric:
             time.sleep(2)  # the querier delay above, with a margin
 
     def _wait_reachable(self):
-        """A TCP connect to a closed port of every host from worker 0: a refusal (RST) proves
-        the path through the bridge works (no ping on this machine)."""
-        probe = ("import socket,sys\n"
-                 "for ip in sys.argv[1:]:\n"
-                 "  for _ in range(50):\n"
-                 "    try: socket.create_connection((ip, 1), timeout=0.2).close(); break\n"
-                 "    except ConnectionRefusedError: break\n"
-                 "    except OSError: pass\n"
-                 "  else: sys.exit('unreachable: ' + ip)\n")
-        first = self.workers[0]
-        ips = [h.ip for h in self.hosts()[1:]]
-        r = subprocess.run(["ip", "netns", "exec", first.ns, "/usr/bin/python3", "-c", probe] + ips,
-                           capture_output=True, text=True, timeout=60)
-        if r.returncode != 0:
-            raise FabricError(f"from {first.ns}: {r.stderr.strip()}")
+        """Every host reachable from worker 0 (wait_reachable)."""
+        wait_reachable(self.workers[0].ns, [h.ip for h in self.hosts()[1:]])
 
     def drop_report(self):
         """One line per place a packet can be lost: tbf drops/overlimits per link end, UDP
