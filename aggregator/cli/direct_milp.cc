@@ -82,7 +82,8 @@ Columns add_columns(Program& prog, const Input& in, const Rates& r) {
   Columns c;
   // A kind the input leaves out (--topologies) is fixed at 0, and the rings at --max-rings.
   const auto most = [&](Kind kind) { return allows(in, kind) ? k : 0; };
-  const int rings = in.max_rings >= 0 ? std::min(most(Kind::kRing), in.max_rings) : most(Kind::kRing);
+  const int rings =
+      in.max_rings >= 0 ? std::min(most(Kind::kRing), in.max_rings) : most(Kind::kRing);
   c.rings = prog.column(GLP_IV, 0, rings, r.ring);
   c.segs = prog.column(GLP_IV, 0, most(Kind::kSegmentRing), r.segment);
   c.trees = prog.column(GLP_IV, 0, most(Kind::kTree), r.tree);

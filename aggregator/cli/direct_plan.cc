@@ -88,7 +88,8 @@ unsigned parse_kinds(const std::string& spec) {
     } else if (name == "tree") {
       kinds |= 1u << static_cast<int>(Kind::kTree);
     } else {
-      throw PlanError(fmt::format("--topologies {}: '{}' is not ring, segment or tree", spec, name));
+      throw PlanError(
+          fmt::format("--topologies {}: '{}' is not ring, segment or tree", spec, name));
     }
     at = comma + 1;
   }
@@ -307,18 +308,21 @@ PluginEnv plugin_env(const Input& in, const Plan& p, const std::vector<std::stri
   int rings = 0;
   for (const Topology& t : p.topologies) {
     if (t.kind == Kind::kSegmentRing) {
-      throw PlanError("the plan holds a segment ring, which the plugin does not run (plan with "
-                      "--topologies ring,tree)");
+      throw PlanError(
+          "the plan holds a segment ring, which the plugin does not run (plan with "
+          "--topologies ring,tree)");
     }
     if (t.kind == Kind::kTree && t.devices != 1) {
-      throw PlanError(fmt::format("the plan holds a tree of {} devices; the plugin runs trees of "
-                                  "one device (--device-ports >= --workers)",
-                                  t.devices));
+      throw PlanError(
+          fmt::format("the plan holds a tree of {} devices; the plugin runs trees of "
+                      "one device (--device-ports >= --workers)",
+                      t.devices));
     }
     if (t.kind == Kind::kRing) {
       if (++rings > 1 || in.ring_directions != 1) {
-        throw PlanError("the plugin runs one worker ring, which sends one way: plan with "
-                        "--ring-directions 1 --max-rings 1");
+        throw PlanError(
+            "the plugin runs one worker ring, which sends one way: plan with "
+            "--ring-directions 1 --max-rings 1");
       }
       env.ring_fraction += t.share;
     } else {

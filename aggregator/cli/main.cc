@@ -105,9 +105,9 @@ int run_direct_plan(const conflux::cli::PlanInput& pin, const DirectArgs& d, boo
     std::optional<direct::PluginEnv> env;
     if (!d.device_endpoints.empty()) env = direct::plugin_env(in, plan, d.device_endpoints);
     if (json) {
-      std::fputs(direct::plan_json(in, plan, d.pareto ? &rows : nullptr, env ? &*env : nullptr)
-                     .c_str(),
-                 stdout);
+      std::fputs(
+          direct::plan_json(in, plan, d.pareto ? &rows : nullptr, env ? &*env : nullptr).c_str(),
+          stdout);
     } else {
       std::fputs(
           (d.pareto ? direct::pareto_table(in, rows) : direct::plan_table(in, plan, d.circuits))

@@ -71,8 +71,7 @@ Verdict local_verdict(const Config& cfg, int dev, int rank, int nranks,
     for (size_t i = 0; i < grants.size(); ++i) {
       const client::AggregatorInfo& a = engine->aggregators()[i];
       shares.push_back({a.granted_slots, static_cast<uint32_t>(cfg.windowSlots),
-                        static_cast<double>(grants[i]),
-                        cfg.stripeWeights.empty() ? 0u : a.weight});
+                        static_cast<double>(grants[i]), cfg.stripeWeights.empty() ? 0u : a.weight});
       mine.grant_mbps += grants[i];
     }
     mine.capacity_mbps =

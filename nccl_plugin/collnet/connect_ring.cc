@@ -135,9 +135,10 @@ Status discover(const Config& cfg, net::SendComm* next, net::RecvComm* prev, int
   const std::string theirs = text.substr(0, nl), answer = text.substr(nl + 1, nl2 - nl - 1);
   rv->stripe_weights = nl2 == std::string::npos ? "" : text.substr(nl2 + 1);
   if (rv->stripe_weights != cfg.stripeWeights) {
-    CFX_WARN(kLogColl, "CollNet connect: rank %d: CONFLUX_STRIPE_WEIGHTS=%s differs from rank 0's "
-             "(%s); every rank uses rank 0's", rank, cfg.stripeWeights.c_str(),
-             rv->stripe_weights.c_str());
+    CFX_WARN(kLogColl,
+             "CollNet connect: rank %d: CONFLUX_STRIPE_WEIGHTS=%s differs from rank 0's "
+             "(%s); every rank uses rank 0's",
+             rank, cfg.stripeWeights.c_str(), rv->stripe_weights.c_str());
   }
   if (theirs == mine) {
     if (answer.starts_with("!")) {

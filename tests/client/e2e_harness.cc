@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "e2e_harness.h"
-#include "tests/common/wait_until.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -10,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/common/wait_until.h"
 #include "util/proc.h"
 
 namespace conflux::client::e2e {

@@ -394,8 +394,8 @@ TEST_F(E2E, StripeWeightsSplitThePacketsThreeToOne) {
   ASSERT_EQ(start_in("b", b, {"--multicast-range", "239.82.0.0/26"}), "");
   // 1,000,000 float32 in 8192 B packets: 489 per rank, 367 to a and 122 to b.
   const auto rs = run_workers(dir_, a.endpoint() + "," + b.endpoint(), 2,
-                              args({"--stripe-weights", "3,1", "--count", "1000000",
-                                    "--dtype", "float,int32", "--op", "sum,max"}));
+                              args({"--stripe-weights", "3,1", "--count", "1000000", "--dtype",
+                                    "float,int32", "--op", "sum,max"}));
   expect_all_ok(rs, "verified: all 4 results correct");
   const double in_a = a.packets_in();
   const double in_b = b.packets_in();

@@ -140,8 +140,7 @@ TEST(EngineFake, BulkTransfersPauseBetweenWakeUpsOnlyWhenAsked) {
       reqs.push_back(
           es[r]->allreduce(in[r].data(), out[r].data(), count, DType::kFloat32, Op::kSum));
     }
-    test::wait_until(
-        [&] { return es[0]->stats().progress_sleeps >= before.progress_sleeps + 3; });
+    test::wait_until([&] { return es[0]->stats().progress_sleeps >= before.progress_sleeps + 3; });
     const EngineStats during = es[0]->stats();
     EXPECT_GE(during.progress_sleeps, before.progress_sleeps + 3);
     if (bulk_wake.count() > 0) {

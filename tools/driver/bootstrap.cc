@@ -91,8 +91,8 @@ Status Bootstrap::accept_all(int lfd) {
     if (st.ok() && (ntohl(hello[0]) != kMagic || n != static_cast<uint32_t>(nranks_) || r == 0 ||
                     r >= n || kind > kKindLiveness)) {
       st = internal_error("bootstrap: bad hello (rank " + std::to_string(r) + " of " +
-                         std::to_string(n) + ", expected nranks " + std::to_string(nranks_) +
-                         "): is another driver run using the same root address?");
+                          std::to_string(n) + ", expected nranks " + std::to_string(nranks_) +
+                          "): is another driver run using the same root address?");
     }
     if (st.ok() && kind == kKindData && data_fds_[r] >= 0) {
       st = internal_error("bootstrap: rank " + std::to_string(r) + " joined twice");

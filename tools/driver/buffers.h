@@ -33,7 +33,7 @@ struct HostBuffers {
     if (posix_memalign(&send, 4096, nbytes) != 0 || posix_memalign(&recv, 4096, nbytes) != 0 ||
         posix_memalign(&staging, 4096, nstaging) != 0) {
       return internal_error("out of memory allocating " + std::to_string(2 * nbytes + nstaging) +
-                           " bytes of host buffers");
+                            " bytes of host buffers");
     }
     std::memset(send, 0, nbytes);
     std::memset(recv, 0, nbytes);

@@ -117,8 +117,8 @@ Status CollNetSession::open(const nccl::ncclCollNet_v11_t* cn, uint64_t comm_id,
   for (size_t r = 0; r < oks.size(); ++r) (oks[r] ? accepted : declined) += " " + std::to_string(r);
   if (!accepted.empty() && !declined.empty()) {
     return internal_error("NCCL would hang: collnet.connect succeeded on rank(s)" + accepted +
-                         " and failed on rank(s)" + declined +
-                         "; NCCL checks the outcome only within a node (" + reason_ + ")");
+                          " and failed on rank(s)" + declined +
+                          "; NCCL checks the outcome only within a node (" + reason_ + ")");
   }
   if (!all_ok) return decline_cleanup();
 
@@ -204,7 +204,7 @@ Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight, 
       const size_t expect = bytes(done);
       if (size < 0 || static_cast<size_t>(size) != expect) {
         return internal_error(std::string("collnet.test reported size ") + std::to_string(size) +
-                             " for a " + what + " chunk of " + std::to_string(expect) + " bytes");
+                              " for a " + what + " chunk of " + std::to_string(expect) + " bytes");
       }
       CFX_TRY(flush(dev_ != nullptr ? dev_->twin(bufs_->recv) : nullptr, expect, recv_mh_));
       if (on_done) on_done(done);
@@ -214,7 +214,7 @@ Status CollNetSession::pipeline(const char* what, size_t nchunks, int inflight, 
     }
     if (pass.expired(progress, *dl_)) {
       return internal_error(std::string("--timeout reached in collnet ") + what + " (" +
-                           std::to_string(done) + "/" + std::to_string(nchunks) + " chunks done)");
+                            std::to_string(done) + "/" + std::to_string(nchunks) + " chunks done)");
     }
   }
   return Status();
@@ -318,7 +318,7 @@ Status CollNetSession::allreduce_regions(void* send, void* recv, size_t count, D
         if (flag) {
           if (size < 0 || static_cast<size_t>(size) != region * es) {
             return internal_error("collnet.test reported size " + std::to_string(size) +
-                                 " for a region of " + std::to_string(region * es) + " bytes");
+                                  " for a region of " + std::to_string(region * es) + " bytes");
           }
           const size_t i = x.done * groups + k;
           const size_t ch = k * kCollNetGroupChannels;
@@ -332,7 +332,7 @@ Status CollNetSession::allreduce_regions(void* send, void* recv, size_t count, D
     }
     if (pass.expired(progress, *dl_)) {
       return timed_out("--timeout reached in collnet AllReduce regions (" +
-                           std::to_string(finished) + "/" + std::to_string(nreq) + " done)");
+                       std::to_string(finished) + "/" + std::to_string(nreq) + " done)");
     }
   }
   return Status();

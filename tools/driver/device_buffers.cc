@@ -75,7 +75,7 @@ Status DeviceBuffers::context_unchanged(const char* after) const {
   CFX_TRY(check(api_->cuCtxGetCurrent(&now), "cuCtxGetCurrent"));
   if (now != ctx_) {
     return internal_error(std::string("the plugin changed the calling thread's CUDA context in ") +
-                         after + " (NCCL's proxy thread would lose its device)");
+                          after + " (NCCL's proxy thread would lose its device)");
   }
   return Status();
 }

@@ -550,7 +550,7 @@ Status Emu::sweep() {
         if (dl_->passed()) {
           dump(bytes);
           return timed_out("--timeout reached in the --nccl-steps AllReduce of " +
-                               std::to_string(bytes) + " B");
+                           std::to_string(bytes) + " B");
         }
       }
       sched_yield();

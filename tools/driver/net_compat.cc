@@ -338,7 +338,7 @@ Status adapt_net(int version, LoadedPlugin* p) {
   const void* sym = p->lib != nullptr ? dlsym(p->lib, name.c_str()) : nullptr;
   if (sym == nullptr)
     return internal_error("--net-abi " + std::to_string(version) + ": " + p->path + " exports no " +
-                         name);
+                          name);
   switch (version) {
     case 8:
       p->net = Adapter<nccl::ncclNet_v8_t, nccl::ncclNetProperties_v8_t, 8>::table(sym);

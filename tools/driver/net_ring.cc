@@ -100,7 +100,7 @@ Status NetRing::allreduce(void* send, void* recv, size_t count, DType t, Op op) 
       const Piece p = piece(count, recv_seg(s), x % nch, nch);
       if (static_cast<size_t>(size) != p.count * es) {
         return internal_error("net.test(recv) reported " + std::to_string(size) +
-                             " bytes, the peer sent " + std::to_string(p.count * es));
+                              " bytes, the peer sent " + std::to_string(p.count * es));
       }
       const char* slot = staging + (x % window) * chunk_bytes_;
       char* dst = rbase + p.first * es;
@@ -118,9 +118,9 @@ Status NetRing::allreduce(void* send, void* recv, size_t count, DType t, Op op) 
       progress = true;
     }
     if (pass.expired(progress, *dl_)) {
-      return timed_out("--timeout reached in the ring AllReduce (" + std::to_string(s_done) +
-                           "/" + std::to_string(items) + " sends and " + std::to_string(r_done) +
-                           "/" + std::to_string(items) + " receives complete)");
+      return timed_out("--timeout reached in the ring AllReduce (" + std::to_string(s_done) + "/" +
+                       std::to_string(items) + " sends and " + std::to_string(r_done) + "/" +
+                       std::to_string(items) + " receives complete)");
     }
   }
   return Status();

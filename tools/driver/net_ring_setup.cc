@@ -26,8 +26,8 @@ Status connect_pair(const nccl::ncclNet_v11_t* net, void* ctx, int rank, void* l
     if (*recv == nullptr) DRV_CALL(rank, accept.c_str(), net->accept(listen, recv, &recv_dev));
     if ((++polls & 255) == 0 && dl->passed()) {
       return timed_out("--timeout reached in net.connect/accept (" + what +
-                           ": send comm to rank+1 " + (*send ? "ready" : "missing") +
-                           ", recv comm from rank-1 " + (*recv ? "ready" : "missing") + ")");
+                       ": send comm to rank+1 " + (*send ? "ready" : "missing") +
+                       ", recv comm from rank-1 " + (*recv ? "ready" : "missing") + ")");
     }
     if (*send == nullptr || *recv == nullptr) idle_pause();
   }
@@ -51,8 +51,8 @@ Status listen_to_next(const nccl::ncclNet_v11_t* net, void* ctx, Bootstrap* bs, 
   const int next = (bs->rank() + 1) % bs->nranks();
   if (all[size_t(next)].size() != size_t(k) * kH) {
     return internal_error("bootstrap: rank " + std::to_string(next) + " sent " +
-                         std::to_string(all[size_t(next)].size() / kH) + " " + what +
-                         " listen handles, expected " + std::to_string(k));
+                          std::to_string(all[size_t(next)].size() / kH) + " " + what +
+                          " listen handles, expected " + std::to_string(k));
   }
   *peer = std::move(all[size_t(next)]);
   return Status();

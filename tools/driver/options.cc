@@ -268,7 +268,8 @@ void describe(CLI::App& app, Options* o) {
 Status check_together(const Options* o) {
   if (o->minbytes > o->maxbytes) return invalid_argument("--minbytes is larger than --maxbytes");
   if (o->maxbytes == 0) return invalid_argument("--maxbytes must be > 0");
-  if (o->maxbytes > (size_t{8} << 30)) return invalid_argument("--maxbytes above 8G is not supported");
+  if (o->maxbytes > (size_t{8} << 30))
+    return invalid_argument("--maxbytes above 8G is not supported");
   if (!o->tree_leaves.empty() && o->nranks > 0) {
     uint32_t sum = 0;
     for (uint32_t k : o->tree_leaves) sum += k;
@@ -282,15 +283,16 @@ Status check_together(const Options* o) {
   if (o->service_collnet > 0) {
     for (Mode m : o->modes) {
       if (m != Mode::kCollNet && m != Mode::kHybrid) {
-        return invalid_argument(std::string("--service-collnet applies to the collnet and hybrid ") +
-                             "modes only, not " + mode_name(m));
+        return invalid_argument(
+            std::string("--service-collnet applies to the collnet and hybrid ") +
+            "modes only, not " + mode_name(m));
       }
     }
   }
   for (Mode m : o->modes) {
     if (is_direct(m) && o->inplace) {
       return invalid_argument(std::string("--inplace applies to AllReduce modes only, not ") +
-                           mode_name(m));
+                              mode_name(m));
     }
   }
   return Status();

@@ -105,7 +105,7 @@ const char* result_name(int r) {
 
 Status call_failed(int rank, const char* call, int result) {
   return internal_error(std::string("plugin call ") + call + " returned " + std::to_string(result) +
-                       " (" + result_name(result) + ")");
+                        " (" + result_name(result) + ")");
 }
 
 Status load_plugin(const std::string& name_in, LoadedPlugin* out) {

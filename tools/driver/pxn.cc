@@ -163,8 +163,8 @@ Status PxnExchange::hang(const std::vector<Sender>& snd, const std::vector<Group
     got += (g ? ", " : "") + std::to_string(grp[g].done) + "/" + std::to_string(s_.steps);
   }
   return timed_out("NCCL would hang: --timeout reached in the PXN exchange with irecvs " + got +
-                       " complete per receive group of " + std::to_string(l_.groups()) +
-                       " (sends complete per sender: " + sent + ")");
+                   " complete per receive group of " + std::to_string(l_.groups()) +
+                   " (sends complete per sender: " + sent + ")");
 }
 
 // Group g's irecvs, up to the window: one part per sender of the group, tag = that sender's
@@ -210,8 +210,8 @@ Status PxnExchange::complete_recvs(int g, Group* grp, size_t bytes, int iter, ui
     for (int i = 0; i < parts; ++i) {
       if (got[i] != static_cast<int>(bytes)) {
         return internal_error("net.test(PXN recv) reported " + std::to_string(got[i]) +
-                             " bytes for part " + std::to_string(i) + " of group " +
-                             std::to_string(g) + ", the sender sent " + std::to_string(bytes));
+                              " bytes for part " + std::to_string(i) + " of group " +
+                              std::to_string(g) + ", the sender sent " + std::to_string(bytes));
       }
       *wrong += wrong_bytes(recv_slot(first + i, grp->done), bytes, prev_ * n + first + i,
                             grp->done, iter);
@@ -322,7 +322,7 @@ Status run_pxn(const Options& o, const PxnShape& shape, const PxnLayout& layout,
   if (nranks < 2) return internal_error("--modes pxn needs at least 2 ranks");
   if (shape.senders > kMaxPxnSenders) {
     return internal_error("--pxn-senders " + std::to_string(shape.senders) + " is above " +
-                         std::to_string(kMaxPxnSenders));
+                          std::to_string(kMaxPxnSenders));
   }
   const std::vector<size_t> sizes = size_list(o);
   PxnConns conns;

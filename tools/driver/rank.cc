@@ -289,7 +289,7 @@ struct RankRun {
       const uint64_t wrong = count_wrong(spec, bufs.recv, n);
       if (wrong != 0) {
         return internal_error(std::to_string(wrong) + " wrong elements in an AllReduce of " +
-                             std::to_string(n) + " floats beside the service thread");
+                              std::to_string(n) + " floats beside the service thread");
       }
       ++*rounds;
     }

@@ -31,7 +31,7 @@ Status check(const char* what, std::initializer_list<Member> members) {
   for (const Member& m : members) {
     if (!m.present) {
       return internal_error(std::string(what) + "." + m.name +
-                           " is NULL in the plugin, but NCCL calls it");
+                            " is NULL in the plugin, but NCCL calls it");
     }
   }
   return Status();
@@ -89,7 +89,7 @@ Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, Boot
   DRV_CALL(rank, "net.devices", net->devices(&dev->ndev));
   if (dev->ndev <= 0) {
     return internal_error("net.devices reported " + std::to_string(dev->ndev) +
-                         " devices; NCCL would not use this plugin");
+                          " devices; NCCL would not use this plugin");
   }
   nccl::ncclNetProperties_v11_t props{};
   DRV_CALL(rank, "net.getProperties(0)", net->getProperties(0, &props));
@@ -100,7 +100,7 @@ Status net_init(const nccl::ncclNet_v11_t* net, int rank, uint64_t comm_id, Boot
   dev->max_recvs = props.maxRecvs;
   if ((props.ptrSupport & nccl::NCCL_PTR_HOST) == 0) {
     return internal_error("net device 0 does not support NCCL_PTR_HOST (ptrSupport=" +
-                         std::to_string(props.ptrSupport) + ")");
+                          std::to_string(props.ptrSupport) + ")");
   }
   return agree_latency(bs, *dev);
 }
@@ -160,9 +160,9 @@ Status agree_max_recvs(Bootstrap* bs, int max_recvs) {
   }
   if (same) return Status();
   return internal_error("NCCL would hang: net.getProperties(0).maxRecvs differs between ranks (" +
-                       list +
-                       "); a proxy that shares connections (maxRecvs > 1) connects once "
-                       "per peer while one that does not waits for a connection per sender");
+                        list +
+                        "); a proxy that shares connections (maxRecvs > 1) connects once "
+                        "per peer while one that does not waits for a connection per sender");
 }
 
 Status agree_comm_id(Bootstrap* bs, uint64_t* id) {

@@ -65,7 +65,7 @@ Status ServiceCollNet::one_comm(int i) {
       const uint64_t wrong = count_wrong(spec, bufs_.recv, n);
       if (wrong != 0) {
         st = internal_error("rank " + std::to_string(rank) + ": " + std::to_string(wrong) +
-                           " wrong elements in an AllReduce of " + std::to_string(n) + " floats");
+                            " wrong elements in an AllReduce of " + std::to_string(n) + " floats");
         break;
       }
       ++allreduces_;

@@ -106,7 +106,7 @@ Status tcp_connect(const Endpoint& ep, const Deadline& dl, int* fd) {
     }
     if (dl.passed()) {
       return timed_out("--timeout reached connecting to the bootstrap root " + ep.host + ":" +
-                           std::to_string(ep.port));
+                       std::to_string(ep.port));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -128,8 +128,7 @@ Status tcp_accept(int listen_fd, const Deadline& dl, int* fd) {
         return sys_error("bootstrap accept()");
       }
     }
-    if (dl.passed())
-      return timed_out("--timeout reached waiting for ranks to join the bootstrap");
+    if (dl.passed()) return timed_out("--timeout reached waiting for ranks to join the bootstrap");
   }
 }
 

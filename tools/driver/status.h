@@ -15,9 +15,9 @@ namespace conflux::driver {
 
 // The driver's errors are conflux::Status (common/status.h): a code and one human-readable line
 // saying what failed, where and on which rank.
-using ::conflux::Status;
 using ::conflux::internal_error;
 using ::conflux::invalid_argument;
+using ::conflux::Status;
 using ::conflux::system_error;
 using ::conflux::timed_out;
 using ::conflux::unavailable;

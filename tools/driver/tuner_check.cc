@@ -118,13 +118,13 @@ Status agree(Bootstrap* bs, const std::string& mine, const char* what) {
       const std::string size = size_text(size_t{1} << (kFirstShift + i));
       if (all[r].size() != mine.size() || all[r][i] != all[0][i]) {
         return internal_error("tuner (" + std::string(what) + "): rank 0 and rank " +
-                             std::to_string(r) + " chose differently for an AllReduce of " + size +
-                             " (NCCL would hang)");
+                              std::to_string(r) + " chose differently for an AllReduce of " + size +
+                              " (NCCL would hang)");
       }
       if (all[r][i] == '?') {
         return internal_error("tuner (" + std::string(what) + "): an AllReduce of " + size +
-                             " leaves a way through the aggregators open, or edits an entry "
-                             "that is not the aggregators'");
+                              " leaves a way through the aggregators open, or edits an entry "
+                              "that is not the aggregators'");
       }
     }
   }
@@ -151,8 +151,8 @@ Status check_tuner(const nccl::ncclTuner_v5_t* tuner, uint64_t comm_id, int nran
   CFX_TRY(agree(bs, nvswitch, "CollNetDirect and NVLS offered"));
   if (chain != nvswitch) {
     return internal_error("tuner: CollNetChain offered: " + summarize(chain) +
-                         "; CollNetDirect and NVLS offered: " + summarize(nvswitch) +
-                         " (the same communicator must choose alike)");
+                          "; CollNetDirect and NVLS offered: " + summarize(nvswitch) +
+                          " (the same communicator must choose alike)");
   }
   // 8 ranks per node on NVSwitch nodes, as NCCL would init a tuner of the same nodes.
   DRV_CALL(rank, "tuner.init(8 ranks per node)",
