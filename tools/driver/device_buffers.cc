@@ -23,9 +23,7 @@ Status DeviceBuffers::check(cuda::CUresult rc, const char* call) const {
 }
 
 Status DeviceBuffers::open(const HostBuffers& host) {
-  std::string why;
-  api_ = cuda::driver(&why);
-  if (api_ == nullptr) return internal_error("--device-buffers: " + why);
+  CFX_TRY(cuda::driver(&api_).prefixed("--device-buffers: "));
   host_ = &host;
   cuda::CUdevice dev = 0;
   CFX_TRY(check(api_->cuDeviceGet(&dev, 0), "cuDeviceGet"));
@@ -75,7 +73,7 @@ Status DeviceBuffers::context_unchanged(const char* after) const {
   CFX_TRY(check(api_->cuCtxGetCurrent(&now), "cuCtxGetCurrent"));
   if (now != ctx_) {
     return internal_error(std::string("the plugin changed the calling thread's CUDA context in ") +
-                         after + " (NCCL's proxy thread would lose its device)");
+                          after + " (NCCL's proxy thread would lose its device)");
   }
   return Status();
 }
