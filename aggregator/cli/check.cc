@@ -147,9 +147,10 @@ void describe_p2p(const CheckOptions& o, CheckReport* r) {
         "to the cluster's net plugin)";
     return;
   }
-  std::string why;
-  const std::unique_ptr<plugin::NetDelegate> d = plugin::NetDelegate::load(o.net_delegate, &why);
-  if (d != nullptr) {
+  std::unique_ptr<plugin::NetDelegate> d;
+  const Status loaded = plugin::NetDelegate::load(o.net_delegate, &d);
+  const std::string& why = loaded.message();
+  if (loaded.ok()) {
     r->p2p_net =
         fmt::format("point-to-point traffic: the delegate net '{}' (ncclNetPlugin_v{} of {})",
                     d->name(), d->version(), o.net_delegate);
