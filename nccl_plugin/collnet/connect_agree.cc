@@ -71,8 +71,7 @@ Verdict local_verdict(const Config& cfg, int dev, int rank, int nranks,
     for (size_t i = 0; i < grants.size(); ++i) {
       const client::AggregatorInfo& a = engine->aggregators()[i];
       shares.push_back({a.granted_slots, static_cast<uint32_t>(cfg.windowSlots),
-                        static_cast<double>(grants[i]),
-                        cfg.stripeWeights.empty() ? 0u : a.weight});
+                        static_cast<double>(grants[i]), cfg.stripeWeights.empty() ? 0u : a.weight});
       mine.grant_mbps += grants[i];
     }
     mine.capacity_mbps =
@@ -149,13 +148,16 @@ collnet::ReturnProber::Probe probe_function(const client::ClientConfig& base) {
   };
   // Every probe a key of its own (a daemon may still hold the last probe's job): the job's key
   // mixed with a count, apart from the re-joins' keys.
-  return [c, list = base.aggregators, key = base.job_key, n = uint64_t{0}](
-             size_t index, std::string* why) mutable {
-    if (index >= list.size()) return false;
+  return [c, list = base.aggregators, key = base.job_key,
+          n = uint64_t{0}](size_t index) mutable -> conflux::Status {
+    if (index >= list.size()) {
+      return internal_error("no aggregator " + std::to_string(index) + " to probe");
+    }
     // The entry alone, as a flat one-rank job (not the chain up a tree it may name).
     c.aggregators = {client::Endpoint{list[index].host, list[index].port}};
     c.job_key = key ^ 0x50524f4245000000ULL ^ (0xc2b2ae3d27d4eb4fULL * ++n);
-    return client::Engine::create(c, why) != nullptr;
+    std::unique_ptr<client::Engine> probe;
+    return create_engine(c, &probe);  // the probe job is left at once
   };
 }
 
@@ -199,11 +201,11 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
   for (const client::AggregatorInfo& a : engine.aggregators()) kept.push_back(a.stripe);
   base = with_entries(base, kept);
   opts.rejoin = [base](const std::vector<size_t>& survivors, uint32_t epoch,
-                       std::string* why) -> std::unique_ptr<client::Engine> {
+                       std::unique_ptr<client::Engine>* out) {
     client::ClientConfig c = with_entries(base, survivors);
     // A job of its own on each survivor, the same on every rank.
     c.job_key = base.job_key ^ (0x9e3779b97f4a7c15ULL * epoch);
-    return client::Engine::create(c, why);
+    return create_engine(c, out);
   };
   opts.probe = probe_function(base);
   opts.probe_on_every_rank = !tree.served.empty();  // the ranks named different aggregators

@@ -95,6 +95,14 @@ client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, in
   return cfg;
 }
 
+conflux::Status create_engine(const client::ClientConfig& cfg,
+                              std::unique_ptr<client::Engine>* out) {
+  std::string error;
+  *out = client::Engine::create(cfg, &error);
+  if (*out == nullptr) return unavailable(std::move(error));
+  return {};
+}
+
 namespace {
 
 // What each rank tells the others once every aggregator of its list answered its Join or was
