@@ -42,12 +42,14 @@ size_t ring_min_bytes(const std::vector<Verdict>& all) {
   return static_cast<size_t>(static_cast<double>(all[0].ring_min_us) * link / 8);
 }
 
-// This rank's verdict after its join (engine: the joined aggregators, or null and `why`).
+// This rank's verdict after its join (engine: the joined aggregators, or null and `joined`
+// says why).
 Verdict local_verdict(const Config& cfg, int dev, int rank, int nranks,
-                      const client::Engine* engine, const std::string& why, double measured_mbps) {
+                      const client::Engine* engine, const conflux::Status& joined,
+                      double measured_mbps) {
   Verdict mine;
   mine.ok = engine != nullptr;
-  std::snprintf(mine.reason, sizeof mine.reason, "%s", why.c_str());
+  std::snprintf(mine.reason, sizeof mine.reason, "%s", joined.message().c_str());
   mine.ring_fraction = cfg.ringFraction;
   mine.ring_min_us = cfg.ringMinUs;
   mine.aggregator_mbps = cfg.aggregatorMbps;
@@ -192,8 +194,9 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
   opts.ring.inflight = cfg.ringInflight;
   opts.ring.timeout = std::chrono::milliseconds(cfg.ringTimeoutMs);
   collnet::hooks::abortAt(cfg, rank, kConnectRequests, &opts);
-  std::string unused;
-  client::ClientConfig base = engine_config(cfg, key, nranks, rank, tree, &unused);
+  // The join used the same settings, so they are valid here.
+  client::ClientConfig base;
+  static_cast<void>(engine_config(cfg, key, nranks, rank, tree, &base));
   collnet::hooks::clearEngineFaults(&base);
   // The entries the engine kept at connect (an aggregator that refused the job is left out on
   // every rank): the re-join's survivors are positions in this list, as in the engine's.
