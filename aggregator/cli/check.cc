@@ -120,9 +120,9 @@ void describe_nics(plugin::NetDelegate& d, CheckReport* r) {
 
 // What CollNet does with the memory NCCL hands it on these NICs.
 void describe_device_memory(CheckReport* r) {
-  std::string why;
-  const cuda::Api* api = cuda::driver(&why);
-  r->cuda = api != nullptr;
+  const cuda::Api* api = nullptr;
+  const Status loaded = cuda::driver(&api);
+  r->cuda = loaded.ok();
   bool any_gdr = false;
   for (const NicCheck& n : r->nics) any_gdr = any_gdr || n.gdr;
   if (!any_gdr) {
@@ -134,7 +134,7 @@ void describe_device_memory(CheckReport* r) {
         api->version);
   } else {
     r->device_memory = "NCCL hands CollNet device memory (gdr 1), which it cannot take here (" +
-                       why + "): NCCL would run the job without CollNet";
+                       loaded.message() + "): NCCL would run the job without CollNet";
     r->device_ok = false;
   }
 }
@@ -147,9 +147,10 @@ void describe_p2p(const CheckOptions& o, CheckReport* r) {
         "to the cluster's net plugin)";
     return;
   }
-  std::string why;
-  const std::unique_ptr<plugin::NetDelegate> d = plugin::NetDelegate::load(o.net_delegate, &why);
-  if (d != nullptr) {
+  std::unique_ptr<plugin::NetDelegate> d;
+  const Status loaded = plugin::NetDelegate::load(o.net_delegate, &d);
+  const std::string& why = loaded.message();
+  if (loaded.ok()) {
     r->p2p_net =
         fmt::format("point-to-point traffic: the delegate net '{}' (ncclNetPlugin_v{} of {})",
                     d->name(), d->version(), o.net_delegate);

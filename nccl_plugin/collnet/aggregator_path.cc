@@ -104,8 +104,11 @@ AggregatorSample AggregatorPath::sample() const {
   return a;
 }
 
-bool AggregatorPath::healthy(std::string* why) const {
-  return engine_ != nullptr && engine_->healthy(why);
+Status AggregatorPath::health() const {
+  if (engine_ == nullptr) return unavailable("engine unavailable");
+  std::string why;
+  if (!engine_->healthy(&why)) return unavailable(std::move(why));
+  return Status();
 }
 
 void AggregatorPath::abort(std::string_view why) {
@@ -121,16 +124,20 @@ void AggregatorPath::feed(CollRequest& r) {
   r.agg_epoch = epoch_;
 }
 
-client::RequestState AggregatorPath::wait(CollRequest& r, std::string* why) {
+Status AggregatorPath::wait(CollRequest& r, bool* done) {
   // Sleeps in the engine between checks: the engine's progress thread does the I/O, and on
   // a machine with fewer cores than busy threads a spinning waiter slows everyone down.
+  *done = false;
   while (r.agg_waited < r.agg_handles.size()) {
+    std::string why;
     const client::RequestState s =
-        engine_->wait(r.agg_handles[r.agg_waited], epoch_ > 0 ? kFeedSlice : kWaitSlice, why);
-    if (s != client::RequestState::kDone) return s;
+        engine_->wait(r.agg_handles[r.agg_waited], epoch_ > 0 ? kFeedSlice : kWaitSlice, &why);
+    if (s == client::RequestState::kError) return unavailable(std::move(why));
+    if (s != client::RequestState::kDone) return Status();  // the slice ran out
     ++r.agg_waited;
   }
-  return client::RequestState::kDone;
+  *done = true;
+  return Status();
 }
 
 client::RequestState AggregatorPath::poll_inline(const CollRequest& r) {
@@ -172,8 +179,8 @@ bool AggregatorPath::restripe_due(uint64_t dead, std::vector<size_t>* survivors)
   return rejoin_ && newly_dead != 0 && !survivors->empty() && survivors->size() != aggs_.size();
 }
 
-std::unique_ptr<client::Engine> AggregatorPath::rejoin(const std::vector<size_t>& survivors,
-                                                       std::string* why) {
+Status AggregatorPath::rejoin(const std::vector<size_t>& survivors,
+                              std::unique_ptr<client::Engine>* fresh) {
   std::unique_ptr<client::Engine> old;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -181,7 +188,7 @@ std::unique_ptr<client::Engine> AggregatorPath::rejoin(const std::vector<size_t>
   }
   old.reset();  // leaves the old job, which frees its slots on the survivors
   ++epoch_;
-  return rejoin_(survivors, epoch_, why);
+  return rejoin_(survivors, epoch_, fresh);
 }
 
 void AggregatorPath::adopt(std::unique_ptr<client::Engine> fresh, std::vector<size_t> survivors,

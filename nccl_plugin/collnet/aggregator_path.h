@@ -37,6 +37,7 @@
 #include "collnet/return_prober.h"
 #include "conflux/client/engine.h"
 #include "conflux/common/dtype.h"
+#include "conflux/common/status.h"
 
 namespace conflux::collnet {
 
@@ -57,9 +58,9 @@ class AggregatorPath {
  public:
   // Joins a new job on the aggregators of the original list at `survivors` (indices into it);
   // `epoch` (1, 2, ...) makes the job distinct from the earlier ones. Blocks up to the join
-  // timeout.
-  using Rejoin = std::function<std::unique_ptr<client::Engine>(const std::vector<size_t>& survivors,
-                                                               uint32_t epoch, std::string* why)>;
+  // timeout. *out: the engine, set when the join worked.
+  using Rejoin = std::function<Status(const std::vector<size_t>& survivors, uint32_t epoch,
+                                      std::unique_ptr<client::Engine>* out)>;
 
   // `engine` may be null (ring only). `tails`: where the failover keeps result ends (the
   // engine writes each AllReduce's end there as it arrives). `rejoin` empty: a failover never
@@ -91,16 +92,17 @@ class AggregatorPath {
   // failover ring).
   bool carries(uint32_t seq) const { return live_ && seq >= from_; }
   uint32_t epoch() const { return epoch_; }  // re-joins so far
-  bool healthy(std::string* why = nullptr) const;
+  // Ok while the engine works; else why it failed (or that there is none).
+  Status health() const;
   // Aborts the engine, if any (also from the destructor of CollComm, whose completion thread
   // may still swap the engine then).
   void abort(std::string_view why);
   // Hands r to the re-joined engine unless it has had it (requests from adopt()'s `from` on,
   // each once, in the order they are fed).
   void feed(CollRequest& r);
-  // Waits for r's engine requests, sleeping in the engine for one slice at most: kDone once
-  // all are done, kError (*why) if one failed, kPending when the slice ran out.
-  client::RequestState wait(CollRequest& r, std::string* why);
+  // Waits for r's engine requests, sleeping in the engine for one slice at most: *done once
+  // all are done, an error if one failed, ok and not *done when the slice ran out.
+  Status wait(CollRequest& r, bool* done);
   // Inline completion: whether r's one request on the first engine is done; kPending also
   // when r is not carried that way.
   client::RequestState poll_inline(const CollRequest& r);
@@ -114,8 +116,8 @@ class AggregatorPath {
   // agreed values only, so every rank takes the same branch.
   bool restripe_due(uint64_t dead, std::vector<size_t>* survivors);
   // Leaves the old job (which frees its slots on the survivors) and joins a new one on
-  // `survivors`: null (*why) if this rank could not.
-  std::unique_ptr<client::Engine> rejoin(const std::vector<size_t>& survivors, std::string* why);
+  // `survivors` (*fresh), or says why this rank could not.
+  Status rejoin(const std::vector<size_t>& survivors, std::unique_ptr<client::Engine>* fresh);
   // Every rank joined: `fresh` carries the aggregator shares of requests from `from` on.
   void adopt(std::unique_ptr<client::Engine> fresh, std::vector<size_t> survivors, uint32_t from);
 

@@ -277,13 +277,13 @@ void CollComm::complete_inline(CollRequest* r) {
   if (wake) cv_.notify_all();
   next_unfinished_ = r->seq + 1;
   small_times_.inline_done.fetch_add(1, std::memory_order_relaxed);
-  finish(*r, true, "");
+  finish(*r, Status());
 }
 
-void CollComm::finish(CollRequest& r, bool ok, const std::string& error) {
-  if (!ok) r.error = error;
+void CollComm::finish(CollRequest& r, const Status& result) {
+  if (!result.ok()) r.error = result.message();
   if (r.timed != nullptr) r.finished = SmallAllReduceTimes::Clock::now();
-  r.state.store(ok ? 1 : 2, std::memory_order_release);
+  r.state.store(result.ok() ? 1 : 2, std::memory_order_release);
 }
 
 bool CollComm::idle_failover_due() {
@@ -295,60 +295,60 @@ bool CollComm::idle_failover_due() {
   // the other when a job ends, and with nothing in flight nothing is lost. A request that
   // comes after all the same finds the ring gone and fails with a warning.
   if (failover_->notice_closed()) return false;
-  return notice || (aggs_.live() && !aggs_.healthy());
+  return notice || (aggs_.live() && !aggs_.health().ok());
 }
 
-bool CollComm::wait_aggregators(CollRequest& r, std::string* why) {
+void CollComm::fail_over_idle() {
+  Status why = unavailable(aggs_.live() ? "another rank failed over"
+                                        : "another rank returns to the aggregators");
+  if (aggs_.live()) {
+    Status health = aggs_.health();
+    if (!health.ok()) why = std::move(health);
+  }
+  const Status st = fail_over(next_unfinished_, why);
+  if (!st.ok()) CFX_WARN(net::kLogColl, "CollNet failover (idle) failed: %s", st.message().c_str());
+}
+
+Status CollComm::wait_aggregators(CollRequest& r) {
   for (;;) {
-    const client::RequestState s = aggs_.wait(r, why);  // sleeps in the engine for a slice at most
-    if (s == client::RequestState::kDone) return true;
-    if (s == client::RequestState::kError) return false;
+    bool done = false;
+    CFX_TRY(aggs_.wait(r, &done));  // sleeps in the engine for a slice at most
+    if (done) return Status();
     if (aggs_.epoch() > 0)
       feed_engine();  // requests that arrived meanwhile: keep the pipeline full
-    if (failover_->notice_arrived()) {
-      *why = "another rank failed over";
-      return false;
-    }
-    if (stopped()) {
-      *why = "communicator closed";
-      return false;
-    }
+    if (failover_->notice_arrived()) return unavailable("another rank failed over");
+    if (stopped()) return comm_closed();
   }
 }
 
-bool CollComm::aggregator_share(CollRequest& r, std::string* error) {
+Status CollComm::aggregator_share(CollRequest& r) {
   for (;;) {
-    if (failover_->broken()) {
-      *error = "the failover ring failed earlier";
-      return false;
-    }
+    if (failover_->broken()) return unavailable("the failover ring failed earlier");
     if (failover_->handed_over(r)) {
-      if (r.resolved == 1) return true;
-      *error = r.resolved == 2 ? r.resolve_error : "no aggregator result was handed over";
-      return false;
+      if (r.resolved == 1) return Status();
+      return r.resolved == 2 ? r.resolve_error
+                             : internal_error("no aggregator result was handed over");
     }
     if (!aggs_.carries(r.seq)) break;  // redone over the failover ring
     if (aggs_.epoch() > 0) feed_engine();
     hooks::atRequest(opts_, aggs_.epoch(), r.seq, aggs_);
-    std::string why = "engine unavailable";
+    Status why = unavailable("engine unavailable");
     if (!r.agg_handles.empty() && r.agg_epoch == aggs_.epoch()) {
-      if (wait_aggregators(r, &why)) {
+      why = wait_aggregators(r);
+      if (why.ok()) {
         const size_t total = r.agg_count * dtype_size(r.dtype);
         if (r.kind == CollKind::kReduceScatter) {
           failover_->tails().keep_input(r.seq, r.send, total, r.dtype, r.op, r.owned);
         } else {
           failover_->tails().adopt(r.seq, total, std::move(r.result_end));
         }
-        return true;
+        return Status();
       }
-      if (stopped()) {
-        *error = why;
-        return false;
-      }
+      if (stopped()) return why;
     }
-    if (!fail_over(r.seq, why, error)) return false;
+    CFX_TRY(fail_over(r.seq, why));
   }
-  return failover_->redo(r, error);
+  return failover_->redo(r);
 }
 
 void CollComm::feed_engine() {
@@ -356,8 +356,7 @@ void CollComm::feed_engine() {
   for (CollRequest* p : queue_) aggs_.feed(*p);
 }
 
-bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std::string* error,
-                         uint64_t back) {
+Status CollComm::fail_over(uint32_t first_incomplete, const Status& cause, uint64_t back) {
   const std::vector<size_t> before = aggs_.members();
   // submit() stops handing requests to the engine, which is aborted.
   const uint64_t dead = aggs_.fail_over();
@@ -366,10 +365,10 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
     CFX_WARN(net::kLogColl,
              "Conflux aggregators failed (%s); the worker ring takes over their share of this "
              "and every later collective of this communicator",
-             why.c_str());
+             cause.message().c_str());
   }
   FailoverAgreement a;
-  if (!failover_->agree(mine, &a, error)) return false;
+  CFX_TRY(failover_->agree(mine, &a));
   CFX_INFO(net::kLogColl,
            "CollNet failover: rank %d's first unfinished request is #%u; over all ranks #%u..#%u",
            rank_, first_incomplete, a.lo, a.hi);
@@ -380,42 +379,40 @@ bool CollComm::fail_over(uint32_t first_incomplete, const std::string& why, std:
              "reduce-scatters its input's end over it)",
              a.holder, a.lo, a.hi - 1);
   }
-  if (!failover_->hand_over(
-          a, [this](uint32_t seq) { return queued(seq); }, error))
-    return false;
+  CFX_TRY(failover_->hand_over(a, [this](uint32_t seq) { return queued(seq); }));
   const uint32_t from = std::max(a.hi, a.given);
-  const bool ok =
-      a.back != 0 ? return_to(a, before, from, error) : rejoin_survivors(a.dead, from, error);
+  Status st = a.back != 0 ? return_to(a, before, from) : rejoin_survivors(a.dead, from);
   aggs_.watch_missing();
-  return ok;
+  return st;
 }
 
 void CollComm::return_if_agreed(const CollRequest& r) {
   const uint64_t back = split_.returning_at(r.seq) & aggs_.missing();
   if (back == 0) return;
-  std::string error;
   CFX_INFO(net::kLogColl,
            "CollNet rank %d: aggregator(s) 0x%llx answer again; returning at request #%u", rank_,
            static_cast<unsigned long long>(back), r.seq);
-  if (!fail_over(r.seq, "returning", &error, back)) {
-    CFX_WARN(net::kLogColl, "CollNet: returning to the aggregators failed: %s", error.c_str());
+  const Status st = fail_over(r.seq, unavailable("returning"), back);
+  if (!st.ok()) {
+    CFX_WARN(net::kLogColl, "CollNet: returning to the aggregators failed: %s",
+             st.message().c_str());
   }
 }
 
-bool CollComm::return_to(const FailoverAgreement& a, const std::vector<size_t>& before,
-                         uint32_t from, std::string* error) {
+Status CollComm::return_to(const FailoverAgreement& a, const std::vector<size_t>& before,
+                           uint32_t from) {
   std::vector<size_t> target;
-  if (!aggs_.return_due(a.dead, a.back, &target)) return true;
+  if (!aggs_.return_due(a.dead, a.back, &target)) return Status();
   bool joined = false;
-  if (!join_everywhere(target, from, "returned to", "aggregator(s)", &joined, error)) return false;
-  if (joined) return true;
+  CFX_TRY(join_everywhere(target, from, "returned to", "aggregator(s)", &joined));
+  if (joined) return Status();
   aggs_.still_dead(a.back);
   std::vector<size_t> survivors;
   for (size_t i : before) {
     if (i >= 64 || ((a.dead >> i) & 1) == 0) survivors.push_back(i);
   }
-  if (survivors.empty()) return true;  // the ring, as before
-  return join_everywhere(survivors, from, "went back to", "aggregator(s) it had", &joined, error);
+  if (survivors.empty()) return Status();  // the ring, as before
+  return join_everywhere(survivors, from, "went back to", "aggregator(s) it had", &joined);
 }
 
 CollRequest* CollComm::queued(uint32_t seq) {
@@ -426,40 +423,40 @@ CollRequest* CollComm::queued(uint32_t seq) {
   return nullptr;
 }
 
-bool CollComm::rejoin_survivors(uint64_t dead, uint32_t from, std::string* error) {
+Status CollComm::rejoin_survivors(uint64_t dead, uint32_t from) {
   // Only when some rank named a failed aggregator of this engine and others are left; the
   // decision uses agreed values only, so every rank takes the same branch.
   std::vector<size_t> survivors;
-  if (!aggs_.restripe_due(dead, &survivors)) return true;
+  if (!aggs_.restripe_due(dead, &survivors)) return Status();
   bool joined = false;
   return join_everywhere(std::move(survivors), from, "re-striped over", "surviving aggregator(s)",
-                         &joined, error);
+                         &joined);
 }
 
-bool CollComm::join_everywhere(std::vector<size_t> target, uint32_t from, const char* what,
-                               const char* noun, bool* joined, std::string* error) {
+Status CollComm::join_everywhere(std::vector<size_t> target, uint32_t from, const char* what,
+                                 const char* noun, bool* joined) {
   *joined = false;
-  std::string why;
-  std::unique_ptr<client::Engine> fresh = aggs_.rejoin(target, &why);
+  std::unique_ptr<client::Engine> fresh;
+  const Status why = aggs_.rejoin(target, &fresh);
+  if (!why.ok()) fresh.reset();
   std::vector<uint32_t> all;
-  if (!failover_->all_say(fresh != nullptr ? 1 : 0, &all, 2 * opts_.ring.timeout,
-                          "re-join agreement", error)) {
-    return false;
-  }
+  CFX_TRY(failover_->all_say(fresh != nullptr ? 1 : 0, &all, 2 * opts_.ring.timeout,
+                             "re-join agreement"));
   for (int i = 0; i < nranks_; ++i) {
     if (all[static_cast<size_t>(i)] != 0) continue;
     CFX_WARN(net::kLogColl,
              "CollNet: rank %d could not join the %zu %s%s%s; the worker ring keeps every "
              "aggregator share",
-             i, target.size(), noun, i == rank_ ? ": " : "", i == rank_ ? why.c_str() : "");
-    return true;
+             i, target.size(), noun, i == rank_ ? ": " : "",
+             i == rank_ ? why.message().c_str() : "");
+    return Status();
   }
   const size_t n = target.size();
   aggs_.adopt(std::move(fresh), std::move(target), from);
   *joined = true;
   CFX_WARN(net::kLogColl, "CollNet rank %d: %s %zu %s from request #%u on", rank_, what, n, noun,
            from);
-  return true;
+  return Status();
 }
 
 bool CollComm::has_work_locked() const {
@@ -519,30 +516,20 @@ void CollComm::run_completion() {
     }
     if (r == nullptr && !idle_failover_due()) continue;  // test() completed what was queued
     if (r == nullptr) {
-      std::string why = aggs_.live() ? "another rank failed over"
-                                     : "another rank returns to the aggregators",
-                  error;
-      if (aggs_.live()) aggs_.healthy(&why);
-      if (!fail_over(next_unfinished_, why, &error)) {
-        CFX_WARN(net::kLogColl, "CollNet failover (idle) failed: %s", error.c_str());
-      }
+      fail_over_idle();
       continue;
     }
     if (r->agg_count > 0) return_if_agreed(*r);
-    std::string error;
-    bool ok = r->agg_count == 0 || aggregator_share(*r, &error);
-    std::string ring_error;
-    if (!ring_->wait_share(*r, &ring_error) && ok) {
-      ok = false;
-      error = ring_error;
-    }
-    if (ok) deliver(*r);
+    Status result = r->agg_count == 0 ? Status() : aggregator_share(*r);
+    Status ring_result = ring_->wait_share(*r);
+    if (result.ok()) result = std::move(ring_result);
+    if (result.ok()) deliver(*r);
     {
       std::lock_guard<std::mutex> lk(mu_);
       queue_.pop_front();
     }
     next_unfinished_ = r->seq + 1;
-    finish(*r, ok, error);
+    finish(*r, result);
   }
 }
 

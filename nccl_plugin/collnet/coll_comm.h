@@ -76,6 +76,7 @@
 #include "collnet/staging.h"
 #include "conflux/client/engine.h"
 #include "conflux/common/dtype.h"
+#include "conflux/common/status.h"
 #include "net/recv_comm.h"
 #include "net/send_comm.h"
 #include "net/status.h"
@@ -179,37 +180,37 @@ class CollComm {
   void log_small_times() const;
   // ReduceScatter / AllGather: moves the result where NCCL wants it.
   void deliver(CollRequest& r) const;
-  // Waits for the request's aggregator part; false if it failed (error in *why).
-  bool wait_aggregators(CollRequest& r, std::string* why);
+  // Waits for the request's aggregator part; an error if it failed.
+  Status wait_aggregators(CollRequest& r);
   // The aggregator share of r, on the completion thread: engine, hand-over or redo.
-  bool aggregator_share(CollRequest& r, std::string* error);
-  // Fails over (failover.h) with `first_incomplete` as this rank's fi, then re-stripes.
-  // False if the failover ring failed (every later aggregator share then fails).
-  // With `back`, a planned failover to return to those aggregators ("Returning").
-  bool fail_over(uint32_t first_incomplete, const std::string& why, std::string* error,
-                 uint64_t back = 0);
+  Status aggregator_share(CollRequest& r);
+  // Fails over (failover.h) with `first_incomplete` as this rank's fi, then re-stripes;
+  // `cause`: why (logged). An error if the failover ring failed (every later aggregator share
+  // then fails). With `back`, a planned failover to return to those aggregators ("Returning").
+  Status fail_over(uint32_t first_incomplete, const Status& cause, uint64_t back = 0);
   // Before r's aggregator share: fails over to return if the ranks agreed to at r.
   void return_if_agreed(const CollRequest& r);
   // After a returning failover's hand-overs: joins every aggregator not seen dead; if some rank
-  // cannot, the ones of `before` not seen dead (none: the ring). False if the ring failed.
-  bool return_to(const FailoverAgreement& a, const std::vector<size_t>& before, uint32_t from,
-                 std::string* error);
+  // cannot, the ones of `before` not seen dead (none: the ring). An error if the ring failed.
+  Status return_to(const FailoverAgreement& a, const std::vector<size_t>& before, uint32_t from);
   // Every rank joins a new job on `target` (indices of the connect's list) and, if all did,
   // carries aggregator shares from `from` on through it (*joined). `what` and `noun` name
-  // the step in the log. False if the failover ring failed.
-  bool join_everywhere(std::vector<size_t> target, uint32_t from, const char* what,
-                       const char* noun, bool* joined, std::string* error);
+  // the step in the log. An error if the failover ring failed.
+  Status join_everywhere(std::vector<size_t> target, uint32_t from, const char* what,
+                         const char* noun, bool* joined);
   // After a failover's hand-overs: joins a new job on the aggregators no rank saw fail, if
   // any are left, and (when every rank joined) carries aggregator shares from request
-  // `from` on through it. False if the failover ring failed.
-  bool rejoin_survivors(uint64_t dead_mask, uint32_t from, std::string* error);
+  // `from` on through it. An error if the failover ring failed.
+  Status rejoin_survivors(uint64_t dead_mask, uint32_t from);
   // Hands the queued requests the re-joined engine has not had to it, in order.
   void feed_engine();
   // Idle (no request queued): whether to fail over now, on a notice or a failed engine.
   bool idle_failover_due();
+  // Fails over with no request queued (idle_failover_due()); a failure is logged.
+  void fail_over_idle();
   // The queued request with this sequence number, or nullptr (completed here, or none).
   CollRequest* queued(uint32_t seq);
-  void finish(CollRequest& r, bool ok, const std::string& error);
+  void finish(CollRequest& r, const Status& result);
   // test() on NCCL's proxy thread: completes r if it is the oldest request, its one engine
   // request is done, and no other thread is completing requests (see above).
   void complete_inline(CollRequest* r);

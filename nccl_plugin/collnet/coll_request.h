@@ -19,6 +19,7 @@
 
 #include "collnet/ring_allreduce.h"
 #include "conflux/common/dtype.h"
+#include "conflux/common/status.h"
 
 namespace conflux::collnet {
 
@@ -112,10 +113,10 @@ struct CollRequest {
 
   // Ring share outcome, set by the ring thread: 0 pending, 1 done, 2 failed (ring_error).
   std::atomic<int> ring_state{0};
-  std::string ring_error;
+  Status ring_error;
   // Failover: 0 not resolved by a hand-over, 1 resolved, 2 failed (resolve_error).
   int resolved = 0;
-  std::string resolve_error;
+  Status resolve_error;
 
   // The ring plan for elements [lo, hi): AllReduce, or the phase the kind needs with the
   // owned ranges clipped to [lo, hi).

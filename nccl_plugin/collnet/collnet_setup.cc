@@ -132,11 +132,11 @@ Status collConnect(void* const* handles, int nranks, int rank, void* listenComm,
       cfg.linkMbps > 0 ? 0
                        : connect::measure_link_mbps(rv.next.get(), rv.prev.get(), nranks, timeout);
   // 3. Join the aggregators every rank can join (connect_join.h).
-  std::string why;
-  auto engine = connect::join(cfg, rv, rank, nranks, timeout, &why);
+  std::unique_ptr<client::Engine> engine;
+  const conflux::Status joined = connect::join(cfg, rv, rank, nranks, timeout, &engine);
   // 4. Agree: all go on through the aggregators, or all decline; the options (connect_agree.h).
   connect::Verdict mine =
-      connect::local_verdict(cfg, l->dev, rank, nranks, engine.get(), why, link_mbps);
+      connect::local_verdict(cfg, l->dev, rank, nranks, engine.get(), joined, link_mbps);
   mine.hop_us = hop_us;
   std::vector<connect::Verdict> all;
   CFX_RETURN_IF_ERROR(connect::agree_verdicts(cfg, rv.next.get(), rv.prev.get(), rank, nranks, mine,

@@ -42,12 +42,14 @@ size_t ring_min_bytes(const std::vector<Verdict>& all) {
   return static_cast<size_t>(static_cast<double>(all[0].ring_min_us) * link / 8);
 }
 
-// This rank's verdict after its join (engine: the joined aggregators, or null and `why`).
+// This rank's verdict after its join (engine: the joined aggregators, or null and `joined`
+// says why).
 Verdict local_verdict(const Config& cfg, int dev, int rank, int nranks,
-                      const client::Engine* engine, const std::string& why, double measured_mbps) {
+                      const client::Engine* engine, const conflux::Status& joined,
+                      double measured_mbps) {
   Verdict mine;
   mine.ok = engine != nullptr;
-  std::snprintf(mine.reason, sizeof mine.reason, "%s", why.c_str());
+  std::snprintf(mine.reason, sizeof mine.reason, "%s", joined.message().c_str());
   mine.ring_fraction = cfg.ringFraction;
   mine.ring_min_us = cfg.ringMinUs;
   mine.aggregator_mbps = cfg.aggregatorMbps;
@@ -148,13 +150,16 @@ collnet::ReturnProber::Probe probe_function(const client::ClientConfig& base) {
   };
   // Every probe a key of its own (a daemon may still hold the last probe's job): the job's key
   // mixed with a count, apart from the re-joins' keys.
-  return [c, list = base.aggregators, key = base.job_key, n = uint64_t{0}](
-             size_t index, std::string* why) mutable {
-    if (index >= list.size()) return false;
+  return [c, list = base.aggregators, key = base.job_key,
+          n = uint64_t{0}](size_t index) mutable -> conflux::Status {
+    if (index >= list.size()) {
+      return internal_error("no aggregator " + std::to_string(index) + " to probe");
+    }
     // The entry alone, as a flat one-rank job (not the chain up a tree it may name).
     c.aggregators = {client::Endpoint{list[index].host, list[index].port}};
     c.job_key = key ^ 0x50524f4245000000ULL ^ (0xc2b2ae3d27d4eb4fULL * ++n);
-    return client::Engine::create(c, why) != nullptr;
+    std::unique_ptr<client::Engine> probe;
+    return create_engine(c, &probe);  // the probe job is left at once
   };
 }
 
@@ -189,8 +194,9 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
   opts.ring.inflight = cfg.ringInflight;
   opts.ring.timeout = std::chrono::milliseconds(cfg.ringTimeoutMs);
   collnet::hooks::abortAt(cfg, rank, kConnectRequests, &opts);
-  std::string unused;
-  client::ClientConfig base = engine_config(cfg, key, nranks, rank, tree, &unused);
+  // The join used the same settings, so they are valid here.
+  client::ClientConfig base;
+  static_cast<void>(engine_config(cfg, key, nranks, rank, tree, &base));
   collnet::hooks::clearEngineFaults(&base);
   // The entries the engine kept at connect (an aggregator that refused the job is left out on
   // every rank): the re-join's survivors are positions in this list, as in the engine's.
@@ -198,11 +204,11 @@ collnet::CollOptions comm_options(const Config& cfg, const std::vector<Verdict>&
   for (const client::AggregatorInfo& a : engine.aggregators()) kept.push_back(a.stripe);
   base = with_entries(base, kept);
   opts.rejoin = [base](const std::vector<size_t>& survivors, uint32_t epoch,
-                       std::string* why) -> std::unique_ptr<client::Engine> {
+                       std::unique_ptr<client::Engine>* out) {
     client::ClientConfig c = with_entries(base, survivors);
     // A job of its own on each survivor, the same on every rank.
     c.job_key = base.job_key ^ (0x9e3779b97f4a7c15ULL * epoch);
-    return client::Engine::create(c, why);
+    return create_engine(c, out);
   };
   opts.probe = probe_function(base);
   opts.probe_on_every_rank = !tree.served.empty();  // the ranks named different aggregators

@@ -14,6 +14,7 @@
 #include "collnet/connect_measure.h"
 #include "collnet/connect_ring.h"
 #include "conflux/client/engine.h"
+#include "conflux/common/status.h"
 #include "core/params.h"
 
 namespace conflux::plugin::connect {
@@ -43,9 +44,11 @@ double agreed_ring_fraction(const std::vector<Verdict>& all, int nranks);
 double largest_hop_us(const std::vector<Verdict>& all);
 size_t ring_min_bytes(const std::vector<Verdict>& all);
 
-// This rank's verdict after its join (engine: the joined aggregators, or null and `why`).
+// This rank's verdict after its join (engine: the joined aggregators, or null and `joined`
+// says why).
 Verdict local_verdict(const Config& cfg, int dev, int rank, int nranks,
-                      const client::Engine* engine, const std::string& why, double measured_mbps);
+                      const client::Engine* engine, const conflux::Status& joined,
+                      double measured_mbps);
 // Every rank's verdict into *all; kSystemError (after one line saying why) when any rank
 // cannot use the aggregators.
 Status agree_verdicts(const Config& cfg, net::SendComm* next, net::RecvComm* prev, int rank,

@@ -22,9 +22,9 @@ using net::kLogInit;
 namespace {
 
 // "3,1" -> {3, 1}; empty -> none. Each an integer 1..Striping's period limit (4096).
-bool parse_weights(const std::string& text, std::vector<uint32_t>* out, std::string* error) {
+conflux::Status parse_weights(const std::string& text, std::vector<uint32_t>* out) {
   out->clear();
-  if (text.empty()) return true;
+  if (text.empty()) return {};
   size_t at = 0;
   while (at <= text.size()) {
     const size_t comma = std::min(text.find(',', at), text.size());
@@ -33,32 +33,30 @@ bool parse_weights(const std::string& text, std::vector<uint32_t>* out, std::str
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), w);
     if (item.empty() || ec != std::errc() || end != item.data() + item.size() || w == 0 ||
         w > 4096) {
-      *error = "'" + item + "' is not a weight (an integer 1..4096)";
-      return false;
+      return invalid_argument("'" + item + "' is not a weight (an integer 1..4096)");
     }
     out->push_back(w);
     at = comma + 1;
   }
-  return true;
+  return {};
 }
 
 }  // namespace
 
-client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, int rank,
-                                   const collnet::TreeCounts& tree, std::string* error) {
-  client::ClientConfig cfg;
-  if (!client::parse_endpoints(c.aggregators, &cfg.aggregators, error)) {
-    *error = "CONFLUX_AGGREGATORS: " + *error;
-    return cfg;
+conflux::Status engine_config(const Config& c, uint64_t key, int nranks, int rank,
+                              const collnet::TreeCounts& tree, client::ClientConfig* out) {
+  client::ClientConfig& cfg = *out;
+  cfg = client::ClientConfig();
+  std::string error;
+  if (!client::parse_endpoints(c.aggregators, &cfg.aggregators, &error)) {
+    return invalid_argument("CONFLUX_AGGREGATORS: " + error);
   }
-  if (!parse_weights(c.stripeWeights, &cfg.stripe_weights, error)) {
-    *error = "CONFLUX_STRIPE_WEIGHTS=" + c.stripeWeights + ": " + *error;
-    return cfg;
-  }
+  CFX_TRY(parse_weights(c.stripeWeights, &cfg.stripe_weights)
+              .prefixed("CONFLUX_STRIPE_WEIGHTS=" + c.stripeWeights + ": "));
   if (!cfg.stripe_weights.empty() && cfg.stripe_weights.size() != cfg.aggregators.size()) {
-    *error = "CONFLUX_STRIPE_WEIGHTS names " + std::to_string(cfg.stripe_weights.size()) +
-             " weights for " + std::to_string(cfg.aggregators.size()) + " aggregators";
-    return cfg;
+    return invalid_argument("CONFLUX_STRIPE_WEIGHTS names " +
+                            std::to_string(cfg.stripe_weights.size()) + " weights for " +
+                            std::to_string(cfg.aggregators.size()) + " aggregators");
   }
   cfg.job_key = key;
   cfg.n_workers = static_cast<uint32_t>(nranks);
@@ -92,7 +90,15 @@ client::ClientConfig engine_config(const Config& c, uint64_t key, int nranks, in
       CFX_INFO(kLogColl, "%.*s", static_cast<int>(msg.size()), msg.data());
     }
   };
-  return cfg;
+  return {};
+}
+
+conflux::Status create_engine(const client::ClientConfig& cfg,
+                              std::unique_ptr<client::Engine>* out) {
+  std::string error;
+  *out = client::Engine::create(cfg, &error);
+  if (*out == nullptr) return unavailable(std::move(error));
+  return {};
 }
 
 namespace {
@@ -224,46 +230,35 @@ class JoinExchange {
   uint64_t agreed_ = 0;
 };
 
-std::unique_ptr<client::Engine> join_aggregators(const Config& c, uint64_t key, int nranks,
-                                                 int rank, const collnet::TreeCounts& tree,
-                                                 JoinExchange* exchange, std::string* why) {
-  if (c.aggregators.empty()) {
-    *why = "CONFLUX_AGGREGATORS is not set";
-    return nullptr;
-  }
-  std::string error;
-  client::ClientConfig cfg = engine_config(c, key, nranks, rank, tree, &error);
-  if (!error.empty()) {
-    *why = error;
-    return nullptr;
-  }
+conflux::Status join_aggregators(const Config& c, uint64_t key, int nranks, int rank,
+                                 const collnet::TreeCounts& tree, JoinExchange* exchange,
+                                 std::unique_ptr<client::Engine>* out) {
+  if (c.aggregators.empty()) return invalid_argument("CONFLUX_AGGREGATORS is not set");
+  client::ClientConfig cfg;
+  CFX_TRY(engine_config(c, key, nranks, rank, tree, &cfg));
   cfg.join_agree = [exchange](uint64_t joined, const std::string& w, uint64_t* agreed) {
     return exchange->agree(joined, w, agreed);
   };
   cfg.join_peers = [exchange](uint64_t* alive) { return exchange->peek(alive); };
-  auto engine = client::Engine::create(cfg, &error);
-  if (!engine) *why = error;
-  return engine;
+  return create_engine(cfg, out);
 }
 
 }  // namespace
 
-std::unique_ptr<client::Engine> join(const Config& cfg, Rendezvous& rv, int rank, int nranks,
-                                     std::chrono::milliseconds timeout, std::string* why) {
+conflux::Status join(const Config& cfg, Rendezvous& rv, int rank, int nranks,
+                     std::chrono::milliseconds timeout, std::unique_ptr<client::Engine>* out) {
   JoinExchange exchange(rv.next.get(), rv.prev.get(), rank, nranks, timeout);
-  std::unique_ptr<client::Engine> engine;
-  if (rv.discovery_error.empty()) {
-    engine = join_aggregators(cfg, rv.key, nranks, rank, rv.tree, &exchange, why);
-  } else {
-    *why = rv.discovery_error;  // nothing to join: the agreement below declines everywhere
-  }
+  out->reset();
+  // A discovery error leaves nothing to join: the agreement below declines everywhere.
+  conflux::Status st = rv.discovery;
+  if (st.ok()) st = join_aggregators(cfg, rv.key, nranks, rank, rv.tree, &exchange, out);
   if (!exchange.ran()) {
     uint64_t unused = 0;  // failed before it joined: the others still hear from this rank
-    static_cast<void>(exchange.agree(0, *why, &unused));  // the decline is *why already
-  } else if (engine != nullptr) {
+    static_cast<void>(exchange.agree(0, st.message(), &unused));  // the decline is st already
+  } else if (*out != nullptr) {
     exchange.log_left_out(cfg);
   }
-  return engine;
+  return st;
 }
 
 }  // namespace conflux::plugin::connect

@@ -107,19 +107,21 @@ Status exchange_served(const Config& cfg, net::SendComm* next, net::RecvComm* pr
 Status discover(const Config& cfg, net::SendComm* next, net::RecvComm* prev, int rank, int nranks,
                 std::chrono::milliseconds timeout, Rendezvous* rv) {
   const std::string& mine = cfg.aggregators;
-  auto resolve = [&](std::string* out, std::string* why) {
-    if (!client::has_dns_entries(mine)) {
-      *out = mine;
-      return;
-    }
-    if (!client::expand_dns(mine, timeout, out, why)) *out = mine;
+  // *out: `mine` with its dns: entries resolved; or `mine`, and why they could not be.
+  auto resolve = [&](std::string* out) -> conflux::Status {
+    *out = mine;
+    if (!client::has_dns_entries(mine)) return {};
+    std::string expanded, why;
+    if (!client::expand_dns(mine, timeout, &expanded, &why)) return unavailable(why);
+    *out = expanded;
+    return {};
   };
   std::vector<uint8_t> msg;
   if (rank == 0) {
-    std::string out, why;
-    resolve(&out, &why);
+    std::string out;
+    const conflux::Status resolved = resolve(&out);
     const std::string text =
-        mine + "\n" + (why.empty() ? out : "!" + why) + "\n" + cfg.stripeWeights;
+        mine + "\n" + (resolved.ok() ? out : "!" + resolved.message()) + "\n" + cfg.stripeWeights;
     msg.assign(text.begin(), text.end());
   }
   if (nranks > 1) {
@@ -142,16 +144,14 @@ Status discover(const Config& cfg, net::SendComm* next, net::RecvComm* prev, int
   }
   if (theirs == mine) {
     if (answer.starts_with("!")) {
-      rv->discovery_error = "CONFLUX_AGGREGATORS: " + answer.substr(1);
+      rv->discovery = unavailable("CONFLUX_AGGREGATORS: " + answer.substr(1));
     } else {
       rv->aggregators = answer;
     }
   } else {
-    std::string why;
-    resolve(&rv->aggregators, &why);
-    if (!why.empty()) rv->discovery_error = "CONFLUX_AGGREGATORS: " + why;
+    rv->discovery = resolve(&rv->aggregators).prefixed("CONFLUX_AGGREGATORS: ");
   }
-  if (rank == 0 && rv->discovery_error.empty() && rv->aggregators != mine) {
+  if (rank == 0 && rv->discovery.ok() && rv->aggregators != mine) {
     CFX_INFO(kLogColl | kLogInit, "CollNet connect: CONFLUX_AGGREGATORS=%s is %s", mine.c_str(),
              rv->aggregators.c_str());
   }

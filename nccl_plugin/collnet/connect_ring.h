@@ -12,6 +12,7 @@
 
 #include "collnet/coll_comm.h"
 #include "collnet/tree_layout.h"
+#include "conflux/common/status.h"
 #include "core/params.h"
 #include "core/plugin_state.h"
 #include "net/transport.h"
@@ -46,10 +47,11 @@ struct Rendezvous {
   uint64_t key = 0;          // the job's key: identical on every rank, unique per communicator
   collnet::TreeCounts tree;  // ranks under each aggregator (and each level above it)
   // CONFLUX_AGGREGATORS with its dns: entries resolved (client/discovery.h), by rank 0 for
-  // every rank that has rank 0's list; or why they could not be (the join then declines).
+  // every rank that has rank 0's list; or why they could not be (`discovery`: the join then
+  // declines).
   std::string aggregators;
   std::string stripe_weights;  // rank 0's CONFLUX_STRIPE_WEIGHTS, the same on every rank
-  std::string discovery_error;
+  conflux::Status discovery;
 };
 
 // Checks every rank's handle, builds the rings (nranks > 1), derives the key, resolves the

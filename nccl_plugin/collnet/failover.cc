@@ -39,10 +39,9 @@ Failover::Failover(int rank, int nranks, std::unique_ptr<net::SendComm> next,
       scratch_(settings.scratch_bytes()),
       tails_(tail_window) {}
 
-bool Failover::fail(const std::string& what, std::string* error) {
+Status Failover::fail(Status error) {
   broken_ = true;
-  *error = what;
-  return false;
+  return error;
 }
 
 void Failover::arm_notice() {
@@ -78,7 +77,7 @@ bool Failover::notice_arrived() {
   return notice_done_;
 }
 
-bool Failover::agree(const FailoverVote& mine, FailoverAgreement* out, std::string* error) {
+Status Failover::agree(const FailoverVote& mine, FailoverAgreement* out) {
   std::vector<FailoverVote> all(static_cast<size_t>(nranks_));
   if (nranks_ > 1) {
     // Tell the next rank, then wait for the previous rank's notice: every rank sends and
@@ -88,18 +87,17 @@ bool Failover::agree(const FailoverVote& mine, FailoverAgreement* out, std::stri
     static const uint64_t kNotice = 1;
     if (next_->isend(&kNotice, sizeof kNotice, kNoticeTag, &sreq) != net::Status::kOk ||
         sreq == nullptr) {
-      return fail("failover notice could not be sent", error);
+      return fail(unavailable("failover notice could not be sent"));
     }
     for (bool sent = false; !sent || !notice_arrived();) {
       if (!sent) {
         size_t size = 0;
         const net::Status st = net::test(sreq, &sent, &size);
-        if (st != net::Status::kOk)
-          return fail(std::string("failover notice: ") + net::toString(st), error);
+        if (st != net::Status::kOk) return fail(ring_failure("failover notice", st));
       }
-      if (closing_.load(std::memory_order_acquire)) return fail("communicator closed", error);
+      if (closing_.load(std::memory_order_acquire)) return fail(comm_closed());
       if (std::chrono::steady_clock::now() > deadline) {
-        return fail("no failover notice from the previous rank", error);
+        return fail(timed_out("no failover notice from the previous rank"));
       }
       sched_yield();
     }
@@ -107,8 +105,7 @@ bool Failover::agree(const FailoverVote& mine, FailoverAgreement* out, std::stri
     const net::Status st = ring_allgather(next_.get(), prev_.get(), rank_, nranks_, &mine,
                                           all.data(), sizeof(FailoverVote), settings_.timeout);
     if (st != net::Status::kOk) {
-      return fail(std::string("failover agreement over the worker ring: ") + net::toString(st),
-                  error);
+      return fail(ring_failure("failover agreement over the worker ring", st));
     }
   } else {
     all[0] = mine;
@@ -130,11 +127,11 @@ bool Failover::agree(const FailoverVote& mine, FailoverAgreement* out, std::stri
   agreed_ = true;
   handover_end_ = a.hi;
   *out = a;
-  return true;
+  return Status();
 }
 
-bool Failover::hand_over(const FailoverAgreement& a,
-                         const std::function<CollRequest*(uint32_t)>& queued, std::string* error) {
+Status Failover::hand_over(const FailoverAgreement& a,
+                           const std::function<CollRequest*(uint32_t)>& queued) {
   const size_t max_msg = sizeof(TailHeader) + tails_.window_bytes();
   for (uint32_t q = a.lo; q < a.hi; ++q) {
     std::vector<uint8_t> msg;
@@ -155,14 +152,13 @@ bool Failover::hand_over(const FailoverAgreement& a,
     const net::Status st = ring_broadcast(next_.get(), prev_.get(), rank_, nranks_, a.holder, &msg,
                                           max_msg, settings_.timeout);
     if (st != net::Status::kOk) {
-      return fail(std::string("failover hand-over over the worker ring: ") + net::toString(st),
-                  error);
+      return fail(ring_failure("failover hand-over over the worker ring", st));
     }
     TailHeader h;
-    if (msg.size() < sizeof h) return fail("failover hand-over: malformed message", error);
+    if (msg.size() < sizeof h) return fail(unavailable("failover hand-over: malformed message"));
     std::memcpy(&h, msg.data(), sizeof h);
     if (h.seq == q && h.kept != 0 && h.input != 0) {
-      if (!reduce_input_tails(q, h.total, h.offset, queued, error)) return false;
+      CFX_TRY(reduce_input_tails(q, h.total, h.offset, queued));
       continue;
     }
     CollRequest* r = queued(q);
@@ -171,20 +167,19 @@ bool Failover::hand_over(const FailoverAgreement& a,
     const size_t n = msg.size() - sizeof h;
     if (h.seq != q || h.kept == 0 || h.total != total || h.offset + n != total) {
       r->resolved = 2;
-      r->resolve_error = "rank " + std::to_string(a.holder) +
-                         " no longer holds the results of request #" + std::to_string(q) +
-                         " that this rank lacks";
+      r->resolve_error = unavailable("rank " + std::to_string(a.holder) +
+                                     " no longer holds the results of request #" +
+                                     std::to_string(q) + " that this rank lacks");
       continue;
     }
     std::memcpy(r->recv + h.offset, msg.data() + sizeof h, n);
     r->resolved = 1;
   }
-  return true;
+  return Status();
 }
 
-bool Failover::reduce_input_tails(uint32_t q, size_t total, size_t offset,
-                                  const std::function<CollRequest*(uint32_t)>& queued,
-                                  std::string* error) {
+Status Failover::reduce_input_tails(uint32_t q, size_t total, size_t offset,
+                                    const std::function<CollRequest*(uint32_t)>& queued) {
   CollRequest* r = queued(q);
   // This rank's input end and where its reduction goes: the request itself while it is
   // queued here, else the kept input end (the result is then not needed here).
@@ -210,29 +205,27 @@ bool Failover::reduce_input_tails(uint32_t q, size_t total, size_t offset,
     tmp.recv = sink.data();
   }
   std::vector<uint32_t> all;
-  if (!all_say(src != nullptr ? 1 : 0, &all, settings_.timeout, "failover hand-over", error)) {
-    return false;
-  }
+  CFX_TRY(all_say(src != nullptr ? 1 : 0, &all, settings_.timeout, "failover hand-over"));
   for (int i = 0; i < nranks_; ++i) {
     if (all[static_cast<size_t>(i)] != 0) continue;
     if (r != nullptr) {
       r->resolved = 2;
-      r->resolve_error = "rank " + std::to_string(i) + " no longer holds its input of " +
-                         "ReduceScatter #" + std::to_string(q) + ", whose shard this rank lacks";
+      r->resolve_error =
+          unavailable("rank " + std::to_string(i) + " no longer holds its input of " +
+                      "ReduceScatter #" + std::to_string(q) + ", whose shard this rank lacks");
     }
-    return true;
+    return Status();
   }
   // Every rank has its input end [offset, total): reduce-scatter it by owner.
   const size_t esize = dtype_size(tmp.dtype);
   const size_t e0 = offset / esize;
   tmp.count = (total - offset) / esize;
   tmp.owned = clip_ranges(*owned, e0, e0 + tmp.count);
-  std::string why;
-  if (!run_ring_to_end(tmp, links(), src, 0, tmp.count, ring_tag(q, 1), scratch_.data(), settings_,
-                       closing_, "failover ring", &why)) {
-    return fail(
-        "failover reduce-scatter of ReduceScatter #" + std::to_string(q) + "'s input ends: " + why,
-        error);
+  const Status st = run_ring_to_end(tmp, links(), src, 0, tmp.count, ring_tag(q, 1),
+                                    scratch_.data(), settings_, closing_, "failover ring");
+  if (!st.ok()) {
+    return fail(st.prefixed("failover reduce-scatter of ReduceScatter #" + std::to_string(q) +
+                            "'s input ends: "));
   }
   if (r != nullptr) {
     r->resolved = 1;
@@ -241,24 +234,24 @@ bool Failover::reduce_input_tails(uint32_t q, size_t total, size_t offset,
              "ends, reduced over the ring",
              rank_, q);
   }
-  return true;
+  return Status();
 }
 
-bool Failover::redo(CollRequest& r, std::string* error) {
+Status Failover::redo(CollRequest& r) {
   return run_ring_to_end(r, links(), r.agg_input(), 0, r.agg_count, ring_tag(r.seq, 1),
-                         scratch_.data(), settings_, closing_, "failover ring", error);
+                         scratch_.data(), settings_, closing_, "failover ring");
 }
 
-bool Failover::all_say(uint32_t mine, std::vector<uint32_t>* all, std::chrono::milliseconds timeout,
-                       const char* what, std::string* error) {
+Status Failover::all_say(uint32_t mine, std::vector<uint32_t>* all,
+                         std::chrono::milliseconds timeout, const char* what) {
   all->assign(static_cast<size_t>(nranks_), mine);
-  if (nranks_ < 2) return true;
+  if (nranks_ < 2) return Status();
   const net::Status st = ring_allgather(next_.get(), prev_.get(), rank_, nranks_, &mine,
                                         all->data(), sizeof mine, timeout);
   if (st != net::Status::kOk) {
-    return fail(std::string(what) + " over the worker ring: " + net::toString(st), error);
+    return fail(ring_failure(std::string(what) + " over the worker ring", st));
   }
-  return true;
+  return Status();
 }
 
 }  // namespace conflux::collnet

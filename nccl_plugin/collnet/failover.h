@@ -77,26 +77,26 @@ class Failover {
 
   // Sends this rank's notice, waits for the previous rank's (re-arming it for the next
   // failover) and agrees on every rank's vote.
-  bool agree(const FailoverVote& mine, FailoverAgreement* out, std::string* error);
+  Status agree(const FailoverVote& mine, FailoverAgreement* out);
   // Hands over the requests in [a.lo, a.hi) (see above); `queued` finds a request still
   // queued on this rank (nullptr: completed here, or never given).
-  bool hand_over(const FailoverAgreement& a, const std::function<CollRequest*(uint32_t)>& queued,
-                 std::string* error);
+  Status hand_over(const FailoverAgreement& a, const std::function<CollRequest*(uint32_t)>& queued);
   // Whether r was resolved by the last hand-over (its seq is below that agreement's hi).
   bool handed_over(const CollRequest& r) const { return agreed_ && r.seq < handover_end_; }
   // Redoes r's aggregator share [0, agg_count) over the failover ring.
-  bool redo(CollRequest& r, std::string* error);
+  Status redo(CollRequest& r);
   // Allgathers one word from every rank; `what` names the step in errors.
-  bool all_say(uint32_t mine, std::vector<uint32_t>* all, std::chrono::milliseconds timeout,
-               const char* what, std::string* error);
+  Status all_say(uint32_t mine, std::vector<uint32_t>* all, std::chrono::milliseconds timeout,
+                 const char* what);
 
   bool broken() const { return broken_; }
 
  private:
-  bool fail(const std::string& what, std::string* error);
+  // Every step that fails breaks the failover ring: returns `error`, broken() from now on.
+  Status fail(Status error);
   // ReduceScatter q's hand-over: every rank reduce-scatters its input end [offset, total).
-  bool reduce_input_tails(uint32_t q, size_t total, size_t offset,
-                          const std::function<CollRequest*(uint32_t)>& queued, std::string* error);
+  Status reduce_input_tails(uint32_t q, size_t total, size_t offset,
+                            const std::function<CollRequest*(uint32_t)>& queued);
   RingLinks links() const { return {rank_, nranks_, next_.get(), prev_.get()}; }
 
   const int rank_, nranks_;

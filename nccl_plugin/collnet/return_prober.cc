@@ -55,14 +55,14 @@ void ReturnProber::run() {
     lk.unlock();
     for (size_t i = 0; i < 64; ++i) {
       if (((ask >> i) & 1) == 0) continue;
-      std::string why;
-      if (probe_(i, &why)) {
+      const Status why = probe_(i);
+      if (why.ok()) {
         answered_.fetch_or(uint64_t{1} << i, std::memory_order_acq_rel);
         any = true;
         CFX_INFO(net::kLogColl, "CollNet: aggregator %zu of the job answers again", i);
       } else {
         CFX_TRACE(net::kLogColl, "CollNet: aggregator %zu still does not take jobs: %s", i,
-                  why.c_str());
+                  why.message().c_str());
       }
     }
     lk.lock();

@@ -23,13 +23,15 @@
 #include <string>
 #include <thread>
 
+#include "conflux/common/status.h"
+
 namespace conflux::collnet {
 
 class ReturnProber {
  public:
-  // Whether the aggregator at `index` (of the list the job joined at connect) takes a job now;
-  // *why when not.
-  using Probe = std::function<bool(size_t index, std::string* why)>;
+  // Whether the aggregator at `index` (of the list the job joined at connect) takes a job now:
+  // ok, or why not.
+  using Probe = std::function<Status(size_t index)>;
 
   explicit ReturnProber(Probe probe) : probe_(std::move(probe)) {}
   ~ReturnProber();

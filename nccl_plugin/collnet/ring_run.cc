@@ -25,20 +25,17 @@ RingRun::RingRun(CollRequest& r, const RingLinks& links, const uint8_t* send, si
       what_(what),
       last_progress_(Clock::now()) {}
 
-bool RingRun::step(bool closing, bool* ok, std::string* error) {
+bool RingRun::step(bool closing, Status* result) {
   bool done = false;
   const net::Status st = op_.progress(&done);
-  *ok = false;
+  *result = Status();
   if (st != net::Status::kOk) {
-    *error = std::string(what_) + ": " + net::toString(st);
+    *result = ring_failure(what_, st);
     return true;
   }
-  if (done) {
-    *ok = true;
-    return true;
-  }
+  if (done) return true;
   if (closing) {
-    *error = "communicator closed";
+    *result = comm_closed();
     return true;
   }
   const auto now = Clock::now();
@@ -47,29 +44,37 @@ bool RingRun::step(bool closing, bool* ok, std::string* error) {
     last_blocks_ = op_.completed_blocks();
     last_progress_ = now;
   } else if (now - last_progress_ > timeout_) {
-    *error =
-        std::string(what_) + " made no progress for " + std::to_string(timeout_.count()) + " ms";
+    *result = timed_out(std::string(what_) + " made no progress for " +
+                        std::to_string(timeout_.count()) + " ms");
     return true;
   }
   return false;
 }
 
-bool run_ring_to_end(CollRequest& r, const RingLinks& links, const uint8_t* send, size_t lo,
-                     size_t hi, int tag, uint8_t* scratch, const RingSettings& s,
-                     const std::atomic<bool>& closing, const char* what, std::string* error) {
-  if (hi <= lo) return true;
+Status run_ring_to_end(CollRequest& r, const RingLinks& links, const uint8_t* send, size_t lo,
+                       size_t hi, int tag, uint8_t* scratch, const RingSettings& s,
+                       const std::atomic<bool>& closing, const char* what) {
+  if (hi <= lo) return Status();
   if (links.nranks == 1) {
     const size_t esize = dtype_size(r.dtype);
     if (send != r.recv) std::memmove(r.recv + lo * esize, send + lo * esize, (hi - lo) * esize);
-    return true;
+    return Status();
   }
   RingRun run(r, links, send, lo, hi, tag, scratch, s, what);
   for (int idle = 0;;) {
-    bool ok = false;
-    if (run.step(closing.load(std::memory_order_acquire), &ok, error)) return ok;
+    Status result;
+    if (run.step(closing.load(std::memory_order_acquire), &result)) return result;
     idle_pause(run.progressed(), &idle);
   }
 }
+
+Status ring_failure(std::string_view what, net::Status st) {
+  std::string message = std::string(what) + ": " + net::toString(st);
+  if (st == net::Status::kSystemError) return system_error(std::move(message));
+  return unavailable(std::move(message));
+}
+
+Status comm_closed() { return unavailable("communicator closed"); }
 
 void idle_pause(bool progressed, int* idle_polls) {
   if (progressed) {

@@ -10,9 +10,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "collnet/coll_request.h"
 #include "collnet/ring_allreduce.h"
+#include "conflux/common/status.h"
+#include "net/status.h"
 
 namespace conflux::collnet {
 
@@ -32,9 +35,9 @@ class RingRun {
   RingRun(CollRequest& r, const RingLinks& links, const uint8_t* send, size_t lo, size_t hi,
           int tag, uint8_t* scratch, const RingSettings& s, const char* what);
 
-  // Advances the operation; true once it ended (*ok says how, *error why not). `closing`:
-  // the communicator is being closed, which ends the run with an error.
-  bool step(bool closing, bool* ok, std::string* error);
+  // Advances the operation; true once it ended (*result: ok, or why not). `closing`: the
+  // communicator is being closed, which ends the run with an error.
+  bool step(bool closing, Status* result);
   bool progressed() const { return progressed_; }  // by the last step
   CollRequest& request() const { return r_; }
 
@@ -50,10 +53,16 @@ class RingRun {
 };
 
 // Runs one ring operation to its end on the calling thread, pausing between polls that find
-// nothing to do; one rank copies send[lo, hi) instead. False on error (*error says why).
-bool run_ring_to_end(CollRequest& r, const RingLinks& links, const uint8_t* send, size_t lo,
-                     size_t hi, int tag, uint8_t* scratch, const RingSettings& s,
-                     const std::atomic<bool>& closing, const char* what, std::string* error);
+// nothing to do; one rank copies send[lo, hi) instead.
+Status run_ring_to_end(CollRequest& r, const RingLinks& links, const uint8_t* send, size_t lo,
+                       size_t hi, int tag, uint8_t* scratch, const RingSettings& s,
+                       const std::atomic<bool>& closing, const char* what);
+
+// A transfer over a worker ring that failed with `st`: "<what>: <st>", a system error when
+// the failure was local, else the other rank is unavailable (it closed, died or sent garbage).
+Status ring_failure(std::string_view what, net::Status st);
+// The communicator is being closed: what every wait on a ring ends with then.
+Status comm_closed();
 
 // Between polls that found nothing to do: yield a few times, then sleep a little (the
 // transport's helper threads move the bytes, so a poller only needs to be timely).

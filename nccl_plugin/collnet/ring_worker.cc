@@ -57,26 +57,21 @@ void RingWorker::enqueue(CollRequest* r) {
   wake_.notify_all();
 }
 
-bool RingWorker::wait_share(CollRequest& r, std::string* error) {
+Status RingWorker::wait_share(CollRequest& r) {
   // Sleeps: the ring thread is the one spinning on the transport.
   std::unique_lock<std::mutex> lk(done_mu_);
   for (;;) {
     const int s = r.ring_state.load(std::memory_order_acquire);
-    if (s == 1) return true;
-    if (s == 2) {
-      *error = r.ring_error;
-      return false;
-    }
-    if (closing_.load(std::memory_order_acquire)) {
-      *error = "communicator closed";
-      return false;
-    }
+    if (s == 1) return Status();
+    if (s == 2) return r.ring_error;
+    if (closing_.load(std::memory_order_acquire)) return comm_closed();
     done_cv_.wait_for(lk, std::chrono::milliseconds(10));
   }
 }
 
-void RingWorker::share_done(CollRequest* r, bool ok, const std::string& error) {
-  if (!ok) r->ring_error = error;
+void RingWorker::share_done(CollRequest* r, Status result) {
+  const bool ok = result.ok();
+  if (!ok) r->ring_error = std::move(result);
   {
     std::lock_guard<std::mutex> lk(done_mu_);
     r->ring_state.store(ok ? 1 : 2, std::memory_order_release);
@@ -126,14 +121,14 @@ bool RingWorker::start_taken(std::vector<std::unique_ptr<RingRun>>& active, bool
           std::make_unique<RingRun>(*r, links, r->send, r->agg_count, r->count, ring_tag(r->seq, 0),
                                     scratch_[lane].data(), settings_, "worker ring");
     } else if (failed_ && r->agg_count < r->count) {
-      share_done(r, false, "the worker ring failed earlier");
+      share_done(r, unavailable("the worker ring failed earlier"));
     } else {
       if (r->agg_count < r->count && r->send != r->recv) {  // one rank: the share is a copy
         const size_t esize = dtype_size(r->dtype);
         std::memmove(r->recv + r->agg_count * esize, r->send + r->agg_count * esize,
                      (r->count - r->agg_count) * esize);
       }
-      share_done(r, true, "");
+      share_done(r, Status());
     }
   }
   *took = !taken.empty();
@@ -148,16 +143,15 @@ void RingWorker::run() {
     const bool closing = closing_.load(std::memory_order_acquire);
     for (auto& run : active) {
       if (!run) continue;
-      bool ok = false;
-      std::string error;
-      if (run->step(closing, &ok, &error)) {
+      Status result;
+      if (run->step(closing, &result)) {
         CollRequest& r = run->request();
-        if (ok) {
+        if (result.ok()) {
           split_.ring_carried((r.count - r.agg_count) * dtype_size(r.dtype));
         } else {
           failed_ = true;
         }
-        share_done(&r, ok, error);
+        share_done(&r, std::move(result));
         run.reset();
         progressed = true;
       } else {

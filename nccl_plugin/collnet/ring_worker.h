@@ -53,9 +53,9 @@ class RingWorker {
 
   // Takes r (its split set) in submission order; completes its ring share later.
   void enqueue(CollRequest* r);
-  // Waits (sleeping) until the ring share of r is done; false if it failed. r may be freed
-  // once this returns.
-  bool wait_share(CollRequest& r, std::string* error);
+  // Waits (sleeping) until the ring share of r is done, or failed. r may be freed once this
+  // returns.
+  Status wait_share(CollRequest& r);
   // Ends the ring thread (running ring shares fail); idempotent.
   void stop();
 
@@ -65,7 +65,7 @@ class RingWorker {
   // while nothing runs and nothing is queued), and starts their ring shares in `active`
   // (one per lane); *took: whether it took any. False once stopped.
   bool start_taken(std::vector<std::unique_ptr<RingRun>>& active, bool* took);
-  void share_done(CollRequest* r, bool ok, const std::string& error);
+  void share_done(CollRequest* r, Status result);
 
   const int rank_, nranks_;
   RingLanes lanes_;

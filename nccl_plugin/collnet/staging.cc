@@ -91,11 +91,10 @@ net::Status Staging::make_pool_locked(cuda::CUcontext ctx) {
 net::Status Staging::register_device(void* data, size_t size) {
   std::lock_guard<std::mutex> lk(mu_);
   if (cuda_ == nullptr) {
-    std::string why;
-    cuda_ = cuda::driver(&why);
-    if (cuda_ == nullptr) {
+    const conflux::Status loaded = cuda::driver(&cuda_);
+    if (!loaded.ok()) {
       CFX_WARN(kLogColl, "CollNet regMr: CUDA memory at %p (%zu bytes) cannot be staged: %s", data,
-               size, why.c_str());
+               size, loaded.message().c_str());
       return net::Status::kSystemError;
     }
   }

@@ -202,13 +202,14 @@ NetDelegate::~NetDelegate() {
   if (dl_ != nullptr) dlclose(dl_);
 }
 
-std::unique_ptr<NetDelegate> NetDelegate::load(const std::string& lib, std::string* why) {
+conflux::Status NetDelegate::load(const std::string& lib, std::unique_ptr<NetDelegate>* out) {
+  out->reset();
   dlerror();
   void* dl = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (dl == nullptr) {
     const char* e = dlerror();
-    *why = "CONFLUX_NET_DELEGATE=" + lib + ": cannot load it (" + (e != nullptr ? e : "?") + ")";
-    return nullptr;
+    return invalid_argument("CONFLUX_NET_DELEGATE=" + lib + ": cannot load it (" +
+                            (e != nullptr ? e : "?") + ")");
   }
   std::unique_ptr<NetDelegate> d = tryVersion<ncclNet_v11_t, 11>(dl, lib, "ncclNetPlugin_v11");
   if (!d) d = tryVersion<ncclNet_v10_t, 10>(dl, lib, "ncclNetPlugin_v10");
@@ -216,12 +217,12 @@ std::unique_ptr<NetDelegate> NetDelegate::load(const std::string& lib, std::stri
   if (!d) d = tryVersion<ncclNet_v8_t, 8>(dl, lib, "ncclNetPlugin_v8");
   if (!d) {
     dlclose(dl);
-    *why = "CONFLUX_NET_DELEGATE=" + lib +
-           ": exports no ncclNetPlugin_v8 .. _v11 (not an NCCL net plugin, or a version this "
-           "build does not know)";
-    return nullptr;
+    return invalid_argument("CONFLUX_NET_DELEGATE=" + lib +
+                            ": exports no ncclNetPlugin_v8 .. _v11 (not an NCCL net plugin, or a "
+                            "version this build does not know)");
   }
-  return d;
+  *out = std::move(d);
+  return {};
 }
 
 Status NetDelegate::initContext(void** ctx, uint64_t commId, int trafficClass,

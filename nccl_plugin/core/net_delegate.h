@@ -25,6 +25,7 @@
 #include <mutex>
 #include <string>
 
+#include "conflux/common/status.h"
 #include "core/net_api.h"
 #include "nccl/nccl_types.h"
 
@@ -33,9 +34,9 @@ namespace conflux::plugin {
 class NetDelegate {
  public:
   // dlopen()s `lib` (a path, or a name the loader resolves as NCCL would) and takes the newest
-  // ncclNetPlugin_vN (v11..v8) it exports. nullptr and *why (naming the library and the cause)
-  // when it cannot be loaded or exports no version we know.
-  static std::unique_ptr<NetDelegate> load(const std::string& lib, std::string* why);
+  // ncclNetPlugin_vN (v11..v8) it exports, into *out. invalid_argument (naming the library and
+  // the cause) when it cannot be loaded or exports no version we know.
+  static conflux::Status load(const std::string& lib, std::unique_ptr<NetDelegate>* out);
   virtual ~NetDelegate();  // dlclose()
   NetDelegate(const NetDelegate&) = delete;
   NetDelegate& operator=(const NetDelegate&) = delete;

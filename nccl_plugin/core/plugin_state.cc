@@ -93,19 +93,18 @@ Status PluginState::loadDelegate() {
   return Status::kOk;
 #endif
   if (lib.empty()) return Status::kOk;
-  std::string why;
-  delegate_ = NetDelegate::load(lib, &why);
-  if (delegate_ == nullptr) {
+  const conflux::Status loaded = NetDelegate::load(lib, &delegate_);
+  if (!loaded.ok()) {
     if (config_.netDelegateFallback) {
       CFX_WARN(net::kLogInit | net::kLogNet,
                "%s; point-to-point traffic uses Conflux's TCP net instead "
                "(CONFLUX_NET_DELEGATE_FALLBACK=1)",
-               why.c_str());
+               loaded.message().c_str());
       return Status::kOk;
     }
     CFX_WARN(net::kLogInit | net::kLogNet,
              "%s (set CONFLUX_NET_DELEGATE_FALLBACK=1 to use Conflux's TCP net instead)",
-             why.c_str());
+             loaded.message().c_str());
     return Status::kSystemError;
   }
   CFX_INFO(net::kLogInit | net::kLogNet,

@@ -51,9 +51,9 @@ class Loader {
   // The library stays loaded for the process's lifetime: its entry points may be in use by
   // other threads at exit.
 
-  const Api* api(std::string* why) const {
-    if (!ok_ && why != nullptr) *why = why_;
-    return ok_ ? &api_ : nullptr;
+  Status api(const Api** out) const {
+    *out = ok_ ? &api_ : nullptr;
+    return ok_ ? Status() : system_error(why_);
   }
 
  private:
@@ -111,9 +111,9 @@ class Loader {
 
 }  // namespace
 
-const Api* driver(std::string* why) {
+Status driver(const Api** out) {
   static const Loader* loader = new Loader();  // never destroyed: see ~Loader's note
-  return loader->api(why);
+  return loader->api(out);
 }
 
 std::string error_text(const Api& api, const char* call, CUresult rc) {

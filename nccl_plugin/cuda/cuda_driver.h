@@ -6,12 +6,14 @@
 // CUDA, load() fails with a reason and the caller goes on with host memory only.
 //
 // Users: the CollNet staging of device memory (collnet/device_staging.h) and the driver's
-// device-buffer mode (tools/driver). No logging here: errors come back as text.
+// device-buffer mode (tools/driver). No logging here: errors come back as a Status.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "conflux/common/status.h"
 
 namespace conflux::cuda {
 
@@ -71,10 +73,10 @@ struct Api {
   int version = 0;  // cuDriverGetVersion, e.g. 12080
 };
 
-// The process's driver, loaded and initialised (cuInit) on the first call; nullptr when that
-// failed, with the reason (the library, the missing symbol or the CUresult) in *why. The
-// outcome of the first call is kept: later calls return the same.
-const Api* driver(std::string* why);
+// The process's driver into *out, loaded and initialised (cuInit) on the first call; when that
+// failed, *out = nullptr and a system_error names the library, the missing symbol or the
+// CUresult. The outcome of the first call is kept: later calls return the same.
+Status driver(const Api** out);
 
 // "cuMemcpyDtoHAsync failed: CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access ...)".
 std::string error_text(const Api& api, const char* call, CUresult rc);

@@ -95,8 +95,8 @@ TEST_P(RingWorkerTest, RingSharesOfARequestStreamAreExactOnEveryLane) {
       reqs[rank].push_back(std::move(o));
     }
     for (auto& o : reqs[rank]) {
-      std::string error;
-      EXPECT_TRUE(worker.wait_share(o->r, &error)) << error;
+      const conflux::Status st = worker.wait_share(o->r);
+      EXPECT_TRUE(st.ok()) << st.message();
     }
   });
   for (int rank = 0; rank < n; ++rank) {
@@ -121,8 +121,8 @@ TEST(RingWorker, OneRanksShareIsACopy) {
   RingWorker worker(0, 1, RingLanes{}, small_blocks(), split, closing);
   Owned o(0, 0, 1000, 600);
   worker.enqueue(&o.r);
-  std::string error;
-  ASSERT_TRUE(worker.wait_share(o.r, &error)) << error;
+  const conflux::Status st = worker.wait_share(o.r);
+  ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(conflux::testing::thread_names().count("cfx-ring"), 1u);  // it has run: named
   for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(o.recv[i], i < 600 ? -1 : o.send[i]) << i;
 }
@@ -144,12 +144,13 @@ TEST(RingWorker, AStalledRingFailsItsShareAndEveryLaterOne) {
   auto worker = rank0_alone(ring, small_blocks(300ms), split, closing);
   Owned first(0, 0, 50000, 0), later(0, 1, 100, 0), aggs_only(0, 2, 100, 100);
   for (Owned* o : {&first, &later, &aggs_only}) worker->enqueue(&o->r);
-  std::string error;
-  EXPECT_FALSE(worker->wait_share(first.r, &error));
-  EXPECT_EQ(error, "worker ring made no progress for 300 ms");
-  EXPECT_FALSE(worker->wait_share(later.r, &error));
-  EXPECT_EQ(error, "the worker ring failed earlier");
-  EXPECT_TRUE(worker->wait_share(aggs_only.r, &error)) << "no ring share: nothing to fail";
+  const conflux::Status stalled = worker->wait_share(first.r);
+  EXPECT_EQ(stalled.code(), conflux::Status::Code::kTimeout);
+  EXPECT_EQ(stalled.message(), "worker ring made no progress for 300 ms");
+  const conflux::Status after = worker->wait_share(later.r);
+  EXPECT_EQ(after.code(), conflux::Status::Code::kUnavailable);
+  EXPECT_EQ(after.message(), "the worker ring failed earlier");
+  EXPECT_TRUE(worker->wait_share(aggs_only.r).ok()) << "no ring share: nothing to fail";
 }
 
 TEST(RingWorker, ClosingEndsAWaitForAShareThatCannotFinish) {
@@ -163,9 +164,9 @@ TEST(RingWorker, ClosingEndsAWaitForAShareThatCannotFinish) {
     std::this_thread::sleep_for(100ms);
     closing = true;
   });
-  std::string error;
-  EXPECT_FALSE(worker->wait_share(o.r, &error));
-  EXPECT_EQ(error, "communicator closed");
+  const conflux::Status st = worker->wait_share(o.r);
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(st.message(), "communicator closed");
   closer.join();
 }
 
@@ -198,8 +199,8 @@ TEST_P(FailoverTest, EveryRankAgreesOnTheVotes) {
   };
   std::vector<FailoverAgreement> agreed(n);
   each_rank(n, [&](int r) {
-    std::string error;
-    EXPECT_TRUE(f[r]->agree(vote(r), &agreed[r], &error)) << error;
+    const conflux::Status st = f[r]->agree(vote(r), &agreed[r]);
+    EXPECT_TRUE(st.ok()) << st.message();
   });
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(agreed[r].lo, 5u);
@@ -228,8 +229,8 @@ TEST_P(FailoverTest, TheHolderHandsOverTheResultsOthersLack) {
   each_rank(n, [&](int r) {
     const FailoverVote mine{r == 0 ? 5u : 3u, 6, 0};
     FailoverAgreement a;
-    std::string error;
-    ASSERT_TRUE(f[r]->agree(mine, &a, &error)) << error;
+    const conflux::Status agreed = f[r]->agree(mine, &a);
+    ASSERT_TRUE(agreed.ok()) << agreed.message();
     EXPECT_EQ(a.holder, 0);
     const auto find = [&](uint32_t seq) -> CollRequest* {
       for (auto& o : queued[r]) {
@@ -237,7 +238,8 @@ TEST_P(FailoverTest, TheHolderHandsOverTheResultsOthersLack) {
       }
       return nullptr;
     };
-    ASSERT_TRUE(f[r]->hand_over(a, find, &error)) << error;
+    const conflux::Status handed = f[r]->hand_over(a, find);
+    ASSERT_TRUE(handed.ok()) << handed.message();
   });
   for (int r = 1; r < n; ++r) {
     const CollRequest& r3 = queued[r][0]->r;
@@ -247,7 +249,7 @@ TEST_P(FailoverTest, TheHolderHandsOverTheResultsOthersLack) {
     EXPECT_EQ(r3.resolved, 1);
     EXPECT_EQ(queued[r][0]->recv, result3) << "rank " << r;
     EXPECT_EQ(r4.resolved, 2);
-    EXPECT_EQ(r4.resolve_error,
+    EXPECT_EQ(r4.resolve_error.message(),
               "rank 0 no longer holds the results of request #4 that this rank lacks");
     EXPECT_FALSE(f[r]->handed_over(r5)) << "#5 is redone, not handed over";
     EXPECT_EQ(r5.resolved, 0);
@@ -262,8 +264,8 @@ TEST_P(FailoverTest, RedoReducesTheAggregatorShareOverTheRing) {
   std::vector<std::unique_ptr<Owned>> reqs;
   for (int r = 0; r < n; ++r) reqs.push_back(std::make_unique<Owned>(r, 8, 30000, 20000));
   each_rank(n, [&](int r) {
-    std::string error;
-    EXPECT_TRUE(f[r]->redo(reqs[r]->r, &error)) << error;
+    const conflux::Status st = f[r]->redo(reqs[r]->r);
+    EXPECT_TRUE(st.ok()) << st.message();
   });
   for (int r = 0; r < n; ++r) {
     for (size_t i = 0; i < 30000; ++i) {
@@ -284,8 +286,8 @@ TEST_P(FailoverTest, AllSayGathersOneWordFromEveryRank) {
   auto f = failovers(ring, n, closing);
   std::vector<std::vector<uint32_t>> all(n);
   each_rank(n, [&](int r) {
-    std::string error;
-    EXPECT_TRUE(f[r]->all_say(uint32_t(100 + r), &all[r], 5s, "test", &error)) << error;
+    const conflux::Status st = f[r]->all_say(uint32_t(100 + r), &all[r], 5s, "test");
+    EXPECT_TRUE(st.ok()) << st.message();
   });
   for (int r = 0; r < n; ++r) {
     ASSERT_EQ(all[r].size(), size_t(n));
@@ -298,9 +300,9 @@ TEST(Failover, ARankAloneWithoutNoticeFailsWithinTheTimeoutAndStaysBroken) {
   std::atomic<bool> closing{false};
   auto f = failovers(ring, 2, closing, 300ms);
   FailoverAgreement a;
-  std::string error;
-  EXPECT_FALSE(f[0]->agree({1, 2, 0}, &a, &error));               // rank 1 never fails over
-  EXPECT_EQ(error, "no failover notice from the previous rank");  // its timeout, not a hang
+  const conflux::Status st = f[0]->agree({1, 2, 0}, &a);  // rank 1 never fails over
+  EXPECT_EQ(st.code(), conflux::Status::Code::kTimeout);  // its timeout, not a hang
+  EXPECT_EQ(st.message(), "no failover notice from the previous rank");
   EXPECT_TRUE(f[0]->broken());
 }
 

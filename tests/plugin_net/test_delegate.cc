@@ -20,9 +20,10 @@ std::string fixture(int v) {
 TEST(NetDelegate, EveryVersionLoadsAndPassesItsPropertiesThrough) {
   for (int v : {8, 9, 10, 11}) {
     SCOPED_TRACE("v" + std::to_string(v));
-    std::string why;
-    std::unique_ptr<NetDelegate> d = NetDelegate::load(fixture(v), &why);
-    ASSERT_NE(d, nullptr) << why;
+    std::unique_ptr<NetDelegate> d;
+    const conflux::Status loaded = NetDelegate::load(fixture(v), &d);
+    ASSERT_TRUE(loaded.ok()) << loaded.message();
+    ASSERT_NE(d, nullptr);
     EXPECT_EQ(d->version(), v);
     EXPECT_EQ(std::string(d->name()), "TestDelegate" + std::to_string(v));
     ASSERT_EQ(d->initProcess(nullptr, nullptr), Status::kOk);
@@ -45,13 +46,17 @@ TEST(NetDelegate, EveryVersionLoadsAndPassesItsPropertiesThrough) {
 }
 
 TEST(NetDelegate, ALibraryThatIsNoNetPluginIsRefusedWithTheReason) {
-  std::string why;
-  EXPECT_EQ(NetDelegate::load(fixture(8) + ".missing", &why), nullptr);
-  EXPECT_NE(why.find("CONFLUX_NET_DELEGATE="), std::string::npos) << why;
-  EXPECT_NE(why.find("cannot load it"), std::string::npos) << why;
-  why.clear();
-  EXPECT_EQ(NetDelegate::load("libm.so.6", &why), nullptr);  // loads, exports no ncclNet
-  EXPECT_NE(why.find("exports no ncclNetPlugin_v8 .. _v11"), std::string::npos) << why;
+  std::unique_ptr<NetDelegate> d;
+  conflux::Status st = NetDelegate::load(fixture(8) + ".missing", &d);
+  EXPECT_EQ(d, nullptr);
+  EXPECT_EQ(st.code(), conflux::Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("CONFLUX_NET_DELEGATE="), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("cannot load it"), std::string::npos) << st.message();
+  st = NetDelegate::load("libm.so.6", &d);  // loads, exports no ncclNet
+  EXPECT_EQ(d, nullptr);
+  EXPECT_EQ(st.code(), conflux::Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("exports no ncclNetPlugin_v8 .. _v11"), std::string::npos)
+      << st.message();
 }
 
 }  // namespace

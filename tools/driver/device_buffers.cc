@@ -23,9 +23,7 @@ Status DeviceBuffers::check(cuda::CUresult rc, const char* call) const {
 }
 
 Status DeviceBuffers::open(const HostBuffers& host) {
-  std::string why;
-  api_ = cuda::driver(&why);
-  if (api_ == nullptr) return internal_error("--device-buffers: " + why);
+  CFX_TRY(cuda::driver(&api_).prefixed("--device-buffers: "));
   host_ = &host;
   cuda::CUdevice dev = 0;
   CFX_TRY(check(api_->cuDeviceGet(&dev, 0), "cuDeviceGet"));

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Status: what an operation that can fail returns in the daemon, the client engine and the
-// tools: ok, or a code and a message that says what failed and why, as specifically as the
-// failing layer can say it ("multicast_range 239.1.0.0/33: prefix length over 32").
+// Status: what an operation that can fail returns in the daemon, the client engine, the tools
+// and the NCCL plugin's CollNet layer: ok, or a code and a message that says what failed and
+// why, as specifically as the failing layer can say it ("multicast_range 239.1.0.0/33: prefix
+// length over 32").
 //
 // Why this and not std::string (empty = success) or std::expected: an empty string reads as
 // "no message", not as "it worked", and nothing stops a caller from dropping it; Status is
