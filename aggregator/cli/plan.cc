@@ -71,6 +71,7 @@ PlanRow hybrid(const PlanInput& in, double ring) {
   Bound b;
   b.cap(l / (f * c + 1 - f), "worker link");
   PlanRow r = row(in, "1 aggregator + ring (hybrid)", 1, b, ring, n * through);
+  r.hybrid = true;
   r.ring_share = f;
   if (f > 0) r.limit = fmt::format("worker link and {}, ring share {:.3f}", agg.limit, f);
   return r;
@@ -194,14 +195,15 @@ std::string plan_table(const PlanInput& in, const std::vector<PlanRow>& rows) {
 std::string plan_json(const PlanInput& in, const std::vector<PlanRow>& rows) {
   json::Json layouts = json::Json::array();
   for (const PlanRow& r : rows) {
-    layouts.push_back({{"layout", r.layout},
-                       {"aggregators", r.aggregators},
-                       {"algbw_gbit", json::shortest(r.algbw_gbit)},
-                       {"of_link", json::shortest(r.of_link)},
-                       {"vs_ring", json::shortest(r.vs_ring)},
-                       {"limit", r.limit},
-                       {"cores", r.cores},
-                       {"ring_share", json::shortest(r.ring_share)}});
+    json::Json row = {{"layout", r.layout},
+                      {"aggregators", r.aggregators},
+                      {"algbw_gbit", json::shortest(r.algbw_gbit)},
+                      {"of_link", json::shortest(r.of_link)},
+                      {"vs_ring", json::shortest(r.vs_ring)},
+                      {"limit", r.limit},
+                      {"cores", r.cores}};
+    if (r.hybrid) row["ring_share"] = json::shortest(r.ring_share);
+    layouts.push_back(std::move(row));
   }
   const json::Json out = {
       {"workers", in.workers},

@@ -41,7 +41,9 @@ struct PlanRow {
   double vs_ring = 0;  // algbw / the ring's algbw
   std::string limit;   // what binds: "worker link", "aggregator link", "leaf link", ...
   int cores = 0;       // dataplane cores the busiest aggregator host needs at algbw (ring: 0)
-  // The hybrid layout: the share of every AllReduce the worker ring carries (0 elsewhere).
+  // The hybrid layout (one aggregator and the worker ring): the share of every AllReduce the
+  // ring carries.
+  bool hybrid = false;
   double ring_share = 0;
 };
 

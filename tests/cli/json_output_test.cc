@@ -130,8 +130,8 @@ TEST(CliJson, CheckAsBefore) {
       "\n");
 }
 
-// The model as it was before cores per host and measured defaults: 100 Gbit/s aggregators
-// with 8 cores of 10 Gbit/s.
+// The model as it was before cores per host and measured defaults (with the hybrid row since):
+// 100 Gbit/s aggregators with 8 cores of 10 Gbit/s.
 inline PlanInput fixed_cores_plan_input() {
   PlanInput in;
   in.agg_gbit = 100;
@@ -145,6 +145,7 @@ TEST(CliJson, PlanAsBefore) {
       plan_json(fixed_cores_plan_input(), plan(fixed_cores_plan_input())),
       R"j({"workers": 8, "worker_gbit": 100, "agg_gbit": 100, "root_gbit": 100, "agg_cores": 8, "core_gbit": 10, "dataplane": "udp", "tree_results": "leaf", "layouts": [{"layout": "ring", "aggregators": 0, "algbw_gbit": 57.142857142857146, "of_link": 0.5714285714285715, "vs_ring": 1, "limit": "worker link", "cores": 0}, )j"
       R"j({"layout": "1 aggregator", "aggregators": 1, "algbw_gbit": 10, "of_link": 0.1, "vs_ring": 0.175, "limit": "aggregator cores", "cores": 8}, )j"
+      R"j({"layout": "1 aggregator + ring (hybrid)", "aggregators": 1, "algbw_gbit": 61.42857142857143, "of_link": 0.6142857142857143, "vs_ring": 1.075, "limit": "worker link and aggregator cores, ring share 0.837", "cores": 8, "ring_share": 0.8372093023255813}, )j"
       R"j({"layout": "2 striped", "aggregators": 2, "algbw_gbit": 20, "of_link": 0.2, "vs_ring": 0.35, "limit": "aggregator cores", "cores": 8}, )j"
       R"j({"layout": "4 striped", "aggregators": 4, "algbw_gbit": 40, "of_link": 0.4, "vs_ring": 0.7, "limit": "aggregator cores", "cores": 8}, )j"
       R"j({"layout": "8 striped", "aggregators": 8, "algbw_gbit": 80, "of_link": 0.8, "vs_ring": 1.4, "limit": "aggregator cores", "cores": 8}, )j"
@@ -160,6 +161,7 @@ TEST(CliJson, PlanAsBefore) {
       plan_json(golden_plan_input(), plan(golden_plan_input())),
       R"j({"workers": 6, "worker_gbit": 25, "agg_gbit": 40, "root_gbit": 100, "agg_cores": 3, "core_gbit": 7.5, "dataplane": "udp", "tree_results": "direct", "layouts": [{"layout": "ring", "aggregators": 0, "algbw_gbit": 15, "of_link": 0.6, "vs_ring": 1, "limit": "worker link", "cores": 0}, )j"
       R"j({"layout": "1 aggregator", "aggregators": 1, "algbw_gbit": 3.75, "of_link": 0.15, "vs_ring": 0.25, "limit": "aggregator cores", "cores": 3}, )j"
+      R"j({"layout": "1 aggregator + ring (hybrid)", "aggregators": 1, "algbw_gbit": 16.499999999999996, "of_link": 0.6599999999999998, "vs_ring": 1.0999999999999999, "limit": "worker link and aggregator cores, ring share 0.773", "cores": 3, "ring_share": 0.7727272727272727}, )j"
       R"j({"layout": "2 striped", "aggregators": 2, "algbw_gbit": 7.5, "of_link": 0.3, "vs_ring": 0.5, "limit": "aggregator cores", "cores": 3}, )j"
       R"j({"layout": "4 striped", "aggregators": 4, "algbw_gbit": 15, "of_link": 0.6, "vs_ring": 1, "limit": "aggregator cores", "cores": 3}, )j"
       R"j({"layout": "8 striped", "aggregators": 8, "algbw_gbit": 25, "of_link": 1, "vs_ring": 1.6666666666666667, "limit": "worker link", "cores": 3}, )j"
