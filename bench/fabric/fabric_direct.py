@@ -30,7 +30,6 @@ at worst) and the results must stay exact. Root, like conflux_fabric.
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fabric_direct_ns  # noqa: E402
-import fabric_ns  # noqa: E402
 import fabric_run  # noqa: E402
 
 TOLERANCE = 0.10  # the prediction goal: measured within +-10 % of the planner's algbw
@@ -92,7 +90,7 @@ def configuration(doc):
             env["CONFLUX_STRIPE_WEIGHTS"])
 
 
-def kill_device_midrun(a, fab, runner, mode, ring, aggregators, env, band):
+def kill_device_midrun(a, fab, runner, mode, ring, aggregators, band):
     """The job with device a.kill_device's daemon SIGKILLed under it; rank 0's output."""
     role = f"d{a.kill_device}"
     if role not in fab.aggs:
@@ -101,30 +99,16 @@ def kill_device_midrun(a, fab, runner, mode, ring, aggregators, env, band):
             "float", "-o", "sum", "-b", band, "-e", band, "-n", str(a.iters), "-w",
             str(a.warmup), "--idle-sleep-us", "50", "--timeout", "600"]
     args += ["--check-iters"] if a.check_iters else []
-    ranks = []
-    for i, w in enumerate(fab.workers):
-        e = fabric_run.rank_env(i, len(fab.workers), f"{fab.workers[0].ip}:29700", w,
-                                aggregators)
-        e.update(env)
-        argv = [runner.bins["driver"], "--plugin", runner.bins["plugin"]] + args
-        log = os.path.join(runner.workdir, f"kill-r{i}.log")
-        ranks.append((runner.spawn(w, argv, e, log), log))
+    ranks = runner.start_ranks("kill", fab.workers, 29700, aggregators, args)
     victim = fab.aggs[role]
     first = fabric_run.wait_first_packet(victim, ranks[0][0], "fabric_direct")
     time.sleep(max(0.0, first + a.kill_after - time.monotonic()))
     if ranks[0][0].poll() is not None:
         raise fabric_run.RunError("the job ended before the kill; run more iterations")
-    for h, p in list(runner.agg_procs):
-        if h.role == role:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-            runner.procs.remove(p)
-            runner.agg_procs.remove((h, p))
+    runner.kill_aggregator(role)
     print(f"# {role}'s confluxd killed (SIGKILL)", flush=True)
-    for p, _ in ranks:
-        p.wait(timeout=600)
-    text = open(ranks[0][1]).read()
-    if any(p.returncode for p, _ in ranks) or fabric_run.VERIFIED not in text:
+    verified, text = fabric_run.finish_ranks(ranks)
+    if not verified:
         tails = "\n".join(open(log).read()[-1500:] for _, log in ranks)
         raise fabric_run.RunError(f"the job was not verified after the kill:\n{tails}")
     if "re-striped over" not in text and "the worker ring takes over" not in text:
@@ -137,21 +121,22 @@ def run_case(a, bins, ports, devices, workdir):
     p = doc["plan"]
     prefix = f"cfx{os.getpid()}"
     fab = fabric_direct_ns.DirectFabric(prefix, a.workers, p, a.rate)
+    mode, ring, aggregators, weights = configuration(doc)
     env = {"CONFLUX_SOCKET_IFNAME": "=data0", "CONFLUX_MULTICAST": "off",
            "CONFLUX_AGGREGATOR_TIMEOUT_MS": "1500", "NCCL_DEBUG": "INFO"}
+    if weights:
+        env["CONFLUX_STRIPE_WEIGHTS"] = weights
+    # Every rank of every run gets env (the runner keeps its own copy).
     runner = fabric_run.Runner(fab, bins, workdir, driver_env=env, agg_args=a.agg_arg)
     kinds = " + ".join(f"{t['kind']} {t['share']:.3f}" for t in p["topologies"])
     print(f"# case {ports} ports, budget {devices}: {p['devices']} device(s), {kinds}; "
           f"predicted {p['algbw_gbit']:.4f} Gbit/s", flush=True)
     try:
         fab.build()
-        mode, ring, aggregators, weights = configuration(doc)
-        if weights:
-            env["CONFLUX_STRIPE_WEIGHTS"] = weights
         if fab.aggs:
             runner.start_aggregators(sorted(fab.aggs), 1)
         if a.kill_device is not None:
-            text = kill_device_midrun(a, fab, runner, mode, ring, aggregators, env, a.bytes)
+            text = kill_device_midrun(a, fab, runner, mode, ring, aggregators, a.bytes)
         else:
             band = {"min": a.bytes, "max": a.bytes, "iters": a.iters, "warmup": a.warmup}
             text = runner.run_driver(mode, band, [aggregators], ring, 600,

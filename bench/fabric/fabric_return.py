@@ -24,7 +24,6 @@ Root, like conflux_fabric.
 """
 import argparse
 import os
-import signal
 import sys
 import tempfile
 import time
@@ -85,11 +84,7 @@ def run(a, fab, runner, workdir):
     time.sleep(max(0.0, first + a.kill_at - time.monotonic()))
     if ranks[0][0].poll() is not None:
         raise fabric_run.RunError("the job ended before the kill; run more iterations")
-    (h, p), = runner.agg_procs
-    os.killpg(p.pid, signal.SIGKILL)
-    p.wait()
-    runner.procs.remove(p)
-    runner.agg_procs = []
+    runner.kill_aggregator("a0")
     events["kill"] = time.time()
     print("# daemon killed (SIGKILL)", flush=True)
     time.sleep(a.down_for)
@@ -107,10 +102,8 @@ def run(a, fab, runner, workdir):
             print(f"# the job's packets reach the daemon {events['back'] - events['answer']:.2f}"
                   " s after it answered", flush=True)
         time.sleep(0.05)
-    for p, _ in ranks:
-        p.wait(timeout=600)
-    text = open(ranks[0][1]).read()
-    if any(p.returncode for p, _ in ranks) or fabric_run.VERIFIED not in text:
+    verified, text = fabric_run.finish_ranks(ranks)
+    if not verified:
         raise fabric_run.RunError(f"the job was not verified:\n{text[-3000:]}")
     runner.stop_aggregators()
     if "back" not in events:

@@ -126,6 +126,15 @@ def job_packets(host):
     return sum(int(v) for v in JOB_PACKETS_RE.findall(scrape(host)))
 
 
+def finish_ranks(ranks):
+    """Waits for the ranks of Runner.start_ranks(): (every rank exited 0 and rank 0 printed
+    that every result was verified, rank 0's output)."""
+    for p, _ in ranks:
+        p.wait(timeout=600)
+    text = open(ranks[0][1]).read()
+    return all(p.returncode == 0 for p, _ in ranks) and VERIFIED in text, text
+
+
 def wait_first_packet(host, rank0, what, timeout=60):
     """Returns (monotonic time) once the confluxd on `host` has a job packet; RunError when
     rank 0's process `rank0` ends first or nothing comes within `timeout` seconds."""
@@ -322,6 +331,16 @@ class Runner:
                 raise RunError(f"confluxd on {role} did not start (rc={p.poll()})")
             eps.append(f"{h.ip}:7470")
         return eps
+
+    def kill_aggregator(self, role):
+        """SIGKILLs the confluxd on aggregator host `role` (a crash: no Leave, no Shutdown),
+        reaps it and forgets it."""
+        for h, p in list(self.agg_procs):
+            if h.role == role:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+                self.procs.remove(p)
+                self.agg_procs.remove((h, p))
 
     def stop_aggregators(self):
         """Scrapes each daemon's /metrics (saved next to its log), stops it; returns

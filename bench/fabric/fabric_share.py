@@ -83,13 +83,6 @@ def start_job(runner, name, workers, port, aggs, requests, env_extra):
          "--timeline", timeline_path(runner, name)], env_extra)
 
 
-def job_verified(ranks):
-    for p, _ in ranks:
-        p.wait(timeout=600)
-    text = open(ranks[0][1]).read()
-    return all(p.returncode == 0 for p, _ in ranks) and fabric_run.VERIFIED in text
-
-
 def sample(agg):
     got = {}
     for kind, job, v in SAMPLE_RE.findall(fabric_run.scrape(agg)):
@@ -141,8 +134,8 @@ def main(argv):
             print(f"{t:6.1f} " + " ".join(f"{k}:{v.get('grant', 0):.0f},{v.get('result', 0):.0f}"
                                         for k, v in sorted(s.items())), flush=True)
             time.sleep(a.sample)
-        ok_a = job_verified(job_a)
-        ok_b = job_b is not None and job_verified(job_b)
+        ok_a = fabric_run.finish_ranks(job_a)[0]
+        ok_b = job_b is not None and fabric_run.finish_ranks(job_b)[0]
     finally:
         runner.kill_all()
         fab.teardown()

@@ -116,10 +116,8 @@ class Scenario:
             out = self.conflux("throttle", f"{self.agg.ip}:9470", "--max-mbps", str(mbps))
             applied.append((f"max_mbps {mbps}", time.time()))
             print(f"# {name}: {out}", flush=True)
-        for p, _ in ranks:
-            p.wait(timeout=600)
-        text = open(ranks[0][1]).read()
-        if any(p.returncode for p, _ in ranks) or fabric_run.VERIFIED not in text:
+        verified, text = fabric_run.finish_ranks(ranks)
+        if not verified:
             raise fabric_run.RunError(f"{name}: not verified:\n{text[-3000:]}")
         self.runner.stop_aggregators()
         splits = [line for line in text.splitlines()
